@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+// DefaultStreams are the process's standard streams.
+func DefaultStreams() genericiooptions.IOStreams {
+	return genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+}
+
+// GlobalOptions holds what every command shares: the kubectl connection
+// flags and the viper instance that binds flags to VLLMCTL_* and the config
+// file.
+type GlobalOptions struct {
+	ConfigFlags *genericclioptions.ConfigFlags
+	Streams     genericiooptions.IOStreams
+	v           *viper.Viper
+}
+
+// NewRootCommand builds the vllmctl command tree.
+func NewRootCommand(ctx context.Context, streams genericiooptions.IOStreams) *cobra.Command {
+	g := &GlobalOptions{
+		ConfigFlags: genericclioptions.NewConfigFlags(true),
+		Streams:     streams,
+		v:           viper.New(),
+	}
+	cmd := &cobra.Command{
+		Use:           "vllmctl",
+		Short:         "Declarative rollouts for LLM inference services on Kubernetes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.bindConfig(cmd)
+		},
+	}
+	cmd.SetIn(streams.In)
+	cmd.SetOut(streams.Out)
+	cmd.SetErr(streams.ErrOut)
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	g.ConfigFlags.AddFlags(cmd.PersistentFlags())
+
+	for _, sub := range subcommands() {
+		c := sub(g)
+		wrapArgs(c)
+		cmd.AddCommand(c)
+	}
+	return cmd
+}
+
+// subcommands lists the constructors of vllmctl's commands, one file each.
+func subcommands() []func(*GlobalOptions) *cobra.Command {
+	return []func(*GlobalOptions) *cobra.Command{
+		newVersionCommand,
+		newCompletionCommand,
+	}
+}
+
+// wrapArgs makes argument-count errors usage errors (exit 2).
+func wrapArgs(c *cobra.Command) {
+	if c.Args != nil {
+		args := c.Args
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		wrapArgs(sub)
+	}
+}
+
+// bindConfig applies, for every flag the user did not set, the value from
+// VLLMCTL_<FLAG> or the config file ($XDG_CONFIG_HOME/vllmctl/config.yaml).
+// Precedence: flags > environment > config file > defaults.
+func (g *GlobalOptions) bindConfig(cmd *cobra.Command) error {
+	v := g.v
+	v.SetEnvPrefix("VLLMCTL")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	if path := configFilePath(); path != "" {
+		v.SetConfigFile(path)
+		if err := v.ReadInConfig(); err != nil {
+			var notFound viper.ConfigFileNotFoundError
+			if !errors.As(err, &notFound) && !os.IsNotExist(err) {
+				if _, statErr := os.Stat(path); statErr == nil {
+					return usageError{fmt.Errorf("config file %s: %w", path, err)}
+				}
+			}
+		}
+	}
+	var errs []error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed || !v.IsSet(f.Name) {
+			return
+		}
+		val := v.Get(f.Name)
+		var s string
+		switch x := val.(type) {
+		case []any:
+			parts := make([]string, 0, len(x))
+			for _, p := range x {
+				parts = append(parts, fmt.Sprint(p))
+			}
+			s = strings.Join(parts, ",")
+		default:
+			s = fmt.Sprint(x)
+		}
+		if err := cmd.Flags().Set(f.Name, s); err != nil {
+			errs = append(errs, fmt.Errorf("--%s from environment or config file: %w", f.Name, err))
+		}
+	})
+	if len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	return nil
+}
+
+func configFilePath() string {
+	if p := os.Getenv("VLLMCTL_CONFIG"); p != "" {
+		return p
+	}
+	dir := os.Getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "vllmctl", "config.yaml")
+}
