@@ -22,6 +22,10 @@ type RenderOptions struct {
 	SetString   []string // --set-string, Helm syntax
 	IsUpgrade   bool     // .Release.IsUpgrade / IsInstall
 	Revision    int      // .Release.Revision (1 when unknown)
+	// KubeVersion is .Capabilities.KubeVersion (e.g. "v1.37.2", the
+	// server's version when known); empty means DefaultKubeVersion, as
+	// `helm template` does without --kube-version.
+	KubeVersion string
 }
 
 // ChartInfo identifies the chart a release was rendered from.
@@ -39,7 +43,7 @@ type Rendered struct {
 	UserValues map[string]any
 	// Values are the fully coalesced values the templates saw.
 	Values map[string]any
-	// Objects are the rendered objects, labelled and sorted (see Sort).
+	// Objects are the rendered objects, labelled and sorted (see SortObjects).
 	Objects []*unstructured.Unstructured
 	// Manifest is Objects as one YAML stream ("---" separated), in order.
 	Manifest string

@@ -17,7 +17,7 @@ if [ ! -x "$out/devcluster" ]; then
     ldflags="$ldflags -X $pkg.gitVersion=$kv -X $pkg.gitMajor=1 -X $pkg.gitMinor=37 -X $pkg.gitTreeState=clean"
   done
   (cd "$src" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp/devcluster" .)
-  for c in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl; do
+  for c in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl; do
     ln -sf devcluster "$out.tmp/$c"
   done
   rm -rf "$out" && mv "$out.tmp" "$out"

@@ -1,7 +1,7 @@
 // Command devcluster is a multi-call binary holding the real control-plane
 // components used by vllmctl's local cluster. It dispatches on the name it
 // was called by (argv[0], usually a symlink): etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler, kwok or kwokctl.
+// kube-controller-manager, kube-scheduler, kubectl, kwok or kwokctl.
 package main
 
 import (
@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/server/v3/etcdmain"
 	"k8s.io/component-base/cli"
+	kubectl "k8s.io/kubectl/pkg/cmd"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -45,10 +47,20 @@ func run(name string, args []string) int {
 	case "kube-scheduler":
 		os.Args = append([]string{name}, args...)
 		return cli.Run(scheduler.NewSchedulerCommand())
-	case "kwok", "kwokctl":
+	case "kubectl":
+		os.Args = append([]string{name}, args...)
+		if err := cli.RunNoErrOutput(kubectl.NewDefaultKubectlCommand()); err != nil {
+			// kubectl's own error printing and exit codes.
+			cmdutil.CheckErr(err)
+		}
+		return 0
+	case "kwok", "kwok-controller", "kwokctl":
+		if name == "kwok-controller" {
+			name = "kwok"
+		}
 		return runKwok(name, args)
 	default:
-		fmt.Fprintf(os.Stderr, "devcluster: unknown component %q (want etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok or kwokctl)\n", name)
+		fmt.Fprintf(os.Stderr, "devcluster: unknown component %q (want etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok or kwokctl)\n", name)
 		return 2
 	}
 }

@@ -64,6 +64,10 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 	return []func(*GlobalOptions) *cobra.Command{
 		newVersionCommand,
 		newCompletionCommand,
+		newHistoryCommand,
+		newListCommand,
+		newTemplateCommand,
+		newLintCommand,
 	}
 }
 

@@ -1,0 +1,42 @@
+# vllmctl — see README.md. Cached tools (control-plane binary, helm) live
+# outside the repo in $(CACHE), keyed by version.
+SHELL := /bin/bash
+CACHE ?= $(or $(VLLMCTL_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/vllmctl)
+export VLLMCTL_CACHE := $(CACHE)
+KUBECONFIG_E2E := $(CURDIR)/.cluster/kubeconfig
+GO ?= go
+GOTESTFLAGS ?=
+
+.PHONY: all build test unit e2e lint cluster cluster-down helm demo bench clean
+
+all: build
+
+build:
+	$(GO) build -o bin/vllmctl ./cmd/vllmctl
+
+## test: unit tests (incl. the helm comparison) and the e2e tests on the local cluster
+test: lint unit e2e
+
+unit: helm
+	HELM_BIN=$$(hack/install-helm.sh) $(GO) test $(GOTESTFLAGS) ./...
+
+e2e: cluster
+	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -tags e2e -count=1 -p 1 -timeout 30m $(GOTESTFLAGS) ./e2e/...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^cmd/devcluster/')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/...
+
+## cluster: start (or reuse) the local control plane; kubeconfig in .cluster/kubeconfig
+cluster:
+	hack/cluster-up.sh
+
+cluster-down:
+	hack/cluster-down.sh
+
+helm:
+	@hack/install-helm.sh >/dev/null
+
+clean:
+	rm -rf bin

@@ -1,0 +1,173 @@
+package charts
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// helmBin returns the Helm 4 binary named by HELM_BIN, or skips the test.
+func helmBin(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("HELM_BIN")
+	if bin == "" {
+		t.Skip("HELM_BIN is not set: the comparison with `helm template` needs Helm v4.3.1; " +
+			"run `HELM_BIN=$(hack/install-helm.sh) go test ./charts` (make unit does this)")
+	}
+	return bin
+}
+
+// runHelmTemplate runs `helm template` with the same inputs as opts,
+// hermetically (no kubeconfig, no user Helm config). The chart directory
+// of a built-in chart is the one embedded, in this package's directory.
+func runHelmTemplate(t *testing.T, bin, chartRef string, opts RenderOptions) (stdout, stderr string, err error) {
+	t.Helper()
+	dir := chartRef
+	if IsBuiltin(chartRef) {
+		dir = "./" + chartRef
+	}
+	args := []string{"template", opts.ReleaseName, dir, "--namespace", opts.Namespace}
+	for _, f := range opts.ValueFiles {
+		args = append(args, "--values", f)
+	}
+	for _, s := range opts.Set {
+		args = append(args, "--set", s)
+	}
+	for _, s := range opts.SetString {
+		args = append(args, "--set-string", s)
+	}
+	home := t.TempDir()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(),
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"),
+		"KUBECONFIG="+filepath.Join(home, "kubeconfig"),
+	)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+// comparable strips what vllmctl adds on purpose (the two top-level
+// labels) so objects rendered by vllmctl and by Helm compare equal, and
+// indexes them by "apiVersion Kind namespace/name".
+func comparable(t *testing.T, objs []*unstructured.Unstructured) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, o := range objs {
+		c := o.DeepCopy()
+		labels := c.GetLabels()
+		delete(labels, LabelManagedBy)
+		delete(labels, LabelInstance)
+		if len(labels) == 0 {
+			unstructured.RemoveNestedField(c.Object, "metadata", "labels")
+		} else {
+			c.SetLabels(labels)
+		}
+		key := c.GetAPIVersion() + " " + ObjectRef(c)
+		require.NotContains(t, out, key, "duplicate object")
+		out[key] = c.Object
+	}
+	return out
+}
+
+// TestMatchesHelmTemplate renders every golden case with vllmctl and with
+// the real `helm template` and compares the objects (parsed, ignoring the
+// two vllmctl labels).
+func TestMatchesHelmTemplate(t *testing.T) {
+	bin := helmBin(t)
+	for _, tc := range renderCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			ch, err := Load(tc.chart)
+			require.NoError(t, err)
+			ours, err := Render(ch, tc.opts)
+			require.NoError(t, err)
+
+			stdout, stderr, err := runHelmTemplate(t, bin, tc.chart, tc.opts)
+			require.NoError(t, err, "helm template: %s", stderr)
+			theirs, err := parseObjects(map[string]string{"helm template output": stdout})
+			require.NoError(t, err)
+
+			want := comparable(t, theirs)
+			got := comparable(t, ours.Objects)
+			wantKeys, gotKeys := keys(want), keys(got)
+			require.Equal(t, wantKeys, gotKeys, "the same objects")
+			for _, k := range wantKeys {
+				assert.Equal(t, want[k], got[k], k)
+			}
+		})
+	}
+}
+
+// TestBadInputFailsInHelmToo checks that what vllmctl refuses in a
+// template or in the values, `helm template` refuses as well.
+func TestBadInputFailsInHelmToo(t *testing.T) {
+	bin := helmBin(t)
+	tests := []struct {
+		name  string
+		chart string
+		opts  RenderOptions
+	}{
+		{"required", handwritten, RenderOptions{Set: []string{"image.tag="}}},
+		{"fail", handwritten, RenderOptions{Set: []string{"replicas=11"}}},
+		{"schema", "vllm", RenderOptions{ValueFiles: []string{"testdata/bad/vllm-schema.yaml"}}},
+		{"values file", handwritten, RenderOptions{ValueFiles: []string{"testdata/bad/values-bad.yaml"}}},
+		{"--set", handwritten, RenderOptions{Set: []string{"replicas=1,image"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.ReleaseName, tt.opts.Namespace = "r", "ns"
+			ch, err := Load(tt.chart)
+			require.NoError(t, err)
+			_, err = Render(ch, tt.opts)
+			var ie *InputError
+			require.ErrorAs(t, err, &ie)
+
+			_, stderr, err := runHelmTemplate(t, bin, tt.chart, tt.opts)
+			require.Error(t, err, "helm template should fail too")
+			t.Logf("vllmctl: %v\nhelm:    %s", ie, stderr)
+		})
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// BenchmarkRenderBuiltin renders the built-in chart with its defaults (the
+// chart is loaded once, outside the loop).
+func BenchmarkRenderBuiltin(b *testing.B) {
+	ch, err := Load(DefaultChart)
+	require.NoError(b, err)
+	opts := RenderOptions{ReleaseName: "qwen", Namespace: "inference"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Render(ch, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLoadBuiltin loads the built-in chart from the embedded files.
+func BenchmarkLoadBuiltin(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Load(DefaultChart); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

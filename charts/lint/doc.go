@@ -1,0 +1,42 @@
+// Package lint checks rendered Kubernetes objects against the rules an LLM
+// inference service on GPUs should follow. It needs no cluster: it reads the
+// objects a chart rendered (charts.Render) and returns findings.
+//
+// The rules look at the pod templates of Deployments, StatefulSets,
+// DaemonSets and ReplicaSets, and at bare Pods. A "GPU pod" is one with a
+// container requesting or limiting nvidia.com/gpu; its GPU containers are
+// its "server" containers (a pod without GPUs has its first container as
+// server).
+//
+//	VL001 error    nvidia.com/gpu is not a whole number, has no limit, or its
+//	               request differs from its limit (GPUs are not
+//	               overcommittable: requests must equal limits).
+//	VL002 warning  a GPU pod is not Guaranteed QoS (every container needs cpu
+//	               and memory limits, with requests equal to them): Burstable
+//	               and BestEffort pods are evicted first.
+//	VL003 warning  a GPU server container has no memory-backed emptyDir
+//	               (medium: Memory) at /dev/shm; the runtime default of 64Mi
+//	               breaks vLLM/NCCL inter-process communication.
+//	VL004 warning  a server container has no readinessProbe (traffic reaches
+//	               a pod still loading weights) or no startupProbe (slow
+//	               weight loading needs its own budget).
+//	VL005 warning  a GPU server container's cpu limit is below 4: throttling
+//	               of tokenisation, sampling and HTTP shows up as TTFT jitter
+//	               and idle GPUs.
+//	VL006 warning  a container has no cpu or memory request (nor a limit that
+//	               would default it): scheduling is blind and an HPA on
+//	               utilisation cannot work, as it divides usage by requests.
+//	VL007 error    a workload's selector is missing or does not match its
+//	               pod template labels (the API server rejects it).
+//	VL008 warning  a workload runs in the "default" namespace: give every
+//	               project and environment its own namespace and quota.
+//	VL009 warning  an image is untagged or tagged :latest (not reproducible,
+//	               rollbacks do not restore the old version).
+//	VL010 info     a GPU Deployment's rollout surges (maxSurge > 0): each
+//	               surge pod needs spare GPUs or it stays Pending.
+//
+// Objects whose metadata.namespace is empty are taken to be in
+// Options.Namespace (the release namespace). Findings are sorted by
+// severity (errors first), then rule, object, field and message, so the
+// output of Run is deterministic.
+package lint

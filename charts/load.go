@@ -1,0 +1,46 @@
+package charts
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+)
+
+// Load loads the chart ref: the name of a built-in chart (see
+// BuiltinCharts), or the path of a chart directory. A plain name that is a
+// built-in chart always means the built-in chart; write a path with a slash
+// ("./vllm") to load a directory of the same name. A ref that is neither
+// yields an *InputError naming it and listing the built-in charts.
+func Load(ref string) (*chart.Chart, error) {
+	if ref == "" {
+		ref = DefaultChart
+	}
+	if !strings.ContainsAny(ref, `/\`) && IsBuiltin(ref) {
+		return loadBuiltin(ref)
+	}
+	fi, err := os.Stat(ref)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, &InputError{
+			Source: "chart", File: ref, Err: err,
+			Msg: fmt.Sprintf("not a chart directory nor a built-in chart (built-in charts: %s)", strings.Join(BuiltinCharts(), ", ")),
+		}
+	case err != nil:
+		return nil, &InputError{Source: "chart", File: ref, Msg: err.Error(), Err: err}
+	case !fi.IsDir():
+		return nil, &InputError{
+			Source: "chart", File: ref,
+			Msg: fmt.Sprintf("not a chart directory (built-in charts: %s)", strings.Join(BuiltinCharts(), ", ")),
+		}
+	}
+	ch, err := loader.LoadDir(ref)
+	if err != nil {
+		return nil, &InputError{Source: "chart", File: ref, Msg: err.Error(), Err: err}
+	}
+	return ch, nil
+}

@@ -1,0 +1,376 @@
+package charts
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"runtime"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/common/util"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/engine"
+	"helm.sh/helm/v4/pkg/strvals"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+)
+
+// Render-time constants. They reproduce what `helm template` (Helm v4.3.1,
+// built against k8s.io/client-go v0.37) puts into .Capabilities, so that a
+// chart renders byte-for-byte as with `helm template`.
+const (
+	// DefaultKubeVersion is .Capabilities.KubeVersion when
+	// RenderOptions.KubeVersion is empty: Helm derives it from the
+	// client-go it is built with (v0.37 → v1.37.0). Helm's library returns
+	// v1.20.0 inside test binaries, which is why it is pinned here.
+	DefaultKubeVersion = "v1.37.0"
+	// HelmVersion is .Capabilities.HelmVersion.Version.
+	HelmVersion = "v4.3.1"
+	// maxReleaseNameLen is Helm's limit on release names.
+	maxReleaseNameLen = 53
+	// notesFile is the chart file rendered into Rendered.Notes.
+	notesFile = "NOTES.txt"
+)
+
+// Render renders ch with the values and release settings of opts, exactly
+// as `helm template RELEASE CHART -n NAMESPACE -f ... --set ... --set-string
+// ...` renders it, and returns the objects labelled with
+// app.kubernetes.io/managed-by=vllmctl and app.kubernetes.io/instance=<release>
+// and sorted with SortObjects.
+//
+// The render values are Helm's: .Release.Name/Namespace from opts,
+// .Release.Revision opts.Revision (1 when 0), .Release.IsInstall
+// !opts.IsUpgrade, .Release.Service "Helm" (kept so that charts written for
+// Helm, which often put .Release.Service into a managed-by label, render as
+// under Helm; vllmctl overrides that top-level label anyway), .Capabilities
+// those of `helm template` with KubeVersion DefaultKubeVersion (or
+// opts.KubeVersion) and HelmVersion.Version HelmVersion. There is no cluster:
+// lookup returns an empty map, as with `helm template`.
+//
+// Every problem with the input is an *InputError.
+func Render(ch *chart.Chart, opts RenderOptions) (*Rendered, error) {
+	return RenderContext(context.Background(), ch, opts)
+}
+
+// RenderContext is Render with a context (only used to cancel rendering).
+func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*Rendered, error) {
+	if ch == nil || ch.Metadata == nil {
+		return nil, errors.New("render: no chart")
+	}
+	if err := ValidateReleaseName(opts.ReleaseName); err != nil {
+		return nil, err
+	}
+	if err := checkChart(ch); err != nil {
+		return nil, err
+	}
+	caps, err := capabilities(opts.KubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	if ch.Metadata.KubeVersion != "" {
+		if err := checkKubeVersion(ch, caps.KubeVersion); err != nil {
+			return nil, err
+		}
+	}
+
+	user, err := UserValues(opts)
+	if err != nil {
+		return nil, err
+	}
+
+	coalesced, err := util.CoalesceValues(ch, user)
+	if err != nil {
+		return nil, &InputError{Source: "values", Msg: err.Error(), Err: err}
+	}
+	if err := util.ValidateAgainstSchema(ch, coalesced); err != nil {
+		return nil, schemaError(ch, err)
+	}
+
+	revision := opts.Revision
+	if revision <= 0 {
+		revision = 1
+	}
+	relOpts := common.ReleaseOptions{
+		Name:      opts.ReleaseName,
+		Namespace: opts.Namespace,
+		Revision:  revision,
+		IsInstall: !opts.IsUpgrade,
+		IsUpgrade: opts.IsUpgrade,
+	}
+	// Schema validation already ran above on the same coalesced values.
+	top, err := util.ToRenderValuesWithSchemaValidation(ch, user, relOpts, caps, true)
+	if err != nil {
+		return nil, &InputError{Source: "values", Msg: err.Error(), Err: err}
+	}
+
+	var e engine.Engine // no client: lookup returns an empty map, DNS off
+	files, err := e.RenderWithContext(ctx, ch, top)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		return nil, templateError(err)
+	}
+
+	notes := files[path.Join(ch.Name(), "templates", notesFile)]
+	for name := range files {
+		if strings.HasSuffix(name, notesFile) {
+			delete(files, name)
+		}
+	}
+
+	objs, err := parseObjects(files)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		labels := o.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[LabelManagedBy] = ManagedByVllmctl
+		labels[LabelInstance] = opts.ReleaseName
+		o.SetLabels(labels)
+	}
+	SortObjects(objs)
+	manifest, err := Manifest(objs)
+	if err != nil {
+		return nil, err
+	}
+
+	values, _ := top["Values"].(common.Values)
+	return &Rendered{
+		Chart: ChartInfo{
+			Name:       ch.Metadata.Name,
+			Version:    ch.Metadata.Version,
+			AppVersion: ch.Metadata.AppVersion,
+		},
+		UserValues: user,
+		Values:     values.AsMap(),
+		Objects:    objs,
+		Manifest:   manifest,
+		Notes:      notes,
+	}, nil
+}
+
+// ValidateReleaseName checks that name is a DNS-1123 label of at most 53
+// characters (Helm's limit: object names get suffixes).
+func ValidateReleaseName(name string) error {
+	if name == "" {
+		return &InputError{Source: "release name", Msg: "must not be empty"}
+	}
+	if len(name) > maxReleaseNameLen || len(validation.IsDNS1123Label(name)) > 0 {
+		return &InputError{
+			Source: "release name",
+			Msg: fmt.Sprintf("%q is invalid: it must be a DNS-1123 label of at most %d characters "+
+				"(lowercase letters, digits and '-', starting and ending with a letter or digit)", name, maxReleaseNameLen),
+		}
+	}
+	return nil
+}
+
+// UserValues merges the values the user supplied, in Helm's order: the -f
+// files in order (maps merged deeply, later wins), then every --set, then
+// every --set-string. The chart defaults are not included.
+func UserValues(opts RenderOptions) (map[string]any, error) {
+	base := map[string]any{}
+	for _, f := range opts.ValueFiles {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, &InputError{Source: "values file", File: f, Msg: errMsg(err), Err: err}
+		}
+		vals, err := parseValuesFile(f, data)
+		if err != nil {
+			return nil, err
+		}
+		base = loader.MergeMaps(base, vals)
+	}
+	for _, s := range opts.Set {
+		if err := strvals.ParseInto(s, base); err != nil {
+			return nil, &InputError{Source: "--set", Msg: fmt.Sprintf("%q: %v", s, err), Err: err}
+		}
+	}
+	for _, s := range opts.SetString {
+		if err := strvals.ParseIntoString(s, base); err != nil {
+			return nil, &InputError{Source: "--set-string", Msg: fmt.Sprintf("%q: %v", s, err), Err: err}
+		}
+	}
+	return base, nil
+}
+
+// errMsg is err's message without the *PathError operation prefix, which
+// the InputError's File already names.
+func errMsg(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// parseValuesFile parses a values file as Helm does (one or more YAML
+// documents, merged). On error it finds the document at fault again to
+// report the line in the whole file.
+func parseValuesFile(name string, data []byte) (map[string]any, error) {
+	vals, err := loader.LoadValues(bytes.NewReader(data))
+	if err == nil {
+		return vals, nil
+	}
+	ie := &InputError{Source: "values file", File: name, Msg: err.Error(), Err: err}
+	lines := strings.SplitAfter(string(data), "\n")
+	start := 0 // index of the first line of the current document
+	check := func(end int) bool {
+		doc := strings.Join(lines[start:end], "")
+		if strings.TrimSpace(doc) == "" {
+			return false
+		}
+		m := map[string]any{}
+		derr := yaml.Unmarshal([]byte(doc), &m)
+		if derr == nil {
+			return false
+		}
+		line, msg := yamlErrorLine(derr)
+		if line == 0 {
+			line = firstContentLine(lines[start:end])
+		}
+		ie.Line = start + line
+		if strings.Contains(msg, "cannot unmarshal") {
+			msg = "a values document must be a map of keys to values"
+		}
+		ie.Msg = msg
+		return true
+	}
+	for i, l := range lines {
+		if isDocSeparator(l) {
+			if check(i) {
+				return nil, ie
+			}
+			start = i + 1
+		}
+	}
+	check(len(lines))
+	return nil, ie
+}
+
+// firstContentLine is the 1-based index of the first line in lines that
+// is neither blank nor a comment (1 when there is none).
+func firstContentLine(lines []string) int {
+	for i, l := range lines {
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
+			return i + 1
+		}
+	}
+	return 1
+}
+
+// isDocSeparator reports whether line separates YAML documents the way
+// k8s.io/apimachinery's YAMLReader (used by Helm's values loader) sees it.
+func isDocSeparator(line string) bool {
+	rest, ok := strings.CutPrefix(line, "---")
+	if !ok {
+		return false
+	}
+	rest = strings.TrimSpace(rest)
+	return rest == "" || strings.HasPrefix(rest, "#")
+}
+
+// schemaError turns the error of Helm's schema validation into an
+// InputError naming the first offending values path (all of them are in
+// the message).
+func schemaError(ch *chart.Chart, err error) *InputError {
+	ie := &InputError{Source: "values do not match the schema of chart " + ch.Name(), Err: err}
+	vs := parseSchemaError(err.Error())
+	if len(vs) == 0 {
+		ie.Msg = strings.TrimSpace(err.Error())
+		return ie
+	}
+	ie.Path = vs[0].Path
+	if ie.Path == "" {
+		ie.Path = "(root)"
+	}
+	msgs := []string{vs[0].Msg}
+	for _, v := range vs[1:] {
+		p := v.Path
+		if p == "" {
+			p = "(root)"
+		}
+		msgs = append(msgs, p+": "+v.Msg)
+	}
+	ie.Msg = strings.Join(msgs, "; ")
+	return ie
+}
+
+// checkChart refuses what `helm template` would refuse or what needs
+// Helm's dependency processing, which vllmctl does not do.
+func checkChart(ch *chart.Chart) error {
+	if ch.Metadata.Type == "library" {
+		return &InputError{Source: "chart", File: ch.Name(), Msg: "is a library chart, which cannot be rendered"}
+	}
+	present := map[string]bool{}
+	for _, d := range ch.Dependencies() {
+		present[d.Name()] = true
+	}
+	for _, d := range ch.Metadata.Dependencies {
+		if d == nil {
+			continue
+		}
+		if d.Condition != "" || len(d.Tags) > 0 || len(d.ImportValues) > 0 || d.Alias != "" {
+			return &InputError{
+				Source: "chart", File: ch.Name(),
+				Msg: fmt.Sprintf("dependency %s uses condition, tags, import-values or alias, which vllmctl does not support", d.Name),
+			}
+		}
+		if !present[d.Name] {
+			return &InputError{
+				Source: "chart", File: ch.Name(),
+				Msg: fmt.Sprintf("dependency %s is declared in Chart.yaml but missing in charts/", d.Name),
+			}
+		}
+	}
+	return nil
+}
+
+// capabilities returns `helm template`'s .Capabilities with the given
+// Kubernetes version (DefaultKubeVersion when empty).
+func capabilities(kubeVersion string) (*common.Capabilities, error) {
+	if kubeVersion == "" {
+		kubeVersion = DefaultKubeVersion
+	}
+	kv, err := common.ParseKubeVersion(kubeVersion)
+	if err != nil {
+		return nil, &InputError{Source: "kubernetes version", Msg: fmt.Sprintf("%q: %v", kubeVersion, err), Err: err}
+	}
+	caps := common.DefaultCapabilities.Copy()
+	caps.KubeVersion = *kv
+	caps.HelmVersion.Version = HelmVersion
+	caps.HelmVersion.GitCommit = ""
+	caps.HelmVersion.GitTreeState = ""
+	caps.HelmVersion.GoVersion = runtime.Version()
+	caps.HelmVersion.KubeClientVersion = "v" + kv.Major + "." + kv.Minor
+	return caps, nil
+}
+
+// checkKubeVersion applies the chart's kubeVersion constraint like Helm.
+func checkKubeVersion(ch *chart.Chart, kv common.KubeVersion) error {
+	c, err := semver.NewConstraint(ch.Metadata.KubeVersion)
+	if err != nil {
+		return &InputError{Source: "chart", File: ch.Name(), Msg: fmt.Sprintf("invalid kubeVersion %q: %v", ch.Metadata.KubeVersion, err), Err: err}
+	}
+	v, err := semver.NewVersion(kv.String())
+	if err != nil {
+		return fmt.Errorf("kubernetes version %s: %w", kv.Version, err)
+	}
+	if !c.Check(v) {
+		return &InputError{
+			Source: "chart", File: ch.Name(),
+			Msg: fmt.Sprintf("requires kubeVersion %s, which is incompatible with Kubernetes %s", ch.Metadata.KubeVersion, kv.Version),
+		}
+	}
+	return nil
+}

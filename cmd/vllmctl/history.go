@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vllmctl/vllmctl/release"
+)
+
+// historyOptions are the inputs of `vllmctl history RELEASE`.
+type historyOptions struct {
+	g *GlobalOptions
+
+	output string
+
+	release   string
+	namespace string
+	store     release.Store
+
+	// newStore opens the record store of a namespace; nil: Secrets through
+	// the kubeconfig. Tests inject an in-memory or fake-clientset store.
+	newStore func(namespace string) (release.Store, error)
+	// loc is the time zone of the table's times; nil: local time.
+	loc *time.Location
+}
+
+func newHistoryCommand(g *GlobalOptions) *cobra.Command {
+	return historyCommand(&historyOptions{g: g})
+}
+
+func historyCommand(o *historyOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "history RELEASE",
+		Short: "Show the revisions of a release",
+		Long: "Show one row per recorded revision of RELEASE: when it was last updated, its status, chart,\n" +
+			"app version, description and the ReplicaSets it produced.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	return cmd
+}
+
+// Complete resolves the release, the namespace and the record store.
+func (o *historyOptions) Complete(args []string) error {
+	o.release = args[0]
+	ns, err := recordNamespace(o.g)
+	if err != nil {
+		return err
+	}
+	o.namespace = ns
+	if o.loc == nil {
+		o.loc = time.Local
+	}
+	o.store, err = openRecordStore(o.g, o.newStore, ns)
+	return err
+}
+
+// Validate checks the release name and the output format.
+func (o *historyOptions) Validate() error {
+	if err := release.ValidateName(o.release); err != nil {
+		return err
+	}
+	return validateRecordOutput(o.output)
+}
+
+// historyRow is one revision in `history -o json|yaml`.
+type historyRow struct {
+	Revision    int                     `json:"revision"`
+	Updated     time.Time               `json:"updated"`
+	Status      release.Status          `json:"status"`
+	Chart       string                  `json:"chart"`
+	AppVersion  string                  `json:"appVersion"`
+	Description string                  `json:"description"`
+	ReplicaSets []release.ReplicaSetRef `json:"replicaSets"`
+	RollbackOf  int                     `json:"rollbackOf,omitempty"`
+	Failure     *release.Failure        `json:"failure,omitempty"`
+}
+
+// Run prints the release's revisions.
+func (o *historyOptions) Run(ctx context.Context) error {
+	revs, err := release.History(ctx, o.store, o.release)
+	if err != nil {
+		return err
+	}
+	rows := make([]historyRow, 0, len(revs))
+	for _, r := range revs {
+		rs := r.ReplicaSets
+		if rs == nil {
+			rs = []release.ReplicaSetRef{}
+		}
+		rows = append(rows, historyRow{
+			Revision:    r.Revision,
+			Updated:     r.Updated,
+			Status:      r.Status,
+			Chart:       r.Chart.String(),
+			AppVersion:  r.Chart.AppVersion,
+			Description: r.Description,
+			ReplicaSets: rs,
+			RollbackOf:  r.RollbackOf,
+			Failure:     r.Failure,
+		})
+	}
+	if o.output != "table" {
+		return writeRecordDocument(o.g.Streams.Out, o.output, rows)
+	}
+	tw := newRecordTable(o.g.Streams.Out)
+	fmt.Fprintln(tw, "REVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION\tDESCRIPTION\tREPLICASETS")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Revision, recordTime(r.Updated, o.loc), r.Status,
+			recordCell(r.Chart), recordCell(r.AppVersion), recordCell(r.Description), replicaSetsCell(r.ReplicaSets))
+	}
+	return tw.Flush()
+}
+
+// replicaSetsCell shows ReplicaSets as name(hash, rev N), comma-separated.
+func replicaSetsCell(refs []release.ReplicaSetRef) string {
+	if len(refs) == 0 {
+		return "<none>"
+	}
+	parts := make([]string, len(refs))
+	for i, rs := range refs {
+		parts[i] = fmt.Sprintf("%s(%s, rev %d)", rs.Name, rs.PodTemplateHash, rs.Revision)
+	}
+	return recordCell(strings.Join(parts, ", "))
+}
+
+// recordNamespace is the namespace of -n/--namespace or the kubeconfig
+// context.
+func recordNamespace(g *GlobalOptions) (string, error) {
+	ns, _, err := g.ConfigFlags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return "", usageError{fmt.Errorf("namespace: %w", err)}
+	}
+	return ns, nil
+}
+
+// openRecordStore opens the release record store of namespace: newStore
+// when set (tests), else Secrets through the kubeconfig.
+func openRecordStore(g *GlobalOptions, newStore func(string) (release.Store, error), namespace string) (release.Store, error) {
+	if newStore != nil {
+		return newStore(namespace)
+	}
+	cfg, err := g.ConfigFlags.ToRESTConfig()
+	if err != nil {
+		return nil, recordClusterError{fmt.Errorf("kubeconfig: %w", err)}
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, recordClusterError{fmt.Errorf("kubernetes client: %w", err)}
+	}
+	return release.NewSecrets(client, namespace), nil
+}
+
+// recordClusterError marks a cluster that cannot be reached (exit 6).
+type recordClusterError struct{ err error }
+
+func (e recordClusterError) Error() string { return e.err.Error() }
+func (e recordClusterError) Unwrap() error { return e.err }
+func (e recordClusterError) ExitCode() int { return ExitClusterErr }
+
+// validateRecordOutput checks -o/--output of history and list.
+func validateRecordOutput(format string) error {
+	switch format {
+	case "table", "json", "yaml":
+		return nil
+	}
+	return newUsageError("--output %q: want table, json or yaml", format)
+}
+
+// writeRecordDocument writes v as one JSON or YAML document.
+func writeRecordDocument(w io.Writer, format string, v any) error {
+	var out []byte
+	var err error
+	switch format {
+	case "json":
+		out, err = json.MarshalIndent(v, "", "  ")
+		out = append(out, '\n')
+	case "yaml":
+		out, err = yaml.Marshal(v)
+	default:
+		return newUsageError("--output %q: want table, json or yaml", format)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+// newRecordTable returns a tabwriter laid out like kubectl's tables.
+func newRecordTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+}
+
+// recordTime formats a table time in loc.
+func recordTime(t time.Time, loc *time.Location) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return t.In(loc).Format("2006-01-02 15:04:05 MST")
+}
+
+// recordCell makes s fit a table cell: one line, no tabs, "<none>" when empty.
+func recordCell(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return strings.Join(strings.Fields(s), " ")
+}

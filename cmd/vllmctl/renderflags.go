@@ -1,0 +1,94 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/spf13/pflag"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vllmctl/vllmctl/charts"
+)
+
+// RenderFlags are the flags that choose what a chart renders to, shared by
+// deploy, diff and template: -f/--values, --set and --set-string, with
+// Helm's syntax and precedence (files in order, then --set, then
+// --set-string).
+type RenderFlags struct {
+	// ValueFiles are the -f/--values files, in order (later wins).
+	ValueFiles []string
+	// Set are the --set values (a.b=c, a[0]=x, a={x,y}, escaped \,).
+	Set []string
+	// SetString are the --set-string values: like Set, always strings.
+	SetString []string
+}
+
+// AddFlags registers the render flags on fs.
+func (f *RenderFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.StringSliceVarP(&f.ValueFiles, "values", "f", nil,
+		"values file (YAML); repeatable, later files win")
+	fs.StringArrayVar(&f.Set, "set", nil,
+		"set a value, Helm syntax (a.b=c, a[0]=x, a={x,y}, \\, for a literal comma); repeatable, wins over -f")
+	fs.StringArrayVar(&f.SetString, "set-string", nil,
+		"like --set, but every value is a string; repeatable, wins over --set")
+}
+
+// ChartRef returns the CHART of the arguments RELEASE [CHART]: args[1], or
+// the default built-in chart when it is omitted.
+func ChartRef(args []string) string {
+	if len(args) > 1 && args[1] != "" {
+		return args[1]
+	}
+	return charts.DefaultChart
+}
+
+// RenderOptions returns the render options of release in namespace.
+func (f *RenderFlags) RenderOptions(release, namespace string) charts.RenderOptions {
+	return charts.RenderOptions{
+		ReleaseName: release,
+		Namespace:   namespace,
+		ValueFiles:  append([]string(nil), f.ValueFiles...),
+		Set:         append([]string(nil), f.Set...),
+		SetString:   append([]string(nil), f.SetString...),
+		Revision:    1,
+	}
+}
+
+// Resolve loads the chart named by the arguments RELEASE [CHART] and returns
+// it with the render options of RELEASE in namespace. Every problem with
+// the input is a *charts.InputError (exit code 2).
+func (f *RenderFlags) Resolve(args []string, namespace string) (*chart.Chart, charts.RenderOptions, error) {
+	if len(args) == 0 {
+		return nil, charts.RenderOptions{}, newUsageError("a RELEASE name is required")
+	}
+	opts := f.RenderOptions(args[0], namespace)
+	if err := charts.ValidateReleaseName(opts.ReleaseName); err != nil {
+		return nil, opts, err
+	}
+	ch, err := charts.Load(ChartRef(args))
+	if err != nil {
+		return nil, opts, err
+	}
+	return ch, opts, nil
+}
+
+// localNamespace is the release namespace for commands that need no
+// cluster (template): --namespace, else the kubeconfig context's
+// namespace, else "default" — also when there is no kubeconfig at all.
+func localNamespace(g *GlobalOptions) (string, error) {
+	if g.ConfigFlags.Namespace != nil && *g.ConfigFlags.Namespace != "" {
+		return *g.ConfigFlags.Namespace, nil
+	}
+	ns, _, err := g.ConfigFlags.ToRawKubeConfigLoader().Namespace()
+	switch {
+	case err != nil && (errors.Is(err, fs.ErrNotExist) || clientcmd.IsEmptyConfig(err)):
+		return "default", nil
+	case err != nil:
+		return "", usageError{fmt.Errorf("namespace from kubeconfig: %w", err)}
+	case ns == "":
+		return "default", nil
+	}
+	return ns, nil
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+var updateCLI = flag.Bool("update-cli", false, "rewrite the CLI golden files in testdata/cli")
+
+// runTemplateCLI runs the root command in-process, hermetically (no
+// kubeconfig, no config file, no VLLMCTL_* variables), and returns stdout,
+// stderr and the exit code main would return.
+func runTemplateCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	tmp := t.TempDir()
+	t.Setenv("KUBECONFIG", filepath.Join(tmp, "no-kubeconfig"))
+	t.Setenv("HOME", tmp)
+	t.Setenv("XDG_CONFIG_HOME", tmp)
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "VLLMCTL_") {
+			t.Setenv(name, "")
+		}
+	}
+	var out, errOut bytes.Buffer
+	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+	ctx := context.Background()
+	cmd := NewRootCommand(ctx, streams)
+	cmd.SetArgs(args)
+	code := ExitCode(&errOut, cmd.ExecuteContext(ctx))
+	return out.String(), errOut.String(), code
+}
+
+func TestTemplateCommand(t *testing.T) {
+	const handwritten = "../../charts/testdata/charts/handwritten"
+	tests := []struct {
+		name   string
+		args   []string
+		golden string // testdata/cli/<golden>.golden holds stdout; "" = stdout must be empty
+		code   int
+		stderr string // exact stderr
+	}{
+		{
+			name:   "built-in chart by default",
+			args:   []string{"template", "qwen", "-n", "inference"},
+			golden: "template-vllm-defaults",
+		},
+		{
+			name: "built-in chart with values, --set and --set-string",
+			args: []string{"template", "qwen", "vllm", "--namespace", "inference",
+				"-f", "testdata/cli/template-values-gpu2.yaml", "--set", "replicaCount=3,podAnnotations.team=ml",
+				"--set-string", "image.tag=v0.11.1", "--set", `extraArgs={--max-num-seqs=128,--enable-prefix-caching}`},
+			golden: "template-vllm-values",
+		},
+		{
+			name:   "namespace defaults to default without a kubeconfig",
+			args:   []string{"template", "qwen"},
+			golden: "template-vllm-default-namespace",
+		},
+		{
+			name:   "chart directory",
+			args:   []string{"template", "demo", handwritten, "-n", "apps", "--set", "workers[0].name=solo,workers[0].port=9000"},
+			golden: "template-handwritten",
+		},
+		{
+			name:   "invalid release name",
+			args:   []string{"template", "Qwen_1"},
+			code:   ExitInvalid,
+			stderr: "Error: release name: \"Qwen_1\" is invalid: it must be a DNS-1123 label of at most 53 characters (lowercase letters, digits and '-', starting and ending with a letter or digit)\n",
+		},
+		{
+			name:   "unknown chart",
+			args:   []string{"template", "qwen", "llama"},
+			code:   ExitInvalid,
+			stderr: "Error: chart llama: not a chart directory nor a built-in chart (built-in charts: vllm)\n",
+		},
+		{
+			name:   "malformed values file",
+			args:   []string{"template", "qwen", "-f", "testdata/cli/template-values-bad.yaml"},
+			code:   ExitInvalid,
+			stderr: "Error: values file testdata/cli/template-values-bad.yaml line 3: mapping values are not allowed in this context\n",
+		},
+		{
+			name:   "schema violation",
+			args:   []string{"template", "qwen", "-f", "testdata/cli/template-values-schema.yaml"},
+			code:   ExitInvalid,
+			stderr: "Error: values do not match the schema of chart vllm: resources.gpu: got string, want integer\n",
+		},
+		{
+			name:   "malformed --set",
+			args:   []string{"template", "qwen", "--set", "replicaCount"},
+			code:   ExitInvalid,
+			stderr: "Error: --set: \"replicaCount\": key \"replicaCount\" has no value\n",
+		},
+		{
+			name:   "failing template",
+			args:   []string{"template", "demo", handwritten, "--set", "image.tag="},
+			code:   ExitInvalid,
+			stderr: "Error: template handwritten/templates/deployment.yaml line 26: image.tag is required\n",
+		},
+		{
+			name: "missing RELEASE",
+			args: []string{"template"},
+			code: ExitInvalid,
+		},
+		{
+			name: "too many arguments",
+			args: []string{"template", "a", "b", "c"},
+			code: ExitInvalid,
+		},
+		{
+			name: "unknown flag",
+			args: []string{"template", "qwen", "--nope"},
+			code: ExitInvalid,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdout, stderr, code := runTemplateCLI(t, tt.args...)
+			assert.Equal(t, tt.code, code, "exit code; stderr: %s", stderr)
+			if tt.golden == "" {
+				assert.Empty(t, stdout)
+			} else {
+				path := filepath.Join("testdata", "cli", tt.golden+".golden")
+				if *updateCLI {
+					require.NoError(t, os.WriteFile(path, []byte(stdout), 0o644))
+				}
+				want, err := os.ReadFile(path)
+				require.NoError(t, err, "run `go test ./cmd/vllmctl -run TestTemplateCommand -update-cli` to create it")
+				assert.Equal(t, string(want), stdout)
+			}
+			switch {
+			case tt.stderr != "":
+				assert.Equal(t, tt.stderr, stderr)
+			case tt.code == ExitOK:
+				assert.Empty(t, stderr)
+			default:
+				assert.True(t, strings.HasPrefix(stderr, "Error: "), "stderr: %q", stderr)
+			}
+		})
+	}
+}
+
+func TestRenderFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		release string
+		chart   string
+		files   []string
+		set     []string
+		str     []string
+	}{
+		{"defaults", []string{"r"}, "r", "vllm", nil, nil, nil},
+		{"all flags, repeatable, in order",
+			[]string{"r", "./c", "-f", "a.yaml", "--values", "b.yaml,c.yaml", "--set", "a=1,b=2", "--set", `c=x\,y`, "--set-string", "d=3"},
+			"r", "./c", []string{"a.yaml", "b.yaml", "c.yaml"}, []string{"a=1,b=2", `c=x\,y`}, []string{"d=3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f RenderFlags
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			f.AddFlags(fs)
+			require.NoError(t, fs.Parse(tt.args))
+
+			assert.Equal(t, tt.chart, ChartRef(fs.Args()))
+			opts := f.RenderOptions(fs.Arg(0), "ns")
+			assert.Equal(t, tt.release, opts.ReleaseName)
+			assert.Equal(t, "ns", opts.Namespace)
+			assert.Equal(t, tt.files, opts.ValueFiles)
+			assert.Equal(t, tt.set, opts.Set)
+			assert.Equal(t, tt.str, opts.SetString)
+		})
+	}
+}

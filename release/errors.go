@@ -1,0 +1,123 @@
+package release
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Exit codes of the contract that this package's errors carry.
+const (
+	exitInvalid    = 2
+	exitInProgress = 5
+)
+
+// ErrExists is matched (errors.Is) by the error Store.Create returns when the
+// revision's record already exists.
+var ErrExists = errors.New("release record already exists")
+
+// ErrNoDeployed is matched (errors.Is) by the error Deployed returns when no
+// revision of the release is deployed.
+var ErrNoDeployed = errors.New("no deployed revision")
+
+// InvalidNameError reports a release name that cannot be used (exit code 2).
+type InvalidNameError struct {
+	Name    string
+	Reasons []string
+}
+
+func (e *InvalidNameError) Error() string {
+	return fmt.Sprintf("invalid release name %q: %s", e.Name, strings.Join(e.Reasons, "; "))
+}
+
+// ExitCode is 2: invalid input.
+func (e *InvalidNameError) ExitCode() int { return exitInvalid }
+
+// NotFoundError reports a release, or a revision of it, that has no record
+// (exit code 2). Existing lists the revisions that do exist.
+type NotFoundError struct {
+	Namespace string
+	Name      string
+	// Revision is the revision asked for; 0 when the release was asked for.
+	Revision int
+	Existing []int
+}
+
+func (e *NotFoundError) Error() string {
+	if e.Revision == 0 || len(e.Existing) == 0 {
+		return fmt.Sprintf("release %s not found in namespace %s", e.Name, e.Namespace)
+	}
+	revs := make([]string, len(e.Existing))
+	for i, r := range e.Existing {
+		revs[i] = strconv.Itoa(r)
+	}
+	return fmt.Sprintf("revision %d of release %s not found; revisions: %s",
+		e.Revision, e.Name, strings.Join(revs, ", "))
+}
+
+// ExitCode is 2: invalid input (unknown release or revision).
+func (e *NotFoundError) ExitCode() int { return exitInvalid }
+
+// ConflictError reports an Update of a record that changed since it was
+// read: typically another operation took the release's lock over (exit
+// code 5). Err is the underlying error, if any.
+type ConflictError struct {
+	Namespace string
+	Name      string
+	Revision  int
+	Err       error
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("release %s revision %d (Secret %s/%s) was changed by another operation since it was read (lock taken over?)",
+		e.Name, e.Revision, e.Namespace, SecretName(e.Name, e.Revision))
+}
+
+// Unwrap returns the underlying error.
+func (e *ConflictError) Unwrap() error { return e.Err }
+
+// ExitCode is 5: another operation on this release is in progress.
+func (e *ConflictError) ExitCode() int { return exitInProgress }
+
+// LockedError reports that another operation holds the release's lock: a
+// pending record exists (exit code 5).
+type LockedError struct {
+	Namespace string
+	Name      string
+	// Revision, Status, Holder and Description describe the pending record
+	// holding the lock.
+	Revision    int
+	Status      Status
+	Holder      string
+	Description string
+	// Age is how long ago the pending record was last written.
+	Age time.Duration
+	// Timeout is the age after which the lock may be taken over; 0 when
+	// only a forced unlock can take it over.
+	Timeout time.Duration
+}
+
+func (e *LockedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "release %s in namespace %s is locked by another operation: revision %d is %s",
+		e.Name, e.Namespace, e.Revision, e.Status)
+	if e.Description != "" {
+		fmt.Fprintf(&b, " (%s)", e.Description)
+	}
+	holder := e.Holder
+	if holder == "" {
+		holder = "unknown holder"
+	}
+	fmt.Fprintf(&b, ", held by %s for %s", holder, e.Age.Truncate(time.Second))
+	if e.Timeout > 0 {
+		fmt.Fprintf(&b, "; it can be taken over after %s, or now with --force-unlock", e.Timeout)
+	} else {
+		b.WriteString("; use --force-unlock to take it over")
+	}
+	return b.String()
+}
+
+// ExitCode is 5: another operation on this release is in progress.
+func (e *LockedError) ExitCode() int { return exitInProgress }

@@ -1,0 +1,305 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"time"
+)
+
+// Operation is what an operation holding a release's lock does; it decides
+// the pending status of the revision Acquire creates.
+type Operation string
+
+// The operations that take a release's lock.
+const (
+	// OpDeploy installs or upgrades: pending-upgrade when a revision is
+	// deployed, pending-install otherwise.
+	OpDeploy Operation = "deploy"
+	// OpRollback restores an earlier revision: pending-rollback.
+	OpRollback Operation = "rollback"
+	// OpUninstall deletes the release's objects. The contract has no
+	// pending-uninstall status, so its pending record is pending-upgrade,
+	// with a description saying it is an uninstall.
+	OpUninstall Operation = "uninstall"
+)
+
+// pendingStatus returns the status of the pending record op writes.
+func (op Operation) pendingStatus(hasDeployed bool) (Status, error) {
+	switch op {
+	case OpDeploy:
+		if hasDeployed {
+			return StatusPendingUpgrade, nil
+		}
+		return StatusPendingInstall, nil
+	case OpRollback:
+		return StatusPendingRollback, nil
+	case OpUninstall:
+		return StatusPendingUpgrade, nil
+	}
+	return "", fmt.Errorf("unknown release operation %q", op)
+}
+
+func defaultDescription(op Operation, status Status) string {
+	switch {
+	case op == OpUninstall:
+		return "Uninstall in progress"
+	case status == StatusPendingInstall:
+		return "Install in progress"
+	case status == StatusPendingRollback:
+		return "Rollback in progress"
+	}
+	return "Upgrade in progress"
+}
+
+// LockOptions tune Acquire.
+type LockOptions struct {
+	// Holder identifies the caller in the pending record (default:
+	// DefaultHolder()).
+	Holder string
+	// Description of the pending record (default: "Upgrade in progress"
+	// and the like).
+	Description string
+	// Timeout is the operation timeout: a pending record last written longer
+	// ago than this is stale, marked failed and taken over. 0: never stale.
+	Timeout time.Duration
+	// Force takes any pending record over regardless of its age
+	// (--force-unlock).
+	Force bool
+	// Clock stamps the records and measures the age of pending ones
+	// (default: the wall clock).
+	Clock Clock
+	// Held is a pending record the caller already holds (for instance the
+	// failed upgrade it is about to roll back). It does not count as a
+	// conflict and is left as is; finishing it is the caller's job.
+	Held *Release
+	// Record, when set, is the template of the new pending record: its chart,
+	// values, manifest, rollbackOf and replicaSets are copied. Name,
+	// namespace, revision, status, holder, description and timestamps are
+	// set by Acquire.
+	Record *Release
+}
+
+// maxAcquireAttempts bounds how often Acquire starts over after losing a
+// race it could still win (a takeover or create that another writer beat).
+const maxAcquireAttempts = 4
+
+// Acquire takes the lock of release name for op: it creates the release's
+// next revision as a pending record and returns it. The caller finishes that
+// record (MarkDeployed, MarkFailed, MarkUninstalled or an Update) when done.
+//
+// If a pending record of the release exists, Acquire fails with a
+// *LockedError naming it, unless the record was last written longer ago
+// than opts.Timeout or opts.Force is set: then the lock is taken over, and
+// once the new pending record exists the old one is marked failed
+// ("interrupted: lock taken over by ..."). Two callers racing for the same
+// revision cannot both win: the create of an existing record fails and the
+// loser gets a *LockedError.
+func Acquire(ctx context.Context, s Store, name string, op Operation, opts LockOptions) (*Release, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if _, err := op.pendingStatus(false); err != nil {
+		return nil, err
+	}
+	clk := clockOr(opts.Clock)
+	holder := opts.Holder
+	if holder == "" {
+		holder = DefaultHolder()
+	}
+	// A forced unlock takes over only the pending records present at the
+	// first look, never the lock a racing writer took meanwhile.
+	forceable := map[int]bool{}
+	var lastErr error
+	for attempt := range maxAcquireAttempts {
+		r, err := tryAcquire(ctx, s, name, op, holder, clk, opts, attempt == 0, forceable)
+		if err == nil {
+			return r, nil
+		}
+		if !errors.Is(err, errRetry) {
+			return nil, err
+		}
+		lastErr = err
+	}
+	// Still losing races: report whoever holds the lock now.
+	if locked := currentHolder(ctx, s, name, clk, opts); locked != nil {
+		return nil, locked
+	}
+	return nil, fmt.Errorf("acquire lock of release %s in namespace %s: %w", name, s.Namespace(), lastErr)
+}
+
+// errRetry marks a lost race after which Acquire looks again.
+var errRetry = errors.New("lost a race for the release lock")
+
+func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder string, clk Clock, opts LockOptions,
+	first bool, forceable map[int]bool) (*Release, error) {
+	entries, err := s.List(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	now := stamp(clk)
+	hasDeployed := false
+	var pending []*Release
+	for _, e := range entries {
+		if e.Status == StatusDeployed {
+			hasDeployed = true
+		}
+		if !e.Status.IsPending() || (opts.Held != nil && e.Revision == opts.Held.Revision) {
+			continue
+		}
+		p, err := e.Release()
+		if err != nil {
+			return nil, err
+		}
+		pending = append(pending, p)
+		if first {
+			forceable[p.Revision] = true
+		}
+	}
+
+	// Refuse unless every pending record can be taken over.
+	for _, p := range pending {
+		age := now.Sub(p.Updated)
+		stale := opts.Timeout > 0 && age > opts.Timeout
+		if !stale && !(opts.Force && forceable[p.Revision]) {
+			return nil, lockedBy(p, age, opts.Timeout)
+		}
+	}
+
+	// Create the next revision first: that create is the one step racing
+	// writers cannot both win. Only the winner then retires the records it
+	// took over.
+	status, err := op.pendingStatus(hasDeployed)
+	if err != nil {
+		return nil, err
+	}
+	r := &Release{}
+	if t := opts.Record; t != nil {
+		r.Chart = t.Chart
+		r.Values = t.Values
+		r.Manifest = t.Manifest
+		r.RollbackOf = t.RollbackOf
+		r.ReplicaSets = t.ReplicaSets
+	}
+	r.Name = name
+	r.Namespace = s.Namespace()
+	r.Revision = nextRevision(entries)
+	r.Status = status
+	r.Holder = holder
+	r.Description = opts.Description
+	if r.Description == "" {
+		r.Description = defaultDescription(op, status)
+	}
+	r.Created, r.Updated = now, now
+	if err := s.Create(ctx, r); err != nil {
+		if errors.Is(err, ErrExists) {
+			return nil, fmt.Errorf("%w: %w", errRetry, err)
+		}
+		return nil, err
+	}
+
+	for _, p := range pending {
+		if err := takeOver(ctx, s, p, holder, now, opts.Timeout); err != nil {
+			// Do not strand the lock just taken: give it back.
+			r.Status = StatusFailed
+			r.Description = "lock not acquired: " + err.Error()
+			if uerr := s.Update(ctx, r); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// takeOver marks the pending record p failed, saying who took its lock over
+// and why. Should p change meanwhile it is read again; if its holder
+// finished it in the meantime it is left alone.
+func takeOver(ctx context.Context, s Store, p *Release, holder string, now time.Time, timeout time.Duration) error {
+	age := now.Sub(p.Updated)
+	why := fmt.Sprintf("stale for %s, timeout %s", age.Truncate(time.Second), timeout)
+	if timeout <= 0 || age <= timeout {
+		why = fmt.Sprintf("force-unlock, after %s", age.Truncate(time.Second))
+	}
+	for range maxAcquireAttempts {
+		was := p.Description
+		p.Status = StatusFailed
+		p.Description = fmt.Sprintf("interrupted: lock taken over by %s (%s); was: %s", holder, why, was)
+		p.Updated = now
+		err := s.Update(ctx, p)
+		var conflict *ConflictError
+		var nf *NotFoundError
+		switch {
+		case err == nil, errors.As(err, &nf):
+			return nil
+		case !errors.As(err, &conflict):
+			return err
+		}
+		fresh, err := s.Get(ctx, p.Name, p.Revision)
+		if errors.As(err, &nf) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !fresh.Status.IsPending() {
+			return nil
+		}
+		p = fresh
+	}
+	return fmt.Errorf("take over release %s revision %d: it keeps changing", p.Name, p.Revision)
+}
+
+// currentHolder returns a *LockedError for the newest pending record of
+// release name not held by the caller, or nil.
+func currentHolder(ctx context.Context, s Store, name string, clk Clock, opts LockOptions) *LockedError {
+	pending, err := Pending(ctx, s, name)
+	if err != nil {
+		return nil
+	}
+	for i := len(pending) - 1; i >= 0; i-- {
+		p := pending[i]
+		if opts.Held != nil && p.Revision == opts.Held.Revision {
+			continue
+		}
+		return lockedBy(p, stamp(clk).Sub(p.Updated), opts.Timeout)
+	}
+	return nil
+}
+
+func lockedBy(p *Release, age, timeout time.Duration) *LockedError {
+	return &LockedError{
+		Namespace:   p.Namespace,
+		Name:        p.Name,
+		Revision:    p.Revision,
+		Status:      p.Status,
+		Holder:      p.Holder,
+		Description: p.Description,
+		Age:         age,
+		Timeout:     timeout,
+	}
+}
+
+// DefaultHolder identifies this process: user@host pid N.
+func DefaultHolder() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return fmt.Sprintf("%s@%s pid %d", name, host, os.Getpid())
+}
+
+// stamp is the time records are stamped with: UTC, without the monotonic
+// reading, so that it survives an encode/decode round trip unchanged.
+func stamp(clk Clock) time.Time {
+	return clk.Now().UTC()
+}

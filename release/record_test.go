@@ -1,0 +1,227 @@
+package release
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	full := sampleRecord(t, "chat", 3, StatusFailed)
+	full.Namespace = "ml"
+	full.RollbackOf = 2
+	full.Failure = &Failure{
+		Reason: "CrashLoopBackOff", Object: "Deployment/chat-vllm", Pod: "chat-vllm-6d9f7c8b5-abcde",
+		Container: "vllm", ExitCode: 137, RestartCount: 4, Message: "OOMKilled",
+		Events:  []string{"Back-off restarting failed container"},
+		LogTail: []string{"torch.OutOfMemoryError: CUDA out of memory"},
+	}
+	tests := []struct {
+		name string
+		rel  *Release
+	}{
+		{"full record", full},
+		{"minimal record", &Release{Name: "a", Namespace: "ns", Revision: 1, Status: StatusPendingInstall}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data, err := Encode(tt.rel)
+			require.NoError(t, err)
+			got, err := Decode(data)
+			require.NoError(t, err)
+			assert.Equal(t, tt.rel, got)
+		})
+	}
+}
+
+func TestEncodeIsGzipJSON(t *testing.T) {
+	r := sampleRecord(t, "chat", 1, StatusDeployed)
+	data, err := Encode(r)
+	require.NoError(t, err)
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	require.NoError(t, err)
+	raw, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	for _, key := range []string{"name", "namespace", "revision", "status", "description", "chart", "values",
+		"manifest", "replicaSets", "created", "updated"} {
+		assert.Contains(t, doc, key)
+	}
+	assert.Equal(t, map[string]any{"name": "vllm", "version": "0.3.0", "appVersion": "v0.11.0"}, doc["chart"])
+	assert.Equal(t, map[string]any{
+		"deployment": "chat-vllm", "name": "chat-vllm-6d9f7c8b5", "podTemplateHash": "6d9f7c8b5", "revision": float64(1),
+	}, doc["replicaSets"].([]any)[0])
+	assert.Less(t, len(data), len(raw)/2, "the record is compressed")
+}
+
+func TestDecodeRejectsGarbage(t *testing.T) {
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"not gzip", []byte("{}")},
+		{"gzip of not JSON", gzipString(t, "nope")},
+		{"empty", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decode(tt.data)
+			require.Error(t, err)
+		})
+	}
+}
+
+func gzipString(t *testing.T, s string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write([]byte(s))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+func TestToSecretFollowsContract(t *testing.T) {
+	tests := []struct {
+		name     string
+		release  string
+		revision int
+		status   Status
+		wantName string
+	}{
+		{"deployed", "chat", 1, StatusDeployed, "vllmctl.release.v1.chat.v1"},
+		{"pending", "chat", 12, StatusPendingUpgrade, "vllmctl.release.v1.chat.v12"},
+		{"dashes", "my-llm-2", 300, StatusSuperseded, "vllmctl.release.v1.my-llm-2.v300"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := sampleRecord(t, tt.release, tt.revision, tt.status)
+			r.Namespace = "ml"
+			sec, err := ToSecret(r)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantName, sec.Name)
+			assert.Equal(t, tt.wantName, SecretName(tt.release, tt.revision))
+			assert.Equal(t, "ml", sec.Namespace)
+			assert.Equal(t, corev1.SecretType("vllmctl.io/release.v1"), sec.Type)
+			assert.Equal(t, map[string]string{
+				"app.kubernetes.io/managed-by": "vllmctl",
+				"vllmctl.io/release":           tt.release,
+				"vllmctl.io/revision":          strconv.Itoa(tt.revision),
+				"vllmctl.io/status":            string(tt.status),
+			}, sec.Labels)
+			assert.Equal(t, []string{"release"}, dataKeys(sec.Data))
+			back, err := FromSecret(sec)
+			require.NoError(t, err)
+			assert.Equal(t, r, back)
+		})
+	}
+}
+
+func TestFromSecretRejectsForeignSecrets(t *testing.T) {
+	good, err := ToSecret(&Release{Name: "chat", Namespace: "ml", Revision: 1, Status: StatusDeployed})
+	require.NoError(t, err)
+	tests := []struct {
+		name   string
+		mutate func(s *corev1.Secret)
+	}{
+		{"wrong type", func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }},
+		{"no revision label", func(s *corev1.Secret) { delete(s.Labels, LabelRevision) }},
+		{"bad revision label", func(s *corev1.Secret) { s.Labels[LabelRevision] = "x" }},
+		{"corrupt data", func(s *corev1.Secret) { s.Data[DataKey] = []byte("garbage") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := good.DeepCopy()
+			tt.mutate(s)
+			_, err := FromSecret(s)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "Secret ml/vllmctl.release.v1.chat.v1")
+		})
+	}
+}
+
+func TestValidateName(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"chat", true},
+		{"llama-3-8b", true},
+		{"", false},
+		{"Chat", false},
+		{"chat_1", false},
+		{"chat.v1", false},
+		{"-chat", false},
+		{string(bytes.Repeat([]byte("a"), 64)), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateName(tt.name)
+			if tt.ok {
+				require.NoError(t, err)
+				return
+			}
+			var inv *InvalidNameError
+			require.ErrorAs(t, err, &inv)
+			assert.Equal(t, 2, inv.ExitCode())
+			assert.Contains(t, err.Error(), "invalid release name")
+		})
+	}
+}
+
+func TestStatus(t *testing.T) {
+	pending := map[Status]bool{StatusPendingInstall: true, StatusPendingUpgrade: true, StatusPendingRollback: true}
+	for _, s := range []Status{StatusPendingInstall, StatusPendingUpgrade, StatusPendingRollback, StatusDeployed,
+		StatusSuperseded, StatusFailed, StatusUninstalled} {
+		t.Run(string(s), func(t *testing.T) {
+			assert.True(t, s.IsValid())
+			assert.Equal(t, pending[s], s.IsPending())
+		})
+	}
+	assert.False(t, Status("uninstalling").IsValid())
+}
+
+func TestErrorMessages(t *testing.T) {
+	tests := []struct {
+		name string
+		err  interface {
+			error
+			ExitCode() int
+		}
+		want string
+		code int
+	}{
+		{"revision not found", &NotFoundError{Namespace: "ml", Name: "chat", Revision: 7, Existing: []int{1, 2, 3}},
+			"revision 7 of release chat not found; revisions: 1, 2, 3", 2},
+		{"release not found", &NotFoundError{Namespace: "ml", Name: "chat"},
+			"release chat not found in namespace ml", 2},
+		{"locked", &LockedError{Namespace: "ml", Name: "chat", Revision: 4, Status: StatusPendingUpgrade,
+			Holder: "bob@ci pid 7", Description: "Upgrade in progress", Age: 125e9, Timeout: 600e9},
+			"release chat in namespace ml is locked by another operation: revision 4 is pending-upgrade (Upgrade in progress), " +
+				"held by bob@ci pid 7 for 2m5s; it can be taken over after 10m0s, or now with --force-unlock", 5},
+		{"conflict", &ConflictError{Namespace: "ml", Name: "chat", Revision: 4},
+			"release chat revision 4 (Secret ml/vllmctl.release.v1.chat.v4) was changed by another operation since it was read (lock taken over?)", 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.err.Error())
+			assert.Equal(t, tt.code, tt.err.ExitCode())
+		})
+	}
+}
+
+func dataKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

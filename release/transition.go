@@ -1,0 +1,74 @@
+package release
+
+import (
+	"context"
+)
+
+// MarkDeployed finishes r as the deployed revision of its release and
+// supersedes every other deployed one, so that exactly one stays deployed.
+// r is written first: should the process die in between, the newest revision
+// is still deployed (Deployed picks the highest) and the next MarkDeployed
+// repairs the rest. An empty description keeps r's.
+func MarkDeployed(ctx context.Context, s Store, r *Release, clk Clock, description string) error {
+	r.Status = StatusDeployed
+	r.Failure = nil
+	if description != "" {
+		r.Description = description
+	}
+	r.Updated = stamp(clockOr(clk))
+	if err := s.Update(ctx, r); err != nil {
+		return err
+	}
+	return supersedeDeployed(ctx, s, r)
+}
+
+// MarkFailed finishes r as failed, with the diagnosis f (may be nil). The
+// deployed revision, if any, stays deployed. An empty description keeps r's.
+func MarkFailed(ctx context.Context, s Store, r *Release, clk Clock, description string, f *Failure) error {
+	r.Status = StatusFailed
+	r.Failure = f
+	if description != "" {
+		r.Description = description
+	}
+	r.Updated = stamp(clockOr(clk))
+	return s.Update(ctx, r)
+}
+
+// MarkUninstalled finishes r as uninstalled (uninstall --keep-history) and
+// supersedes the deployed revision: nothing is deployed any more. An empty
+// description keeps r's.
+func MarkUninstalled(ctx context.Context, s Store, r *Release, clk Clock, description string) error {
+	r.Status = StatusUninstalled
+	if description != "" {
+		r.Description = description
+	}
+	r.Updated = stamp(clockOr(clk))
+	if err := s.Update(ctx, r); err != nil {
+		return err
+	}
+	return supersedeDeployed(ctx, s, r)
+}
+
+// supersedeDeployed marks every deployed revision of r's release other than
+// r superseded. Their Updated time is kept, so that history shows when each
+// revision's own operation finished.
+func supersedeDeployed(ctx context.Context, s Store, r *Release) error {
+	entries, err := s.List(ctx, r.Name)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Status != StatusDeployed || e.Revision == r.Revision {
+			continue
+		}
+		old, err := e.Release()
+		if err != nil {
+			return err
+		}
+		old.Status = StatusSuperseded // Updated stays: when it was deployed
+		if err := s.Update(ctx, old); err != nil {
+			return err
+		}
+	}
+	return nil
+}
