@@ -1,0 +1,13 @@
+// Package wait waits for applied objects to become ready.
+//
+// A [Waiter] watches a set of objects until every one is Current (ready, in
+// kstatus terms), one fails, or a timeout passes. While it waits it sends
+// progress as [Event] values on the channel given in [Options], and closes
+// that channel when it returns. The [Result] says which objects were not
+// Current, and why.
+//
+// [KstatusWaiter] is the first implementation: it watches (never polls) with
+// the kstatus status watcher of sigs.k8s.io/cli-utils and maps its computed
+// statuses. Implementations that detect failures earlier (a crash-looping
+// pod, say) satisfy the same interface.
+package wait
