@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/release"
+)
+
+// diffFixture is what the diff command runs against in unit tests: a
+// record store and a fake cluster whose dry run answers with the rendered
+// objects as they are.
+type diffFixture struct {
+	store release.Store
+	live  []*unstructured.Unstructured
+	// dryRunErr, when set, is the dry run's error.
+	dryRunErr error
+	// clusterCalls counts the connections to the cluster.
+	clusterCalls int
+	// applyOpts are the options of the last connection.
+	applyOpts release.ApplyOptions
+}
+
+// renderQwen renders the built-in chart as release qwen in namespace ml.
+func renderQwen(t *testing.T, set ...string) []*unstructured.Unstructured {
+	t.Helper()
+	ch, err := charts.Load("vllm")
+	require.NoError(t, err)
+	r, err := charts.Render(ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: "ml", Set: set, Revision: 1})
+	require.NoError(t, err)
+	return r.Objects
+}
+
+func (f *diffFixture) cluster(t *testing.T) func(release.ApplyOptions) (diff.Cluster, string, error) {
+	return func(opts release.ApplyOptions) (diff.Cluster, string, error) {
+		f.clusterCalls++
+		f.applyOpts = opts
+		live := map[string]*unstructured.Unstructured{}
+		for _, o := range f.live {
+			live[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = o.DeepCopy()
+		}
+		get := func(_ context.Context, obj *unstructured.Unstructured, ns string) (*unstructured.Unstructured, error) {
+			if obj.GetNamespace() != "" {
+				ns = obj.GetNamespace()
+			}
+			if o, ok := live[obj.GetKind()+"/"+ns+"/"+obj.GetName()]; ok {
+				return o.DeepCopy(), nil
+			}
+			return nil, nil
+		}
+		dryRun := func(_ context.Context, objs []*unstructured.Unstructured) ([]diff.DryRunResult, error) {
+			if f.dryRunErr != nil {
+				return nil, f.dryRunErr
+			}
+			out := make([]diff.DryRunResult, 0, len(objs))
+			for _, o := range objs {
+				out = append(out, diff.DryRunResult{Object: o.DeepCopy()})
+			}
+			return out, nil
+		}
+		return diff.Cluster{DryRun: dryRun, Get: get}, "v1.37.2", nil
+	}
+}
+
+// deployRecord records objs as the deployed revision 1 of qwen.
+func (f *diffFixture) deployRecord(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	manifest, err := charts.Manifest(objs)
+	require.NoError(t, err)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	require.NoError(t, f.store.Create(context.Background(), &release.Release{
+		Name: "qwen", Revision: 1, Status: release.StatusDeployed, Manifest: manifest, Created: now, Updated: now,
+	}))
+}
+
+func (f *diffFixture) run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	return runRecordCommand(t, func(g *GlobalOptions) *cobra.Command {
+		no := false
+		return diffCommand(&diffOptions{
+			g:          g,
+			newStore:   func(string) (release.Store, error) { return f.store, nil },
+			newCluster: f.cluster(t),
+			color:      &no,
+		})
+	}, append([]string{"diff"}, args...)...)
+}
+
+func TestDiffCommand(t *testing.T) {
+	pdb := func(t *testing.T) []*unstructured.Unstructured {
+		return renderQwen(t, "podDisruptionBudget.enabled=true")
+	}
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, f *diffFixture)
+		args  []string
+		code  int
+		// stdout is the exact stdout, when set; contains are parts of it.
+		stdout   string
+		contains []string
+		stderr   string
+		// noCluster: the cluster must not be contacted.
+		noCluster bool
+	}{
+		{
+			name: "not installed: all create",
+			args: []string{"qwen"},
+			code: 1,
+			contains: []string{
+				"+ v1 Service ml/qwen\n--- /dev/null\n+++ dry-run\n",
+				"+ apps/v1 Deployment ml/qwen\n",
+				"0 to change, 2 to create, 0 to prune\n",
+			},
+		},
+		{
+			name: "up to date",
+			setup: func(t *testing.T, f *diffFixture) {
+				f.live = renderQwen(t)
+				f.deployRecord(t, f.live)
+			},
+			args:   []string{"qwen"},
+			stdout: "no changes\n",
+		},
+		{
+			name: "new image rolls out",
+			setup: func(t *testing.T, f *diffFixture) {
+				f.live = renderQwen(t)
+				f.deployRecord(t, f.live)
+			},
+			args: []string{"qwen", "--set", "image.tag=v0.12.0"},
+			code: 1,
+			contains: []string{
+				"~ apps/v1 Deployment ml/qwen\n  rolls out a new ReplicaSet: 1 pod, maxSurge 1, maxUnavailable 0, needs up to 1 extra GPU\n",
+				"+        image: vllm/vllm-openai:v0.12.0\n",
+				"~ v1 Service ml/qwen\n", "2 to change, 0 to create, 0 to prune\n",
+			},
+		},
+		{
+			name: "PDB dropped: pruned",
+			setup: func(t *testing.T, f *diffFixture) {
+				f.live = pdb(t)
+				f.deployRecord(t, f.live)
+			},
+			args:     []string{"qwen"},
+			code:     1,
+			contains: []string{"- policy/v1 PodDisruptionBudget ml/qwen\n--- live\n+++ /dev/null\n", "0 to change, 0 to create, 1 to prune\n"},
+		},
+		{
+			name: "JSON",
+			setup: func(t *testing.T, f *diffFixture) {
+				f.live = pdb(t)
+				f.deployRecord(t, f.live)
+			},
+			args:     []string{"qwen", "-o", "json"},
+			code:     1,
+			contains: []string{`"action": "prune"`, `"summary": {`},
+		},
+		{
+			name:      "invalid values: exit 2 before the cluster",
+			args:      []string{"qwen", "--set", "resources.gpu=lots"},
+			code:      2,
+			noCluster: true,
+		},
+		{
+			name:      "bad output format",
+			args:      []string{"qwen", "-o", "wide"},
+			code:      2,
+			stderr:    "Error: --output \"wide\": want table, json or yaml\n",
+			noCluster: true,
+		},
+		{
+			name: "cluster refuses: exit 6",
+			setup: func(t *testing.T, f *diffFixture) {
+				f.dryRunErr = apierrors.NewForbidden(schema.GroupResource{Resource: "deployments"}, "qwen", nil)
+			},
+			args:   []string{"qwen"},
+			code:   6,
+			stderr: "Error: deployments \"qwen\" is forbidden: <nil>\n",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &diffFixture{store: release.NewMemory("ml")}
+			if tc.setup != nil {
+				tc.setup(t, f)
+			}
+			stdout, stderr, code := f.run(t, tc.args...)
+			assert.Equal(t, tc.code, code, "exit code; stderr: %s", stderr)
+			if tc.stdout != "" {
+				assert.Equal(t, tc.stdout, stdout)
+			}
+			for _, c := range tc.contains {
+				assert.Contains(t, stdout, c)
+			}
+			if tc.code <= 1 {
+				assert.Empty(t, stderr, "changes found prints nothing more")
+			}
+			if tc.stderr != "" {
+				assert.Equal(t, tc.stderr, stderr)
+			}
+			if tc.noCluster {
+				assert.Zero(t, f.clusterCalls)
+			}
+			if tc.name == "JSON" {
+				var doc map[string]any
+				require.NoError(t, json.Unmarshal([]byte(stdout), &doc), "one JSON document")
+			}
+		})
+	}
+}
+
+func TestDiffCommandPassesDeployFlags(t *testing.T) {
+	f := &diffFixture{store: release.NewMemory("ml")}
+	_, _, code := f.run(t, "qwen", "--force-conflicts", "--create-namespace")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, release.ApplyOptions{Namespace: "ml", Release: "qwen", Force: true, CreateNamespace: true}, f.applyOpts)
+}
+
+func TestPreviousObjects(t *testing.T) {
+	ctx := context.Background()
+	cm := func(name string) string { return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n" }
+	cases := []struct {
+		name     string
+		statuses []release.Status
+		want     []string
+	}{
+		{"nothing recorded", nil, nil},
+		{"deployed and after", []release.Status{release.StatusSuperseded, release.StatusDeployed, release.StatusFailed}, []string{"r2", "r3"}},
+		{"none deployed: after the last uninstall", []release.Status{release.StatusFailed, release.StatusUninstalled, release.StatusFailed}, []string{"r3"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := release.NewMemory("ml")
+			for i, st := range tc.statuses {
+				rev := i + 1
+				require.NoError(t, s.Create(ctx, &release.Release{Name: "qwen", Revision: rev, Status: st, Manifest: cm("r" + string(rune('0'+rev)))}))
+			}
+			entries, err := s.List(ctx, "qwen")
+			require.NoError(t, err)
+			objs, err := previousObjects(entries)
+			require.NoError(t, err)
+			var got []string
+			for _, o := range objs {
+				got = append(got, o.GetName())
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}

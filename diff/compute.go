@@ -1,0 +1,284 @@
+package diff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/charts"
+)
+
+// DryRunResult is one object of a dry-run apply.
+type DryRunResult struct {
+	// Object is the object as the server would store it after the apply,
+	// its namespace resolved. When Unvalidated, it is the object that
+	// would be sent.
+	Object *unstructured.Unstructured
+	// Unvalidated is set for an object the server could not dry-run
+	// because its namespace does not exist yet (the deploy would create
+	// it): the object would be created.
+	Unvalidated bool
+}
+
+// DryRunFunc applies objs with dryRun=All along the path a real deploy
+// takes (same field manager, force setting and HPA rule) and returns one
+// result per object in apply order, plus one for a Namespace the deploy
+// would create.
+type DryRunFunc func(ctx context.Context, objs []*unstructured.Unstructured) ([]DryRunResult, error)
+
+// GetFunc reads the live copy of obj (as a manifest lists it: a namespaced
+// object without a namespace is looked up in namespace). It returns nil
+// and no error when there is no such object, or when the cluster does not
+// serve its kind. Its errors name the object.
+type GetFunc func(ctx context.Context, obj *unstructured.Unstructured, namespace string) (*unstructured.Unstructured, error)
+
+// Cluster is what Compute dry-runs against and reads live objects from.
+// release.NewDiffCluster makes one from a release.Applier.
+type Cluster struct {
+	DryRun DryRunFunc
+	Get    GetFunc
+}
+
+// Options tune Compute.
+type Options struct {
+	// Release is the release name: only live objects labelled
+	// app.kubernetes.io/managed-by=vllmctl and
+	// app.kubernetes.io/instance=<Release> are pruned. Required.
+	Release string
+	// Namespace is the release namespace, the namespace of namespaced
+	// objects that name none.
+	Namespace string
+	// Previous are the objects a deploy would consider for pruning: those
+	// of the deployed revision's manifest (release.ParseManifest of its
+	// record), and of any later failed revision, as the deploy prunes
+	// them; nil when nothing was deployed. Those the new objects no
+	// longer have, still live with the release's labels, are reported as
+	// prunes.
+	Previous []*unstructured.Unstructured
+}
+
+// entry is one object whose before and after differ, before rendering.
+type entry struct {
+	ref    Ref
+	action Action
+	// before and after are the live object and the object the deploy
+	// would leave, noise stripped; nil for a create / a prune.
+	before, after map[string]any
+}
+
+// key is an object's identity: group, kind, namespace and name.
+type key struct{ group, kind, namespace, name string }
+
+func (r Ref) key() key { return key{r.Group, r.Kind, r.Namespace, r.Name} }
+
+func refOf(obj *unstructured.Unstructured) Ref {
+	gvk := obj.GroupVersionKind()
+	return Ref{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// Compute reports what deploying objs (the rendered objects of the
+// release) would change: objs are applied with c.DryRun, each result is
+// compared with the live object (noise stripped, see StripNoise), and the
+// objects of opts.Previous that objs no longer have and that are still live
+// with the release's labels are reported as prunes. Namespaces are never
+// pruned, as a deploy never prunes them.
+//
+// Objects come in the charts' sort order, prunes last. Secret values are
+// masked (see MaskSecrets). Errors name the object; an error whose message
+// could echo a Secret value is a *RedactedError. Errors carry the
+// contract's exit code (ExitCode() int) or are API errors (exit code 6).
+func Compute(ctx context.Context, c Cluster, objs []*unstructured.Unstructured, opts Options) (*Report, error) {
+	if c.DryRun == nil || c.Get == nil {
+		return nil, errors.New("diff: the cluster needs a dry run and a getter")
+	}
+	if opts.Release == "" {
+		return nil, errors.New("diff: a release name is required")
+	}
+	values := secretValues(append(append([]*unstructured.Unstructured(nil), objs...), opts.Previous...)...)
+	refs := refNames(objs, opts.Namespace)
+	rep, err := compute(ctx, c, objs, opts)
+	if err != nil {
+		return nil, redact(err, values, refs)
+	}
+	return rep, nil
+}
+
+func compute(ctx context.Context, c Cluster, objs []*unstructured.Unstructured, opts Options) (*Report, error) {
+	results, err := c.DryRun(ctx, objs)
+	if err != nil {
+		return nil, err
+	}
+	rendered := map[key]*unstructured.Unstructured{}
+	for _, o := range objs {
+		ref := refOf(o)
+		rendered[ref.key()] = o
+		if ref.Namespace == "" {
+			ref.Namespace = opts.Namespace
+			rendered[ref.key()] = o
+		}
+	}
+
+	var entries []entry
+	current := map[key]bool{}
+	for _, r := range results {
+		if r.Object == nil {
+			continue
+		}
+		ref := refOf(r.Object)
+		current[ref.key()] = true
+		var live *unstructured.Unstructured
+		if !r.Unvalidated {
+			if live, err = c.Get(ctx, r.Object, opts.Namespace); err != nil {
+				return nil, err
+			}
+		}
+		after := StripNoise(r.Object)
+		if live == nil {
+			stripAllocated(after, rendered[ref.key()])
+			entries = append(entries, entry{ref: ref, action: ActionCreate, after: after})
+			continue
+		}
+		before := StripNoise(live)
+		if reflect.DeepEqual(before, after) {
+			continue
+		}
+		entries = append(entries, entry{ref: ref, action: ActionChange, before: before, after: after})
+	}
+	sortEntries(entries)
+
+	prunes, err := c.prunes(ctx, current, opts)
+	if err != nil {
+		return nil, err
+	}
+	sortEntries(prunes)
+	return build(append(entries, prunes...))
+}
+
+// build renders entries into a Report.
+func build(entries []entry) (*Report, error) {
+	rep := &Report{Objects: []ObjectDiff{}}
+	for _, e := range entries {
+		od := ObjectDiff{Ref: e.ref, Object: e.ref.String(), Action: e.action}
+		if e.action == ActionChange {
+			ro, err := rolloutOf(e.before, e.after)
+			if err != nil {
+				return nil, fmt.Errorf("rollout impact of %s: %w", e.ref, err)
+			}
+			od.Rollout = ro
+		}
+		MaskSecrets(e.before, e.after)
+		a, err := toYAML(e.before)
+		if err != nil {
+			return nil, fmt.Errorf("render live %s: %w", e.ref, err)
+		}
+		b, err := toYAML(e.after)
+		if err != nil {
+			return nil, fmt.Errorf("render dry run of %s: %w", e.ref, err)
+		}
+		from, to := labelLive, labelDryRun
+		switch e.action {
+		case ActionCreate:
+			from = labelNone
+		case ActionPrune:
+			to = labelNone
+		}
+		od.Diff = unmask(Unified(a, b, from, to, contextLines))
+		if od.Diff == "" {
+			continue // equal once rendered (e.g. 1 and 1.0)
+		}
+		switch e.action {
+		case ActionChange:
+			rep.Summary.Change++
+		case ActionCreate:
+			rep.Summary.Create++
+		case ActionPrune:
+			rep.Summary.Prune++
+		}
+		rep.Objects = append(rep.Objects, od)
+	}
+	return rep, nil
+}
+
+// prunes returns the objects of opts.Previous that current no longer has
+// and that are live with the release's labels, as a deploy would prune
+// them.
+func (c Cluster) prunes(ctx context.Context, current map[key]bool, opts Options) ([]entry, error) {
+	var out []entry
+	seen := map[key]bool{}
+	for _, obj := range opts.Previous {
+		ref := refOf(obj)
+		if ref.Group == "" && ref.Kind == "Namespace" {
+			continue // never pruned
+		}
+		// Still rendered? Its namespace is the written one, or the
+		// release namespace, or none (cluster-scoped): a kind has one
+		// scope, so any match is the object.
+		written := ref.key()
+		defaulted := written
+		if defaulted.namespace == "" {
+			defaulted.namespace = opts.Namespace
+		}
+		scoped := written
+		scoped.namespace = ""
+		if current[written] || current[defaulted] || current[scoped] {
+			continue
+		}
+		live, err := c.Get(ctx, obj, opts.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if live == nil || !managedBy(live, opts.Release) {
+			continue // gone, or another owner took it over: a deploy keeps it
+		}
+		ref.Namespace = live.GetNamespace()
+		if current[ref.key()] || seen[ref.key()] {
+			continue
+		}
+		seen[ref.key()] = true
+		out = append(out, entry{ref: ref, action: ActionPrune, before: StripNoise(live)})
+	}
+	return out, nil
+}
+
+// managedBy reports whether obj carries the labels of release's objects.
+func managedBy(obj *unstructured.Unstructured, release string) bool {
+	l := obj.GetLabels()
+	return l[charts.LabelManagedBy] == charts.ManagedByVllmctl && l[charts.LabelInstance] == release
+}
+
+// sortEntries sorts entries in the charts' apply order.
+func sortEntries(entries []entry) {
+	objs := make([]*unstructured.Unstructured, len(entries))
+	byObj := make(map[*unstructured.Unstructured]entry, len(entries))
+	for i, e := range entries {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion(e.ref.APIVersion())
+		o.SetKind(e.ref.Kind)
+		o.SetNamespace(e.ref.Namespace)
+		o.SetName(e.ref.Name)
+		objs[i] = o
+		byObj[o] = e
+	}
+	charts.SortObjects(objs)
+	for i, o := range objs {
+		entries[i] = byObj[o]
+	}
+}
+
+// refNames returns the names errors may give objs: with their namespace as
+// written and with the release namespace.
+func refNames(objs []*unstructured.Unstructured, namespace string) []string {
+	var out []string
+	for _, o := range objs {
+		ref := refOf(o)
+		out = append(out, ref.String())
+		if ref.Namespace == "" {
+			ref.Namespace = namespace
+			out = append(out, ref.String())
+		}
+	}
+	return out
+}

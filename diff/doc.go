@@ -1,0 +1,30 @@
+// Package diff computes what a deploy would change: for each rendered object
+// a server-side apply with dryRun=All, through the same path a real deploy
+// takes (field manager vllmctl, the same --force-conflicts setting, the HPA
+// rule that leaves .spec.replicas alone), compared with the live object; and
+// for each object of the deployed revision that the new one no longer has
+// and that is still live with the release's labels, a prune.
+//
+// [Compute] takes the rendered objects, a [Cluster] (a dry run and a
+// getter of live objects; release.NewDiffCluster, or Applier.DiffCluster,
+// builds one that goes through release.Applier.Apply) and the objects of
+// the previous revisions, and returns a [Report]: per object its [Action]
+// (change, create or prune) and a unified diff of the object's YAML with 3
+// lines of context, after the noise the API server writes by itself
+// (managedFields, resourceVersion, generation, uid, creationTimestamp,
+// status, the Deployment revision annotation, ...) is removed, plus a
+// [Summary]. For a Deployment whose pod template changes, a [Rollout]
+// tells how many pods the new ReplicaSet has and how many extra GPUs the
+// surge needs. This package does not import release, so release can use
+// it (deploy --diff, "up to date").
+//
+// Secret values never leave this package: the data and stringData of a
+// Secret are replaced by per-key markers, (changed), (unchanged), (added)
+// and (removed), before anything is rendered, and an error whose message
+// could echo a value is replaced by one with the values redacted or the
+// API server's message withheld (see [RedactedError]).
+//
+// [Report.WriteText] renders the report for a terminal or a log;
+// [Report.WriteJSON] and [Report.WriteYAML] render it as one document
+// {objects:[{object, action, diff}], summary:{change, create, prune}}.
+package diff

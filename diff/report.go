@@ -1,0 +1,202 @@
+package diff
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+// Action says what a deploy would do with one object.
+type Action string
+
+// The actions a diff reports. Objects a deploy would leave as they are do
+// not appear in a Report.
+const (
+	// ActionChange: the object exists and the deploy would change it (~).
+	ActionChange Action = "change"
+	// ActionCreate: the object does not exist and the deploy would create
+	// it (+).
+	ActionCreate Action = "create"
+	// ActionPrune: the object belongs to the deployed revision, the new
+	// one no longer has it, and the deploy would delete it (-).
+	ActionPrune Action = "prune"
+)
+
+// Symbol returns the one-character mark of the action: ~, + or -.
+func (a Action) Symbol() string {
+	switch a {
+	case ActionChange:
+		return "~"
+	case ActionCreate:
+		return "+"
+	case ActionPrune:
+		return "-"
+	}
+	return "?"
+}
+
+// Ref identifies an object: group, version, kind, namespace and name.
+type Ref struct {
+	Group     string
+	Version   string
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+// APIVersion returns group/version, or the version alone for the core group.
+func (r Ref) APIVersion() string {
+	return schema.GroupVersion{Group: r.Group, Version: r.Version}.String()
+}
+
+// String formats the reference as "apps/v1 Deployment ns/name" (or
+// "v1 Namespace name" for a cluster-scoped object).
+func (r Ref) String() string {
+	name := r.Name
+	if r.Namespace != "" {
+		name = r.Namespace + "/" + r.Name
+	}
+	return r.APIVersion() + " " + r.Kind + " " + name
+}
+
+// ObjectDiff is what a deploy would do with one object.
+type ObjectDiff struct {
+	// Ref identifies the object; Object is its String form.
+	Ref    Ref    `json:"-"`
+	Object string `json:"object"`
+	Action Action `json:"action"`
+	// Diff is a unified diff (3 lines of context) of the object's YAML,
+	// live against dry run, noise removed and Secret values masked. A
+	// created object is all additions, a pruned one all removals.
+	Diff string `json:"diff"`
+	// Rollout is set for a Deployment whose pod template changes.
+	Rollout *Rollout `json:"rollout,omitempty"`
+}
+
+// Summary counts the objects of a Report per action.
+type Summary struct {
+	Change int `json:"change"`
+	Create int `json:"create"`
+	Prune  int `json:"prune"`
+}
+
+// String returns "3 to change, 1 to create, 1 to prune", or "no changes".
+func (s Summary) String() string {
+	if s == (Summary{}) {
+		return "no changes"
+	}
+	return fmt.Sprintf("%d to change, %d to create, %d to prune", s.Change, s.Create, s.Prune)
+}
+
+// Report is the result of a diff: the objects a deploy would change, create
+// or prune, in apply order (the charts' sort order) with the prunes last.
+type Report struct {
+	Objects []ObjectDiff `json:"objects"`
+	Summary Summary      `json:"summary"`
+}
+
+// Empty reports whether the deploy would change nothing.
+func (r *Report) Empty() bool {
+	return r == nil || len(r.Objects) == 0
+}
+
+// document returns r ready to marshal: never a null objects list.
+func (r *Report) document() Report {
+	if r == nil {
+		return Report{Objects: []ObjectDiff{}}
+	}
+	doc := *r
+	if doc.Objects == nil {
+		doc.Objects = []ObjectDiff{}
+	}
+	return doc
+}
+
+// WriteJSON writes r as one indented JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	data, err := json.MarshalIndent(r.document(), "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode diff as JSON: %w", err)
+	}
+	data = append(data, '\n')
+	if _, err := w.Write(data); err != nil {
+		return fmt.Errorf("write diff: %w", err)
+	}
+	return nil
+}
+
+// WriteYAML writes r as one YAML document (the JSON document's fields).
+func (r *Report) WriteYAML(w io.Writer) error {
+	data, err := yaml.Marshal(r.document())
+	if err != nil {
+		return fmt.Errorf("encode diff as YAML: %w", err)
+	}
+	if _, err := w.Write(data); err != nil {
+		return fmt.Errorf("write diff: %w", err)
+	}
+	return nil
+}
+
+// ANSI colours of the text rendering.
+const (
+	ansiReset  = "\x1b[0m"
+	ansiBold   = "\x1b[1m"
+	ansiRed    = "\x1b[31m"
+	ansiGreen  = "\x1b[32m"
+	ansiYellow = "\x1b[33m"
+	ansiCyan   = "\x1b[36m"
+)
+
+// WriteText writes r for people: per object a header ("~ apps/v1
+// Deployment ns/name", "+ ..." for a create, "- ..." for a prune), the
+// rollout impact of a Deployment whose pod template changes, and the
+// unified diff; then the summary line. color adds ANSI colours (for a
+// terminal).
+func (r *Report) WriteText(w io.Writer, color bool) error {
+	var b strings.Builder
+	paint := func(code, s string) string {
+		if !color || s == "" {
+			return s
+		}
+		return code + s + ansiReset
+	}
+	doc := r.document()
+	for _, o := range doc.Objects {
+		headColor := map[Action]string{ActionChange: ansiYellow, ActionCreate: ansiGreen, ActionPrune: ansiRed}[o.Action]
+		b.WriteString(paint(ansiBold+headColor, o.Action.Symbol()+" "+o.Object))
+		b.WriteByte('\n')
+		if o.Rollout != nil {
+			b.WriteString("  " + paint(ansiBold, o.Rollout.String()))
+			b.WriteByte('\n')
+		}
+		for i, line := range strings.SplitAfter(o.Diff, "\n") {
+			if line == "" {
+				continue
+			}
+			text := strings.TrimSuffix(line, "\n")
+			switch {
+			case i < 2 && (strings.HasPrefix(text, "--- ") || strings.HasPrefix(text, "+++ ")):
+				text = paint(ansiBold, text)
+			case strings.HasPrefix(text, "@@"):
+				text = paint(ansiCyan, text)
+			case strings.HasPrefix(text, "+"):
+				text = paint(ansiGreen, text)
+			case strings.HasPrefix(text, "-"):
+				text = paint(ansiRed, text)
+			}
+			b.WriteString(text)
+			b.WriteByte('\n')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString(paint(ansiBold, doc.Summary.String()))
+	b.WriteByte('\n')
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write diff: %w", err)
+	}
+	return nil
+}
