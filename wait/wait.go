@@ -83,6 +83,9 @@ type Event struct {
 	Object  ObjectRef `json:"object"`
 	Status  Status    `json:"status"`
 	Message string    `json:"message,omitempty"`
+	// Rollout, set by a RolloutWatcher for Deployments, details the
+	// rollout's progress.
+	Rollout *RolloutProgress `json:"rollout,omitempty"`
 }
 
 // ObjectStatus is the last known status of an object.
@@ -125,6 +128,9 @@ type Result struct {
 	Objects []ObjectStatus `json:"objects"`
 	// Elapsed is how long the wait took.
 	Elapsed time.Duration `json:"elapsed"`
+	// Diagnosis, set by a RolloutWatcher when the wait failed or timed out,
+	// explains why.
+	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
 }
 
 // NotCurrent returns the objects whose last status is not Current.

@@ -68,6 +68,11 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newListCommand,
 		newTemplateCommand,
 		newLintCommand,
+		newDiffCommand,
+		newDeployCommand,
+		newRollbackCommand,
+		newStatusCommand,
+		newUninstallCommand,
 	}
 }
 

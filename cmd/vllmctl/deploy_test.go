@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// releaseFakes is a fake cluster, an in-memory record store shared by all
+// namespaces, a scripted waiter and a fixed clock, for the commands that
+// change releases.
+type releaseFakes struct {
+	cluster *releasetest.Cluster
+	store   *release.Memory
+	waiter  *releasetest.Waiter
+	now     time.Time
+}
+
+func newReleaseFakes() *releaseFakes {
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	return &releaseFakes{
+		cluster: releasetest.NewCluster(),
+		store:   release.NewMemory(""),
+		waiter:  &releasetest.Waiter{Now: func() time.Time { return now }},
+		now:     now,
+	}
+}
+
+// engine is the engineFactory of the fakes.
+func (f *releaseFakes) engine(ns string) (*release.Engine, error) {
+	return f.cluster.Engine(f.store.InNamespace(ns), f.waiter, release.ClockFunc(func() time.Time { return f.now })), nil
+}
+
+// commands builds each release command on the fakes.
+func (f *releaseFakes) commands() map[string]func(g *GlobalOptions) *cobra.Command {
+	return map[string]func(g *GlobalOptions) *cobra.Command{
+		"deploy": func(g *GlobalOptions) *cobra.Command {
+			return deployCommand(&deployOptions{g: g, newEngine: f.engine})
+		},
+		"rollback": func(g *GlobalOptions) *cobra.Command {
+			return rollbackCommand(&rollbackOptions{g: g, newEngine: f.engine})
+		},
+		"status": func(g *GlobalOptions) *cobra.Command {
+			return statusCommand(&statusOptions{g: g, newEngine: f.engine, loc: time.UTC})
+		},
+		"uninstall": func(g *GlobalOptions) *cobra.Command {
+			return uninstallCommand(&uninstallOptions{g: g, newEngine: f.engine})
+		},
+	}
+}
+
+// run runs `vllmctl args...` (args[0] is the command) on the fakes.
+func (f *releaseFakes) run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	return runRecordCommand(t, f.commands()[args[0]], args...)
+}
+
+// small are the values that keep the built-in chart small.
+var small = []string{"--set", "resources.gpu=0", "--set", "shm.enabled=false"}
+
+func deployArgs(extra ...string) []string {
+	return append(append([]string{"deploy", "chat"}, small...), extra...)
+}
+
+func TestDeployCommand(t *testing.T) {
+	f := newReleaseFakes()
+
+	stdout, stderr, code := f.run(t, deployArgs()...)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assertGolden(t, "deploy_table.golden", stdout)
+	assertGolden(t, "deploy_progress.golden", stderr)
+
+	stdout, stderr, code = f.run(t, deployArgs("--set", "image.tag=v0.11.1", "-o", "json")...)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assertGolden(t, "deploy_json.golden", stdout)
+	var doc map[string]any
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	require.NoError(t, dec.Decode(&doc))
+	assert.False(t, dec.More(), "exactly one JSON document")
+	for _, k := range []string{"release", "namespace", "revision", "status", "chart", "appVersion", "replicaSets", "durationSeconds"} {
+		assert.Contains(t, doc, k)
+	}
+
+	stdout, _, code = f.run(t, deployArgs("--set", "image.tag=v0.11.2", "-o", "yaml", "--progress", "json")...)
+	require.Equal(t, 0, code)
+	assertGolden(t, "deploy_yaml.golden", stdout)
+
+	stdout, stderr, code = f.run(t, deployArgs("--set", "image.tag=v0.12.0", "--dry-run")...)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assertGolden(t, "deploy_dryrun_table.golden", stdout)
+
+	f.waiter.Script = releasetest.FailKind("Deployment", wait.OutcomeFailed, "Progress deadline exceeded")
+	stdout, stderr, code = f.run(t, deployArgs("--set", "image.tag=crash")...)
+	assert.Equal(t, 4, code)
+	assertGolden(t, "deploy_failed_table.golden", stdout)
+	assert.Contains(t, stderr, "Error: release chat revision 4: rollout failed")
+
+	entries, err := f.store.InNamespace("ml").List(context.Background(), "chat")
+	require.NoError(t, err)
+	var statuses []release.Status
+	for _, e := range entries {
+		statuses = append(statuses, e.Status)
+	}
+	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusSuperseded, release.StatusDeployed, release.StatusFailed}, statuses)
+}
+
+func TestDeployCommandProgressJSON(t *testing.T) {
+	f := newReleaseFakes()
+	_, stderr, code := f.run(t, deployArgs("--progress", "json")...)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	require.NotEmpty(t, lines)
+	phases := map[string]bool{}
+	for _, l := range lines {
+		var ev release.ProgressEvent
+		require.NoError(t, json.Unmarshal([]byte(l), &ev), "line %q", l)
+		assert.Equal(t, "chat", ev.Release)
+		phases[string(ev.Phase)] = true
+	}
+	for _, p := range []string{"lock", "apply", "replicaset", "wait", "done"} {
+		assert.True(t, phases[p], "phase %s", p)
+	}
+}
+
+func TestDeployCommandRefuses(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStderr string
+	}{
+		{"invalid release name", []string{"deploy", "Chat_1"}, 2, `release name: "Chat_1" is invalid`},
+		{"unknown chart", []string{"deploy", "chat", "./no-such-chart"}, 2, "no-such-chart"},
+		{"bad values", deployArgs("--set", "resources.gpu=many"), 2, "resources.gpu"},
+		{"bad output", deployArgs("-o", "wide"), 2, `--output "wide": want table, json or yaml`},
+		{"bad progress", deployArgs("--progress", "fancy"), 2, `--progress "fancy"`},
+		{"bad max surge", deployArgs("--max-surge", "lots"), 2, `invalid --max-surge "lots"`},
+		{"bad timeout", deployArgs("--timeout", "0s"), 2, "--timeout 0s: must be positive"},
+		{"negative history max", deployArgs("--history-max", "-1"), 2, "--history-max -1"},
+		{"contradicting rollback flags", deployArgs("--rollback-on-failure", "--no-rollback"), 2, "contradict"},
+		{"no release", []string{"deploy"}, 2, "accepts between 1 and 2 arg(s), received 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newReleaseFakes()
+			stdout, stderr, code := f.run(t, tt.args...)
+			assert.Equal(t, tt.wantCode, code, "stderr: %s", stderr)
+			assert.Contains(t, stderr, tt.wantStderr)
+			assert.Empty(t, stdout)
+			assert.Empty(t, f.cluster.Refs(), "nothing applied")
+			all, err := f.store.ListAll(context.Background(), "")
+			require.NoError(t, err)
+			assert.Empty(t, all, "nothing recorded")
+		})
+	}
+}
+
+func TestDeployCommandLocked(t *testing.T) {
+	f := newReleaseFakes()
+	_, err := release.Acquire(context.Background(), f.store.InNamespace("ml"), "chat", release.OpDeploy,
+		release.LockOptions{Holder: "bob@ci pid 7", Clock: release.ClockFunc(func() time.Time { return f.now })})
+	require.NoError(t, err)
+	stdout, stderr, code := f.run(t, deployArgs()...)
+	assert.Equal(t, 5, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "Error: release chat in namespace ml is locked by another operation: revision 1 is pending-install "+
+		"(Install in progress), held by bob@ci pid 7 for 0s; it can be taken over after 10m0s, or now with --force-unlock\n", stderr)
+
+	_, stderr, code = f.run(t, deployArgs("--force-unlock")...)
+	assert.Equal(t, 0, code, "stderr: %s", stderr)
+}
+
+func TestRollbackCommand(t *testing.T) {
+	f := newReleaseFakes()
+	for _, tag := range []string{"v0.10.0", "v0.11.0", "v0.11.1"} {
+		_, stderr, code := f.run(t, deployArgs("--set", "image.tag="+tag)...)
+		require.Equal(t, 0, code, "stderr: %s", stderr)
+	}
+
+	stdout, stderr, code := f.run(t, "rollback", "chat", "--to-revision", "1")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assertGolden(t, "rollback_table.golden", stdout)
+	assertGolden(t, "rollback_progress.golden", stderr)
+
+	stdout, stderr, code = f.run(t, "rollback", "chat", "-o", "json")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assertGolden(t, "rollback_json.golden", stdout)
+
+	tests := []struct {
+		name       string
+		args       []string
+		wantStderr string
+	}{
+		{"unknown revision", []string{"rollback", "chat", "--to-revision", "9"}, "Error: revision 9 of release chat not found; revisions: 1, 2, 3, 4, 5\n"},
+		{"unknown release", []string{"rollback", "nope"}, "Error: release nope not found in namespace ml\n"},
+		{"negative revision", []string{"rollback", "chat", "--to-revision", "-2"}, "Error: --to-revision -2: must be 1 or more"},
+		{"invalid release name", []string{"rollback", "Chat_1"}, `Error: invalid release name "Chat_1"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdout, stderr, code := f.run(t, tt.args...)
+			assert.Equal(t, 2, code)
+			assert.Empty(t, stdout)
+			assert.Contains(t, stderr, tt.wantStderr)
+		})
+	}
+}
+
+func TestStatusCommand(t *testing.T) {
+	f := newReleaseFakes()
+	for _, tag := range []string{"v0.10.0", "v0.11.0"} {
+		_, stderr, code := f.run(t, deployArgs("--set", "image.tag="+tag)...)
+		require.Equal(t, 0, code, "stderr: %s", stderr)
+	}
+	stdout, stderr, code := f.run(t, "status", "chat")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assertGolden(t, "status_table.golden", stdout)
+	stdout, _, code = f.run(t, "status", "chat", "-o", "json")
+	require.Equal(t, 0, code)
+	assertGolden(t, "status_json.golden", stdout)
+
+	_, stderr, code = f.run(t, "status", "nope")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "Error: release nope not found in namespace ml\n", stderr)
+}
+
+func TestUninstallCommand(t *testing.T) {
+	f := newReleaseFakes()
+	_, stderr, code := f.run(t, deployArgs()...)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	stdout, stderr, code := f.run(t, "uninstall", "chat", "--keep-history")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assertGolden(t, "uninstall_keep_table.golden", stdout)
+	assert.Empty(t, f.cluster.Refs())
+
+	stdout, stderr, code = f.run(t, "uninstall", "chat", "-o", "json")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assertGolden(t, "uninstall_json.golden", stdout)
+	all, err := f.store.ListAll(context.Background(), "")
+	require.NoError(t, err)
+	assert.Empty(t, all)
+
+	_, stderr, code = f.run(t, "uninstall", "chat")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "Error: release chat not found in namespace ml\n", stderr)
+}
+
+func TestDeployCommandDiff(t *testing.T) {
+	f := newReleaseFakes()
+	_, stderr, code := f.run(t, deployArgs()...)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	stdout, stderr, code := f.run(t, deployArgs("--set", "image.tag=v0.11.1", "--diff", "--progress", "json")...)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assert.Contains(t, stderr, "~ apps/v1 Deployment ml/chat")
+	assert.Contains(t, stderr, "+        image: vllm/vllm-openai:v0.11.1")
+	assert.NotContains(t, stdout, "apps/v1 Deployment", "the diff goes to stderr, the result to stdout")
+	assert.Contains(t, stdout, "REVISION: 2")
+}

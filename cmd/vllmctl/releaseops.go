@@ -1,0 +1,221 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// engineFactory builds the release engine of a namespace. Tests inject
+// fakes; nil means the cluster of the kubeconfig (clusterEngine).
+type engineFactory func(namespace string) (*release.Engine, error)
+
+// openEngine returns the release engine of namespace: newEngine when set,
+// else clusterEngine.
+func openEngine(g *GlobalOptions, newEngine engineFactory, namespace string) (*release.Engine, error) {
+	if newEngine != nil {
+		return newEngine(namespace)
+	}
+	return clusterEngine(g, namespace)
+}
+
+// clusterEngine builds the release engine on the cluster of the kubeconfig:
+// Secrets for records, server-side apply for objects, a RolloutWatcher
+// (kstatus for the objects that are not Deployments) for waits.
+func clusterEngine(g *GlobalOptions, namespace string) (*release.Engine, error) {
+	cfg, err := g.ConfigFlags.ToRESTConfig()
+	if err != nil {
+		return nil, recordClusterError{fmt.Errorf("kubeconfig: %w", err)}
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, recordClusterError{fmt.Errorf("kubernetes client: %w", err)}
+	}
+	applier, err := release.NewApplier(g.ConfigFlags)
+	if err != nil {
+		return nil, recordClusterError{err}
+	}
+	others := wait.NewKstatusWaiter(applier.DynamicClient(), applier.RESTMapper())
+	return &release.Engine{
+		Store:   release.NewSecrets(client, namespace),
+		Objects: applier,
+		Waiter:  wait.NewRolloutWatcher(client, others, wait.RolloutOptions{}),
+		Client:  client,
+	}, nil
+}
+
+// progressFlags is --progress, shared by the commands that change a
+// release.
+type progressFlags struct {
+	format string
+}
+
+// AddFlags registers --progress on fs.
+func (p *progressFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&p.format, "progress", string(wait.ProgressAuto),
+		"progress on stderr: auto (a live view on a terminal, plain lines otherwise), plain (one timestamped line per change) or json (JSON lines)")
+}
+
+// Validate checks the format.
+func (p *progressFlags) Validate() error {
+	switch wait.ProgressFormat(p.format) {
+	case wait.ProgressAuto, wait.ProgressPlain, wait.ProgressJSON:
+		return nil
+	}
+	return newUsageError("--progress %q: want auto, plain or json", p.format)
+}
+
+// printer returns the progress printer writing to w.
+func (p *progressFlags) printer(w io.Writer) *progressPrinter {
+	return &progressPrinter{w: w, format: wait.ProgressFormat(p.format)}
+}
+
+// progressPrinter prints release progress events: plain lines (one per
+// change), JSON lines, and a wait's rollout progress through the wait
+// package's printers (a live view on a terminal with auto).
+type progressPrinter struct {
+	w      io.Writer
+	format wait.ProgressFormat
+
+	mu   sync.Mutex
+	wait wait.ProgressPrinter
+	err  error
+}
+
+// Print prints one event. Write errors are kept (see Err) and never stop
+// the operation.
+func (p *progressPrinter) Print(ev release.ProgressEvent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return
+	}
+	if p.format == wait.ProgressJSON {
+		p.err = json.NewEncoder(p.w).Encode(ev)
+		return
+	}
+	if ev.Phase == release.PhaseWait && ev.Wait != nil {
+		if p.wait == nil {
+			if p.wait, p.err = wait.NewProgressPrinter(p.w, p.format); p.err != nil {
+				return
+			}
+		}
+		p.err = p.wait.Print(*ev.Wait)
+		return
+	}
+	p.closeWait()
+	if p.err == nil {
+		_, p.err = fmt.Fprintln(p.w, ev.String())
+	}
+}
+
+// closeWait ends the wait printer, if one is running.
+func (p *progressPrinter) closeWait() {
+	if p.wait != nil {
+		if err := p.wait.Close(); p.err == nil {
+			p.err = err
+		}
+		p.wait = nil
+	}
+}
+
+// Close ends the output.
+func (p *progressPrinter) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeWait()
+	return p.err
+}
+
+// writeReleaseResult prints a deploy or rollback result: a summary
+// (table) or one JSON/YAML document.
+func writeReleaseResult(w io.Writer, format string, res *release.Result) error {
+	if format != "table" {
+		return writeRecordDocument(w, format, res)
+	}
+	var b strings.Builder
+	field := func(name, value string) { fmt.Fprintf(&b, "%s: %s\n", name, value) }
+	field("RELEASE", res.Release)
+	field("NAMESPACE", res.Namespace)
+	field("REVISION", strconv.Itoa(res.Revision))
+	status := string(res.Status)
+	if res.DryRun {
+		status += " (dry run: nothing recorded)"
+	}
+	field("STATUS", status)
+	field("DESCRIPTION", recordCell(res.Description))
+	field("CHART", recordCell(res.Chart))
+	field("APP VERSION", recordCell(res.AppVersion))
+	if !res.DryRun {
+		field("REPLICASETS", replicaSetsCell(res.ReplicaSets))
+	}
+	if res.RolledBackTo > 0 {
+		field("ROLLED BACK TO", strconv.Itoa(res.RolledBackTo))
+	}
+	if len(res.Pruned) > 0 {
+		parts := make([]string, len(res.Pruned))
+		for i, p := range res.Pruned {
+			parts[i] = p.String()
+		}
+		field("PRUNED", strings.Join(parts, ", "))
+	}
+	field("DURATION", formatSeconds(res.DurationSeconds))
+	if res.DryRun {
+		b.WriteString("OBJECTS:\n")
+		for _, a := range res.Applied {
+			line := fmt.Sprintf("  %s: %s", a.Object, a.Action)
+			if a.Unvalidated {
+				line += " (not validated: its namespace does not exist yet)"
+			}
+			b.WriteString(line + "\n")
+		}
+	}
+	writeFailure(&b, res.Failure)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeFailure prints a failure diagnosis as an indented block.
+func writeFailure(b *strings.Builder, f *release.Failure) {
+	if f == nil {
+		return
+	}
+	fmt.Fprintf(b, "FAILURE: %s\n", recordCell(f.Reason))
+	item := func(name, value string) {
+		if value != "" {
+			fmt.Fprintf(b, "  %-10s %s\n", name+":", recordCell(value))
+		}
+	}
+	item("object", f.Object)
+	item("pod", f.Pod)
+	if f.Container != "" {
+		item("container", fmt.Sprintf("%s (exit code %d, %d restarts)", f.Container, f.ExitCode, f.RestartCount))
+	}
+	item("message", f.Message)
+	list := func(name string, lines []string) {
+		if len(lines) == 0 {
+			return
+		}
+		fmt.Fprintf(b, "  %s:\n", name)
+		for _, l := range lines {
+			fmt.Fprintf(b, "    %s\n", strings.TrimRight(l, "\r\n"))
+		}
+	}
+	list("events", f.Events)
+	list("log tail", f.LogTail)
+}
+
+// formatSeconds formats a duration in seconds, to a tenth of a second.
+func formatSeconds(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(100 * time.Millisecond).String()
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vllmctl/vllmctl/release"
+)
+
+// statusOptions are the inputs of `vllmctl status RELEASE`.
+type statusOptions struct {
+	g *GlobalOptions
+
+	output string
+
+	release   string
+	namespace string
+
+	// newEngine builds the release engine; nil: the kubeconfig's cluster.
+	newEngine engineFactory
+	// loc is the time zone of the table's times; nil: local time.
+	loc *time.Location
+}
+
+func newStatusCommand(g *GlobalOptions) *cobra.Command {
+	return statusCommand(&statusOptions{g: g})
+}
+
+func statusCommand(o *statusOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status RELEASE",
+		Short: "Show the current revision of a release, its objects and their live status",
+		Long: "Show the current (highest) revision of RELEASE, the live status of each of its objects (kstatus:\n" +
+			"Current, InProgress, Failed, Terminating, or NotFound) and the ReplicaSets running pods of its\n" +
+			"Deployments.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	return cmd
+}
+
+// Complete resolves the release and the namespace.
+func (o *statusOptions) Complete(args []string) error {
+	o.release = args[0]
+	ns, err := recordNamespace(o.g)
+	if err != nil {
+		return err
+	}
+	o.namespace = ns
+	if o.loc == nil {
+		o.loc = time.Local
+	}
+	return nil
+}
+
+// Validate checks the release name and the output format.
+func (o *statusOptions) Validate() error {
+	if err := release.ValidateName(o.release); err != nil {
+		return err
+	}
+	return validateRecordOutput(o.output)
+}
+
+// Run prints the release's status.
+func (o *statusOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	engine, err := openEngine(o.g, o.newEngine, o.namespace)
+	if err != nil {
+		return err
+	}
+	rep, err := release.NewStatuser(engine).Status(ctx, o.release)
+	if err != nil {
+		return err
+	}
+	if o.output != "table" {
+		return writeRecordDocument(o.g.Streams.Out, o.output, rep)
+	}
+	var b strings.Builder
+	field := func(name, value string) { fmt.Fprintf(&b, "%s: %s\n", name, value) }
+	field("RELEASE", rep.Release)
+	field("NAMESPACE", rep.Namespace)
+	field("REVISION", strconv.Itoa(rep.Revision))
+	field("STATUS", string(rep.Status))
+	field("DESCRIPTION", recordCell(rep.Description))
+	field("CHART", recordCell(rep.Chart))
+	field("APP VERSION", recordCell(rep.AppVersion))
+	field("UPDATED", recordTime(rep.Updated, o.loc))
+	writeFailure(&b, rep.Failure)
+	if _, err := fmt.Fprint(o.g.Streams.Out, b.String()); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(o.g.Streams.Out)
+	tw := newRecordTable(o.g.Streams.Out)
+	fmt.Fprintln(tw, "OBJECT\tSTATUS\tMESSAGE")
+	for _, obj := range rep.Objects {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", obj.Object, obj.Status, recordCell(obj.Message))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(o.g.Streams.Out)
+	if len(rep.ReplicaSets) == 0 {
+		_, err := fmt.Fprintln(o.g.Streams.Out, "No ReplicaSet is running pods.")
+		return err
+	}
+	tw = newRecordTable(o.g.Streams.Out)
+	fmt.Fprintln(tw, "DEPLOYMENT\tREPLICASET\tPOD-TEMPLATE-HASH\tREVISION\tREADY\tAVAILABLE\tCURRENT")
+	for _, rs := range rep.ReplicaSets {
+		current := "no"
+		if rs.Current {
+			current = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%d\t%s\n", rs.Deployment, rs.Name, rs.PodTemplateHash, rs.Revision,
+			rs.ReadyReplicas, rs.Replicas, rs.AvailableReplicas, current)
+	}
+	return tw.Flush()
+}

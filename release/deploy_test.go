@@ -1,0 +1,422 @@
+package release_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+func TestDeployRevisions(t *testing.T) {
+	f := newEngFixture(t)
+	s := baseSpec()
+	r1 := f.deploy(t, s)
+	s.image = "vllm/vllm-openai:v0.11.0"
+	r2 := f.deploy(t, s)
+	s.args = []string{"--model=a", "--max-model-len=4096"}
+	r3 := f.deploy(t, s)
+
+	assert.Equal(t, map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusSuperseded, 3: release.StatusDeployed}, f.statuses(t))
+	for i, want := range []struct {
+		res  *release.Result
+		desc string
+	}{{r1, "Install complete"}, {r2, "Upgrade complete"}, {r3, "Upgrade complete"}} {
+		rev := i + 1
+		assert.Equal(t, rev, want.res.Revision)
+		assert.Equal(t, release.StatusDeployed, want.res.Status, "status in the result of revision %d", rev)
+		assert.Equal(t, want.desc, f.record(t, rev).Description)
+		assert.Equal(t, engRelease, want.res.Release)
+		assert.Equal(t, engNS, want.res.Namespace)
+		assert.Equal(t, "test-0.1.0", want.res.Chart)
+		require.Len(t, want.res.ReplicaSets, 1)
+		rs := want.res.ReplicaSets[0]
+		assert.Equal(t, int64(rev), rs.Revision, "Deployment revision of revision %d", rev)
+		assert.Equal(t, "chat", rs.Deployment)
+		assert.Equal(t, "chat-"+rs.PodTemplateHash, rs.Name)
+		assert.Equal(t, want.res.ReplicaSets, f.record(t, rev).ReplicaSets, "recorded")
+		assert.Positive(t, want.res.DurationSeconds)
+	}
+	hashes := map[string]bool{}
+	for _, r := range []*release.Result{r1, r2, r3} {
+		hashes[r.ReplicaSets[0].PodTemplateHash] = true
+	}
+	assert.Len(t, hashes, 3, "three distinct ReplicaSets")
+
+	rec := f.record(t, 3)
+	assert.Contains(t, rec.Manifest, "--max-model-len=4096")
+	assert.Equal(t, map[string]any{"image": "vllm/vllm-openai:v0.11.0"}, rec.Values)
+	assert.Equal(t, 3, f.waiter.Calls())
+	ph := f.phases()
+	for _, p := range []release.Phase{release.PhaseLock, release.PhaseApply, release.PhaseReplicaSet, release.PhaseWait, release.PhaseDone} {
+		assert.Positive(t, ph[p], "progress phase %s", p)
+	}
+}
+
+func TestDeployDryRunRecordsNothing(t *testing.T) {
+	f := newEngFixture(t)
+	opts := baseSpec().options()
+	opts.DryRun = true
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	require.NoError(t, err)
+	assert.True(t, res.DryRun)
+	assert.Equal(t, 1, res.Revision)
+	assert.Equal(t, release.StatusPendingInstall, res.Status)
+	assert.Len(t, res.Applied, 3)
+	assert.Empty(t, f.statuses(t), "no record, no lock")
+	assert.Empty(t, f.cluster.Refs(), "nothing applied")
+	assert.Zero(t, f.waiter.Calls())
+
+	f.deploy(t, baseSpec())
+	res, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Revision)
+	assert.Equal(t, release.StatusPendingUpgrade, res.Status)
+	assert.Equal(t, map[int]release.Status{1: release.StatusDeployed}, f.statuses(t))
+}
+
+func TestDeployRefusesBadInputBeforeLocking(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*release.DeployOptions, *release.Deployer)
+		want   string
+	}{
+		{name: "invalid release name", mutate: func(o *release.DeployOptions, _ *release.Deployer) { o.Name = "Chat_1" },
+			want: `invalid release name "Chat_1"`},
+		{name: "bad manifest", mutate: func(o *release.DeployOptions, _ *release.Deployer) {
+			o.Objects, o.Manifest = nil, "kind: [\n"
+		}, want: "invalid manifest"},
+		{name: "preflight refuses", mutate: func(_ *release.DeployOptions, d *release.Deployer) {
+			d.Preflight = func(context.Context, []*unstructured.Unstructured, release.DeployOptions) ([]*unstructured.Unstructured, error) {
+				return nil, &release.StrategyInputError{Reason: "preflight says no"}
+			}
+		}, want: "preflight says no"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newEngFixture(t)
+			opts := baseSpec().options()
+			d := release.NewDeployer(f.engine)
+			tc.mutate(&opts, d)
+			res, err := d.Deploy(context.Background(), opts)
+			require.Error(t, err)
+			assert.Nil(t, res)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Equal(t, 2, exitCode(err))
+			assert.Empty(t, f.cluster.Refs())
+			if tc.name != "invalid release name" {
+				assert.Empty(t, f.statuses(t))
+			}
+		})
+	}
+}
+
+func TestDeployFieldConflictMarksFailed(t *testing.T) {
+	f := newEngFixture(t)
+	f.deploy(t, baseSpec())
+	conflict := &release.FieldConflictError{
+		Object:    release.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: engNS, Name: "chat"},
+		Conflicts: []release.FieldConflict{{Manager: "kubectl-scale", Field: ".spec.replicas"}},
+		Err:       apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "chat", errors.New("conflict")),
+	}
+	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, opts release.ApplyOptions) error {
+		if obj.GetKind() == "Deployment" && !opts.Force {
+			return conflict
+		}
+		return nil
+	}
+	s := baseSpec()
+	s.image = "vllm/vllm-openai:v0.11.0"
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	require.Error(t, err)
+	assert.Equal(t, 6, exitCode(err))
+	var ce *release.FieldConflictError
+	require.ErrorAs(t, err, &ce)
+	assert.Contains(t, err.Error(), `"kubectl-scale"`)
+	assert.Equal(t, map[int]release.Status{1: release.StatusDeployed, 2: release.StatusFailed}, f.statuses(t))
+	require.NotNil(t, res.Failure)
+	assert.Equal(t, "FieldManagerConflict", res.Failure.Reason)
+	assert.Equal(t, "Deployment/chat", res.Failure.Object)
+	assert.Equal(t, release.StatusFailed, res.Status)
+	assert.Equal(t, "FieldManagerConflict", f.record(t, 2).Failure.Reason)
+	assert.Equal(t, 1, f.waiter.Calls(), "no wait after a refused apply")
+
+	opts := s.options()
+	opts.ForceConflicts = true
+	res, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Revision)
+	assert.Equal(t, release.StatusDeployed, f.statuses(t)[3])
+}
+
+func TestDeployRolloutFailure(t *testing.T) {
+	for _, outcome := range []wait.Outcome{wait.OutcomeFailed, wait.OutcomeTimeout} {
+		t.Run(string(outcome), func(t *testing.T) {
+			f := newEngFixture(t)
+			s := baseSpec()
+			s.extra = true
+			f.deploy(t, s)
+			f.waiter.Script = releasetest.FailKind("Deployment", outcome, "Progress deadline exceeded")
+			s.extra = false
+			s.image = "vllm/vllm-openai:crash"
+			res, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+			require.Error(t, err)
+			var re *release.RolloutError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, 4, exitCode(err))
+			assert.Equal(t, map[int]release.Status{1: release.StatusDeployed, 2: release.StatusFailed}, f.statuses(t))
+			wantReason := map[wait.Outcome]string{wait.OutcomeFailed: "Failed", wait.OutcomeTimeout: "Timeout"}[outcome]
+			require.NotNil(t, res.Failure)
+			assert.Equal(t, wantReason, res.Failure.Reason)
+			assert.Equal(t, "Deployment/chat", res.Failure.Object)
+			assert.Contains(t, res.Failure.Message, "Progress deadline exceeded")
+			rec := f.record(t, 2)
+			assert.Equal(t, release.StatusFailed, rec.Status)
+			assert.Equal(t, "Upgrade failed: "+wantReason+" (Deployment/chat)", rec.Description)
+			assert.Len(t, rec.ReplicaSets, 1, "the failed revision's ReplicaSet is recorded")
+			assert.NotNil(t, f.configMap("chat-extra"), "nothing pruned after a failed rollout")
+			assert.Empty(t, res.Pruned)
+		})
+	}
+}
+
+// TestDeployOnFailureRollsBackWhileHoldingTheLock wires the automatic
+// rollback the way the command will: the handler rolls back with the
+// failed revision's pending record held.
+func TestDeployOnFailureRollsBackWhileHoldingTheLock(t *testing.T) {
+	f := newEngFixture(t)
+	first := f.deploy(t, baseSpec())
+	calls := 0
+	fail := releasetest.FailKind("Deployment", wait.OutcomeFailed, "CrashLoopBackOff")
+	f.waiter.Script = func(ctx context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+		calls++
+		if calls == 1 {
+			return fail(ctx, objs, opts)
+		}
+		return wait.Result{Outcome: wait.OutcomeCurrent, Objects: objs}, nil
+	}
+	d := release.NewDeployer(f.engine)
+	var sawPending release.Status
+	d.OnFailure = func(ctx context.Context, fr *release.FailedRollout) (*release.Result, error) {
+		sawPending = fr.Record.Status
+		return release.NewRollbacker(f.engine).RollbackHeld(ctx, fr.Record, release.RollbackOptions{Timeout: time.Minute})
+	}
+	s := baseSpec()
+	s.image = "vllm/vllm-openai:crash"
+	s.extra = true
+	opts := s.options()
+	opts.RollbackOnFailure = true
+	res, err := d.Deploy(context.Background(), opts)
+	require.Error(t, err)
+	assert.Equal(t, 3, exitCode(err))
+	assert.Contains(t, err.Error(), "rolled back to revision 1")
+	assert.Equal(t, release.StatusPendingUpgrade, sawPending, "the handler runs while the failed revision still holds the lock")
+	assert.Equal(t, 1, res.RolledBackTo)
+	require.NotNil(t, res.Rollback)
+	assert.Equal(t, 3, res.Rollback.Revision)
+	assert.Equal(t, map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusFailed, 3: release.StatusDeployed}, f.statuses(t))
+	rb := f.record(t, 3)
+	assert.Equal(t, "Rollback to 1", rb.Description)
+	assert.Equal(t, 1, rb.RollbackOf)
+	assert.Equal(t, first.ReplicaSets[0].PodTemplateHash, rb.ReplicaSets[0].PodTemplateHash)
+	assert.Equal(t, int64(3), rb.ReplicaSets[0].Revision)
+	assert.Nil(t, f.configMap("chat-extra"), "what the failed revision added is pruned by the rollback")
+	assert.Contains(t, f.record(t, 2).Description, "rolled back to 1")
+}
+
+func TestDeployRollbackDisabledOrImpossible(t *testing.T) {
+	f := newEngFixture(t)
+	f.waiter.Script = releasetest.FailKind("Deployment", wait.OutcomeFailed, "CrashLoopBackOff")
+	d := release.NewDeployer(f.engine)
+	ran := 0
+	d.OnFailure = func(ctx context.Context, fr *release.FailedRollout) (*release.Result, error) {
+		ran++
+		return release.NewRollbacker(f.engine).RollbackHeld(ctx, fr.Record, release.RollbackOptions{})
+	}
+	opts := baseSpec().options()
+	_, err := d.Deploy(context.Background(), opts)
+	assert.Equal(t, 4, exitCode(err))
+	assert.Zero(t, ran, "RollbackOnFailure off")
+
+	opts.RollbackOnFailure = true
+	_, err = d.Deploy(context.Background(), opts)
+	assert.Equal(t, 4, exitCode(err), "no good revision to roll back to")
+	assert.Equal(t, 1, ran)
+	assert.Contains(t, err.Error(), "automatic rollback failed")
+	assert.Equal(t, map[int]release.Status{1: release.StatusFailed, 2: release.StatusFailed}, f.statuses(t))
+}
+
+func TestDeployPrunesOnlyAfterHealthy(t *testing.T) {
+	f := newEngFixture(t)
+	s := baseSpec()
+	s.extra = true
+	f.deploy(t, s)
+	// Another client took chat-config over: it is not the release's any more.
+	cm := f.configMap("chat-config")
+	cm.SetLabels(nil)
+	f.cluster.Put(cm)
+	unrelated := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "someone-else", "namespace": engNS},
+	}}
+	f.cluster.Put(unrelated)
+
+	s.extra = false
+	res := f.deploy(t, s)
+	assert.Equal(t, []release.ObjectRef{{Version: "v1", Kind: "ConfigMap", Namespace: engNS, Name: "chat-extra"}}, res.Pruned)
+	assert.Nil(t, f.configMap("chat-extra"))
+	assert.NotNil(t, f.configMap("someone-else"), "objects of no release are never touched")
+}
+
+func TestDeployPrunesWhatAFailedRevisionAdded(t *testing.T) {
+	f := newEngFixture(t)
+	f.deploy(t, baseSpec())
+	f.waiter.Script = releasetest.FailKind("Deployment", wait.OutcomeTimeout, "Available: 0/1")
+	s := baseSpec()
+	s.extra = true
+	s.image = "vllm/vllm-openai:crash"
+	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	require.Error(t, err)
+	require.NotNil(t, f.configMap("chat-extra"))
+
+	f.waiter.Script = nil
+	res := f.deploy(t, baseSpec())
+	assert.Len(t, res.Pruned, 1)
+	assert.Nil(t, f.configMap("chat-extra"), "the failed revision's extra object is pruned")
+}
+
+func TestDeployLock(t *testing.T) {
+	ctx := context.Background()
+	f := newEngFixture(t)
+	f.deploy(t, baseSpec())
+	other, err := release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{
+		Holder: "bob@ci pid 7", Clock: release.ClockFunc(f.tick)})
+	require.NoError(t, err)
+
+	applies := f.cluster.Applies()
+	_, err = release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
+	var le *release.LockedError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, 5, exitCode(err))
+	assert.Contains(t, err.Error(), "bob@ci pid 7")
+	assert.Equal(t, applies, f.cluster.Applies(), "nothing applied")
+
+	opts := baseSpec().options()
+	opts.ForceUnlock = true
+	res, err := release.NewDeployer(f.engine).Deploy(ctx, opts)
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Revision)
+	assert.Equal(t, release.StatusFailed, f.statuses(t)[other.Revision])
+	assert.Contains(t, f.record(t, other.Revision).Description, "interrupted: lock taken over by test@host pid 1")
+
+	// A pending record older than the timeout is stale.
+	_, err = release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{Holder: "bob", Clock: release.ClockFunc(f.tick)})
+	require.NoError(t, err)
+	f.advance(2 * time.Minute)
+	res, err = release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
+	require.NoError(t, err)
+	assert.Equal(t, 5, res.Revision)
+	assert.Equal(t, release.StatusFailed, f.statuses(t)[4])
+}
+
+func TestDeployLosesItsLockWhileWaiting(t *testing.T) {
+	ctx := context.Background()
+	f := newEngFixture(t)
+	f.engine.Heartbeat = 5 * time.Millisecond
+	waiting := make(chan struct{})
+	f.waiter.Script = func(ctx context.Context, objs []wait.ObjectStatus, _ wait.Options) (wait.Result, error) {
+		close(waiting)
+		<-ctx.Done()
+		return wait.Result{Outcome: wait.OutcomeCanceled, Objects: objs}, ctx.Err()
+	}
+	go func() {
+		<-waiting
+		_, err := release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{Holder: "bob", Force: true})
+		assert.NoError(t, err)
+	}()
+	_, err := release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
+	var ce *release.ConflictError
+	require.ErrorAs(t, err, &ce, "got %v", err)
+	assert.Equal(t, 5, exitCode(err))
+	assert.Equal(t, release.StatusFailed, f.statuses(t)[1], "the taker marked it failed; the loser did not touch it")
+	assert.Equal(t, release.StatusPendingInstall, f.statuses(t)[2])
+}
+
+func TestDeployInterrupted(t *testing.T) {
+	f := newEngFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.waiter.Script = func(wctx context.Context, objs []wait.ObjectStatus, _ wait.Options) (wait.Result, error) {
+		cancel()
+		<-wctx.Done()
+		return wait.Result{Outcome: wait.OutcomeCanceled, Objects: objs}, wctx.Err()
+	}
+	res, err := release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, release.StatusFailed, res.Status)
+	assert.Equal(t, "Interrupted", res.Failure.Reason)
+	assert.Equal(t, map[int]release.Status{1: release.StatusFailed}, f.statuses(t), "an interrupted deploy releases its lock")
+}
+
+func TestDeployHistoryMax(t *testing.T) {
+	f := newEngFixture(t)
+	for i := range 4 {
+		s := baseSpec()
+		s.greeting = string(rune('a' + i))
+		opts := s.options()
+		opts.HistoryMax = 2
+		_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, map[int]release.Status{3: release.StatusSuperseded, 4: release.StatusDeployed}, f.statuses(t))
+}
+
+func TestDeployStrategyOverride(t *testing.T) {
+	f := newEngFixture(t)
+	opts := baseSpec().options()
+	opts.MaxSurge = ptr.To(intstr.FromInt32(0))
+	opts.MaxUnavailable = ptr.To(intstr.FromString("25%"))
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	require.NoError(t, err)
+	d, err := f.cluster.Client.AppsV1().Deployments(engNS).Get(context.Background(), "chat", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "RollingUpdate", string(d.Spec.Strategy.Type))
+	assert.Equal(t, intstr.FromInt32(0), *d.Spec.Strategy.RollingUpdate.MaxSurge)
+	assert.Equal(t, intstr.FromString("25%"), *d.Spec.Strategy.RollingUpdate.MaxUnavailable)
+	m := f.record(t, res.Revision).Manifest
+	assert.Contains(t, m, "maxSurge: 0")
+	assert.Contains(t, m, "maxUnavailable: 25%")
+	_, found, _ := unstructured.NestedFieldNoCopy(opts.Objects[2].Object, "spec", "strategy")
+	assert.False(t, found, "the caller's objects are not modified")
+}
+
+func TestDeployPreflightMayReplaceTheObjects(t *testing.T) {
+	f := newEngFixture(t)
+	d := release.NewDeployer(f.engine)
+	d.Preflight = func(_ context.Context, objs []*unstructured.Unstructured, _ release.DeployOptions) ([]*unstructured.Unstructured, error) {
+		out := make([]*unstructured.Unstructured, len(objs))
+		for i, o := range objs {
+			out[i] = o.DeepCopy()
+			if o.GetKind() == "Deployment" {
+				require.NoError(t, unstructured.SetNestedField(out[i].Object, int64(0), "spec", "strategy", "rollingUpdate", "maxSurge"))
+			}
+		}
+		return out, nil
+	}
+	res, err := d.Deploy(context.Background(), baseSpec().options())
+	require.NoError(t, err)
+	assert.Contains(t, f.record(t, res.Revision).Manifest, "maxSurge: 0", "the replacement is recorded")
+	dep, err := f.cluster.Client.AppsV1().Deployments(engNS).Get(context.Background(), "chat", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, intstr.FromInt32(0), *dep.Spec.Strategy.RollingUpdate.MaxSurge, "and applied")
+}

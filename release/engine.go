@@ -1,0 +1,586 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// DefaultTimeout bounds an operation (its ReplicaSet discovery and its
+// wait) when its options give none: deploy's --timeout default.
+const DefaultTimeout = 10 * time.Minute
+
+// DefaultHeartbeat is how often an operation rewrites its pending record
+// while it waits, so that the lock never looks stale while its holder is
+// alive.
+const DefaultHeartbeat = 30 * time.Second
+
+// finishTimeout bounds the writes that finish a record after the
+// operation's own context ended (an interrupted deploy is still marked
+// failed).
+const finishTimeout = 30 * time.Second
+
+// ObjectClient is what the release operations need from the cluster's
+// objects. [*Applier] implements it; tests use fakes.
+type ObjectClient interface {
+	// Apply applies objs with server-side apply; see [Applier.Apply].
+	Apply(ctx context.Context, objs []*unstructured.Unstructured, opts ApplyOptions) ([]ApplyResult, error)
+	// Prune deletes the objects of previous that current no longer has;
+	// see [Applier.Prune].
+	Prune(ctx context.Context, previous, current []*unstructured.Unstructured, opts PruneOptions) ([]PruneResult, error)
+	// Get reads the live copy of obj; see [Applier.Get].
+	Get(ctx context.Context, obj *unstructured.Unstructured, namespace string) (*unstructured.Unstructured, error)
+}
+
+var _ ObjectClient = (*Applier)(nil)
+
+// Engine holds what every release operation shares, as Helm's
+// action.Configuration does: the record store of the release namespace, the
+// cluster clients, the clock and the progress sink. The operations
+// ([Deployer], [Rollbacker], [Uninstaller], [Statuser]) each embed one.
+type Engine struct {
+	// Store keeps the release records; its namespace is the release
+	// namespace.
+	Store Store
+	// Objects applies, prunes and reads the release's objects.
+	Objects ObjectClient
+	// Waiter waits for applied objects to become Current.
+	Waiter wait.Waiter
+	// Client reads Deployments and ReplicaSets (ReplicaSet discovery).
+	Client kubernetes.Interface
+	// Clock stamps records and measures durations (default: wall clock).
+	Clock Clock
+	// Holder names this process in pending records (default:
+	// DefaultHolder()).
+	Holder string
+	// Progress, when set, receives one event per change. It is never
+	// called concurrently.
+	Progress func(ProgressEvent)
+	// Heartbeat is how often a waiting operation rewrites its pending
+	// record (0: DefaultHeartbeat; negative: never).
+	Heartbeat time.Duration
+}
+
+// Namespace is the release namespace: the store's.
+func (e *Engine) Namespace() string { return e.Store.Namespace() }
+
+func (e *Engine) clock() Clock { return clockOr(e.Clock) }
+
+func (e *Engine) holder() string {
+	if e.Holder != "" {
+		return e.Holder
+	}
+	return DefaultHolder()
+}
+
+// check reports a missing dependency instead of a nil dereference later.
+func (e *Engine) check(needs ...string) error {
+	if e == nil {
+		return errors.New("release engine: not configured")
+	}
+	for _, n := range needs {
+		missing := false
+		switch n {
+		case "store":
+			missing = e.Store == nil
+		case "objects":
+			missing = e.Objects == nil
+		case "waiter":
+			missing = e.Waiter == nil
+		case "client":
+			missing = e.Client == nil
+		}
+		if missing {
+			return fmt.Errorf("release engine: no %s configured", n)
+		}
+	}
+	return nil
+}
+
+// Phase names the step of an operation a progress event belongs to.
+type Phase string
+
+// The phases of the release operations, in the order they happen.
+const (
+	PhaseLock       Phase = "lock"
+	PhaseApply      Phase = "apply"
+	PhaseReplicaSet Phase = "replicaset"
+	PhaseWait       Phase = "wait"
+	PhasePrune      Phase = "prune"
+	PhaseDelete     Phase = "delete"
+	PhaseRollback   Phase = "rollback"
+	PhaseHistory    Phase = "history"
+	PhaseDone       Phase = "done"
+)
+
+// ProgressEvent is one change during an operation: an object applied, a
+// status seen while waiting, a record written.
+type ProgressEvent struct {
+	Time     time.Time `json:"time"`
+	Release  string    `json:"release"`
+	Revision int       `json:"revision,omitempty"`
+	Phase    Phase     `json:"phase"`
+	// Object is the object concerned, e.g. "apps/v1 Deployment ml/chat".
+	Object string `json:"object,omitempty"`
+	// Status is the object's or the record's new state, e.g. "configured",
+	// "InProgress", "deployed".
+	Status  string `json:"status,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Rollout is where a Deployment's rollout stands (wait phase, when the
+	// Waiter reports it).
+	Rollout *wait.RolloutProgress `json:"rollout,omitempty"`
+	// Wait is the Waiter's own event (wait phase), for printers that
+	// render rollouts (wait.ProgressPrinter).
+	Wait *wait.Event `json:"-"`
+}
+
+// String formats the event as one plain progress line, "<time>
+// <release>#<revision> <phase>: [<object>: ]<status>[: <message>]":
+//
+//	2026-03-01T10:00:00Z chat#3 apply: apps/v1 Deployment ml/chat: configured
+//	2026-03-01T10:00:09Z chat#3 done: deployed: Upgrade complete
+func (ev ProgressEvent) String() string {
+	var b strings.Builder
+	b.WriteString(ev.Time.UTC().Format(time.RFC3339))
+	b.WriteString(" " + ev.Release)
+	if ev.Revision > 0 {
+		fmt.Fprintf(&b, "#%d", ev.Revision)
+	}
+	fmt.Fprintf(&b, " %s:", ev.Phase)
+	if ev.Object != "" {
+		b.WriteString(" " + ev.Object + ":")
+	}
+	if ev.Status != "" {
+		b.WriteString(" " + ev.Status)
+	}
+	if ev.Message != "" {
+		if ev.Status != "" {
+			b.WriteString(":")
+		}
+		b.WriteString(" " + strings.Join(strings.Fields(ev.Message), " "))
+	}
+	return strings.TrimSuffix(b.String(), ":")
+}
+
+// emit sends a progress event, stamped now.
+func (e *Engine) emit(name string, revision int, phase Phase, object, status, message string) {
+	if e.Progress == nil {
+		return
+	}
+	e.Progress(ProgressEvent{Time: stamp(e.clock()), Release: name, Revision: revision, Phase: phase,
+		Object: object, Status: status, Message: message})
+}
+
+// Result is the outcome of a deploy or a rollback: the document the
+// contract specifies for -o json|yaml (release, namespace, revision, status,
+// chart, appVersion, replicaSets, rolledBackTo, failure, durationSeconds),
+// plus a few informative fields.
+type Result struct {
+	Release   string `json:"release"`
+	Namespace string `json:"namespace"`
+	// Revision is the revision the operation wrote (for a dry run: the one
+	// it would write).
+	Revision int    `json:"revision"`
+	Status   Status `json:"status"`
+	// Chart is name-version, as history shows it.
+	Chart      string `json:"chart"`
+	AppVersion string `json:"appVersion"`
+	// ReplicaSets are the ReplicaSets the revision's Deployments rolled out.
+	ReplicaSets []ReplicaSetRef `json:"replicaSets"`
+	// RolledBackTo is the revision whose manifest was restored: the target
+	// of a rollback, or of the automatic rollback after a failed deploy.
+	RolledBackTo int `json:"rolledBackTo,omitempty"`
+	// Failure is the diagnosis of a failed rollout.
+	Failure         *Failure `json:"failure,omitempty"`
+	DurationSeconds float64  `json:"durationSeconds"`
+
+	// Description is the revision's record description.
+	Description string `json:"description,omitempty"`
+	// DryRun is set for a server-side dry run: nothing was recorded.
+	DryRun bool `json:"dryRun,omitempty"`
+	// Pruned are the objects deleted because the revision no longer has
+	// them.
+	Pruned []ObjectRef `json:"pruned,omitempty"`
+	// Applied are the per-object results of the apply.
+	Applied []ApplyResult `json:"-"`
+	// Rollback is the result of the automatic rollback, if one ran.
+	Rollback *Result `json:"-"`
+}
+
+// newResult starts the result of an operation on record r.
+func newResult(r *Release) *Result {
+	return &Result{
+		Release:     r.Name,
+		Namespace:   r.Namespace,
+		Revision:    r.Revision,
+		Status:      r.Status,
+		Chart:       r.Chart.String(),
+		AppVersion:  r.Chart.AppVersion,
+		ReplicaSets: []ReplicaSetRef{},
+		Description: r.Description,
+	}
+}
+
+// sync copies the record's state into the result.
+func (res *Result) sync(r *Release, start time.Time, clk Clock) {
+	res.Revision = r.Revision
+	res.Status = r.Status
+	res.Description = r.Description
+	res.Failure = r.Failure
+	if len(r.ReplicaSets) > 0 {
+		res.ReplicaSets = slices.Clone(r.ReplicaSets)
+	}
+	res.DurationSeconds = stamp(clk).Sub(start).Seconds()
+}
+
+// RolloutError reports a rollout that failed: the wait ended with objects
+// not Current, the ReplicaSets could not be found, or a rollback could not
+// restore its target. ExitCode is 3 when an automatic rollback restored the
+// previous good revision, 4 otherwise.
+type RolloutError struct {
+	Namespace string
+	Name      string
+	Revision  int
+	// Op is what failed: "deploy" or "rollback".
+	Op      Operation
+	Failure *Failure
+	// Err is the underlying error (often a *wait.NotReadyError).
+	Err error
+	// RolledBackTo is the revision an automatic rollback restored (0:
+	// none).
+	RolledBackTo int
+	// RollbackErr is why the automatic rollback failed, if it ran.
+	RollbackErr error
+}
+
+func (e *RolloutError) Error() string {
+	var b strings.Builder
+	what := "rollout"
+	if e.Op == OpRollback {
+		what = "rollback"
+	}
+	fmt.Fprintf(&b, "release %s revision %d: %s failed", e.Name, e.Revision, what)
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	} else if e.Failure != nil {
+		fmt.Fprintf(&b, ": %s", e.Failure.Reason)
+		if e.Failure.Message != "" {
+			fmt.Fprintf(&b, ": %s", e.Failure.Message)
+		}
+	}
+	switch {
+	case e.RollbackErr != nil:
+		fmt.Fprintf(&b, "; automatic rollback failed: %v", e.RollbackErr)
+	case e.RolledBackTo > 0:
+		fmt.Fprintf(&b, "; rolled back to revision %d", e.RolledBackTo)
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying errors.
+func (e *RolloutError) Unwrap() []error {
+	var errs []error
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	if e.RollbackErr != nil {
+		errs = append(errs, e.RollbackErr)
+	}
+	return errs
+}
+
+// ExitCode is 3 when the previous good revision was restored
+// automatically, 4 otherwise.
+func (e *RolloutError) ExitCode() int {
+	if e.RolledBackTo > 0 && e.RollbackErr == nil {
+		return 3
+	}
+	return 4
+}
+
+// finishContext returns a context for the writes that finish an operation:
+// ctx's values without its cancellation, bounded by finishTimeout.
+func finishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+}
+
+// liveRevisions returns the revisions of release name whose objects may be
+// live in the cluster, oldest first, leaving out revision own (the
+// operation's own record): the deployed revision and every revision after
+// it (failed or interrupted ones applied their objects too), or, when none
+// is deployed, every revision after the last uninstalled one. Uninstalled
+// revisions are never included.
+func liveRevisions(ctx context.Context, s Store, name string, own int) ([]*Release, error) {
+	entries, err := s.List(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	start := -1
+	for i, e := range entries {
+		if e.Status == StatusDeployed {
+			start = i
+		}
+	}
+	if start < 0 {
+		start = 0
+		for i, e := range entries {
+			if e.Status == StatusUninstalled {
+				start = i + 1
+			}
+		}
+	}
+	var out []*Release
+	for _, e := range entries[start:] {
+		if e.Revision == own || e.Status == StatusUninstalled {
+			continue
+		}
+		r, err := e.Release()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// manifestObjects parses the manifests of revs and concatenates their
+// objects, in order.
+func manifestObjects(revs []*Release) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	for _, r := range revs {
+		o, err := ParseManifest(r.Manifest)
+		if err != nil {
+			return nil, fmt.Errorf("release %s revision %d: %w", r.Name, r.Revision, err)
+		}
+		objs = append(objs, o...)
+	}
+	return objs, nil
+}
+
+// objectName names obj in a failure: "Kind/name".
+func objectName(kind, name string) string { return kind + "/" + name }
+
+// heartbeat rewrites a pending record every interval while an operation
+// waits, so that other operations never see the lock as stale. Losing the
+// record to a takeover (a *ConflictError) cancels the operation with that
+// error as the cause.
+type heartbeat struct {
+	stopCh chan struct{}
+	done   chan struct{}
+	mu     sync.Mutex
+	err    error
+}
+
+// startHeartbeat starts rewriting rec; the caller must not touch rec until
+// stop returns. cancel is called, with the *ConflictError, when the lock is
+// lost.
+func (e *Engine) startHeartbeat(ctx context.Context, rec *Release, cancel context.CancelCauseFunc) *heartbeat {
+	hb := &heartbeat{stopCh: make(chan struct{}), done: make(chan struct{})}
+	interval := e.Heartbeat
+	if interval == 0 {
+		interval = DefaultHeartbeat
+	}
+	if interval < 0 {
+		close(hb.done)
+		return hb
+	}
+	go func() {
+		defer close(hb.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-hb.stopCh:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rec.Updated = stamp(e.clock())
+			err := e.Store.Update(ctx, rec)
+			var conflict *ConflictError
+			var nf *NotFoundError
+			if errors.As(err, &conflict) || errors.As(err, &nf) {
+				hb.mu.Lock()
+				hb.err = &ConflictError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Err: err}
+				hb.mu.Unlock()
+				cancel(hb.err)
+				return
+			}
+			// Other errors are transient: the next beat tries again.
+		}
+	}()
+	return hb
+}
+
+// stop ends the heartbeat and returns the lock-loss error, if any.
+func (hb *heartbeat) stop() error {
+	select {
+	case <-hb.stopCh:
+	default:
+		close(hb.stopCh)
+	}
+	<-hb.done
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.err
+}
+
+// waitObjects waits for objs with the engine's Waiter, forwarding its
+// events as progress, for at most timeout, while a heartbeat keeps rec's
+// lock fresh. A lost lock is returned as a *ConflictError.
+func (e *Engine) waitObjects(ctx context.Context, rec *Release, objs []*unstructured.Unstructured, timeout time.Duration) (wait.Result, error) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hb := e.startHeartbeat(wctx, rec, cancel)
+
+	events := make(chan wait.Event)
+	forwarded := make(chan struct{})
+	go func() {
+		defer close(forwarded)
+		for ev := range events {
+			if e.Progress != nil {
+				e.Progress(ProgressEvent{Time: ev.Time.UTC(), Release: rec.Name, Revision: rec.Revision, Phase: PhaseWait,
+					Object: ev.Object.String(), Status: string(ev.Status), Message: ev.Message, Rollout: ev.Rollout, Wait: &ev})
+			}
+		}
+	}()
+	res, err := e.Waiter.Wait(wctx, objs, wait.Options{Timeout: timeout, Namespace: e.Namespace(), Events: events})
+	<-forwarded
+	if lost := hb.stop(); lost != nil {
+		return res, lost
+	}
+	return res, err
+}
+
+// waitFailure turns a failed wait into a failure diagnosis: the
+// Waiter's own diagnosis when it gives one, else the first object that was
+// not Current.
+func waitFailure(res wait.Result, err error) *Failure {
+	if d := res.Diagnosis; d != nil {
+		f := &Failure{Reason: d.Reason, Object: d.Object, Pod: d.Pod, Container: d.Container, ExitCode: d.ExitCode,
+			RestartCount: d.RestartCount, Message: d.Message, Events: d.Events, LogTail: d.LogTail}
+		if f.Reason == "" {
+			f.Reason = string(d.Verdict)
+		}
+		return f
+	}
+	f := &Failure{Reason: "WaitFailed", Message: err.Error()}
+	var nre *wait.NotReadyError
+	if errors.As(err, &nre) {
+		switch nre.Outcome {
+		case wait.OutcomeTimeout:
+			f.Reason = "Timeout"
+		default:
+			f.Reason = "Failed"
+		}
+		if len(nre.Objects) > 0 {
+			first := nre.Objects[0]
+			f.Object = objectName(first.Object.Kind, first.Object.Name)
+			f.Message = string(first.Status)
+			if first.Message != "" {
+				f.Message += ": " + first.Message
+			}
+		}
+		return f
+	}
+	if nc := res.NotCurrent(); len(nc) > 0 {
+		f.Object = objectName(nc[0].Object.Kind, nc[0].Object.Name)
+	}
+	return f
+}
+
+// replicaSetFailure is the diagnosis of a failed ReplicaSet discovery.
+func replicaSetFailure(err error) *Failure {
+	f := &Failure{Reason: "ReplicaSetNotFound", Message: err.Error()}
+	if errors.Is(err, context.DeadlineExceeded) {
+		f.Reason = "Timeout"
+	}
+	return f
+}
+
+// discoverReplicaSets finds the ReplicaSet of every Deployment among objs
+// within ctx, records them on rec (a rewrite that also refreshes the lock)
+// and reports them as progress.
+func (e *Engine) discoverReplicaSets(ctx context.Context, rec *Release, objs []*unstructured.Unstructured) error {
+	refs, err := CurrentReplicaSets(ctx, e.Client, objs, e.Namespace())
+	if err != nil {
+		return err
+	}
+	for _, rs := range refs {
+		e.emit(rec.Name, rec.Revision, PhaseReplicaSet, "Deployment "+e.Namespace()+"/"+rs.Deployment, rs.Name,
+			fmt.Sprintf("pod-template-hash %s, revision %d", rs.PodTemplateHash, rs.Revision))
+	}
+	rec.ReplicaSets = refs
+	rec.Updated = stamp(e.clock())
+	return e.Store.Update(ctx, rec)
+}
+
+// markFailed finishes rec as failed, even when ctx has ended.
+func (e *Engine) markFailed(ctx context.Context, rec *Release, description string, f *Failure) error {
+	fctx, cancel := finishContext(ctx)
+	defer cancel()
+	err := MarkFailed(fctx, e.Store, rec, e.clock(), description, f)
+	e.emit(rec.Name, rec.Revision, PhaseDone, "", string(StatusFailed), description)
+	if err != nil {
+		return fmt.Errorf("mark release %s revision %d failed: %w", rec.Name, rec.Revision, err)
+	}
+	return nil
+}
+
+// applyFailure is the diagnosis of an apply the cluster refused.
+func applyFailure(err error) *Failure {
+	f := &Failure{Reason: "ApplyFailed", Message: err.Error()}
+	var ce *FieldConflictError
+	var uk *UnknownKindError
+	switch {
+	case errors.As(err, &ce):
+		f.Reason = "FieldManagerConflict"
+		f.Object = objectName(ce.Object.Kind, ce.Object.Name)
+	case errors.As(err, &uk):
+		f.Reason = "UnknownKind"
+		f.Object = objectName(uk.Object.Kind, uk.Object.Name)
+	}
+	return f
+}
+
+// pruneObjects deletes the objects of previous that objs no longer has and
+// reports them; it returns the deleted ones.
+func (e *Engine) pruneObjects(ctx context.Context, rec *Release, previous, objs []*unstructured.Unstructured) ([]ObjectRef, error) {
+	if len(previous) == 0 {
+		return nil, nil
+	}
+	results, err := e.Objects.Prune(ctx, previous, objs, PruneOptions{Release: rec.Name, Namespace: e.Namespace()})
+	var pruned []ObjectRef
+	for _, r := range results {
+		e.emit(rec.Name, rec.Revision, PhasePrune, r.Object.String(), string(r.Action), r.Reason)
+		if r.Action == PruneDeleted {
+			pruned = append(pruned, r.Object)
+		}
+	}
+	if err != nil {
+		return pruned, fmt.Errorf("release %s revision %d: prune: %w", rec.Name, rec.Revision, err)
+	}
+	return pruned, nil
+}
+
+// pruneHistory applies --history-max after a revision was finished.
+func (e *Engine) pruneHistory(ctx context.Context, rec *Release, keep int) error {
+	deleted, err := PruneHistory(ctx, e.Store, rec.Name, keep)
+	for _, d := range deleted {
+		e.emit(rec.Name, rec.Revision, PhaseHistory, "", "deleted", fmt.Sprintf("record of revision %d (history max %d)", d, keep))
+	}
+	if err != nil {
+		return fmt.Errorf("release %s: prune history: %w", rec.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,196 @@
+package release_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/releasetest"
+)
+
+const (
+	engNS      = "ml"
+	engRelease = "chat"
+)
+
+// engFixture is a release engine on a fake cluster and an in-memory store,
+// with a clock that moves one second per reading and the progress events
+// collected.
+type engFixture struct {
+	cluster *releasetest.Cluster
+	store   *release.Memory
+	waiter  *releasetest.Waiter
+	engine  *release.Engine
+
+	mu     sync.Mutex
+	now    time.Time
+	events []release.ProgressEvent
+}
+
+func newEngFixture(t *testing.T) *engFixture {
+	t.Helper()
+	f := &engFixture{
+		cluster: releasetest.NewCluster(),
+		store:   release.NewMemory(engNS),
+		waiter:  &releasetest.Waiter{},
+		now:     time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC),
+	}
+	f.engine = f.cluster.Engine(f.store, f.waiter, release.ClockFunc(f.tick))
+	f.engine.Progress = func(ev release.ProgressEvent) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.events = append(f.events, ev)
+	}
+	return f
+}
+
+func (f *engFixture) tick() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(time.Second)
+	return f.now
+}
+
+// advance moves the clock on by d.
+func (f *engFixture) advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+}
+
+func (f *engFixture) phases() map[release.Phase]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[release.Phase]int{}
+	for _, ev := range f.events {
+		out[ev.Phase]++
+	}
+	return out
+}
+
+// spec describes one revision of the test chart.
+type spec struct {
+	image    string
+	args     []string
+	greeting string
+	port     int64
+	extra    bool // a second ConfigMap, chat-extra
+}
+
+func baseSpec() spec {
+	return spec{image: "vllm/vllm-openai:v0.10.0", args: []string{"--model=a"}, greeting: "hello", port: 8000}
+}
+
+func labels() map[string]any {
+	return map[string]any{release.LabelManagedBy: release.ManagedByVllmctl, release.LabelInstance: engRelease}
+}
+
+// objects renders s as the chart renderer would: labelled and sorted.
+func (s spec) objects() []*unstructured.Unstructured {
+	args := make([]any, len(s.args))
+	for i, a := range s.args {
+		args[i] = a
+	}
+	objs := []*unstructured.Unstructured{
+		{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "chat-config", "namespace": engNS, "labels": labels()},
+			"data":     map[string]any{"greeting": s.greeting},
+		}},
+		{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Service",
+			"metadata": map[string]any{"name": "chat", "namespace": engNS, "labels": labels()},
+			"spec": map[string]any{
+				"selector": map[string]any{"app": "chat"},
+				"ports":    []any{map[string]any{"name": "http", "port": s.port}},
+			},
+		}},
+		{Object: map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "chat", "namespace": engNS, "labels": labels()},
+			"spec": map[string]any{
+				"replicas": int64(1),
+				"selector": map[string]any{"matchLabels": map[string]any{"app": "chat"}},
+				"template": map[string]any{
+					"metadata": map[string]any{"labels": map[string]any{"app": "chat"}},
+					"spec": map[string]any{"containers": []any{map[string]any{
+						"name": "vllm", "image": s.image, "args": args,
+					}}},
+				},
+			},
+		}},
+	}
+	if s.extra {
+		objs = append(objs, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "chat-extra", "namespace": engNS, "labels": labels()},
+			"data":     map[string]any{"x": "1"},
+		}})
+	}
+	charts.SortObjects(objs)
+	return objs
+}
+
+func (s spec) options() release.DeployOptions {
+	objs := s.objects()
+	manifest, err := charts.Manifest(objs)
+	if err != nil {
+		panic(err)
+	}
+	return release.DeployOptions{
+		Name:       engRelease,
+		Chart:      release.Chart{Name: "test", Version: "0.1.0", AppVersion: s.image},
+		Values:     map[string]any{"image": s.image},
+		Objects:    objs,
+		Manifest:   manifest,
+		Timeout:    time.Minute,
+		HistoryMax: 10,
+	}
+}
+
+// deploy deploys s and requires success.
+func (f *engFixture) deploy(t *testing.T, s spec) *release.Result {
+	t.Helper()
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	require.NoError(t, err)
+	return res
+}
+
+// statuses returns the statuses of the release's records by revision.
+func (f *engFixture) statuses(t *testing.T) map[int]release.Status {
+	t.Helper()
+	entries, err := f.store.List(context.Background(), engRelease)
+	require.NoError(t, err)
+	out := map[int]release.Status{}
+	for _, e := range entries {
+		out[e.Revision] = e.Status
+	}
+	return out
+}
+
+func (f *engFixture) record(t *testing.T, rev int) *release.Release {
+	t.Helper()
+	r, err := f.store.Get(context.Background(), engRelease, rev)
+	require.NoError(t, err)
+	return r
+}
+
+func (f *engFixture) configMap(name string) *unstructured.Unstructured {
+	return f.cluster.Object("", "ConfigMap", engNS, name)
+}
+
+// exitCode returns the contract exit code an error carries (0: none).
+func exitCode(err error) int {
+	var ec interface{ ExitCode() int }
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return 0
+}

@@ -1,0 +1,440 @@
+// Package releasetest provides in-memory fakes of what the release
+// operations talk to, for unit tests of the release engine and of the
+// commands built on it: a [Cluster] that applies, prunes and reads objects
+// and plays the Deployment controller's part (generations, ReplicaSets,
+// pod-template-hash, revision numbers) on a client-go fake clientset, and a
+// scripted [Waiter].
+package releasetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// objectKey identifies an object in the fake cluster.
+type objectKey struct {
+	group, kind, namespace, name string
+}
+
+func keyOf(ref release.ObjectRef) objectKey {
+	return objectKey{ref.Group, ref.Kind, ref.Namespace, ref.Name}
+}
+
+// Cluster is an in-memory cluster implementing release.ObjectClient.
+// Deployments are mirrored into Client (a fake clientset) where a simple
+// Deployment controller creates or reuses their ReplicaSets at once and
+// reports them rolled out. It is safe for concurrent use.
+type Cluster struct {
+	// Client holds the Deployments and ReplicaSets.
+	Client *fake.Clientset
+	// ApplyHook, when set, runs before each object is applied and may
+	// refuse it.
+	ApplyHook func(obj *unstructured.Unstructured, opts release.ApplyOptions) error
+
+	mu      sync.Mutex
+	objects map[objectKey]*unstructured.Unstructured
+	uid     int
+	applies int
+}
+
+var _ release.ObjectClient = (*Cluster)(nil)
+
+// NewCluster returns an empty fake cluster.
+func NewCluster() *Cluster {
+	return &Cluster{Client: fake.NewClientset(), objects: map[objectKey]*unstructured.Unstructured{}}
+}
+
+// Engine returns a release engine on c with store, waiter and clock.
+func (c *Cluster) Engine(store release.Store, w wait.Waiter, clk release.Clock) *release.Engine {
+	return &release.Engine{Store: store, Objects: c, Waiter: w, Client: c.Client, Clock: clk, Holder: "test@host pid 1", Heartbeat: -1}
+}
+
+// ref resolves obj's reference, defaulting the namespace of namespaced
+// kinds.
+func ref(obj *unstructured.Unstructured, namespace string) release.ObjectRef {
+	r := release.RefOf(obj)
+	if !charts.IsNamespacedKind(obj.GroupVersionKind()) {
+		r.Namespace = ""
+	} else if r.Namespace == "" {
+		r.Namespace = namespace
+	}
+	return r
+}
+
+// Applies returns how many non-dry-run applies of an object happened.
+func (c *Cluster) Applies() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.applies
+}
+
+// Put stores obj as is (an object created by someone else).
+func (c *Cluster) Put(obj *unstructured.Unstructured) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.objects[keyOf(ref(obj, obj.GetNamespace()))] = obj.DeepCopy()
+}
+
+// Object returns the stored object (nil if absent). For Deployments it is
+// the controller's copy, with status.
+func (c *Cluster) Object(group, kind, namespace, name string) *unstructured.Unstructured {
+	if group == "apps" && kind == "Deployment" {
+		d, err := c.Client.AppsV1().Deployments(namespace).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return deploymentObject(d)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := c.objects[objectKey{group, kind, namespace, name}]
+	if o == nil {
+		return nil
+	}
+	return o.DeepCopy()
+}
+
+// Refs returns the stored objects' references, sorted by their String.
+func (c *Cluster) Refs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, o := range c.objects {
+		out = append(out, ref(o, o.GetNamespace()).String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Apply stores the objects (Namespaces first), as server-side apply would.
+func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts release.ApplyOptions) ([]release.ApplyResult, error) {
+	ordered := slices.Clone(objs)
+	sort.SliceStable(ordered, func(i, j int) bool {
+		return ordered[i].GetKind() == "Namespace" && ordered[j].GetKind() != "Namespace"
+	})
+	var results []release.ApplyResult
+	if opts.CreateNamespace && opts.Namespace != "" {
+		nsKey := objectKey{kind: "Namespace", name: opts.Namespace}
+		c.mu.Lock()
+		_, ok := c.objects[nsKey]
+		if !ok && !opts.DryRun {
+			ns := &unstructured.Unstructured{}
+			ns.SetAPIVersion("v1")
+			ns.SetKind("Namespace")
+			ns.SetName(opts.Namespace)
+			c.objects[nsKey] = ns
+		}
+		c.mu.Unlock()
+		if !ok {
+			results = append(results, release.ApplyResult{Object: release.ObjectRef{Version: "v1", Kind: "Namespace", Name: opts.Namespace}, Action: release.ActionCreated})
+		}
+	}
+	for _, obj := range ordered {
+		if err := ctx.Err(); err != nil {
+			return results, err
+		}
+		r := ref(obj, opts.Namespace)
+		if c.ApplyHook != nil {
+			if err := c.ApplyHook(obj, opts); err != nil {
+				return results, err
+			}
+		}
+		body := obj.DeepCopy()
+		if r.Namespace != "" {
+			body.SetNamespace(r.Namespace)
+		}
+		c.mu.Lock()
+		old := c.objects[keyOf(r)]
+		action := release.ActionCreated
+		if old != nil {
+			action = release.ActionConfigured
+			if apiequality.Semantic.DeepEqual(old.Object, body.Object) {
+				action = release.ActionUnchanged
+			}
+		}
+		if !opts.DryRun {
+			c.objects[keyOf(r)] = body
+			c.applies++
+		}
+		c.mu.Unlock()
+		if !opts.DryRun && r.Group == "apps" && r.Kind == "Deployment" {
+			if err := c.syncDeployment(ctx, body); err != nil {
+				return results, fmt.Errorf("apply %s: %w", r, err)
+			}
+		}
+		results = append(results, release.ApplyResult{Object: r, Action: action, Live: body})
+	}
+	return results, nil
+}
+
+// Prune deletes the objects of previous that current lacks, in reverse
+// order, only when labelled as opts.Release's; Namespaces are kept.
+func (c *Cluster) Prune(ctx context.Context, previous, current []*unstructured.Unstructured, opts release.PruneOptions) ([]release.PruneResult, error) {
+	keep := map[objectKey]bool{}
+	for _, o := range current {
+		keep[keyOf(ref(o, opts.Namespace))] = true
+	}
+	var results []release.PruneResult
+	for i := len(previous) - 1; i >= 0; i-- {
+		r := ref(previous[i], opts.Namespace)
+		k := keyOf(r)
+		if keep[k] {
+			continue
+		}
+		keep[k] = true
+		if r.Kind == "Namespace" {
+			results = append(results, release.PruneResult{Object: r, Action: release.PruneKept, Reason: "namespaces are never pruned"})
+			continue
+		}
+		c.mu.Lock()
+		live := c.objects[k]
+		switch {
+		case live == nil:
+			c.mu.Unlock()
+			results = append(results, release.PruneResult{Object: r, Action: release.PruneGone, Reason: "not found"})
+			continue
+		case live.GetLabels()[release.LabelInstance] != opts.Release || live.GetLabels()[release.LabelManagedBy] != release.ManagedByVllmctl:
+			c.mu.Unlock()
+			results = append(results, release.PruneResult{Object: r, Action: release.PruneKept, Reason: "not managed by release " + opts.Release})
+			continue
+		}
+		if !opts.DryRun {
+			delete(c.objects, k)
+		}
+		c.mu.Unlock()
+		if !opts.DryRun && r.Group == "apps" && r.Kind == "Deployment" {
+			if err := c.deleteDeployment(ctx, r.Namespace, r.Name); err != nil {
+				return results, err
+			}
+		}
+		results = append(results, release.PruneResult{Object: r, Action: release.PruneDeleted})
+	}
+	return results, nil
+}
+
+// Get returns the live copy of obj, or a NotFound API error.
+func (c *Cluster) Get(ctx context.Context, obj *unstructured.Unstructured, namespace string) (*unstructured.Unstructured, error) {
+	r := ref(obj, namespace)
+	if live := c.Object(r.Group, r.Kind, r.Namespace, r.Name); live != nil {
+		return live, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: r.Group, Resource: r.Kind}, r.Name)
+}
+
+// Scale sets a Deployment's replicas as another manager would (the
+// controller scales its current ReplicaSet).
+func (c *Cluster) Scale(ctx context.Context, namespace, name string, replicas int32) error {
+	d, err := c.Client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	d.Spec.Replicas = ptr.To(replicas)
+	d.Generation++
+	return c.reconcile(ctx, d, false)
+}
+
+func deploymentObject(d *appsv1.Deployment) *unstructured.Unstructured {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
+	if err != nil {
+		panic(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion("apps/v1")
+	u.SetKind("Deployment")
+	return u
+}
+
+// syncDeployment mirrors an applied Deployment into the clientset and runs
+// the controller.
+func (c *Cluster) syncDeployment(ctx context.Context, body *unstructured.Unstructured) error {
+	d := &appsv1.Deployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(body.Object, d); err != nil {
+		return err
+	}
+	deps := c.Client.AppsV1().Deployments(d.Namespace)
+	old, err := deps.Get(ctx, d.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		c.mu.Lock()
+		c.uid++
+		d.UID = types.UID("uid-" + strconv.Itoa(c.uid))
+		c.mu.Unlock()
+		d.Generation = 1
+		if d.Spec.Replicas == nil {
+			d.Spec.Replicas = ptr.To[int32](1)
+		}
+		return c.reconcile(ctx, d, true)
+	case err != nil:
+		return err
+	}
+	d.UID = old.UID
+	d.Generation = old.Generation
+	if d.Spec.Replicas == nil {
+		d.Spec.Replicas = old.Spec.Replicas // an HPA owns it
+	}
+	if !apiequality.Semantic.DeepEqual(old.Spec, d.Spec) {
+		d.Generation++
+	}
+	return c.reconcile(ctx, d, false)
+}
+
+// reconcile plays the Deployment controller: the ReplicaSet with d's pod
+// template gets all replicas (created, or reused with the next revision
+// number), the others none, and d is reported rolled out.
+func (c *Cluster) reconcile(ctx context.Context, d *appsv1.Deployment, create bool) error {
+	rsClient := c.Client.AppsV1().ReplicaSets(d.Namespace)
+	list, err := rsClient.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var owned []*appsv1.ReplicaSet
+	var maxRev int64
+	var match *appsv1.ReplicaSet
+	for i := range list.Items {
+		rs := &list.Items[i]
+		if !metav1.IsControlledBy(rs, d) {
+			continue
+		}
+		owned = append(owned, rs)
+		rev, _ := strconv.ParseInt(rs.Annotations[release.RevisionAnnotation], 10, 64)
+		maxRev = max(maxRev, rev)
+		if match == nil && sameTemplate(&rs.Spec.Template, &d.Spec.Template) {
+			match = rs
+		}
+	}
+	replicas := ptr.Deref(d.Spec.Replicas, 1)
+	for _, rs := range owned {
+		if rs == match {
+			continue
+		}
+		rs.Spec.Replicas = ptr.To[int32](0)
+		rs.Status = appsv1.ReplicaSetStatus{}
+		if _, err := rsClient.Update(ctx, rs, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	if match == nil {
+		hash := templateHash(&d.Spec.Template)
+		tmpl := d.Spec.Template.DeepCopy()
+		if tmpl.Labels == nil {
+			tmpl.Labels = map[string]string{}
+		}
+		tmpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+		sel := d.Spec.Selector.DeepCopy()
+		if sel == nil {
+			sel = &metav1.LabelSelector{}
+		}
+		if sel.MatchLabels == nil {
+			sel.MatchLabels = map[string]string{}
+		}
+		sel.MatchLabels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+		rs := &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:            d.Name + "-" + hash,
+				Namespace:       d.Namespace,
+				Labels:          tmpl.Labels,
+				Annotations:     map[string]string{release.RevisionAnnotation: strconv.FormatInt(maxRev+1, 10)},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))},
+				UID:             types.UID("uid-rs-" + d.Name + "-" + hash),
+			},
+			Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To(replicas), Selector: sel, Template: *tmpl},
+			Status: appsv1.ReplicaSetStatus{Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas},
+		}
+		if _, err := rsClient.Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	} else {
+		rev, _ := strconv.ParseInt(match.Annotations[release.RevisionAnnotation], 10, 64)
+		if rev < maxRev {
+			match.Annotations[release.RevisionAnnotation] = strconv.FormatInt(maxRev+1, 10)
+		}
+		match.Spec.Replicas = ptr.To(replicas)
+		match.Status = appsv1.ReplicaSetStatus{Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas}
+		if _, err := rsClient.Update(ctx, match, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation,
+		Replicas:           replicas, UpdatedReplicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+		},
+	}
+	deps := c.Client.AppsV1().Deployments(d.Namespace)
+	if create {
+		_, err = deps.Create(ctx, d, metav1.CreateOptions{})
+	} else {
+		_, err = deps.Update(ctx, d, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// deleteDeployment deletes a Deployment and its ReplicaSets.
+func (c *Cluster) deleteDeployment(ctx context.Context, namespace, name string) error {
+	d, err := c.Client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	list, err := c.Client.AppsV1().ReplicaSets(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range list.Items {
+		if metav1.IsControlledBy(&list.Items[i], d) {
+			if err := c.Client.AppsV1().ReplicaSets(namespace).Delete(ctx, list.Items[i].Name, metav1.DeleteOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	return c.Client.AppsV1().Deployments(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+// sameTemplate compares pod templates ignoring the pod-template-hash label.
+func sameTemplate(a, b *corev1.PodTemplateSpec) bool {
+	a, b = a.DeepCopy(), b.DeepCopy()
+	delete(a.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	delete(b.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	if len(a.Labels) == 0 {
+		a.Labels = nil
+	}
+	if len(b.Labels) == 0 {
+		b.Labels = nil
+	}
+	return apiequality.Semantic.DeepEqual(a, b)
+}
+
+// templateHash is a deterministic pod-template-hash.
+func templateHash(t *corev1.PodTemplateSpec) string {
+	data, _ := json.Marshal(t)
+	h := fnv.New32a()
+	_, _ = h.Write(data)
+	return rand.SafeEncodeString(strconv.FormatUint(uint64(h.Sum32()), 10))
+}

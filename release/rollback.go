@@ -1,0 +1,321 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// RollbackOptions are the inputs of a rollback.
+type RollbackOptions struct {
+	// Name is the release name.
+	Name string
+	// ToRevision is the revision to restore; 0 restores the newest
+	// deployed or superseded revision before the current (highest) one.
+	ToRevision int
+	// Timeout bounds the rollout (0: DefaultTimeout) and is the age after
+	// which another operation's pending record counts as stale.
+	Timeout time.Duration
+	// HistoryMax is how many records to keep (0: unlimited).
+	HistoryMax int
+	// ForceUnlock takes over another operation's pending record.
+	ForceUnlock bool
+	// ForceConflicts takes over fields other field managers own.
+	ForceConflicts bool
+}
+
+// Rollbacker restores an earlier revision of a release: `vllmctl
+// rollback`, and the automatic rollback after a failed deploy
+// ([Rollbacker.RollbackHeld]).
+type Rollbacker struct {
+	*Engine
+	// Diagnose, when set, explains a failed wait.
+	Diagnose Diagnoser
+}
+
+// NewRollbacker returns a Rollbacker using engine.
+func NewRollbacker(engine *Engine) *Rollbacker { return &Rollbacker{Engine: engine} }
+
+// Rollback restores revision opts.ToRevision (see RollbackOptions) as the
+// release's next revision: it takes the lock (pending-rollback,
+// "Rollback to N"), re-applies revision N's stored manifest (no chart is
+// needed), prunes the objects live now that N does not have, discovers the
+// ReplicaSets and verifies that every Deployment serves the pod template
+// (pod-template-hash) revision N ran, waits, and marks the new revision
+// deployed with the description "Rollback to N".
+//
+// An unknown N is a *NotFoundError listing the revisions (exit code 2); a
+// revision that cannot be restored, or no revision to restore, is an
+// *InvalidRevisionError (exit code 2). Nothing is changed then. A failed
+// rollout is a *RolloutError (exit code 4).
+func (r *Rollbacker) Rollback(ctx context.Context, opts RollbackOptions) (*Result, error) {
+	if err := r.check("store", "objects", "waiter", "client"); err != nil {
+		return nil, err
+	}
+	if err := ValidateName(opts.Name); err != nil {
+		return nil, err
+	}
+	if opts.ToRevision < 0 {
+		return nil, &InvalidRevisionError{Namespace: r.Namespace(), Name: opts.Name, Revision: opts.ToRevision, Reason: "must be 1 or more (0: the previous good revision)"}
+	}
+	entries, err := listExisting(ctx, r.Store, opts.Name)
+	if err != nil {
+		return nil, err
+	}
+	target, err := r.target(ctx, entries, opts, entries[len(entries)-1].Revision)
+	if err != nil {
+		return nil, err
+	}
+	return r.run(ctx, target, nil, opts)
+}
+
+// RollbackHeld is Rollback for an operation that holds the release's lock
+// with the pending record held, typically the failed deploy it rolls back:
+// the new pending-rollback revision is acquired with LockOptions.Held, so
+// the lock is never released in between. opts.Name is taken from held;
+// with ToRevision 0 the target is the newest deployed or superseded
+// revision before held. held itself is left pending: finishing it is the
+// caller's job.
+func (r *Rollbacker) RollbackHeld(ctx context.Context, held *Release, opts RollbackOptions) (*Result, error) {
+	if err := r.check("store", "objects", "waiter", "client"); err != nil {
+		return nil, err
+	}
+	if held == nil {
+		return nil, errors.New("rollback: no held record")
+	}
+	opts.Name = held.Name
+	entries, err := listExisting(ctx, r.Store, held.Name)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ToRevision == held.Revision {
+		return nil, &InvalidRevisionError{Namespace: r.Namespace(), Name: held.Name, Revision: held.Revision,
+			Reason: "is the revision being rolled back", Existing: Revisions(entries)}
+	}
+	target, err := r.target(ctx, entries, opts, held.Revision)
+	if err != nil {
+		return nil, err
+	}
+	return r.run(ctx, target, held, opts)
+}
+
+// target picks the revision to restore: opts.ToRevision, or the newest
+// deployed or superseded revision below current.
+func (r *Rollbacker) target(ctx context.Context, entries []Entry, opts RollbackOptions, current int) (*Release, error) {
+	existing := Revisions(entries)
+	invalid := func(rev int, reason string) error {
+		return &InvalidRevisionError{Namespace: r.Namespace(), Name: opts.Name, Revision: rev, Reason: reason, Existing: existing}
+	}
+	var pick *Entry
+	if opts.ToRevision > 0 {
+		i := slices.IndexFunc(entries, func(e Entry) bool { return e.Revision == opts.ToRevision })
+		if i < 0 {
+			return nil, &NotFoundError{Namespace: r.Namespace(), Name: opts.Name, Revision: opts.ToRevision, Existing: existing}
+		}
+		pick = &entries[i]
+		if pick.Status.IsPending() {
+			return nil, invalid(pick.Revision, fmt.Sprintf("is %s: its operation has not finished", pick.Status))
+		}
+	} else {
+		for i := len(entries) - 1; i >= 0; i-- {
+			e := entries[i]
+			if e.Revision < current && (e.Status == StatusDeployed || e.Status == StatusSuperseded) {
+				pick = &entries[i]
+				break
+			}
+		}
+		if pick == nil {
+			return nil, invalid(0, fmt.Sprintf("no deployed or superseded revision before revision %d to roll back to", current))
+		}
+	}
+	rel, err := pick.Release()
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(rel.Manifest) == "" {
+		return nil, invalid(rel.Revision, "has no manifest to restore")
+	}
+	return rel, nil
+}
+
+// run restores target as the next revision; held, when set, is the
+// pending record the caller holds.
+func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, opts RollbackOptions) (*Result, error) {
+	clk := r.clock()
+	start := stamp(clk)
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	n := target.Revision
+	objs, err := ParseManifest(target.Manifest)
+	if err != nil {
+		return nil, &InvalidManifestError{Name: target.Name, Err: fmt.Errorf("revision %d: %w", n, err)}
+	}
+	desc := fmt.Sprintf("Rollback to %d", n)
+
+	rec, err := Acquire(ctx, r.Store, target.Name, OpRollback, LockOptions{
+		Holder:      r.holder(),
+		Description: desc + " in progress",
+		Timeout:     opts.Timeout,
+		Force:       opts.ForceUnlock,
+		Clock:       clk,
+		Held:        held,
+		Record:      &Release{Chart: target.Chart, Values: target.Values, Manifest: target.Manifest, RollbackOf: n},
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := newResult(rec)
+	res.RolledBackTo = n
+	r.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
+	failed := func(f *Failure, err error) (*Result, error) {
+		rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: OpRollback, Failure: f, Err: err}
+		d := fmt.Sprintf("%s failed: %s", desc, f.Reason)
+		if f.Object != "" {
+			d += " (" + f.Object + ")"
+		}
+		var out error = rerr
+		if merr := r.markFailed(ctx, rec, d, f); merr != nil {
+			out = errors.Join(rerr, merr)
+		}
+		res.sync(rec, start, clk)
+		return res, out
+	}
+
+	live, err := liveRevisions(ctx, r.Store, rec.Name, rec.Revision)
+	var previous []*unstructured.Unstructured
+	if err == nil {
+		previous, err = manifestObjects(live)
+	}
+	if err != nil {
+		err = fmt.Errorf("release %s: read the previous revisions: %w", rec.Name, err)
+		return failed(&Failure{Reason: "Internal", Message: err.Error()}, err)
+	}
+
+	applied, err := r.Objects.Apply(ctx, objs, ApplyOptions{Namespace: r.Namespace(), Release: rec.Name, Force: opts.ForceConflicts})
+	res.Applied = applied
+	for _, a := range applied {
+		r.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
+	}
+	if err != nil {
+		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
+		if mf := r.markFailed(ctx, rec, desc+" failed: "+applyFailure(err).Reason, applyFailure(err)); mf != nil {
+			err = errors.Join(err, mf)
+		}
+		res.sync(rec, start, clk)
+		return res, err // the cluster refused: keep the apply error's exit code
+	}
+	// Restore revision N's set of objects before waiting: what the failed
+	// or later revision added goes now.
+	pruned, err := r.pruneObjects(ctx, rec, previous, objs)
+	res.Pruned = pruned
+	if err != nil {
+		return failed(&Failure{Reason: "PruneFailed", Message: err.Error()}, err)
+	}
+
+	deadline := start.Add(opts.Timeout)
+	remaining := func() time.Duration { return max(deadline.Sub(stamp(clk)), time.Millisecond) }
+	rctx, cancel := context.WithTimeout(ctx, remaining())
+	err = r.discoverReplicaSets(rctx, rec, objs)
+	cancel()
+	if err != nil {
+		if lost := lockLost(err); lost != nil {
+			return res, lost
+		}
+		err = fmt.Errorf("release %s revision %d: find ReplicaSets: %w", rec.Name, rec.Revision, err)
+		return failed(replicaSetFailure(err), err)
+	}
+	if f := r.verify(rec, target); f != nil {
+		return failed(f, errors.New(f.Message))
+	}
+
+	wres, werr := r.waitObjects(ctx, rec, objs, remaining())
+	if lost := lockLost(werr); lost != nil {
+		return res, lost
+	}
+	if werr != nil {
+		if ctx.Err() != nil {
+			return failed(&Failure{Reason: "Interrupted", Message: werr.Error()}, werr)
+		}
+		f := waitFailure(wres, werr)
+		if r.Diagnose != nil {
+			if df := r.Diagnose(ctx, rec, objs, wres, werr); df != nil {
+				f = df
+			}
+		}
+		return failed(f, werr)
+	}
+
+	if err := MarkDeployed(ctx, r.Store, rec, clk, desc); err != nil {
+		res.sync(rec, start, clk)
+		return res, fmt.Errorf("mark release %s revision %d deployed: %w", rec.Name, rec.Revision, err)
+	}
+	r.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), desc)
+	err = r.pruneHistory(ctx, rec, opts.HistoryMax)
+	res.sync(rec, start, clk)
+	return res, err
+}
+
+// verify checks that every Deployment serves the pod template revision
+// target ran: the ReplicaSet found now has the pod-template-hash target
+// recorded (the controller reuses that ReplicaSet and gives it a new
+// revision number). It returns the failure when one does not.
+func (r *Rollbacker) verify(rec, target *Release) *Failure {
+	for _, want := range target.ReplicaSets {
+		i := slices.IndexFunc(rec.ReplicaSets, func(got ReplicaSetRef) bool { return got.Deployment == want.Deployment })
+		if i < 0 {
+			continue
+		}
+		got := rec.ReplicaSets[i]
+		if got.PodTemplateHash != want.PodTemplateHash {
+			return &Failure{
+				Reason: "PodTemplateMismatch",
+				Object: objectName("Deployment", want.Deployment),
+				Message: fmt.Sprintf("Deployment %s serves ReplicaSet %s (pod-template-hash %s), but revision %d ran %s (pod-template-hash %s): "+
+					"its pod template differs from revision %d's (fields set by another field manager?)",
+					want.Deployment, got.Name, got.PodTemplateHash, target.Revision, want.Name, want.PodTemplateHash, target.Revision),
+			}
+		}
+		r.emit(rec.Name, rec.Revision, PhaseRollback, "Deployment "+r.Namespace()+"/"+want.Deployment, "verified",
+			fmt.Sprintf("ReplicaSet %s of revision %d restored (pod-template-hash %s), now Deployment revision %d",
+				got.Name, target.Revision, got.PodTemplateHash, got.Revision))
+	}
+	return nil
+}
+
+// InvalidRevisionError reports a revision that cannot be rolled back to,
+// or that there is none (exit code 2).
+type InvalidRevisionError struct {
+	Namespace string
+	Name      string
+	// Revision is the revision asked for (0: the default target).
+	Revision int
+	Reason   string
+	Existing []int
+}
+
+func (e *InvalidRevisionError) Error() string {
+	var b strings.Builder
+	if e.Revision != 0 {
+		fmt.Fprintf(&b, "release %s: revision %d %s", e.Name, e.Revision, e.Reason)
+	} else {
+		fmt.Fprintf(&b, "release %s: %s", e.Name, e.Reason)
+	}
+	if len(e.Existing) > 0 {
+		revs := make([]string, len(e.Existing))
+		for i, r := range e.Existing {
+			revs[i] = strconv.Itoa(r)
+		}
+		fmt.Fprintf(&b, "; revisions: %s", strings.Join(revs, ", "))
+	}
+	return b.String()
+}
+
+// ExitCode is 2: invalid input.
+func (e *InvalidRevisionError) ExitCode() int { return exitInvalid }

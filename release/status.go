@@ -1,0 +1,198 @@
+package release
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+)
+
+// Live statuses Status reports besides kstatus' own (InProgress, Current,
+// Failed, Terminating, Unknown).
+const (
+	// LiveNotFound: the object does not exist.
+	LiveNotFound = "NotFound"
+)
+
+// StatusReport is what `vllmctl status` shows: the release's current
+// (highest) revision, its objects with their live status, and the
+// ReplicaSets serving its Deployments.
+type StatusReport struct {
+	Release     string    `json:"release"`
+	Namespace   string    `json:"namespace"`
+	Revision    int       `json:"revision"`
+	Status      Status    `json:"status"`
+	Description string    `json:"description,omitempty"`
+	Chart       string    `json:"chart"`
+	AppVersion  string    `json:"appVersion"`
+	Updated     time.Time `json:"updated"`
+	RollbackOf  int       `json:"rollbackOf,omitempty"`
+	Failure     *Failure  `json:"failure,omitempty"`
+	// Objects are the revision's objects in manifest order, with their
+	// live kstatus.
+	Objects []LiveObject `json:"objects"`
+	// ReplicaSets are the ReplicaSets that run pods of the revision's
+	// Deployments now (replicas > 0), newest revision first.
+	ReplicaSets []ServingReplicaSet `json:"replicaSets"`
+	// RecordedReplicaSets are the ReplicaSets the revision recorded.
+	RecordedReplicaSets []ReplicaSetRef `json:"recordedReplicaSets"`
+}
+
+// LiveObject is an object of the revision and its live status.
+type LiveObject struct {
+	Object ObjectRef `json:"object"`
+	// Status is the kstatus status (Current, InProgress, Failed,
+	// Terminating, Unknown) or NotFound.
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
+// ServingReplicaSet is a ReplicaSet running pods of a Deployment.
+type ServingReplicaSet struct {
+	ReplicaSetRef
+	Replicas          int32 `json:"replicas"`
+	ReadyReplicas     int32 `json:"readyReplicas"`
+	AvailableReplicas int32 `json:"availableReplicas"`
+	// Current says whether it carries the Deployment's current pod
+	// template.
+	Current bool `json:"current"`
+}
+
+// Statuser reports a release's status: `vllmctl status`.
+type Statuser struct {
+	*Engine
+}
+
+// NewStatuser returns a Statuser using engine.
+func NewStatuser(engine *Engine) *Statuser { return &Statuser{Engine: engine} }
+
+// Status reads the release's highest revision, GETs each of its objects and
+// computes its kstatus, and lists the ReplicaSets serving its Deployments.
+// A release without records is a *NotFoundError (exit code 2).
+func (s *Statuser) Status(ctx context.Context, name string) (*StatusReport, error) {
+	if err := s.check("store", "objects", "client"); err != nil {
+		return nil, err
+	}
+	rec, err := Last(ctx, s.Store, name)
+	if err != nil {
+		return nil, err
+	}
+	rep := &StatusReport{
+		Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Status: rec.Status,
+		Description: rec.Description, Chart: rec.Chart.String(), AppVersion: rec.Chart.AppVersion,
+		Updated: rec.Updated, RollbackOf: rec.RollbackOf, Failure: rec.Failure,
+		Objects: []LiveObject{}, ReplicaSets: []ServingReplicaSet{}, RecordedReplicaSets: []ReplicaSetRef{},
+	}
+	if len(rec.ReplicaSets) > 0 {
+		rep.RecordedReplicaSets = rec.ReplicaSets
+	}
+	objs, err := ParseManifest(rec.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
+	}
+	for _, obj := range objs {
+		ref := RefOf(obj)
+		if ref.Namespace == "" {
+			ref.Namespace = s.Namespace()
+		}
+		lo := LiveObject{Object: ref}
+		live, err := s.Objects.Get(ctx, obj, s.Namespace())
+		switch {
+		case apierrors.IsNotFound(err):
+			lo.Status = LiveNotFound
+		case err != nil:
+			if c := apiStatusCode(err); c != 0 && c != 404 {
+				return nil, err // the cluster refused: report it, not a partial status
+			}
+			lo.Status, lo.Message = string(kstatus.UnknownStatus), err.Error()
+		default:
+			lo.Object = RefOf(live)
+			if lo.Object.Group == "" && lo.Object.Kind == "" {
+				lo.Object = ref
+			}
+			res, cerr := kstatus.Compute(live)
+			if cerr != nil {
+				lo.Status, lo.Message = string(kstatus.UnknownStatus), cerr.Error()
+			} else {
+				lo.Status, lo.Message = string(res.Status), res.Message
+			}
+		}
+		rep.Objects = append(rep.Objects, lo)
+
+		if isDeployment(ref) {
+			serving, err := ServingReplicaSets(ctx, s.Client, ref.Namespace, ref.Name)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+			rep.ReplicaSets = append(rep.ReplicaSets, serving...)
+		}
+	}
+	return rep, nil
+}
+
+// apiStatusCode returns the HTTP code of an API error, 0 for other errors.
+func apiStatusCode(err error) int32 {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Code
+	}
+	return 0
+}
+
+// ServingReplicaSets returns the ReplicaSets of Deployment namespace/name
+// that run pods (spec or status replicas > 0), newest revision first,
+// marking the one with the Deployment's current pod template. A missing
+// Deployment is the API server's NotFound error.
+func ServingReplicaSets(ctx context.Context, client kubernetes.Interface, namespace, name string) ([]ServingReplicaSet, error) {
+	obj := "Deployment " + namespace + "/" + name
+	d, err := client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", obj, err)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("%s: invalid selector: %w", obj, err)
+	}
+	list, err := client.AppsV1().ReplicaSets(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("%s: list ReplicaSets: %w", obj, err)
+	}
+	current := newReplicaSet(d, list.Items)
+	var out []ServingReplicaSet
+	for i := range list.Items {
+		rs := &list.Items[i]
+		if !metav1.IsControlledBy(rs, d) {
+			continue
+		}
+		if ptr.Deref(rs.Spec.Replicas, 0) == 0 && rs.Status.Replicas == 0 {
+			continue
+		}
+		rev, _ := strconv.ParseInt(rs.Annotations[RevisionAnnotation], 10, 64)
+		out = append(out, ServingReplicaSet{
+			ReplicaSetRef: ReplicaSetRef{
+				Deployment:      name,
+				Name:            rs.Name,
+				PodTemplateHash: rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey],
+				Revision:        rev,
+			},
+			Replicas:          rs.Status.Replicas,
+			ReadyReplicas:     rs.Status.ReadyReplicas,
+			AvailableReplicas: rs.Status.AvailableReplicas,
+			Current:           current != nil && current.UID == rs.UID && current.Name == rs.Name,
+		})
+	}
+	slices.SortFunc(out, func(a, b ServingReplicaSet) int {
+		return cmp.Or(cmp.Compare(b.Revision, a.Revision), cmp.Compare(a.Name, b.Name))
+	})
+	return out, nil
+}

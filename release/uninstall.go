@@ -1,0 +1,194 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/charts"
+)
+
+// UninstallOptions are the inputs of an uninstall.
+type UninstallOptions struct {
+	// Name is the release name.
+	Name string
+	// KeepHistory keeps the records, the last one marked uninstalled,
+	// instead of deleting them.
+	KeepHistory bool
+	// Timeout is the age after which another operation's pending record
+	// counts as stale (0: DefaultTimeout).
+	Timeout time.Duration
+	// ForceUnlock takes over another operation's pending record.
+	ForceUnlock bool
+}
+
+// UninstallResult is the outcome of an uninstall.
+type UninstallResult struct {
+	Release   string `json:"release"`
+	Namespace string `json:"namespace"`
+	// Revision is the uninstalled record's revision (KeepHistory), else the
+	// revision of the lock that was deleted with the other records.
+	Revision int `json:"revision"`
+	// Status is uninstalled; with the records deleted it reports that too.
+	Status Status `json:"status"`
+	// Deleted are the objects deleted (foreground), in deletion order.
+	Deleted []ObjectRef `json:"deleted"`
+	// Kept are the objects left alone (not managed by the release any
+	// more, namespaces), with why.
+	Kept []PruneResult `json:"kept,omitempty"`
+	// KeptHistory says whether the records were kept.
+	KeptHistory bool `json:"keptHistory"`
+	// DeletedRecords are the revisions whose records were deleted.
+	DeletedRecords  []int   `json:"deletedRecords,omitempty"`
+	DurationSeconds float64 `json:"durationSeconds"`
+}
+
+// Uninstaller deletes a release: `vllmctl uninstall`.
+type Uninstaller struct {
+	*Engine
+}
+
+// NewUninstaller returns an Uninstaller using engine.
+func NewUninstaller(engine *Engine) *Uninstaller { return &Uninstaller{Engine: engine} }
+
+// Uninstall takes the release's lock ("Uninstall in progress"), deletes
+// the objects of its live revisions (the deployed one and any later
+// failed ones) in reverse apply order with foreground propagation (only
+// objects still labelled as the release's; namespaces are never deleted),
+// then deletes every record, or with KeepHistory marks the new record
+// uninstalled (the deployed one superseded). A release without records is
+// a *NotFoundError (exit code 2).
+func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*UninstallResult, error) {
+	if err := u.check("store", "objects"); err != nil {
+		return nil, err
+	}
+	clk := u.clock()
+	start := stamp(clk)
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	entries, err := listExisting(ctx, u.Store, opts.Name)
+	if err != nil {
+		return nil, err
+	}
+	last, err := entries[len(entries)-1].Release()
+	if err != nil {
+		return nil, err
+	}
+	res := &UninstallResult{Release: opts.Name, Namespace: u.Namespace(), Deleted: []ObjectRef{}, KeptHistory: opts.KeepHistory}
+	if last.Status == StatusUninstalled && opts.KeepHistory {
+		// Already uninstalled with its history kept: nothing to do.
+		res.Revision, res.Status = last.Revision, last.Status
+		return res, nil
+	}
+
+	rec, err := Acquire(ctx, u.Store, opts.Name, OpUninstall, LockOptions{
+		Holder:  u.holder(),
+		Timeout: opts.Timeout,
+		Force:   opts.ForceUnlock,
+		Clock:   clk,
+		Record:  &Release{Chart: last.Chart, Values: last.Values},
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Revision = rec.Revision
+	u.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
+
+	objs, err := u.liveObjects(ctx, rec)
+	if err == nil {
+		var results []PruneResult
+		results, err = u.Objects.Prune(ctx, objs, nil, PruneOptions{Release: rec.Name, Namespace: u.Namespace()})
+		for _, r := range results {
+			u.emit(rec.Name, rec.Revision, PhaseDelete, r.Object.String(), string(r.Action), r.Reason)
+			switch r.Action {
+			case PruneDeleted:
+				res.Deleted = append(res.Deleted, r.Object)
+			case PruneKept:
+				res.Kept = append(res.Kept, r)
+			}
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("uninstall release %s: %w", rec.Name, err)
+		if merr := u.markFailed(ctx, rec, "Uninstall failed: "+err.Error(), &Failure{Reason: "DeleteFailed", Message: err.Error()}); merr != nil {
+			err = errors.Join(err, merr)
+		}
+		res.Status = rec.Status
+		return res, err
+	}
+
+	if opts.KeepHistory {
+		if err := MarkUninstalled(ctx, u.Store, rec, clk, "Uninstallation complete"); err != nil {
+			return res, fmt.Errorf("mark release %s revision %d uninstalled: %w", rec.Name, rec.Revision, err)
+		}
+		u.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), "Uninstallation complete")
+		res.Status = rec.Status
+		res.DurationSeconds = stamp(clk).Sub(start).Seconds()
+		return res, nil
+	}
+
+	// Delete the records, the lock last.
+	all, err := u.Store.List(ctx, rec.Name)
+	if err != nil {
+		return res, err
+	}
+	for _, e := range all {
+		if e.Revision == rec.Revision {
+			continue
+		}
+		if err := u.deleteRecord(ctx, rec.Name, e.Revision); err != nil {
+			return res, err
+		}
+		res.DeletedRecords = append(res.DeletedRecords, e.Revision)
+	}
+	if err := u.deleteRecord(ctx, rec.Name, rec.Revision); err != nil {
+		return res, err
+	}
+	res.DeletedRecords = append(res.DeletedRecords, rec.Revision)
+	res.Status = StatusUninstalled
+	u.emit(rec.Name, rec.Revision, PhaseDone, "", string(StatusUninstalled), fmt.Sprintf("%d record(s) deleted", len(res.DeletedRecords)))
+	res.DurationSeconds = stamp(clk).Sub(start).Seconds()
+	return res, nil
+}
+
+func (u *Uninstaller) deleteRecord(ctx context.Context, name string, revision int) error {
+	err := u.Store.Delete(ctx, name, revision)
+	var nf *NotFoundError
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("delete record of release %s revision %d: %w", name, revision, err)
+	}
+	return nil
+}
+
+// liveObjects returns the objects of the release's live revisions without
+// repeats (the newest revision's copy wins), in apply order.
+func (u *Uninstaller) liveObjects(ctx context.Context, rec *Release) ([]*unstructured.Unstructured, error) {
+	live, err := liveRevisions(ctx, u.Store, rec.Name, rec.Revision)
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(live) // newest first
+	objs, err := manifestObjects(live)
+	if err != nil {
+		return nil, err
+	}
+	type key struct{ group, kind, namespace, name string }
+	seen := map[key]bool{}
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		ref := RefOf(o)
+		k := key{ref.Group, ref.Kind, ref.Namespace, ref.Name}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, o)
+	}
+	charts.SortObjects(out)
+	return out, nil
+}

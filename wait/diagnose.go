@@ -1,0 +1,357 @@
+package wait
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Diagnosis explains why a rollout failed: the verdict, the object and pod
+// concerned, what the cluster said, and hints. Its JSON form holds the
+// fields of the release record's failure (reason, object, pod, container,
+// exitCode, restartCount, message, events, logTail) plus verdict, node,
+// logNote and hints.
+type Diagnosis struct {
+	// Verdict is the failure verdict.
+	Verdict Verdict `json:"verdict"`
+	// Reason is Kubernetes' reason: the container's waiting or terminated
+	// reason (CrashLoopBackOff, OOMKilled, ErrImagePull, ...), the
+	// condition's reason (Unschedulable, ProgressDeadlineExceeded), the
+	// event's reason (FailedCreate), or Timeout.
+	Reason string `json:"reason"`
+	// Object is the object that failed, as kind/name: "deployment/chat".
+	Object string `json:"object,omitempty"`
+	// Namespace is the object's namespace.
+	Namespace string `json:"namespace,omitempty"`
+	// Pod, Node and Container name the pod of the new ReplicaSet concerned,
+	// the node it runs on (empty when unscheduled) and its container.
+	Pod       string `json:"pod,omitempty"`
+	Node      string `json:"node,omitempty"`
+	Container string `json:"container,omitempty"`
+	// ExitCode and RestartCount are the container's last exit code and its
+	// restart count.
+	ExitCode     int32 `json:"exitCode,omitempty"`
+	RestartCount int32 `json:"restartCount,omitempty"`
+	// Message says what happened, in the cluster's words where it has any
+	// (the scheduler's, the kubelet's, the controller's).
+	Message string `json:"message,omitempty"`
+	// Events are the pod's (or the ReplicaSet's) most recent events, oldest
+	// first, as "Warning BackOff: Back-off restarting failed container".
+	Events []string `json:"events,omitempty"`
+	// LogTail holds the last lines of the log of the container's previous
+	// instance (kubectl logs --previous).
+	LogTail []string `json:"logTail,omitempty"`
+	// LogNote says why LogTail is empty, or where it comes from when not
+	// from the previous instance.
+	LogNote string `json:"logNote,omitempty"`
+	// Hints suggest what to check.
+	Hints []string `json:"hints,omitempty"`
+}
+
+// Summary is a one-line account: "OOMKilled: pod chat-7d9f-x (node
+// gpu-node-1) container vllm, exit code 137, 1 restart: OOMKilled, exit code
+// 137".
+func (d *Diagnosis) Summary() string {
+	if d == nil {
+		return ""
+	}
+	var where []string
+	if d.Pod != "" {
+		p := "pod " + d.Pod
+		if d.Node != "" {
+			p += " (node " + d.Node + ")"
+		}
+		where = append(where, p)
+	}
+	if d.Container != "" {
+		where = append(where, "container "+d.Container)
+	}
+	if d.ExitCode != 0 {
+		where = append(where, fmt.Sprintf("exit code %d", d.ExitCode))
+	}
+	if d.RestartCount == 1 {
+		where = append(where, "1 restart")
+	} else if d.RestartCount > 1 {
+		where = append(where, fmt.Sprintf("%d restarts", d.RestartCount))
+	}
+	s := d.Reason
+	if s == "" {
+		s = string(d.Verdict)
+	}
+	if len(where) > 0 {
+		s += ": " + strings.Join(where, ", ")
+	}
+	if d.Message != "" {
+		s += ": " + d.Message
+	}
+	return s
+}
+
+// diagnoser turns findings into Diagnoses, reading logs from the cluster.
+type diagnoser struct {
+	client kubernetes.Interface
+	opts   RolloutOptions
+}
+
+// fromPod diagnoses a finding on a pod of object's new ReplicaSet. events
+// are the pod's events (any order). Logs are read (with ctx) when the
+// container has run.
+func (g diagnoser) fromPod(ctx context.Context, v Verdict, object, namespace string, f *podFinding, events []*corev1.Event) *Diagnosis {
+	d := &Diagnosis{
+		Verdict:      v,
+		Reason:       f.Reason,
+		Object:       object,
+		Namespace:    namespace,
+		Pod:          f.Pod.Name,
+		Node:         f.Pod.Spec.NodeName,
+		Container:    f.Container,
+		ExitCode:     f.ExitCode,
+		RestartCount: f.RestartCount,
+		Message:      f.Message,
+		Events:       formatEvents(events, g.opts.MaxEvents),
+	}
+	if d.Reason == "" {
+		d.Reason = string(v)
+	}
+	switch {
+	case f.Container == "":
+		if f.Pod.Spec.NodeName == "" {
+			d.LogNote = "the pod was never scheduled: there are no logs"
+		} else {
+			d.LogNote = "no container was concerned: no logs read"
+		}
+	case !f.ran && !f.restarted:
+		d.LogNote = fmt.Sprintf("container %s never started: there are no logs", f.Container)
+	default:
+		d.LogTail, d.LogNote = g.logTail(ctx, f.Pod, f.Container, f.crashed)
+	}
+	d.Hints = hints(d, f.Pod, f.Reason)
+	return d
+}
+
+// logTail reads the last lines of the container's log: of its previous
+// instance (kubectl logs --previous) when it crashed, falling back to the
+// current instance (a container that exited once and was not restarted yet
+// has no previous instance on a real kubelet: its current instance is the
+// one that exited); of its current instance otherwise. The note says so
+// when the lines are not the previous instance's, and says plainly when
+// the cluster served no logs.
+func (g diagnoser) logTail(ctx context.Context, pod *corev1.Pod, container string, previous bool) ([]string, string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	read := func(previous bool) ([]string, error) {
+		raw, err := g.client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+			Container:  container,
+			Previous:   previous,
+			TailLines:  ptrTo(g.opts.LogTailLines),
+			LimitBytes: ptrTo[int64](256 << 10),
+		}).DoRaw(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return lastLines(raw, int(g.opts.LogTailLines)), nil
+	}
+	instance := map[bool]string{true: "previous", false: "current"}
+	lines, firstErr := read(previous)
+	if firstErr == nil {
+		switch {
+		case len(lines) == 0:
+			return nil, fmt.Sprintf("the %s instance of container %s logged nothing", instance[previous], container)
+		case !previous:
+			return lines, fmt.Sprintf("the log of the current instance of container %s", container)
+		}
+		return lines, ""
+	}
+	if previous {
+		if lines, err := read(false); err == nil && len(lines) > 0 {
+			return lines, fmt.Sprintf("no log of a previous instance of container %s (%v): the log of its current instance", container, firstErr)
+		}
+	}
+	return nil, fmt.Sprintf("the cluster did not serve the log of container %s in pod %s: %v", container, pod.Name, firstErr)
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// lastLines splits raw into lines and returns the last n non-empty ones.
+func lastLines(raw []byte, n int) []string {
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		l := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
+}
+
+// eventTime is when an event last happened.
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.FirstTimestamp.IsZero():
+		return e.FirstTimestamp.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+// formatEvent formats an event as kubectl describe lists it, without the
+// age: "Warning BackOff: Back-off restarting failed container".
+func formatEvent(e *corev1.Event) string {
+	return fmt.Sprintf("%s %s: %s", e.Type, e.Reason, strings.TrimSpace(e.Message))
+}
+
+// formatEvents formats the last max events by time, oldest first.
+func formatEvents(events []*corev1.Event, max int) []string {
+	sorted := append([]*corev1.Event(nil), events...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		ti, tj := eventTime(sorted[i]), eventTime(sorted[j])
+		if ti.Equal(tj) {
+			return sorted[i].Name < sorted[j].Name
+		}
+		return ti.Before(tj)
+	})
+	// Repeated events (several objects saying the same) count once, at
+	// their last occurrence.
+	var out []string
+	last := map[string]int{}
+	for _, e := range sorted {
+		line := formatEvent(e)
+		if i, ok := last[line]; ok {
+			out = append(out[:i], out[i+1:]...)
+			for l, j := range last {
+				if j > i {
+					last[l] = j - 1
+				}
+			}
+		}
+		last[line] = len(out)
+		out = append(out, line)
+	}
+	if len(out) > max {
+		out = out[len(out)-max:]
+	}
+	return out
+}
+
+// hints suggests what to check, after the troubleshooting table of the
+// seeds (Pending → scheduling, CrashLoopBackOff → logs --previous,
+// OOMKilled → memory limit, weight-loading peak and /dev/shm, ...). cause is
+// the reason behind the verdict (for a timeout: what the most suspect pod
+// showed).
+func hints(d *Diagnosis, pod *corev1.Pod, cause string) []string {
+	ns := ""
+	if d.Namespace != "" {
+		ns = " -n " + d.Namespace
+	}
+	podName := d.Pod
+	if podName == "" {
+		podName = "<pod>"
+	}
+	container := ""
+	if d.Container != "" {
+		container = " -c " + d.Container
+	}
+	reason := cause
+	if d.Verdict == VerdictOOMKilled {
+		reason = reasonOOMKilled
+	}
+	switch {
+	case reason == reasonOOMKilled:
+		return []string{
+			"the container exceeded its memory limit: raise resources.limits.memory (with requests equal, for Guaranteed QoS)",
+			"size the limit for the peak while vLLM loads the weights, which is well above its steady-state use",
+			"vLLM uses /dev/shm for inter-process communication and the default is only 64Mi: mount an emptyDir with medium: Memory (and a sizeLimit) at /dev/shm",
+		}
+	case reason == reasonCrashLoopBackOff || d.Verdict == VerdictCrashLoop || reason == "Error" || reason == "Restarted":
+		return []string{
+			fmt.Sprintf("read why the previous instance exited: kubectl logs %s%s --previous%s", podName, container, ns),
+			"check the container's args: the model name, --tensor-parallel-size against the GPUs requested, flags this vLLM version knows",
+			"check the model path: the weights must be where --model points (volume mounted, download finished), and fit the GPU memory",
+		}
+	case isImagePullReason(reason):
+		image := ""
+		if pod != nil {
+			for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+				if c.Name == d.Container {
+					image = " (" + c.Image + ")"
+				}
+			}
+		}
+		return []string{
+			"check the image name and tag" + image + ": does that tag exist in the registry?",
+			"check the registry credentials: imagePullSecrets on the pod or its ServiceAccount, and that the nodes can reach the registry",
+		}
+	case reason == reasonCreateContainerCfg:
+		return []string{
+			fmt.Sprintf("a ConfigMap, Secret or key the pod references does not exist: kubectl describe pod %s%s", podName, ns),
+		}
+	case isContainerErrorReason(reason):
+		return []string{
+			fmt.Sprintf("the container runtime could not create or start the container: check command, args, volume mounts and securityContext (kubectl describe pod %s%s)", podName, ns),
+		}
+	case reason == reasonUnschedulable || d.Verdict == VerdictUnschedulable:
+		if requestsGPU(pod) || strings.Contains(d.Message, "nvidia.com/gpu") {
+			return []string{
+				"GPU capacity: the cluster lacks free nvidia.com/gpu for this pod; compare its request with the nodes' allocatable GPUs (kubectl describe nodes); a rolling update with maxSurge > 0 needs a spare GPU for the surge pod — with full GPUs use maxSurge 0, maxUnavailable 1",
+				"taints and tolerations: GPU nodes are often tainted (nvidia.com/gpu:NoSchedule); the pod needs the matching toleration, and its nodeSelector/affinity must match the GPU nodes",
+				"ResourceQuota: a quota on requests.nvidia.com/gpu may cap the namespace: kubectl describe quota" + ns,
+			}
+		}
+		return []string{
+			"no node satisfies the pod's requests, nodeSelector, affinity or tolerations: see the FailedScheduling event (kubectl describe pod " + podName + ns + ")",
+			"ResourceQuota and LimitRange may also constrain the namespace: kubectl describe quota" + ns,
+		}
+	case reason == reasonFailedCreate:
+		if strings.Contains(d.Message, "exceeded quota") {
+			return []string{"a ResourceQuota refuses the pods: kubectl describe quota" + ns + "; lower the requests or replicas, or raise the quota"}
+		}
+		return []string{"the ReplicaSet cannot create pods: an admission policy, quota or LimitRange refuses them (kubectl describe rs" + ns + ")"}
+	case reason == reasonProgressDeadline:
+		return []string{
+			"the Deployment made no progress within spec.progressDeadlineSeconds: raise it if loading the model takes longer, or fix what keeps the new pods from becoming available",
+		}
+	case reason == reasonContainersNotReady || reason == reasonTimeout:
+		return []string{
+			"the pods run but are not Ready: the weights may still be loading (raise --timeout), or the readiness probe's path, port or timeouts are wrong",
+			fmt.Sprintf("kubectl describe pod %s%s shows the readiness probe's failures in its events", podName, ns),
+		}
+	}
+	return nil
+}
+
+func requestsGPU(pod *corev1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	for _, c := range pod.Spec.Containers {
+		for name := range c.Resources.Requests {
+			if strings.HasSuffix(string(name), "/gpu") {
+				return true
+			}
+		}
+		for name := range c.Resources.Limits {
+			if strings.HasSuffix(string(name), "/gpu") {
+				return true
+			}
+		}
+	}
+	return false
+}

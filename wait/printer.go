@@ -1,0 +1,283 @@
+package wait
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+)
+
+// ProgressFormat selects how progress events are printed.
+type ProgressFormat string
+
+// The progress formats.
+const (
+	// ProgressAuto: a live view redrawn in place when the writer is a
+	// terminal, plain lines otherwise.
+	ProgressAuto ProgressFormat = "auto"
+	// ProgressPlain: one timestamped line per change.
+	ProgressPlain ProgressFormat = "plain"
+	// ProgressJSON: one JSON object (an Event) per line.
+	ProgressJSON ProgressFormat = "json"
+)
+
+// ProgressPrinter prints the progress events of a wait.
+type ProgressPrinter interface {
+	// Print prints one event.
+	Print(ev Event) error
+	// Close ends the output (the events are over); it does not close the
+	// writer.
+	Close() error
+}
+
+// NewProgressPrinter returns the printer of format writing to w. With
+// ProgressAuto (or ""), the live view is used only when w is a terminal.
+func NewProgressPrinter(w io.Writer, format ProgressFormat) (ProgressPrinter, error) {
+	switch format {
+	case ProgressAuto, "":
+		if IsTerminal(w) {
+			return NewLivePrinter(w), nil
+		}
+		return NewPlainPrinter(w), nil
+	case ProgressPlain:
+		return NewPlainPrinter(w), nil
+	case ProgressJSON:
+		return NewJSONPrinter(w), nil
+	}
+	return nil, fmt.Errorf("unknown progress format %q (want auto, plain or json)", format)
+}
+
+// PrintProgress prints the events received on events with p until the
+// channel is closed, then closes p. It keeps receiving after a write error
+// (so the producer never blocks) and returns the first error.
+func PrintProgress(p ProgressPrinter, events <-chan Event) error {
+	var first error
+	for ev := range events {
+		if first != nil {
+			continue
+		}
+		first = p.Print(ev)
+	}
+	if err := p.Close(); first == nil {
+		first = err
+	}
+	return first
+}
+
+// IsTerminal reports whether w is a terminal.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// eventKey identifies the object of an event.
+func eventKey(ev Event) string {
+	return ev.Object.Namespace + "/" + objectName(ev.Object)
+}
+
+// eventLine formats an event without a timestamp:
+//
+//	deployment/chat: 1/2 updated, 1 ready, 1 available (new rs chat-7d9f8c6b5)
+//	deployment/chat: 2/2 updated, 2 ready, 2 available (new rs chat-7d9f8c6b5): rolled out
+//	service/chat: Current
+func eventLine(ev Event) string {
+	var b strings.Builder
+	b.WriteString(objectName(ev.Object))
+	b.WriteString(": ")
+	p := ev.Rollout
+	if p == nil || ev.Status == StatusNotFound || ev.Status == StatusUnknown {
+		b.WriteString(string(ev.Status))
+		if ev.Message != "" {
+			b.WriteString(": " + ev.Message)
+		}
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%d/%d updated, %d ready, %d available", p.Updated, p.Desired, p.Ready, p.Available)
+	var rs []string
+	if p.NewReplicaSet != "" {
+		rs = append(rs, "new rs "+p.NewReplicaSet)
+	}
+	if len(p.OldReplicaSets) > 0 {
+		rs = append(rs, "old rs "+strings.Join(p.OldReplicaSets, ", "))
+	}
+	if len(rs) > 0 {
+		b.WriteString(" (" + strings.Join(rs, "; ") + ")")
+	}
+	switch {
+	case p.Verdict == VerdictRolledOut:
+		b.WriteString(": rolled out")
+	case p.Verdict == VerdictTimeout:
+		b.WriteString(": timed out: " + ev.Message)
+	case p.Verdict.Failed():
+		b.WriteString(": failed: " + ev.Message)
+	}
+	return b.String()
+}
+
+// PlainPrinter prints one timestamped line per change:
+//
+//	2026-11-30T01:02:03Z deployment/chat: 1/2 updated, 1 ready, 1 available (new rs chat-7d9f8c6b5)
+//	2026-11-30T01:02:04Z deployment/chat: warning: pod chat-7d9f8c6b5-x2k4q container vllm: CrashLoopBackOff (restarts 1/2)
+type PlainPrinter struct {
+	w    io.Writer
+	last map[string]string
+}
+
+// NewPlainPrinter returns a PlainPrinter writing to w.
+func NewPlainPrinter(w io.Writer) *PlainPrinter {
+	return &PlainPrinter{w: w, last: map[string]string{}}
+}
+
+// Print prints ev's line unless it says what the object's last line said;
+// a warning is always printed.
+func (p *PlainPrinter) Print(ev Event) error {
+	stamp := ev.Time.UTC().Format(time.RFC3339)
+	if ev.Rollout != nil && ev.Rollout.Warning != "" {
+		if _, err := fmt.Fprintf(p.w, "%s %s: warning: %s\n", stamp, objectName(ev.Object), ev.Rollout.Warning); err != nil {
+			return err
+		}
+	}
+	line := eventLine(ev)
+	key := eventKey(ev)
+	if p.last[key] == line {
+		return nil
+	}
+	p.last[key] = line
+	_, err := fmt.Fprintf(p.w, "%s %s\n", stamp, line)
+	return err
+}
+
+// Close does nothing.
+func (p *PlainPrinter) Close() error { return nil }
+
+// LivePrinter keeps one line per object on a terminal and redraws them in
+// place (ANSI cursor movement) as they change; warnings scroll above them.
+type LivePrinter struct {
+	w     io.Writer
+	keys  []string
+	lines map[string]string
+	drawn int
+}
+
+// NewLivePrinter returns a LivePrinter writing to w, which should be a
+// terminal (see NewProgressPrinter).
+func NewLivePrinter(w io.Writer) *LivePrinter {
+	return &LivePrinter{w: w, lines: map[string]string{}}
+}
+
+// Print updates ev's object line, prints ev's warning if any, and redraws.
+func (p *LivePrinter) Print(ev Event) error {
+	key := eventKey(ev)
+	line := eventLine(ev)
+	warning := ""
+	if ev.Rollout != nil && ev.Rollout.Warning != "" {
+		warning = fmt.Sprintf("%s %s: warning: %s", ev.Time.UTC().Format(time.RFC3339), objectName(ev.Object), ev.Rollout.Warning)
+	}
+	old, known := p.lines[key]
+	if known && old == line && warning == "" {
+		return nil
+	}
+	if !known {
+		p.keys = append(p.keys, key)
+	}
+	p.lines[key] = line
+
+	var b strings.Builder
+	if p.drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", p.drawn)
+	}
+	if warning != "" {
+		b.WriteString("\r\x1b[2K" + warning + "\n")
+	}
+	for _, k := range p.keys {
+		b.WriteString("\r\x1b[2K" + p.lines[k] + "\n")
+	}
+	p.drawn = len(p.keys)
+	_, err := io.WriteString(p.w, b.String())
+	return err
+}
+
+// Close leaves the last view on the terminal.
+func (p *LivePrinter) Close() error { return nil }
+
+// JSONPrinter prints every event as one JSON object per line.
+type JSONPrinter struct {
+	enc *json.Encoder
+}
+
+// NewJSONPrinter returns a JSONPrinter writing to w.
+func NewJSONPrinter(w io.Writer) *JSONPrinter {
+	return &JSONPrinter{enc: json.NewEncoder(w)}
+}
+
+// Print writes ev as a JSON line.
+func (p *JSONPrinter) Print(ev Event) error { return p.enc.Encode(ev) }
+
+// Close does nothing.
+func (p *JSONPrinter) Close() error { return nil }
+
+// WriteDiagnosis writes d for people:
+//
+//	rollout failed: OOMKilled
+//	  object:    deployment/chat
+//	  pod:       chat-7d9f8c6b5-x2k4q (node gpu-node-1)
+//	  container: vllm (exit code 137, 0 restarts)
+//	  message:   OOMKilled, exit code 137
+//	  events:
+//	    Warning BackOff: Back-off restarting failed container
+//	  log tail:
+//	    RuntimeError: Engine core initialization failed. See root cause above.
+//	  hints:
+//	    - ...
+func WriteDiagnosis(w io.Writer, d *Diagnosis) error {
+	if d == nil {
+		return nil
+	}
+	var b strings.Builder
+	head := "rollout failed"
+	if d.Verdict == VerdictTimeout {
+		head = "rollout timed out"
+	}
+	fmt.Fprintf(&b, "%s: %s\n", head, d.Reason)
+	field := func(name, value string) {
+		if value != "" {
+			fmt.Fprintf(&b, "  %-10s %s\n", name+":", value)
+		}
+	}
+	field("verdict", string(d.Verdict))
+	field("object", d.Object)
+	if d.Pod != "" {
+		pod := d.Pod
+		if d.Node != "" {
+			pod += " (node " + d.Node + ")"
+		}
+		field("pod", pod)
+	}
+	if d.Container != "" {
+		c := d.Container
+		if d.ExitCode != 0 || d.RestartCount != 0 {
+			c += fmt.Sprintf(" (exit code %d, %d restarts)", d.ExitCode, d.RestartCount)
+		}
+		field("container", c)
+	}
+	field("message", d.Message)
+	list := func(name string, items []string, bullet string) {
+		if len(items) == 0 {
+			return
+		}
+		fmt.Fprintf(&b, "  %s:\n", name)
+		for _, it := range items {
+			fmt.Fprintf(&b, "    %s%s\n", bullet, it)
+		}
+	}
+	list("events", d.Events, "")
+	list("log tail", d.LogTail, "")
+	field("logs", d.LogNote)
+	list("hints", d.Hints, "- ")
+	_, err := io.WriteString(w, b.String())
+	return err
+}

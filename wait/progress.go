@@ -1,0 +1,79 @@
+package wait
+
+import (
+	"fmt"
+	"strings"
+)
+
+// RolloutProgress is where a Deployment's rollout stands, as a
+// [RolloutWatcher] reports it in [Event.Rollout].
+type RolloutProgress struct {
+	// Deployment is the Deployment's name.
+	Deployment string `json:"deployment"`
+	// NewReplicaSet is the ReplicaSet carrying the Deployment's current pod
+	// template (empty until the controller has created it), and
+	// PodTemplateHash its pod-template-hash.
+	NewReplicaSet   string `json:"newReplicaSet,omitempty"`
+	PodTemplateHash string `json:"podTemplateHash,omitempty"`
+	// Revision is the new ReplicaSet's Deployment revision.
+	Revision string `json:"revision,omitempty"`
+	// OldReplicaSets are the Deployment's other ReplicaSets that still have
+	// pods.
+	OldReplicaSets []string `json:"oldReplicaSets,omitempty"`
+	// Desired, Updated, Ready and Available are the Deployment's
+	// spec.replicas and its status' updated, ready and available replicas.
+	Desired   int32 `json:"desired"`
+	Updated   int32 `json:"updated"`
+	Ready     int32 `json:"ready"`
+	Available int32 `json:"available"`
+	// Verdict is the verdict so far.
+	Verdict Verdict `json:"verdict"`
+	// Warning, when set, is what this event reports besides the counts: a
+	// problem that does not fail the rollout (yet), such as a new pod's
+	// first restart, a pod waiting on an image pull, a Warning event, or a
+	// failing pod of an old ReplicaSet.
+	Warning string `json:"warning,omitempty"`
+}
+
+// objectName names an object as kubectl does in its output: lower-case kind
+// and name, "deployment/chat" (kind.group/name outside the core and apps
+// groups).
+func objectName(r ObjectRef) string {
+	kind := strings.ToLower(r.Kind)
+	if r.Group != "" && r.Group != "apps" {
+		kind += "." + r.Group
+	}
+	return kind + "/" + r.Name
+}
+
+// RolloutFailedError is the error of a rollout wait that failed or timed
+// out with a diagnosis. It wraps the *NotReadyError of the wait, so
+// errors.Is(err, ErrFailed) and errors.Is(err, ErrTimeout) keep working.
+type RolloutFailedError struct {
+	// Diagnosis explains the failure.
+	Diagnosis *Diagnosis
+	// NotReady is the wait's NotReadyError.
+	NotReady *NotReadyError
+}
+
+func (e *RolloutFailedError) Error() string {
+	object := e.Diagnosis.Object
+	if object == "" {
+		object = "the release"
+	}
+	if e.NotReady != nil && e.NotReady.Outcome == OutcomeTimeout {
+		if e.NotReady.Timeout > 0 {
+			return fmt.Sprintf("rollout of %s timed out after %s: %s", object, e.NotReady.Timeout, e.Diagnosis.Summary())
+		}
+		return fmt.Sprintf("rollout of %s timed out: %s", object, e.Diagnosis.Summary())
+	}
+	return fmt.Sprintf("rollout of %s failed: %s", object, e.Diagnosis.Summary())
+}
+
+// Unwrap returns the NotReadyError.
+func (e *RolloutFailedError) Unwrap() error {
+	if e.NotReady == nil {
+		return nil
+	}
+	return e.NotReady
+}

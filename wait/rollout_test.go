@@ -1,0 +1,741 @@
+package wait
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+const depUID = types.UID("dep-uid")
+
+func testDeployment(image string) *appsv1.Deployment {
+	labels := map[string]string{"app": "chat"}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: "chat", Namespace: ns, UID: depUID, Generation: 2},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: image,
+					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}},
+			},
+		},
+		// Mid-rollout: the new ReplicaSet has 1 pod, the old one 2.
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1, ReadyReplicas: 2, AvailableReplicas: 2},
+	}
+}
+
+func testReplicaSet(d *appsv1.Deployment, hash, image string, replicas int32) *appsv1.ReplicaSet {
+	tmpl := d.Spec.Template.DeepCopy()
+	tmpl.Labels = map[string]string{"app": "chat", podTemplateHashLabel: hash}
+	tmpl.Spec.Containers[0].Image = image
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "chat-" + hash, Namespace: ns, UID: types.UID("rs-" + hash), Labels: tmpl.Labels,
+			Annotations:     map[string]string{deploymentRevisionAnnotKey: "2"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: ptr.To(true)}},
+		},
+		Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: *tmpl},
+		Status: appsv1.ReplicaSetStatus{Replicas: replicas},
+	}
+}
+
+func testPod(rs *appsv1.ReplicaSet, suffix string, statuses ...corev1.ContainerStatus) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: rs.Name + "-" + suffix, Namespace: ns, UID: types.UID(rs.Name + "-" + suffix), Labels: rs.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}},
+		},
+		Spec:   corev1.PodSpec{NodeName: "gpu-node-1", Containers: rs.Spec.Template.Spec.Containers},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: statuses},
+	}
+}
+
+func testEvent(name, kind, objName string, uid types.UID, typ, reason, msg string, at time.Time) *corev1.Event {
+	return &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name)},
+		InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: ns, Name: objName, UID: uid},
+		Type:           typ, Reason: reason, Message: msg, Count: 1,
+		LastTimestamp: metav1.NewTime(at),
+	}
+}
+
+func toUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	require.NoError(t, err)
+	return &unstructured.Unstructured{Object: m}
+}
+
+// harness runs a RolloutWatcher over a fake clientset and a fake clock.
+type harness struct {
+	t      *testing.T
+	client *fake.Clientset
+	clock  *testingclock.FakeClock
+	d      *appsv1.Deployment
+	newRS  *appsv1.ReplicaSet
+	oldRS  *appsv1.ReplicaSet
+
+	mu     sync.Mutex
+	events []Event
+	done   chan struct{}
+	res    Result
+	err    error
+	cancel context.CancelFunc
+	logs   []*corev1.PodLogOptions
+}
+
+type harnessOptions struct {
+	rollout RolloutOptions
+	wait    Options
+	others  Waiter
+	extra   []*unstructured.Unstructured
+	objects []runtime.Object // besides the Deployment and its ReplicaSets
+	logs    func(opts *corev1.PodLogOptions) (string, error)
+	setup   func(c *fake.Clientset) // before the watcher starts
+}
+
+func startHarness(t *testing.T, o harnessOptions) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: testingclock.NewFakeClock(t0), done: make(chan struct{})}
+	h.d = testDeployment("vllm/vllm-openai:v0.9.1")
+	h.newRS = testReplicaSet(h.d, "new", "vllm/vllm-openai:v0.9.1", 1)
+	h.oldRS = testReplicaSet(h.d, "old", "vllm/vllm-openai:v0.9.0", 2)
+	objs := append([]runtime.Object{h.d, h.newRS, h.oldRS}, o.objects...)
+	h.client = fake.NewClientset(objs...)
+	h.client.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "log" {
+			return false, nil, nil
+		}
+		opts := a.(k8stesting.GenericActionImpl).Value.(*corev1.PodLogOptions)
+		h.mu.Lock()
+		h.logs = append(h.logs, opts.DeepCopy())
+		h.mu.Unlock()
+		if o.logs == nil {
+			return true, &runtime.Unknown{Raw: []byte("INFO starting\nTraceback (most recent call last):\nRuntimeError: Engine core initialization failed. See root cause above.\n")}, nil
+		}
+		s, err := o.logs(opts)
+		return true, &runtime.Unknown{Raw: []byte(s)}, err
+	})
+
+	if o.setup != nil {
+		o.setup(h.client)
+	}
+	o.rollout.Clock = h.clock
+	w := NewRolloutWatcher(h.client, o.others, o.rollout)
+	events := make(chan Event)
+	o.wait.Events = events
+	if o.wait.Namespace == "" {
+		o.wait.Namespace = ns
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	t.Cleanup(cancel)
+	dep := toUnstructured(t, h.d)
+	dep.SetNamespace("") // as rendered: the wait's namespace applies
+	in := append([]*unstructured.Unstructured{dep}, o.extra...)
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		for e := range events {
+			h.mu.Lock()
+			h.events = append(h.events, e)
+			h.mu.Unlock()
+		}
+	}()
+	go func() {
+		defer close(h.done)
+		h.res, h.err = w.Wait(ctx, in, o.wait)
+		<-collected
+	}()
+	return h
+}
+
+// await waits until an event satisfies pred.
+func (h *harness) await(what string, pred func(Event) bool) Event {
+	h.t.Helper()
+	var found Event
+	require.Eventually(h.t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, e := range h.events {
+			if pred(e) {
+				found = e
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond, "waiting for %s; events:\n%s", what, h.eventLines())
+	return found
+}
+
+func (h *harness) eventLines() string {
+	var b strings.Builder
+	for _, e := range h.eventsCopy() {
+		b.WriteString(eventLine(e))
+		if e.Rollout != nil && e.Rollout.Warning != "" {
+			b.WriteString(" [warning: " + e.Rollout.Warning + "]")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func (h *harness) eventsCopy() []Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Event(nil), h.events...)
+}
+
+func (h *harness) warned(substr string) func(Event) bool {
+	return func(e Event) bool { return e.Rollout != nil && strings.Contains(e.Rollout.Warning, substr) }
+}
+
+// result waits for Wait to return.
+func (h *harness) result() (Result, error) {
+	h.t.Helper()
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		h.t.Fatalf("Wait did not return; events:\n%s", h.eventLines())
+	}
+	return h.res, h.err
+}
+
+// running reports whether Wait is still running.
+func (h *harness) running() bool {
+	select {
+	case <-h.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (h *harness) createPod(p *corev1.Pod) {
+	h.t.Helper()
+	_, err := h.client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+	require.NoError(h.t, err)
+}
+
+func (h *harness) updatePod(p *corev1.Pod) {
+	h.t.Helper()
+	_, err := h.client.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{})
+	require.NoError(h.t, err)
+}
+
+func (h *harness) updateDeployment(mutate func(d *appsv1.Deployment)) {
+	h.t.Helper()
+	d, err := h.client.AppsV1().Deployments(ns).Get(context.Background(), "chat", metav1.GetOptions{})
+	require.NoError(h.t, err)
+	mutate(d)
+	_, err = h.client.AppsV1().Deployments(ns).Update(context.Background(), d, metav1.UpdateOptions{})
+	require.NoError(h.t, err)
+}
+
+func (h *harness) updateReplicaSet(name string, mutate func(rs *appsv1.ReplicaSet)) {
+	h.t.Helper()
+	rs, err := h.client.AppsV1().ReplicaSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(h.t, err)
+	mutate(rs)
+	_, err = h.client.AppsV1().ReplicaSets(ns).Update(context.Background(), rs, metav1.UpdateOptions{})
+	require.NoError(h.t, err)
+}
+
+func (h *harness) createEvent(e *corev1.Event) {
+	h.t.Helper()
+	_, err := h.client.CoreV1().Events(ns).Create(context.Background(), e, metav1.CreateOptions{})
+	require.NoError(h.t, err)
+}
+
+// progressed waits until the watcher has reported the new ReplicaSet
+// (its pods are being watched from then on).
+func (h *harness) progressed() {
+	h.t.Helper()
+	h.await("the new ReplicaSet", func(e Event) bool { return e.Rollout != nil && e.Rollout.NewReplicaSet == "chat-new" })
+}
+
+func rolledOut(d *appsv1.Deployment) {
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
+}
+
+func crashLoopStatus(restarts int32) corev1.ContainerStatus {
+	return waiting("vllm", "CrashLoopBackOff", restarts, terminated("Error", 1, fmt.Sprintf("sim://c/%d", restarts)))
+}
+
+// requireFailure checks a failed wait's outcome, error and diagnosis.
+func requireFailure(t *testing.T, res Result, err error, v Verdict) *Diagnosis {
+	t.Helper()
+	require.Error(t, err)
+	var rfe *RolloutFailedError
+	require.ErrorAs(t, err, &rfe)
+	require.ErrorIs(t, err, ErrFailed)
+	var nre *NotReadyError
+	require.ErrorAs(t, err, &nre, "the NotReadyError is wrapped")
+	assert.Equal(t, OutcomeFailed, res.Outcome)
+	require.NotNil(t, res.Diagnosis)
+	assert.Same(t, res.Diagnosis, rfe.Diagnosis)
+	assert.Equal(t, v, res.Diagnosis.Verdict)
+	assert.Equal(t, "deployment/chat", res.Diagnosis.Object)
+	require.Len(t, res.Objects, 1)
+	assert.Equal(t, StatusFailed, res.Objects[0].Status)
+	assert.Contains(t, err.Error(), "rollout of deployment/chat failed: ")
+	return res.Diagnosis
+}
+
+// TestRolloutWatcherVerdicts drives the pods of the new ReplicaSet through
+// each failure class and checks the verdict and its diagnosis.
+func TestRolloutWatcherVerdicts(t *testing.T) {
+	cases := []struct {
+		name    string
+		opts    harnessOptions
+		drive   func(h *harness)
+		verdict Verdict
+		check   func(t *testing.T, h *harness, d *Diagnosis)
+	}{
+		{
+			name: "CrashLoopBackOff after 2 restarts, with events and the previous log",
+			drive: func(h *harness) {
+				p := testPod(h.newRS, "a", running("vllm", 0))
+				h.createPod(p)
+				h.progressed()
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(1)}
+				h.updatePod(p)
+				h.createEvent(testEvent("ev1", "Pod", p.Name, p.UID, "Warning", "BackOff", "Back-off restarting failed container", t0))
+				h.await("the first restart", h.warned("CrashLoopBackOff (restarts 1/2)"))
+				h.await("the BackOff event", h.warned("Warning BackOff: Back-off restarting failed container"))
+				assert.True(h.t, h.running(), "one restart is not a verdict")
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(2)}
+				h.updatePod(p)
+			},
+			verdict: VerdictCrashLoop,
+			check: func(t *testing.T, h *harness, d *Diagnosis) {
+				assert.Equal(t, "CrashLoopBackOff", d.Reason)
+				assert.Equal(t, "chat-new-a", d.Pod)
+				assert.Equal(t, "gpu-node-1", d.Node)
+				assert.Equal(t, "vllm", d.Container)
+				assert.Equal(t, int32(1), d.ExitCode)
+				assert.Equal(t, int32(2), d.RestartCount)
+				assert.Equal(t, []string{"Warning BackOff: Back-off restarting failed container"}, d.Events)
+				assert.Contains(t, d.LogTail, "RuntimeError: Engine core initialization failed. See root cause above.")
+				assert.Empty(t, d.LogNote)
+				require.Len(t, h.logs, 1)
+				assert.True(t, h.logs[0].Previous)
+				assert.Equal(t, int64(20), *h.logs[0].TailLines)
+				assert.Equal(t, "vllm", h.logs[0].Container)
+				assert.Contains(t, strings.Join(d.Hints, "\n"), "--previous")
+			},
+		},
+		{
+			name: "OOMKilled at once, exit code 137",
+			drive: func(h *harness) {
+				h.createPod(testPod(h.newRS, "a", corev1.ContainerStatus{Name: "vllm", State: corev1.ContainerState{Terminated: terminated("OOMKilled", 137, "c0")}}))
+			},
+			verdict: VerdictOOMKilled,
+			check: func(t *testing.T, h *harness, d *Diagnosis) {
+				assert.Equal(t, "OOMKilled", d.Reason)
+				assert.Equal(t, int32(137), d.ExitCode)
+				assert.Equal(t, "vllm", d.Container)
+				hints := strings.Join(d.Hints, "\n")
+				assert.Contains(t, hints, "memory limit")
+				assert.Contains(t, hints, "/dev/shm")
+				assert.Contains(t, hints, "loads the weights")
+			},
+		},
+		{
+			name: "image pull errors after 2 observations",
+			drive: func(h *harness) {
+				p := testPod(h.newRS, "a", waiting("vllm", "ErrImagePull", 0, nil))
+				p.Status.Phase = corev1.PodPending
+				h.createPod(p)
+				h.await("the pull error", h.warned("ErrImagePull"))
+				assert.True(h.t, h.running(), "one observation is not a verdict")
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("vllm", "ImagePullBackOff", 0, nil)}
+				h.updatePod(p)
+			},
+			verdict: VerdictImagePull,
+			check: func(t *testing.T, h *harness, d *Diagnosis) {
+				assert.Equal(t, "ImagePullBackOff", d.Reason)
+				assert.Empty(t, d.LogTail)
+				assert.Equal(t, "container vllm never started: there are no logs", d.LogNote)
+				assert.Empty(t, h.logs, "no logs asked of a container that never ran")
+				hints := strings.Join(d.Hints, "\n")
+				assert.Contains(t, hints, "vllm/vllm-openai:v0.9.1")
+				assert.Contains(t, hints, "imagePullSecrets")
+			},
+		},
+		{
+			name: "CreateContainerConfigError at once",
+			drive: func(h *harness) {
+				h.createPod(testPod(h.newRS, "a", waiting("vllm", "CreateContainerConfigError", 0, nil)))
+			},
+			verdict: VerdictContainerError,
+			check: func(t *testing.T, h *harness, d *Diagnosis) {
+				assert.Equal(t, "CreateContainerConfigError", d.Reason)
+				assert.Equal(t, "CreateContainerConfigError message", d.Message)
+			},
+		},
+		{
+			name: "unschedulable longer than UnschedulableTimeout, by the clock",
+			opts: harnessOptions{rollout: RolloutOptions{UnschedulableTimeout: 5 * time.Second}},
+			drive: func(h *harness) {
+				p := unschedulablePod()
+				p.Name, p.UID, p.Labels, p.OwnerReferences = "chat-new-a", "chat-new-a", h.newRS.Spec.Template.Labels, testPod(h.newRS, "a").OwnerReferences
+				h.createPod(p)
+				h.createEvent(testEvent("ev1", "Pod", p.Name, p.UID, "Warning", "FailedScheduling", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.", t0))
+				h.await("unschedulable", h.warned("Unschedulable"))
+				require.Eventually(h.t, h.clock.HasWaiters, 5*time.Second, time.Millisecond)
+				h.clock.Step(4 * time.Second)
+				time.Sleep(20 * time.Millisecond)
+				assert.True(h.t, h.running(), "4s of 5s is not a verdict")
+				h.clock.Step(2 * time.Second)
+			},
+			verdict: VerdictUnschedulable,
+			check: func(t *testing.T, h *harness, d *Diagnosis) {
+				assert.Equal(t, "Unschedulable", d.Reason)
+				assert.Equal(t, "chat-new-a", d.Pod)
+				assert.Empty(t, d.Node)
+				assert.Contains(t, d.Message, "Insufficient nvidia.com/gpu")
+				assert.Equal(t, []string{"Warning FailedScheduling: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}, d.Events)
+				assert.Equal(t, "the pod was never scheduled: there are no logs", d.LogNote)
+				hints := strings.Join(d.Hints, "\n")
+				assert.Contains(t, hints, "GPU capacity")
+				assert.Contains(t, hints, "tolerations")
+				assert.Contains(t, hints, "ResourceQuota")
+			},
+		},
+		{
+			name: "ProgressDeadlineExceeded, with the suspect pod",
+			drive: func(h *harness) {
+				p := testPod(h.newRS, "a", running("vllm", 0))
+				h.createPod(p)
+				h.progressed()
+				h.updateDeployment(func(d *appsv1.Deployment) {
+					d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
+						Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "chat-new" has timed out progressing.`}}
+				})
+			},
+			verdict: VerdictProgressDeadlineExceeded,
+			check: func(t *testing.T, h *harness, d *Diagnosis) {
+				assert.Equal(t, "ProgressDeadlineExceeded", d.Reason)
+				assert.Contains(t, d.Message, `ReplicaSet "chat-new" has timed out progressing.`)
+				assert.Contains(t, d.Message, "pod chat-new-a container vllm: ContainersNotReady")
+				assert.Equal(t, "chat-new-a", d.Pod)
+				assert.Contains(t, strings.Join(d.Hints, "\n"), "progressDeadlineSeconds")
+			},
+		},
+		{
+			name: "FailedCreate: the ReplicaFailure condition of the new ReplicaSet",
+			drive: func(h *harness) {
+				h.progressed()
+				h.updateReplicaSet("chat-new", func(rs *appsv1.ReplicaSet) {
+					rs.Status.Replicas = 0
+					rs.Status.Conditions = []appsv1.ReplicaSetCondition{{Type: appsv1.ReplicaSetReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
+						Message: `pods "chat-new-x" is forbidden: exceeded quota: gpu, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, limited: requests.nvidia.com/gpu=2`}}
+				})
+			},
+			verdict: VerdictFailedCreate,
+			check: func(t *testing.T, h *harness, d *Diagnosis) {
+				assert.Equal(t, "FailedCreate", d.Reason)
+				assert.Contains(t, d.Message, "ReplicaSet chat-new: ")
+				assert.Contains(t, d.Message, "exceeded quota")
+				assert.Contains(t, strings.Join(d.Hints, "\n"), "kubectl describe quota -n llm")
+			},
+		},
+		{
+			name: "FailedCreate: an event on the new ReplicaSet while it lacks pods",
+			drive: func(h *harness) {
+				h.progressed()
+				h.updateReplicaSet("chat-new", func(rs *appsv1.ReplicaSet) { rs.Status.Replicas = 0 })
+				h.createEvent(testEvent("ev1", "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate",
+					`Error creating: pods "chat-new-x" is forbidden: exceeded quota: gpu`, t0))
+			},
+			verdict: VerdictFailedCreate,
+			check: func(t *testing.T, h *harness, d *Diagnosis) {
+				assert.Contains(t, d.Message, "exceeded quota")
+				assert.Equal(t, []string{`Warning FailedCreate: Error creating: pods "chat-new-x" is forbidden: exceeded quota: gpu`}, d.Events)
+			},
+		},
+		{
+			name: "the cluster serves no logs: said plainly",
+			opts: harnessOptions{logs: func(*corev1.PodLogOptions) (string, error) {
+				return "", errors.New("the server could not find the requested resource")
+			}},
+			drive: func(h *harness) {
+				h.createPod(testPod(h.newRS, "a", crashLoopStatus(2)))
+			},
+			verdict: VerdictCrashLoop,
+			check: func(t *testing.T, h *harness, d *Diagnosis) {
+				assert.Empty(t, d.LogTail)
+				assert.Contains(t, d.LogNote, "the cluster did not serve the log of container vllm in pod chat-new-a")
+				assert.Len(t, h.logs, 2, "previous, then current")
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startHarness(t, tc.opts)
+			tc.drive(h)
+			res, err := h.result()
+			d := requireFailure(t, res, err, tc.verdict)
+			t.Logf("diagnosis: %s", d.Summary())
+			last := h.eventsCopy()[len(h.eventsCopy())-1]
+			require.NotNil(t, last.Rollout)
+			assert.Equal(t, tc.verdict, last.Rollout.Verdict, "the last event carries the verdict")
+			assert.Equal(t, StatusFailed, last.Status)
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			tc.check(t, h, d)
+		})
+	}
+}
+
+func TestRolloutWatcherSucceeds(t *testing.T) {
+	h := startHarness(t, harnessOptions{})
+	h.createPod(testPod(h.newRS, "a", running("vllm", 0)))
+	h.progressed()
+	h.updateDeployment(rolledOut)
+	res, err := h.result()
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeCurrent, res.Outcome)
+	assert.Nil(t, res.Diagnosis)
+	assert.Equal(t, []ObjectStatus{{Object: ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "chat"},
+		Status: StatusCurrent, Message: "successfully rolled out"}}, res.Objects)
+
+	events := h.eventsCopy()
+	first := events[0]
+	require.NotNil(t, first.Rollout)
+	last := events[len(events)-1]
+	assert.Equal(t, StatusCurrent, last.Status)
+	assert.Equal(t, &RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-new", PodTemplateHash: "new", Revision: "2",
+		OldReplicaSets: []string{"chat-old"}, Desired: 2, Updated: 2, Ready: 2, Available: 2, Verdict: VerdictRolledOut}, last.Rollout)
+	for _, e := range events {
+		assert.False(t, e.Time.IsZero())
+		assert.NotEqual(t, StatusFailed, e.Status)
+	}
+}
+
+// TestRolloutWatcherOldReplicaSetFailures: old pods crash-looping are
+// reported, and the rollout succeeds.
+func TestRolloutWatcherOldReplicaSetFailures(t *testing.T) {
+	old := testPod(testReplicaSet(testDeployment(""), "old", "vllm/vllm-openai:v0.9.0-crash", 2), "z", crashLoopStatus(7))
+	h := startHarness(t, harnessOptions{objects: []runtime.Object{old}})
+	h.createPod(testPod(h.newRS, "a", running("vllm", 0)))
+	h.progressed()
+	old.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(8)}
+	h.updatePod(old)
+	h.createEvent(testEvent("ev-old", "Pod", old.Name, old.UID, "Warning", "BackOff", "Back-off restarting failed container", t0))
+	h.await("the old pod's BackOff", h.warned("pod chat-old-z (old ReplicaSet chat-old): Warning BackOff: Back-off restarting failed container"))
+	assert.True(t, h.running())
+	h.updateDeployment(rolledOut)
+	res, err := h.result()
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeCurrent, res.Outcome)
+}
+
+func TestRolloutWatcherTimeout(t *testing.T) {
+	h := startHarness(t, harnessOptions{wait: Options{Timeout: 30 * time.Second}})
+	p := testPod(h.newRS, "a", running("vllm", 0))
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"}}
+	h.createPod(p)
+	h.progressed()
+	require.Eventually(t, func() bool { return h.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
+	h.clock.Step(31 * time.Second)
+	res, err := h.result()
+	require.Error(t, err)
+	require.ErrorIs(t, err, ErrTimeout)
+	require.NotErrorIs(t, err, ErrFailed)
+	var nre *NotReadyError
+	require.ErrorAs(t, err, &nre)
+	assert.Equal(t, 30*time.Second, nre.Timeout)
+	assert.Equal(t, OutcomeTimeout, res.Outcome)
+	assert.Equal(t, 31*time.Second, res.Elapsed, "measured by the clock")
+	require.NotNil(t, res.Diagnosis)
+	d := res.Diagnosis
+	assert.Equal(t, VerdictTimeout, d.Verdict)
+	assert.Equal(t, "Timeout", d.Reason)
+	assert.Equal(t, "chat-new-a", d.Pod)
+	assert.Contains(t, d.Message, "waiting for rollout to finish: 1 out of 2 new replicas have been updated")
+	assert.Contains(t, d.Message, "container vllm is running but not ready")
+	assert.Contains(t, strings.Join(d.Hints, "\n"), "readiness probe")
+	assert.Contains(t, err.Error(), "rollout of deployment/chat timed out after 30s: ")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Len(t, h.logs, 1)
+	assert.False(t, h.logs[0].Previous, "a container that never crashed: its current log")
+}
+
+func TestRolloutWatcherCanceled(t *testing.T) {
+	h := startHarness(t, harnessOptions{})
+	h.progressed()
+	h.cancel()
+	res, err := h.result()
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, OutcomeCanceled, res.Outcome)
+	assert.Nil(t, res.Diagnosis)
+}
+
+// stubWaiter plays a result for the objects other than Deployments.
+type stubWaiter struct {
+	status  Status
+	outcome Outcome
+	delay   chan struct{}
+	got     []*unstructured.Unstructured
+}
+
+func (s *stubWaiter) Wait(ctx context.Context, objs []*unstructured.Unstructured, opts Options) (Result, error) {
+	defer close(opts.Events)
+	s.got = objs
+	if s.delay != nil {
+		select {
+		case <-s.delay:
+		case <-ctx.Done():
+			return Result{Outcome: OutcomeCanceled}, ctx.Err()
+		}
+	}
+	ref := ObjectRef{Version: "v1", Kind: "Service", Namespace: opts.Namespace, Name: "chat"}
+	st := ObjectStatus{Object: ref, Status: s.status, Message: "msg"}
+	select {
+	case opts.Events <- Event{Time: t0, Object: ref, Status: s.status, Message: "msg"}:
+	case <-ctx.Done():
+	}
+	res := Result{Outcome: s.outcome, Objects: []ObjectStatus{st}}
+	if s.outcome == OutcomeFailed {
+		return res, &NotReadyError{Outcome: OutcomeFailed, Objects: res.Objects}
+	}
+	return res, nil
+}
+
+func TestRolloutWatcherOtherObjects(t *testing.T) {
+	svc := obj("v1", "Service", "", "chat")
+	t.Run("success needs the others Current too", func(t *testing.T) {
+		sw := &stubWaiter{status: StatusCurrent, outcome: OutcomeCurrent, delay: make(chan struct{})}
+		h := startHarness(t, harnessOptions{others: sw, extra: []*unstructured.Unstructured{svc}})
+		h.updateDeployment(rolledOut)
+		h.await("rolled out", func(e Event) bool { return e.Rollout != nil && e.Rollout.Verdict == VerdictRolledOut })
+		time.Sleep(20 * time.Millisecond)
+		assert.True(t, h.running(), "the Service is not Current yet")
+		close(sw.delay)
+		res, err := h.result()
+		require.NoError(t, err)
+		assert.Equal(t, OutcomeCurrent, res.Outcome)
+		require.Len(t, res.Objects, 2)
+		assert.Equal(t, StatusCurrent, res.Objects[1].Status)
+		assert.Equal(t, ns, res.Objects[1].Object.Namespace)
+		assert.Equal(t, []*unstructured.Unstructured{svc}, sw.got)
+	})
+	t.Run("another object failing fails the wait", func(t *testing.T) {
+		sw := &stubWaiter{status: StatusFailed, outcome: OutcomeFailed}
+		h := startHarness(t, harnessOptions{others: sw, extra: []*unstructured.Unstructured{svc}})
+		res, err := h.result()
+		require.ErrorIs(t, err, ErrFailed)
+		assert.Equal(t, OutcomeFailed, res.Outcome)
+		require.NotNil(t, res.Diagnosis)
+		assert.Equal(t, VerdictObjectFailed, res.Diagnosis.Verdict)
+		assert.Equal(t, "service/chat", res.Diagnosis.Object)
+		assert.Equal(t, "msg", res.Diagnosis.Message)
+	})
+	t.Run("no waiter for others", func(t *testing.T) {
+		h := startHarness(t, harnessOptions{extra: []*unstructured.Unstructured{svc}})
+		res, err := h.result()
+		require.Error(t, err)
+		assert.Equal(t, OutcomeError, res.Outcome)
+		assert.Contains(t, err.Error(), "v1 Service chat")
+	})
+}
+
+// TestRolloutWatcherNewReplicaSetChanges: the pods watched follow the new
+// ReplicaSet when the template changes during the wait.
+func TestRolloutWatcherNewReplicaSetChanges(t *testing.T) {
+	h := startHarness(t, harnessOptions{})
+	h.progressed()
+	// A third template: its ReplicaSet appears, the Deployment observes it.
+	next := testReplicaSet(h.d, "next", "vllm/vllm-openai:v0.9.2", 1)
+	next.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute))
+	_, err := h.client.AppsV1().ReplicaSets(ns).Create(context.Background(), next, metav1.CreateOptions{})
+	require.NoError(t, err)
+	h.updateDeployment(func(d *appsv1.Deployment) {
+		d.Generation = 3
+		d.Status.ObservedGeneration = 3
+		d.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.9.2"
+	})
+	h.await("the next ReplicaSet", func(e Event) bool { return e.Rollout != nil && e.Rollout.NewReplicaSet == "chat-next" })
+	// A crash in the previous new ReplicaSet is an old one's now.
+	h.createPod(testPod(h.newRS, "a", crashLoopStatus(3)))
+	h.createPod(testPod(next, "b", crashLoopStatus(2)))
+	res, err := h.result()
+	d := requireFailure(t, res, err, VerdictCrashLoop)
+	assert.Equal(t, "chat-next-b", d.Pod)
+}
+
+// TestRolloutWatcherSurvivesWatchFailures: a watch ending with 410 Gone
+// makes the watcher re-list, a dropped watch is re-established, and the
+// rollout is still followed to its end.
+func TestRolloutWatcherSurvivesWatchFailures(t *testing.T) {
+	var lists, watches atomic.Int32
+	gone, dropped := watch.NewRaceFreeFake(), watch.NewRaceFreeFake()
+	h := startHarness(t, harnessOptions{setup: func(c *fake.Clientset) {
+		c.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+			lists.Add(1)
+			return false, nil, nil
+		})
+		c.PrependWatchReactor("deployments", func(k8stesting.Action) (bool, watch.Interface, error) {
+			switch watches.Add(1) {
+			case 1:
+				return true, gone, nil
+			case 2:
+				return true, dropped, nil
+			}
+			return false, nil, nil
+		})
+	}})
+	h.progressed()
+	require.Eventually(t, func() bool { return watches.Load() == 1 }, 5*time.Second, time.Millisecond)
+	gone.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
+	require.Eventually(t, func() bool { return watches.Load() == 2 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, int32(2), lists.Load(), "410 Gone: listed again")
+	dropped.Stop()
+	require.Eventually(t, func() bool { return watches.Load() == 3 }, 10*time.Second, time.Millisecond)
+	h.updateDeployment(rolledOut)
+	res, err := h.result()
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeCurrent, res.Outcome)
+}
+
+// TestRolloutWatcherForbidden: a refused watch ends the wait with an error
+// naming what could not be watched.
+func TestRolloutWatcherForbidden(t *testing.T) {
+	h := startHarness(t, harnessOptions{setup: func(c *fake.Clientset) {
+		c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("RBAC: access denied"))
+		})
+	}})
+	res, err := h.result()
+	require.Error(t, err)
+	assert.Equal(t, OutcomeError, res.Outcome)
+	assert.True(t, apierrors.IsForbidden(err), "got %v", err)
+	assert.Contains(t, err.Error(), "watch the pods of apps/v1 Deployment llm/chat")
+}

@@ -1,0 +1,480 @@
+package wait
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// Verdict is what a [RolloutWatcher] concluded, or concludes so far, about
+// a rollout.
+type Verdict string
+
+// The verdicts. Every one but VerdictProgressing and VerdictRolledOut is a
+// failure and ends the wait.
+const (
+	// VerdictProgressing: no conclusion yet.
+	VerdictProgressing Verdict = "Progressing"
+	// VerdictRolledOut: the Deployment rolled out, by kubectl rollout
+	// status' rules.
+	VerdictRolledOut Verdict = "RolledOut"
+	// VerdictCrashLoop: a container of a new pod is in CrashLoopBackOff and
+	// has restarted at least RolloutOptions.MaxRestarts times.
+	VerdictCrashLoop Verdict = "CrashLoopBackOff"
+	// VerdictOOMKilled: a container of a new pod was OOMKilled.
+	VerdictOOMKilled Verdict = "OOMKilled"
+	// VerdictImagePull: a new pod's image cannot be pulled (ErrImagePull,
+	// ImagePullBackOff or InvalidImageName, seen repeatedly).
+	VerdictImagePull Verdict = "ImagePullError"
+	// VerdictContainerError: the kubelet could not create or start a
+	// container (CreateContainerConfigError, CreateContainerError,
+	// RunContainerError).
+	VerdictContainerError Verdict = "ContainerError"
+	// VerdictUnschedulable: a new pod stayed unschedulable longer than
+	// RolloutOptions.UnschedulableTimeout.
+	VerdictUnschedulable Verdict = "Unschedulable"
+	// VerdictProgressDeadlineExceeded: the Deployment's Progressing
+	// condition says ProgressDeadlineExceeded.
+	VerdictProgressDeadlineExceeded Verdict = "ProgressDeadlineExceeded"
+	// VerdictFailedCreate: the new ReplicaSet cannot create pods (e.g.
+	// exceeded quota).
+	VerdictFailedCreate Verdict = "FailedCreate"
+	// VerdictTimeout: the wait timed out before the rollout finished.
+	VerdictTimeout Verdict = "Timeout"
+	// VerdictObjectFailed: an object other than a Deployment became Failed
+	// (kstatus).
+	VerdictObjectFailed Verdict = "ObjectFailed"
+)
+
+// Failed reports whether v is a failure verdict.
+func (v Verdict) Failed() bool {
+	return v != "" && v != VerdictProgressing && v != VerdictRolledOut
+}
+
+// Defaults of [RolloutOptions].
+const (
+	DefaultMaxRestarts           int32 = 2
+	DefaultMaxOOMKills                 = 1
+	DefaultImagePullObservations       = 2
+	DefaultUnschedulableTimeout        = 60 * time.Second
+	DefaultLogTailLines          int64 = 20
+	DefaultMaxEvents                   = 10
+)
+
+// RolloutOptions tune the failure verdicts of a [RolloutWatcher]. Zero
+// fields take the defaults.
+type RolloutOptions struct {
+	// MaxRestarts: a container of a new pod in CrashLoopBackOff with at
+	// least this many restarts fails the rollout (default 2).
+	MaxRestarts int32
+	// MaxOOMKills: this many distinct OOMKilled terminations of one
+	// container of a new pod (in state or lastState) fail the rollout
+	// (default 1).
+	MaxOOMKills int
+	// ImagePullObservations: a container of a new pod seen waiting with
+	// ErrImagePull, ImagePullBackOff or InvalidImageName in this many
+	// consecutive observations of the pod fails the rollout (default 2).
+	ImagePullObservations int
+	// UnschedulableTimeout: a new pod unschedulable (PodScheduled=False,
+	// reason Unschedulable) for this long, measured from when the watcher
+	// first saw it so, fails the rollout (default 60s).
+	UnschedulableTimeout time.Duration
+	// LogTailLines is how many lines of the previous container instance's
+	// log a diagnosis holds (default 20).
+	LogTailLines int64
+	// MaxEvents is how many of the pod's most recent events a diagnosis
+	// holds (default 10).
+	MaxEvents int
+	// Clock measures durations (the unschedulable timer, the timeout) and
+	// stamps events; default the wall clock.
+	Clock clock.WithTicker
+}
+
+func (o RolloutOptions) withDefaults() RolloutOptions {
+	if o.MaxRestarts <= 0 {
+		o.MaxRestarts = DefaultMaxRestarts
+	}
+	if o.MaxOOMKills <= 0 {
+		o.MaxOOMKills = DefaultMaxOOMKills
+	}
+	if o.ImagePullObservations <= 0 {
+		o.ImagePullObservations = DefaultImagePullObservations
+	}
+	if o.UnschedulableTimeout <= 0 {
+		o.UnschedulableTimeout = DefaultUnschedulableTimeout
+	}
+	if o.LogTailLines <= 0 {
+		o.LogTailLines = DefaultLogTailLines
+	}
+	if o.MaxEvents <= 0 {
+		o.MaxEvents = DefaultMaxEvents
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return o
+}
+
+// Container waiting reasons the verdicts look at.
+const (
+	reasonCrashLoopBackOff     = "CrashLoopBackOff"
+	reasonOOMKilled            = "OOMKilled"
+	reasonErrImagePull         = "ErrImagePull"
+	reasonImagePullBackOff     = "ImagePullBackOff"
+	reasonInvalidImageName     = "InvalidImageName"
+	reasonCreateContainerCfg   = "CreateContainerConfigError"
+	reasonCreateContainer      = "CreateContainerError"
+	reasonRunContainer         = "RunContainerError"
+	reasonProgressDeadline     = "ProgressDeadlineExceeded"
+	reasonFailedCreate         = "FailedCreate"
+	reasonUnschedulable        = corev1.PodReasonUnschedulable
+	reasonTimeout              = "Timeout"
+	reasonObjectFailed         = "Failed"
+	reasonContainersNotReady   = "ContainersNotReady"
+	podTemplateHashLabel       = appsv1.DefaultDeploymentUniqueLabelKey
+	deploymentRevisionAnnotKey = "deployment.kubernetes.io/revision"
+)
+
+func isImagePullReason(r string) bool {
+	return r == reasonErrImagePull || r == reasonImagePullBackOff || r == reasonInvalidImageName
+}
+
+func isContainerErrorReason(r string) bool {
+	return r == reasonCreateContainerCfg || r == reasonCreateContainer || r == reasonRunContainer
+}
+
+// rolloutStatus applies kubectl rollout status' rules
+// (k8s.io/kubectl/pkg/polymorphichelpers DeploymentStatusViewer) to d: done
+// when rolled out, failed when the progress deadline passed, and a message
+// either way.
+func rolloutStatus(d *appsv1.Deployment) (done, failed bool, msg string) {
+	if d.Generation > d.Status.ObservedGeneration {
+		return false, false, "waiting for the deployment spec update to be observed"
+	}
+	if c := deploymentCondition(d, appsv1.DeploymentProgressing); c != nil && c.Reason == reasonProgressDeadline {
+		m := fmt.Sprintf("deployment %q exceeded its progress deadline", d.Name)
+		if c.Message != "" {
+			m += ": " + c.Message
+		}
+		return false, true, m
+	}
+	if d.Spec.Replicas != nil && d.Status.UpdatedReplicas < *d.Spec.Replicas {
+		return false, false, fmt.Sprintf("%d out of %d new replicas have been updated", d.Status.UpdatedReplicas, *d.Spec.Replicas)
+	}
+	if d.Status.Replicas > d.Status.UpdatedReplicas {
+		return false, false, fmt.Sprintf("%d old replicas are pending termination", d.Status.Replicas-d.Status.UpdatedReplicas)
+	}
+	if d.Status.AvailableReplicas < d.Status.UpdatedReplicas {
+		return false, false, fmt.Sprintf("%d of %d updated replicas are available", d.Status.AvailableReplicas, d.Status.UpdatedReplicas)
+	}
+	return true, false, "successfully rolled out"
+}
+
+func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
+	for i := range d.Status.Conditions {
+		if d.Status.Conditions[i].Type == t {
+			return &d.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// controlledBy reports whether uid is the controller among refs.
+func controlledBy(refs []metav1.OwnerReference, uid types.UID) bool {
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller && r.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// equalIgnoreHash compares two pod templates ignoring the pod-template-hash
+// label, as the Deployment controller does to find its new ReplicaSet.
+func equalIgnoreHash(a, b *corev1.PodTemplateSpec) bool {
+	a, b = a.DeepCopy(), b.DeepCopy()
+	delete(a.Labels, podTemplateHashLabel)
+	delete(b.Labels, podTemplateHashLabel)
+	return apiequality.Semantic.DeepEqual(a, b)
+}
+
+// splitReplicaSets returns, among rss, the ReplicaSet d controls that
+// carries d's pod template (the oldest if several do, as the controller
+// picks), and the other ReplicaSets d controls that still have pods, by
+// name. newRS is nil when the controller has not created it yet.
+func splitReplicaSets(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) (newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) {
+	var owned []*appsv1.ReplicaSet
+	for _, rs := range rss {
+		if controlledBy(rs.OwnerReferences, d.UID) {
+			owned = append(owned, rs)
+		}
+	}
+	sort.Slice(owned, func(i, j int) bool {
+		ti, tj := owned[i].CreationTimestamp, owned[j].CreationTimestamp
+		if ti.Equal(&tj) {
+			return owned[i].Name < owned[j].Name
+		}
+		return ti.Before(&tj)
+	})
+	for _, rs := range owned {
+		if newRS == nil && equalIgnoreHash(&rs.Spec.Template, &d.Spec.Template) {
+			newRS = rs
+			continue
+		}
+		if (rs.Spec.Replicas != nil && *rs.Spec.Replicas > 0) || rs.Status.Replicas > 0 {
+			old = append(old, rs)
+		}
+	}
+	sort.Slice(old, func(i, j int) bool { return old[i].Name < old[j].Name })
+	return newRS, old
+}
+
+// podFinding is a problem seen on one pod of a new ReplicaSet: a failure
+// verdict, or (Verdict Progressing) a suspicion that does not fail the
+// rollout yet.
+type podFinding struct {
+	Verdict      Verdict
+	Reason       string
+	Pod          *corev1.Pod
+	Container    string
+	ExitCode     int32
+	RestartCount int32
+	Message      string
+	// restarted: the container has a previous instance whose logs may say
+	// why it ended.
+	restarted bool
+	// ran: the container ran at some point (so it may have logs).
+	ran bool
+	// crashed: the container ended badly, so the log of its previous
+	// instance (kubectl logs --previous) is the one to read.
+	crashed bool
+}
+
+// podMemory is what the verdicts remember about one pod across
+// observations.
+type podMemory struct {
+	// seen is the observation count of the pod last judged.
+	seen int
+	// pullStreak counts, per container, consecutive observations waiting
+	// on an image pull error.
+	pullStreak map[string]int
+	// ooms holds, per container, the distinct OOMKilled terminations seen.
+	ooms map[string]map[string]bool
+	// unschedulableSince is when the pod was first seen unschedulable (zero
+	// when it is not).
+	unschedulableSince time.Time
+}
+
+// podJudge applies the pod verdicts of RolloutOptions to the pods of one
+// new ReplicaSet, remembering what needs more than one observation.
+type podJudge struct {
+	opts RolloutOptions
+	mem  map[types.UID]*podMemory
+}
+
+func newPodJudge(opts RolloutOptions) *podJudge {
+	return &podJudge{opts: opts, mem: map[types.UID]*podMemory{}}
+}
+
+func (j *podJudge) memory(uid types.UID) *podMemory {
+	m, ok := j.mem[uid]
+	if !ok {
+		m = &podMemory{pullStreak: map[string]int{}, ooms: map[string]map[string]bool{}}
+		j.mem[uid] = m
+	}
+	return m
+}
+
+// forget drops the memory of pods not in keep.
+func (j *podJudge) forget(keep map[types.UID]bool) {
+	for uid := range j.mem {
+		if !keep[uid] {
+			delete(j.mem, uid)
+		}
+	}
+}
+
+// judge evaluates pod at now. obs counts the versions of the pod observed
+// so far (the informer's deliveries): a count not seen before is a new
+// observation; 0 makes every call one. It returns the failure found (nil
+// if none), the suspicions that do not fail the rollout yet, and when the
+// pod must be judged again even without news (zero: no need).
+func (j *podJudge) judge(pod *corev1.Pod, obs int, now time.Time) (fail *podFinding, suspects []podFinding, recheck time.Time) {
+	m := j.memory(pod.UID)
+	fresh := obs == 0 || obs != m.seen
+	m.seen = obs
+
+	statuses := make([]corev1.ContainerStatus, 0, len(pod.Status.InitContainerStatuses)+len(pod.Status.ContainerStatuses))
+	statuses = append(statuses, pod.Status.InitContainerStatuses...)
+	statuses = append(statuses, pod.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		f := j.judgeContainer(pod, cs, m, fresh)
+		if f == nil {
+			continue
+		}
+		if f.Verdict.Failed() {
+			if fail == nil {
+				fail = f
+			}
+			continue
+		}
+		suspects = append(suspects, *f)
+	}
+	if fail != nil {
+		return fail, suspects, time.Time{}
+	}
+
+	if c := podCondition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == reasonUnschedulable {
+		if m.unschedulableSince.IsZero() {
+			m.unschedulableSince = now
+		}
+		f := podFinding{Verdict: VerdictProgressing, Reason: reasonUnschedulable, Pod: pod, Message: c.Message}
+		deadline := m.unschedulableSince.Add(j.opts.UnschedulableTimeout)
+		if !now.Before(deadline) {
+			f.Verdict = VerdictUnschedulable
+			f.Message = fmt.Sprintf("unschedulable for %s: %s", now.Sub(m.unschedulableSince).Round(time.Second), c.Message)
+			return &f, suspects, time.Time{}
+		}
+		return nil, append(suspects, f), deadline
+	}
+	m.unschedulableSince = time.Time{}
+	return nil, suspects, time.Time{}
+}
+
+// judgeContainer evaluates one container status of pod.
+func (j *podJudge) judgeContainer(pod *corev1.Pod, cs corev1.ContainerStatus, m *podMemory, fresh bool) *podFinding {
+	f := &podFinding{Verdict: VerdictProgressing, Pod: pod, Container: cs.Name, RestartCount: cs.RestartCount}
+	last := cs.LastTerminationState.Terminated
+	f.restarted = last != nil || cs.RestartCount > 0
+	f.ran = f.restarted || cs.State.Running != nil || cs.State.Terminated != nil
+	f.crashed = last != nil || cs.State.Terminated != nil
+	waiting := ""
+	if cs.State.Waiting != nil {
+		waiting = cs.State.Waiting.Reason
+	}
+
+	// Image pulls: only consecutive observations count.
+	if isImagePullReason(waiting) {
+		if fresh {
+			m.pullStreak[cs.Name]++
+		}
+		f.Reason, f.Message = waiting, cs.State.Waiting.Message
+		if m.pullStreak[cs.Name] >= j.opts.ImagePullObservations {
+			f.Verdict = VerdictImagePull
+		}
+		return f
+	}
+	if fresh {
+		m.pullStreak[cs.Name] = 0
+	}
+
+	if isContainerErrorReason(waiting) {
+		f.Verdict, f.Reason, f.Message = VerdictContainerError, waiting, cs.State.Waiting.Message
+		return f
+	}
+
+	// OOMKilled, in the current or the last state.
+	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, last} {
+		if t == nil || t.Reason != reasonOOMKilled {
+			continue
+		}
+		seen := m.ooms[cs.Name]
+		if seen == nil {
+			seen = map[string]bool{}
+			m.ooms[cs.Name] = seen
+		}
+		seen[terminationKey(t)] = true
+		f.Reason, f.ExitCode = reasonOOMKilled, t.ExitCode
+		f.Message = terminationMessage(t)
+		if len(seen) >= j.opts.MaxOOMKills {
+			f.Verdict = VerdictOOMKilled
+			return f
+		}
+	}
+	if f.Reason == reasonOOMKilled {
+		return f
+	}
+
+	if waiting == reasonCrashLoopBackOff {
+		f.Reason, f.Message = reasonCrashLoopBackOff, cs.State.Waiting.Message
+		if last != nil {
+			f.ExitCode = last.ExitCode
+			f.Message = joinNonEmpty("; ", f.Message, "last termination: "+terminationMessage(last))
+		}
+		if cs.RestartCount >= j.opts.MaxRestarts {
+			f.Verdict = VerdictCrashLoop
+		}
+		return f
+	}
+	if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+		f.Reason, f.ExitCode, f.Message = t.Reason, t.ExitCode, terminationMessage(t)
+		if f.Reason == "" {
+			f.Reason = "Error"
+		}
+		return f
+	}
+	if waiting != "" && waiting != "ContainerCreating" && waiting != "PodInitializing" {
+		f.Reason, f.Message = waiting, cs.State.Waiting.Message
+		return f
+	}
+	if cs.RestartCount > 0 && last != nil {
+		f.Reason, f.ExitCode, f.Message = "Restarted", last.ExitCode, "last termination: "+terminationMessage(last)
+		return f
+	}
+	return nil
+}
+
+// terminationKey identifies one termination of a container.
+func terminationKey(t *corev1.ContainerStateTerminated) string {
+	if t.ContainerID != "" {
+		return t.ContainerID
+	}
+	return t.FinishedAt.UTC().Format(time.RFC3339Nano) + "/" + t.StartedAt.UTC().Format(time.RFC3339Nano)
+}
+
+// terminationMessage describes a termination: "OOMKilled, exit code 137".
+func terminationMessage(t *corev1.ContainerStateTerminated) string {
+	s := fmt.Sprintf("%s, exit code %d", t.Reason, t.ExitCode)
+	if t.Reason == "" {
+		s = fmt.Sprintf("exit code %d", t.ExitCode)
+	}
+	if t.Signal != 0 {
+		s += fmt.Sprintf(", signal %d", t.Signal)
+	}
+	if m := strings.TrimSpace(t.Message); m != "" {
+		s += ": " + m
+	}
+	return s
+}
+
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == t {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func podReady(pod *corev1.Pod) bool {
+	c := podCondition(pod, corev1.PodReady)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+func joinNonEmpty(sep string, parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, sep)
+}
