@@ -52,6 +52,17 @@ type DeployOptions struct {
 	// override).
 	MaxSurge       *intstr.IntOrString
 	MaxUnavailable *intstr.IntOrString
+	// Note, when set, is appended to the revision's description (e.g. what
+	// the surge policy changed for this rollout).
+	Note string
+}
+
+// withNote appends opts.Note to a description.
+func (opts DeployOptions) withNote(desc string) string {
+	if opts.Note == "" {
+		return desc
+	}
+	return desc + "; " + opts.Note
 }
 
 // FailedRollout describes a rollout that failed, for a [FailureHandler].
@@ -233,9 +244,15 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 
 	if werr != nil {
 		if ctx.Err() != nil {
-			// Interrupted: finish the record, do not roll back.
-			f := &Failure{Reason: "Interrupted", Message: werr.Error()}
-			return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" interrupted", f, werr)
+			// Interrupted mid-rollout: the new revision never became
+			// healthy, so it is rolled back like a failed one when that is
+			// enabled (the rescue runs on its own context); otherwise the
+			// record is finished as interrupted.
+			f := &Failure{Reason: "Interrupted", Message: "the deploy was interrupted before the rollout completed: " + werr.Error()}
+			if opts.RollbackOnFailure && d.OnFailure != nil {
+				return d.rolloutFailed(ctx, rec, res, start, opts, objs, wres, werr, f, install)
+			}
+			return d.finishFailed(ctx, rec, res, start, opts.withNote(opts.verb(install)+" interrupted"), f, werr)
 		}
 		return d.rolloutFailed(ctx, rec, res, start, opts, objs, wres, werr, f, install)
 	}
@@ -245,6 +262,7 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	if install {
 		desc = "Install complete"
 	}
+	desc = opts.withNote(desc)
 	if err := MarkDeployed(ctx, d.Store, rec, clk, desc); err != nil {
 		res.sync(rec, start, clk)
 		return res, fmt.Errorf("mark release %s revision %d deployed: %w", rec.Name, rec.Revision, err)
@@ -293,7 +311,7 @@ func (d *Deployer) rolloutFailed(ctx context.Context, rec *Release, res *Result,
 	if f == nil {
 		f = waitFailure(wres, werr)
 	}
-	if d.Diagnose != nil {
+	if d.Diagnose != nil && f.Reason != "Interrupted" {
 		if df := d.Diagnose(ctx, rec, objs, wres, werr); df != nil {
 			f = df
 		}
@@ -303,6 +321,7 @@ func (d *Deployer) rolloutFailed(ctx context.Context, rec *Release, res *Result,
 	if f.Object != "" {
 		desc += " (" + f.Object + ")"
 	}
+	desc = opts.withNote(desc)
 	if opts.RollbackOnFailure && d.OnFailure != nil {
 		d.emit(rec.Name, rec.Revision, PhaseRollback, "", "started", "rollout failed: "+f.Reason)
 		rb, err := d.OnFailure(ctx, &FailedRollout{Record: rec, Failure: f, Err: werr, Options: opts})

@@ -214,6 +214,8 @@ type Result struct {
 	Applied []ApplyResult `json:"-"`
 	// Rollback is the result of the automatic rollback, if one ran.
 	Rollback *Result `json:"-"`
+	// Preflight is the capacity preflight's report, when one ran.
+	Preflight *PreflightReport `json:"preflight,omitempty"`
 }
 
 // newResult starts the result of an operation on record r.
@@ -468,7 +470,8 @@ func (e *Engine) waitObjects(ctx context.Context, rec *Release, objs []*unstruct
 func waitFailure(res wait.Result, err error) *Failure {
 	if d := res.Diagnosis; d != nil {
 		f := &Failure{Reason: d.Reason, Object: d.Object, Pod: d.Pod, Container: d.Container, ExitCode: d.ExitCode,
-			RestartCount: d.RestartCount, Message: d.Message, Events: d.Events, LogTail: d.LogTail}
+			RestartCount: d.RestartCount, Message: d.Message, Events: d.Events, LogTail: d.LogTail,
+			Verdict: string(d.Verdict), Node: d.Node, LogNote: d.LogNote, Hints: d.Hints}
 		if f.Reason == "" {
 			f.Reason = string(d.Verdict)
 		}

@@ -112,6 +112,14 @@ type Failure struct {
 	Message      string   `json:"message,omitempty"`
 	Events       []string `json:"events,omitempty"`
 	LogTail      []string `json:"logTail,omitempty"`
+
+	// Beyond the contract's fields: the watcher's verdict, the pod's node,
+	// why the log tail is empty (or where it comes from), and what to
+	// check.
+	Verdict string   `json:"verdict,omitempty"`
+	Node    string   `json:"node,omitempty"`
+	LogNote string   `json:"logNote,omitempty"`
+	Hints   []string `json:"hints,omitempty"`
 }
 
 // Release is one revision of a release: what the data key of its record

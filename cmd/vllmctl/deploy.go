@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vllmctl/vllmctl/charts"
@@ -18,9 +19,11 @@ import (
 
 // deployOptions are the inputs of `vllmctl deploy RELEASE [CHART]`.
 type deployOptions struct {
-	g        *GlobalOptions
-	render   RenderFlags
-	progress progressFlags
+	g         *GlobalOptions
+	render    RenderFlags
+	progress  progressFlags
+	verdicts  verdictFlags
+	preflight preflightFlags
 
 	output            string
 	timeout           time.Duration
@@ -34,6 +37,7 @@ type deployOptions struct {
 	historyMax        int
 	createNamespace   bool
 	forceUnlock       bool
+	rollbackTimeout   time.Duration
 
 	namespace      string
 	chart          *chart.Chart
@@ -81,6 +85,10 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	f := cmd.Flags()
 	o.render.AddFlags(f)
 	o.progress.AddFlags(f)
+	o.verdicts.AddFlags(f)
+	o.preflight.AddFlags(f)
+	f.DurationVar(&o.rollbackTimeout, "rollback-timeout", DefaultRollbackTimeout,
+		"time budget of the automatic rollback (its own, not what is left of --timeout)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout,
 		"how long to wait for the rollout; also the age after which another operation's lock is stale")
@@ -123,6 +131,15 @@ func (o *deployOptions) Validate() error {
 	if o.timeout <= 0 {
 		return newUsageError("--timeout %s: must be positive", o.timeout)
 	}
+	if o.rollbackTimeout <= 0 {
+		return newUsageError("--rollback-timeout %s: must be positive", o.rollbackTimeout)
+	}
+	if err := o.verdicts.Validate(); err != nil {
+		return err
+	}
+	if _, err := release.ParseSurgePolicy(o.preflight.policy); err != nil {
+		return err
+	}
 	if o.historyMax < 0 {
 		return newUsageError("--history-max %d: must be 0 (unlimited) or more", o.historyMax)
 	}
@@ -148,6 +165,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	start := time.Now()
 	name := o.opts.ReleaseName
 	// Input errors first: exit code 2 whatever the cluster says.
 	rendered, err := charts.RenderContext(ctx, o.chart, o.opts)
@@ -155,7 +173,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		return err
 	}
 
-	engine, err := openEngine(o.g, o.newEngine, o.namespace)
+	engine, err := openEngine(o.g, o.newEngine, o.namespace, o.verdicts.options())
 	if err != nil {
 		return err
 	}
@@ -181,14 +199,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		}
 	}
 
-	if o.diff {
-		if err := o.printDiff(ctx, engine.Objects, entries, rendered); err != nil {
-			return err
-		}
-	}
-
-	d := release.NewDeployer(engine)
-	res, err := d.Deploy(ctx, release.DeployOptions{
+	deployOpts := release.DeployOptions{
 		Name:              name,
 		Chart:             release.Chart{Name: rendered.Chart.Name, Version: rendered.Chart.Version, AppVersion: rendered.Chart.AppVersion},
 		Values:            rendered.UserValues,
@@ -203,8 +214,48 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		RollbackOnFailure: o.rollbackOnFailure && !o.noRollback,
 		MaxSurge:          o.surge,
 		MaxUnavailable:    o.unavailable,
-	})
+	}
+
+	// Preflight: can the rollout finish on the free GPUs and quotas? Runs
+	// before anything is applied or recorded; may steer the strategy.
+	objs, preflight, err := runPreflight(ctx, o.g.Streams.ErrOut, o.progress.format == string(wait.ProgressJSON),
+		engine, rendered.Objects, o.preflight, deployOpts)
+	if err != nil {
+		return err
+	}
+	if preflight != nil && preflight.Changed() {
+		deployOpts.Objects, deployOpts.Manifest, deployOpts.Note = objs, "", preflight.Description()
+	}
+
+	if o.diff {
+		if err := o.printDiff(ctx, engine.Objects, entries, deployOpts.Objects); err != nil {
+			return err
+		}
+	}
+
+	// Reconcile like a controller: nothing to change and the current
+	// revision healthy means no new revision.
+	if !o.dryRun && !o.forceUnlock {
+		applyOpts := release.ApplyOptions{Namespace: o.namespace, Release: name, Force: o.forceConflicts, CreateNamespace: o.createNamespace}
+		current, err := upToDate(ctx, engine, name, entries, deployOpts.Objects, applyOpts)
+		if err != nil {
+			return err
+		}
+		if current != nil {
+			fmt.Fprintf(o.g.Streams.ErrOut, "release %s is up to date (revision %d): nothing to change, no new revision\n", name, current.Revision)
+			return writeReleaseResult(o.g.Streams.Out, o.output, upToDateResult(current, start))
+		}
+	}
+
+	d := release.NewDeployer(engine)
+	if deployOpts.RollbackOnFailure {
+		d.OnFailure = autoRollback(engine, o.rollbackTimeout, o.historyMax, o.forceConflicts)
+	}
+	res, err := d.Deploy(ctx, deployOpts)
 	perr := printer.Close()
+	if res != nil && preflight != nil && len(preflight.Deployments) > 0 {
+		res.Preflight = preflight
+	}
 	if res != nil {
 		if werr := writeReleaseResult(o.g.Streams.Out, o.output, res); werr != nil && err == nil {
 			err = werr
@@ -218,7 +269,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 
 // printDiff prints on stderr what the deploy would change, as `vllmctl
 // diff` computes it.
-func (o *deployOptions) printDiff(ctx context.Context, objects release.ObjectClient, entries []release.Entry, rendered *charts.Rendered) error {
+func (o *deployOptions) printDiff(ctx context.Context, objects release.ObjectClient, entries []release.Entry, objs []*unstructured.Unstructured) error {
 	previous, err := previousObjects(entries)
 	if err != nil {
 		return err
@@ -230,7 +281,7 @@ func (o *deployOptions) printDiff(ctx context.Context, objects release.ObjectCli
 		CreateNamespace: o.createNamespace,
 	}
 	cluster := release.NewDiffCluster(objects, applyOpts)
-	rep, err := diff.Compute(ctx, cluster, rendered.Objects, diff.Options{
+	rep, err := diff.Compute(ctx, cluster, objs, diff.Options{
 		Release:   o.opts.ReleaseName,
 		Namespace: o.namespace,
 		Previous:  previous,

@@ -65,8 +65,10 @@ func (f *releaseFakes) run(t *testing.T, args ...string) (string, string, int) {
 	return runRecordCommand(t, f.commands()[args[0]], args...)
 }
 
-// small are the values that keep the built-in chart small.
-var small = []string{"--set", "resources.gpu=0", "--set", "shm.enabled=false"}
+// small are the values that keep the built-in chart small. The capacity
+// preflight is skipped: the fake clientset cannot do server-side dry runs
+// (the preflight is tested in release and on the local cluster).
+var small = []string{"--set", "resources.gpu=0", "--set", "shm.enabled=false", "--skip-preflight"}
 
 func deployArgs(extra ...string) []string {
 	return append(append([]string{"deploy", "chat"}, small...), extra...)
@@ -100,7 +102,7 @@ func TestDeployCommand(t *testing.T) {
 	assertGolden(t, "deploy_dryrun_table.golden", stdout)
 
 	f.waiter.Script = releasetest.FailKind("Deployment", wait.OutcomeFailed, "Progress deadline exceeded")
-	stdout, stderr, code = f.run(t, deployArgs("--set", "image.tag=crash")...)
+	stdout, stderr, code = f.run(t, deployArgs("--set", "image.tag=crash", "--no-rollback")...)
 	assert.Equal(t, 4, code)
 	assertGolden(t, "deploy_failed_table.golden", stdout)
 	assert.Contains(t, stderr, "Error: release chat revision 4: rollout failed")

@@ -22,17 +22,17 @@ type engineFactory func(namespace string) (*release.Engine, error)
 
 // openEngine returns the release engine of namespace: newEngine when set,
 // else clusterEngine.
-func openEngine(g *GlobalOptions, newEngine engineFactory, namespace string) (*release.Engine, error) {
+func openEngine(g *GlobalOptions, newEngine engineFactory, namespace string, verdicts wait.RolloutOptions) (*release.Engine, error) {
 	if newEngine != nil {
 		return newEngine(namespace)
 	}
-	return clusterEngine(g, namespace)
+	return clusterEngine(g, namespace, verdicts)
 }
 
 // clusterEngine builds the release engine on the cluster of the kubeconfig:
 // Secrets for records, server-side apply for objects, a RolloutWatcher
 // (kstatus for the objects that are not Deployments) for waits.
-func clusterEngine(g *GlobalOptions, namespace string) (*release.Engine, error) {
+func clusterEngine(g *GlobalOptions, namespace string, verdicts wait.RolloutOptions) (*release.Engine, error) {
 	cfg, err := g.ConfigFlags.ToRESTConfig()
 	if err != nil {
 		return nil, recordClusterError{fmt.Errorf("kubeconfig: %w", err)}
@@ -49,7 +49,7 @@ func clusterEngine(g *GlobalOptions, namespace string) (*release.Engine, error) 
 	return &release.Engine{
 		Store:   release.NewSecrets(client, namespace),
 		Objects: applier,
-		Waiter:  wait.NewRolloutWatcher(client, others, wait.RolloutOptions{}),
+		Waiter:  wait.NewRolloutWatcher(client, others, verdicts),
 		Client:  client,
 	}, nil
 }
@@ -196,8 +196,10 @@ func writeFailure(b *strings.Builder, f *release.Failure) {
 			fmt.Fprintf(b, "  %-10s %s\n", name+":", recordCell(value))
 		}
 	}
+	item("verdict", f.Verdict)
 	item("object", f.Object)
 	item("pod", f.Pod)
+	item("node", f.Node)
 	if f.Container != "" {
 		item("container", fmt.Sprintf("%s (exit code %d, %d restarts)", f.Container, f.ExitCode, f.RestartCount))
 	}
@@ -213,6 +215,8 @@ func writeFailure(b *strings.Builder, f *release.Failure) {
 	}
 	list("events", f.Events)
 	list("log tail", f.LogTail)
+	item("logs", f.LogNote)
+	list("hints", f.Hints)
 }
 
 // formatSeconds formats a duration in seconds, to a tenth of a second.

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // rollbackOptions are the inputs of `vllmctl rollback RELEASE`.
@@ -107,7 +108,7 @@ func (o *rollbackOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	engine, err := openEngine(o.g, o.newEngine, o.namespace)
+	engine, err := openEngine(o.g, o.newEngine, o.namespace, wait.RolloutOptions{})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // uninstallOptions are the inputs of `vllmctl uninstall RELEASE`.
@@ -91,7 +92,7 @@ func (o *uninstallOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	engine, err := openEngine(o.g, o.newEngine, o.namespace)
+	engine, err := openEngine(o.g, o.newEngine, o.namespace, wait.RolloutOptions{})
 	if err != nil {
 		return err
 	}

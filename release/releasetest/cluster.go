@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,8 +64,29 @@ type Cluster struct {
 var _ release.ObjectClient = (*Cluster)(nil)
 
 // NewCluster returns an empty fake cluster.
+//
+// Its clientset starts with one Ready node of 8 nvidia.com/gpu, 64 cpu,
+// 512Gi memory and 110 pods, so capacity preflights see room.
 func NewCluster() *Cluster {
-	return &Cluster{Client: fake.NewClientset(), objects: map[objectKey]*unstructured.Unstructured{}}
+	return &Cluster{Client: fake.NewClientset(fakeGPUNode()), objects: map[objectKey]*unstructured.Unstructured{}}
+}
+
+// fakeGPUNode is the node NewCluster starts with.
+func fakeGPUNode() *corev1.Node {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("64"),
+		corev1.ResourceMemory: resource.MustParse("512Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+		"nvidia.com/gpu":      resource.MustParse("8"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1", Labels: map[string]string{"kubernetes.io/hostname": "gpu-node-1"}},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity,
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		},
+	}
 }
 
 // Engine returns a release engine on c with store, waiter and clock.
