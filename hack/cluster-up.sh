@@ -19,7 +19,9 @@ ready() {
 }
 
 # Serialise concurrent `make cluster` runs: kwokctl picks its ports at
-# random and two creations at the same moment can pick the same ones.
+# random and two creations at the same moment can pick the same ones. The
+# lock's descriptor is closed for kwokctl, so the cluster's long-running
+# processes do not inherit (and hold) the lock.
 exec 9>"$state/lock"
 flock 9
 
@@ -64,7 +66,7 @@ LOGS
     --kube-scheduler-binary "$bindir/kube-scheduler" \
     --kwok-controller-binary "$bindir/kwok" \
     --kubeconfig "$kubeconfig" \
-    --wait 60s >"$state/create.log" 2>&1 || { cat "$state/create.log" >&2; exit 1; }
+    --wait 60s >"$state/create.log" 2>&1 9>&- || { cat "$state/create.log" >&2; exit 1; }
 
   # kwokctl may exit 0 after a failed readiness wait: check ourselves.
   for _ in $(seq 1 60); do ready && break; sleep 1; done
