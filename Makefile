@@ -39,5 +39,15 @@ cluster-down:
 helm:
 	@hack/install-helm.sh >/dev/null
 
+## demo: local cluster, a good deploy, a crashing upgrade caught and rolled back (hack/demo.sh)
+demo:
+	hack/demo.sh
+
+## bench: rollback latency and API requests per deploy on the local cluster (e2e/bench_test.go)
+BENCH = VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -tags e2e -count=1 -run '^$$' -timeout 30m
+bench: cluster
+	$(BENCH) -bench '^BenchmarkFailureToRollback$$' -benchtime 5x ./e2e/
+	$(BENCH) -bench '^BenchmarkDeployRequests$$' -benchtime 1x ./e2e/
+
 clean:
 	rm -rf bin

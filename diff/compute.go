@@ -21,6 +21,11 @@ type DryRunResult struct {
 	// because its namespace does not exist yet (the deploy would create
 	// it): the object would be created.
 	Unvalidated bool
+	// Conflicts are the fields other field managers own that the apply
+	// would change: the deploy is refused unless --force-conflicts is
+	// given. Object is then the outcome of a forced apply, so the report
+	// still shows the drift.
+	Conflicts []FieldConflict
 }
 
 // DryRunFunc applies objs with dryRun=All along the path a real deploy
@@ -67,6 +72,8 @@ type entry struct {
 	// before and after are the live object and the object the deploy
 	// would leave, noise stripped; nil for a create / a prune.
 	before, after map[string]any
+	// conflicts are the fields other field managers own (a change only).
+	conflicts []FieldConflict
 }
 
 // key is an object's identity: group, kind, namespace and name.
@@ -142,10 +149,10 @@ func compute(ctx context.Context, c Cluster, objs []*unstructured.Unstructured, 
 			continue
 		}
 		before := StripNoise(live)
-		if reflect.DeepEqual(before, after) {
+		if reflect.DeepEqual(before, after) && len(r.Conflicts) == 0 {
 			continue
 		}
-		entries = append(entries, entry{ref: ref, action: ActionChange, before: before, after: after})
+		entries = append(entries, entry{ref: ref, action: ActionChange, before: before, after: after, conflicts: r.Conflicts})
 	}
 	sortEntries(entries)
 
@@ -161,7 +168,7 @@ func compute(ctx context.Context, c Cluster, objs []*unstructured.Unstructured, 
 func build(entries []entry) (*Report, error) {
 	rep := &Report{Objects: []ObjectDiff{}}
 	for _, e := range entries {
-		od := ObjectDiff{Ref: e.ref, Object: e.ref.String(), Action: e.action}
+		od := ObjectDiff{Ref: e.ref, Object: e.ref.String(), Action: e.action, Conflicts: e.conflicts}
 		if e.action == ActionChange {
 			ro, err := rolloutOf(e.before, e.after)
 			if err != nil {
@@ -186,8 +193,11 @@ func build(entries []entry) (*Report, error) {
 			to = labelNone
 		}
 		od.Diff = unmask(Unified(a, b, from, to, contextLines))
-		if od.Diff == "" {
+		if od.Diff == "" && len(od.Conflicts) == 0 {
 			continue // equal once rendered (e.g. 1 and 1.0)
+		}
+		if len(od.Conflicts) > 0 {
+			rep.Summary.Conflicts++
 		}
 		switch e.action {
 		case ActionChange:

@@ -96,6 +96,7 @@ func TestRenderersGolden(t *testing.T) {
 			sc := newScenario(t)
 			return computeScenario(t, scenario{rendered: sc.rendered})
 		}},
+		{"conflict", func(t *testing.T) *Report { return computeConflict(t) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -320,4 +321,74 @@ func TestJSONDocumentShape(t *testing.T) {
 	}
 	assert.Equal(t, "prune", doc.Objects[4]["action"])
 	assert.Contains(t, doc.Objects[3], "rollout")
+}
+
+// conflictDryRun is mergeDryRun over live that reports conflicts for the
+// objects named in conflicts, as release.NewDiffCluster does for a dry run
+// it had to repeat with force.
+func conflictDryRun(live []*unstructured.Unstructured, conflicts map[string][]FieldConflict) DryRunFunc {
+	dry := mergeDryRun(live, "ns1")
+	return func(ctx context.Context, objs []*unstructured.Unstructured) ([]DryRunResult, error) {
+		out, err := dry(ctx, objs)
+		for i := range out {
+			out[i].Conflicts = conflicts[out[i].Object.GetName()]
+		}
+		return out, err
+	}
+}
+
+// computeConflict: the Deployment was scaled to 3 and its image set by
+// hand (other field managers); the chart says 2 replicas and the image
+// v0.11.0 as deployed.
+func computeConflict(t *testing.T) *Report {
+	t.Helper()
+	live := obj(t, deploymentYAML("vllm/vllm-openai:v0.11.0-debug", 3, true))
+	rendered := obj(t, deploymentYAML("vllm/vllm-openai:v0.11.0", 2, false))
+	c := fakeCluster(t, []*unstructured.Unstructured{live}, conflictDryRun([]*unstructured.Unstructured{live}, map[string][]FieldConflict{
+		"web": {
+			{Field: ".spec.replicas", Manager: "kubectl-scale", Subresource: "scale"},
+			{Field: `.spec.template.spec.containers[name="server"].image`, Manager: "kubectl-set"},
+		},
+	}))
+	rep, err := Compute(context.Background(), c, []*unstructured.Unstructured{rendered}, Options{Release: "web", Namespace: "ns1"})
+	require.NoError(t, err)
+	return rep
+}
+
+func TestConflictsShowTheDriftAndCount(t *testing.T) {
+	rep := computeConflict(t)
+	require.Len(t, rep.Objects, 1)
+	o := rep.Objects[0]
+	assert.Equal(t, ActionChange, o.Action)
+	assert.Equal(t, Summary{Change: 1, Conflicts: 1}, rep.Summary)
+	assert.False(t, rep.Empty(), "a conflict is a change")
+	assert.Contains(t, o.Diff, "-  replicas: 3\n+  replicas: 2\n")
+	assert.Contains(t, o.Diff, "-        image: vllm/vllm-openai:v0.11.0-debug\n+        image: vllm/vllm-openai:v0.11.0\n")
+	assert.Equal(t, `conflict: .spec.replicas owned by "kubectl-scale"; .spec.template.spec.containers[name="server"].image owned by "kubectl-set"; deploy needs --force-conflicts`, o.Note())
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteText(&b, false))
+	assert.True(t, strings.HasPrefix(b.String(), "~ apps/v1 Deployment ns1/web ("+o.Note()+")\n"), b.String())
+	assert.True(t, strings.HasSuffix(b.String(), "\n1 to change, 0 to create, 0 to prune, 1 with field-manager conflicts (deploy needs --force-conflicts)\n"), b.String())
+}
+
+func TestConflictWithoutVisibleDriftStillCounts(t *testing.T) {
+	// The other manager owns the field with the value the chart sets now
+	// (say it was changed back by hand): the diff is empty, but a deploy
+	// without --force-conflicts would still be refused.
+	sc := newScenario(t)
+	cm := sc.live[1]
+	c := fakeCluster(t, sc.live, conflictDryRun(sc.live, map[string][]FieldConflict{
+		"web-config": {{Field: ".data.model", Manager: "kubectl-edit"}, {Field: ".data.port", Manager: "kubectl-edit"}},
+	}))
+	rep, err := Compute(context.Background(), c, []*unstructured.Unstructured{cm}, Options{Release: "web", Namespace: "ns1"})
+	require.NoError(t, err)
+	require.Len(t, rep.Objects, 1)
+	assert.Empty(t, rep.Objects[0].Diff)
+	assert.Equal(t, `conflict: .data.model, .data.port owned by "kubectl-edit"; deploy needs --force-conflicts`, rep.Objects[0].Note())
+	assert.Equal(t, Summary{Change: 1, Conflicts: 1}, rep.Summary)
+}
+
+func TestNoteWithoutConflicts(t *testing.T) {
+	assert.Empty(t, ObjectDiff{}.Note())
+	assert.Equal(t, "3 to change, 1 to create, 1 to prune", Summary{Change: 3, Create: 1, Prune: 1}.String())
 }

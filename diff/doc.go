@@ -15,7 +15,11 @@
 // status, the Deployment revision annotation, ...) is removed, plus a
 // [Summary]. For a Deployment whose pod template changes, a [Rollout]
 // tells how many pods the new ReplicaSet has and how many extra GPUs the
-// surge needs. This package does not import release, so release can use
+// surge needs. When another field manager owns fields the apply would
+// change (a hand edit such as kubectl scale), the dry run is repeated with
+// force so the drift still shows, and the object carries the conflicts
+// (ObjectDiff.Note: "conflict: .spec.replicas owned by "kubectl-scale";
+// deploy needs --force-conflicts"). This package does not import release, so release can use
 // it (deploy --diff, "up to date").
 //
 // Secret values never leave this package: the data and stringData of a
@@ -26,5 +30,6 @@
 //
 // [Report.WriteText] renders the report for a terminal or a log;
 // [Report.WriteJSON] and [Report.WriteYAML] render it as one document
-// {objects:[{object, action, diff}], summary:{change, create, prune}}.
+// {objects:[{object, action, diff, rollout, conflicts}], summary:{change,
+// create, prune, conflicts}}.
 package diff

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -75,6 +77,48 @@ type ObjectDiff struct {
 	Diff string `json:"diff"`
 	// Rollout is set for a Deployment whose pod template changes.
 	Rollout *Rollout `json:"rollout,omitempty"`
+	// Conflicts are the fields of a changed object that other field
+	// managers own (hand edits such as kubectl scale): Diff shows what a
+	// deploy with --force-conflicts would change, and a deploy without it
+	// is refused.
+	Conflicts []FieldConflict `json:"conflicts,omitempty"`
+}
+
+// FieldConflict is one field another field manager owns, which the apply
+// would change.
+type FieldConflict struct {
+	// Field is the field path, e.g. ".spec.replicas".
+	Field string `json:"field"`
+	// Manager is the other field manager, e.g. "kubectl-scale".
+	Manager string `json:"manager"`
+	// Subresource is set when the manager wrote the field through one
+	// (e.g. "scale").
+	Subresource string `json:"subresource,omitempty"`
+}
+
+// Note returns what the text rendering adds to the object's header, e.g.
+// `conflict: .spec.replicas owned by "kubectl-scale"; deploy needs
+// --force-conflicts`; "" when there is nothing to note.
+func (o ObjectDiff) Note() string {
+	if len(o.Conflicts) == 0 {
+		return ""
+	}
+	var managers []string
+	fields := map[string][]string{}
+	for _, c := range o.Conflicts {
+		m := strconv.Quote(c.Manager)
+		if _, ok := fields[m]; !ok {
+			managers = append(managers, m)
+		}
+		if !slices.Contains(fields[m], c.Field) {
+			fields[m] = append(fields[m], c.Field)
+		}
+	}
+	parts := make([]string, len(managers))
+	for i, m := range managers {
+		parts[i] = strings.Join(fields[m], ", ") + " owned by " + m
+	}
+	return "conflict: " + strings.Join(parts, "; ") + "; deploy needs --force-conflicts"
 }
 
 // Summary counts the objects of a Report per action.
@@ -82,14 +126,23 @@ type Summary struct {
 	Change int `json:"change"`
 	Create int `json:"create"`
 	Prune  int `json:"prune"`
+	// Conflicts counts the changed objects with fields other field
+	// managers own (deploy needs --force-conflicts).
+	Conflicts int `json:"conflicts,omitempty"`
 }
 
-// String returns "3 to change, 1 to create, 1 to prune", or "no changes".
+// String returns "3 to change, 1 to create, 1 to prune" (with ", 1 with
+// field-manager conflicts (deploy needs --force-conflicts)" when there
+// are), or "no changes".
 func (s Summary) String() string {
 	if s == (Summary{}) {
 		return "no changes"
 	}
-	return fmt.Sprintf("%d to change, %d to create, %d to prune", s.Change, s.Create, s.Prune)
+	out := fmt.Sprintf("%d to change, %d to create, %d to prune", s.Change, s.Create, s.Prune)
+	if s.Conflicts > 0 {
+		out += fmt.Sprintf(", %d with field-manager conflicts (deploy needs --force-conflicts)", s.Conflicts)
+	}
+	return out
 }
 
 // Report is the result of a diff: the objects a deploy would change, create
@@ -152,7 +205,9 @@ const (
 )
 
 // WriteText writes r for people: per object a header ("~ apps/v1
-// Deployment ns/name", "+ ..." for a create, "- ..." for a prune), the
+// Deployment ns/name", "+ ..." for a create, "- ..." for a prune; a
+// changed object with field-manager conflicts gets its Note in
+// parentheses), the
 // rollout impact of a Deployment whose pod template changes, and the
 // unified diff; then the summary line. color adds ANSI colours (for a
 // terminal).
@@ -168,6 +223,9 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 	for _, o := range doc.Objects {
 		headColor := map[Action]string{ActionChange: ansiYellow, ActionCreate: ansiGreen, ActionPrune: ansiRed}[o.Action]
 		b.WriteString(paint(ansiBold+headColor, o.Action.Symbol()+" "+o.Object))
+		if note := o.Note(); note != "" {
+			b.WriteString(" " + paint(ansiBold+ansiRed, "("+note+")"))
+		}
 		b.WriteByte('\n')
 		if o.Rollout != nil {
 			b.WriteString("  " + paint(ansiBold, o.Rollout.String()))

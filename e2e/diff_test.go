@@ -102,9 +102,13 @@ func (f *diffFixture) diffOf(t *testing.T, chart string, args ...string) diffRun
 // diffJSON is the `diff -o json` document.
 type diffJSON struct {
 	Objects []struct {
-		Object string `json:"object"`
-		Action string `json:"action"`
-		Diff   string `json:"diff"`
+		Object    string `json:"object"`
+		Action    string `json:"action"`
+		Diff      string `json:"diff"`
+		Conflicts []struct {
+			Field   string `json:"field"`
+			Manager string `json:"manager"`
+		} `json:"conflicts"`
 	} `json:"objects"`
 	Summary map[string]int `json:"summary"`
 }
@@ -312,11 +316,22 @@ func TestDiffAgainstTheCluster(t *testing.T) {
 			return err
 		}))
 
-		// As deploy would, diff refuses to take the fields over silently.
+		// Without --force-conflicts the drift still shows (dry-run again
+		// with force), and the header says deploy needs the flag.
 		refused := f.diff(t, setArgs()...)
-		assert.Equal(t, 6, refused.code, "a field-manager conflict is the cluster refusing; stdout: %s", refused.stdout)
-		assert.Contains(t, string(refused.stderr), "--force-conflicts")
-		assert.Contains(t, string(refused.stderr), "hand-scale")
+		assert.Equal(t, 1, refused.code, "a conflict is a change; stderr: %s", refused.stderr)
+		assert.Contains(t, string(refused.stdout), "~ apps/v1 Deployment "+f.namespace+"/web (conflict: ")
+		assert.Contains(t, string(refused.stdout), `.spec.replicas owned by "hand-scale"`)
+		assert.Contains(t, string(refused.stdout), `owned by "hand-edit"; deploy needs --force-conflicts)`)
+		assert.Contains(t, string(refused.stdout), "-  replicas: 2\n+  replicas: 1\n")
+		conflicted, crun := f.diffJSON(t, setArgs()...)
+		assert.Equal(t, 1, crun.code, "stderr: %s", crun.stderr)
+		require.Equal(t, []string{"change apps/v1 Deployment " + f.namespace + "/web"}, conflicted.actions())
+		var managers []string
+		for _, c := range conflicted.Objects[0].Conflicts {
+			managers = append(managers, c.Manager)
+		}
+		assert.ElementsMatch(t, []string{"hand-scale", "hand-edit"}, managers)
 
 		doc, run := f.diffJSON(t, append(setArgs(), "--force-conflicts")...)
 		assert.Equal(t, 1, run.code, "stderr: %s", run.stderr)
@@ -328,7 +343,9 @@ func TestDiffAgainstTheCluster(t *testing.T) {
 
 		text := f.diff(t, append(setArgs(), "--force-conflicts")...)
 		assert.Contains(t, string(text.stdout), "rolls out a new ReplicaSet: 1 pod, maxSurge 1 (25%), maxUnavailable 0, needs up to 1 extra GPU")
-		assertNoSecret(t, []diffRun{refused, run, text}, oldToken, oldUser)
+		assert.Empty(t, doc.Objects[0].Conflicts, "--force-conflicts: nothing refused")
+		assert.Equal(t, changedLines(conflicted.Objects[0].Diff), changedLines(doc.Objects[0].Diff), "the same drift either way")
+		assertNoSecret(t, []diffRun{refused, crun, run, text}, oldToken, oldUser)
 	})
 }
 

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,8 +40,14 @@ const (
 
 // relBinary builds the vllmctl binary once per test process. It lives at a
 // fixed path in the temporary directory (replaced atomically), so repeated
-// runs leave one file behind, not one per run.
+// runs leave one file behind, not one per run. The path is keyed by the
+// source tree: a concurrent run from another checkout must not replace the
+// binary this run tests.
 var relBinary = sync.OnceValues(func() (string, error) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return "", err
+	}
 	dir := filepath.Join(os.TempDir(), "vllmctl-e2e")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -56,7 +63,8 @@ var relBinary = sync.OnceValues(func() (string, error) {
 		os.Remove(tmp.Name())
 		return "", fmt.Errorf("build vllmctl: %v: %s", err, out)
 	}
-	bin := filepath.Join(dir, "vllmctl-release")
+	sum := sha256.Sum256([]byte(root))
+	bin := filepath.Join(dir, fmt.Sprintf("vllmctl-release-%x", sum[:6]))
 	if err := os.Rename(tmp.Name(), bin); err != nil {
 		return "", err
 	}

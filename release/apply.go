@@ -114,6 +114,12 @@ type ApplyOptions struct {
 	DryRun bool
 	// CreateNamespace creates Namespace when it does not exist.
 	CreateNamespace bool
+	// ForceOnConflict, honoured only with DryRun and without Force, dry-runs
+	// an object whose apply conflicts with another field manager again with
+	// force and reports the conflict in its result's Conflict: a preview of
+	// what --force-conflicts would change, and of what needs it. Without it
+	// a conflict is an error.
+	ForceOnConflict bool
 }
 
 // ApplyResult reports the apply of one object.
@@ -127,6 +133,10 @@ type ApplyResult struct {
 	// Unvalidated is set in a dry run for objects of a namespace that does
 	// not exist yet (it would be created): the server cannot dry-run them.
 	Unvalidated bool
+	// Conflict is set in a dry run with ForceOnConflict when the apply
+	// conflicts with other field managers: Live is then the outcome of a
+	// forced apply (--force-conflicts).
+	Conflict *FieldConflictError
 }
 
 // Applier applies objects with server-side apply, through a dynamic client
@@ -520,6 +530,14 @@ func (a *Applier) applyOne(ctx context.Context, p planned, opts ApplyOptions, hp
 			applied, err = client.Apply(ctx, p.ref.Name, body, ao)
 		}
 	}
+	var conflict *FieldConflictError
+	if err != nil && opts.DryRun && opts.ForceOnConflict && !opts.Force {
+		if conflict = conflictError(p.ref, err); conflict != nil {
+			// Preview what --force-conflicts would do.
+			ao.Force = true
+			applied, err = client.Apply(ctx, p.ref.Name, body, ao)
+		}
+	}
 	if err != nil {
 		if ce := conflictError(p.ref, err); ce != nil {
 			return ApplyResult{}, ce
@@ -529,7 +547,7 @@ func (a *Applier) applyOne(ctx context.Context, p planned, opts ApplyOptions, hp
 		}
 		return ApplyResult{}, fmt.Errorf("apply %s: %w", p.ref, err)
 	}
-	return ApplyResult{Object: p.ref, Action: classify(live, applied, opts.DryRun), Live: applied}, nil
+	return ApplyResult{Object: p.ref, Action: classify(live, applied, opts.DryRun), Live: applied, Conflict: conflict}, nil
 }
 
 // handOver applies the live replicas value under the handover manager, so

@@ -514,6 +514,60 @@ func TestApplyConflicts(t *testing.T) {
 	}
 }
 
+func TestApplyForceOnConflictPreviews(t *testing.T) {
+	scale := applyConflict(conflictCause(`conflict with "kubectl-scale" with subresource "scale" using apps/v1`, ".spec.replicas"))
+	cases := []struct {
+		name         string
+		opts         ApplyOptions
+		wantErr      bool
+		wantConflict bool
+	}{
+		{name: "dry run: forced again, conflict reported", opts: ApplyOptions{DryRun: true, ForceOnConflict: true}, wantConflict: true},
+		{name: "without the option the conflict is an error", opts: ApplyOptions{DryRun: true}, wantErr: true},
+		{name: "never outside a dry run", opts: ApplyOptions{ForceOnConflict: true}, wantErr: true},
+		{name: "with --force-conflicts there is nothing to report", opts: ApplyOptions{DryRun: true, ForceOnConflict: true, Force: true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newSSACluster(t, withReplicasOwner(deploymentObj(applyNS, "web", 3), "kubectl-scale"))
+			c.applyErr = func(call applyCall) error {
+				if call.gvr == gvrDeployments && !*call.opts.Force {
+					return scale
+				}
+				return nil
+			}
+			a := NewApplierFromClients(c, applyMapper())
+			opts := tc.opts
+			opts.Namespace = applyNS
+			res, err := a.Apply(context.Background(), []*unstructured.Unstructured{deploymentObj("", "web", 2), configMap("", "z", nil)}, opts)
+			if tc.wantErr {
+				var ce *FieldConflictError
+				require.ErrorAs(t, err, &ce)
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, res, 2)
+			assert.Nil(t, res[1].Conflict)
+			if !tc.wantConflict {
+				assert.Nil(t, res[0].Conflict)
+				return
+			}
+			require.NotNil(t, res[0].Conflict)
+			assert.Equal(t, []FieldConflict{{Manager: "kubectl-scale", Subresource: "scale", Field: ".spec.replicas"}}, res[0].Conflict.Conflicts)
+			assert.Equal(t, ActionConfigured, res[0].Action)
+			replicas, _, _ := unstructured.NestedInt64(res[0].Live.Object, "spec", "replicas")
+			assert.Equal(t, int64(2), replicas, "the forced dry run's outcome")
+			assert.Equal(t, int64(3), func() int64 {
+				r, _, _ := unstructured.NestedInt64(c.get(t, gvrDeployments, applyNS, "web").Object, "spec", "replicas")
+				return r
+			}(), "nothing written")
+			for _, call := range c.calls() {
+				assert.NotEmpty(t, call.opts.DryRun, "only dry runs")
+			}
+		})
+	}
+}
+
 // resettableMapper learns the kinds of later only when reset.
 type resettableMapper struct {
 	*meta.DefaultRESTMapper

@@ -316,7 +316,7 @@ func (d *Deployer) rolloutFailed(ctx context.Context, rec *Release, res *Result,
 			f = df
 		}
 	}
-	rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: OpDeploy, Failure: f, Err: werr}
+	rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: OpDeploy, Failure: f, Err: werr, Install: install}
 	desc := fmt.Sprintf("%s failed: %s", opts.verb(install), f.Reason)
 	if f.Object != "" {
 		desc += " (" + f.Object + ")"

@@ -249,6 +249,8 @@ func TestDeployRollbackDisabledOrImpossible(t *testing.T) {
 	_, err := d.Deploy(context.Background(), opts)
 	assert.Equal(t, 4, exitCode(err))
 	assert.Zero(t, ran, "RollbackOnFailure off")
+	assert.Contains(t, err.Error(), "the objects of revision 1 are left in place for inspection, remove them with `vllmctl uninstall chat -n "+engNS+"`",
+		"a failed install says how to remove what it left")
 
 	opts.RollbackOnFailure = true
 	_, err = d.Deploy(context.Background(), opts)

@@ -24,9 +24,12 @@ type ApplyGetter interface {
 // DryRun set, so it takes the path a real apply takes (field manager,
 // --force-conflicts, namespace creation, the HPA rule), and a getter of
 // live objects (a missing object, or one whose kind the cluster does not
-// serve, is nil).
+// serve, is nil). Without opts.Force, an object whose apply conflicts with
+// other field managers is dry-run again with force (ForceOnConflict): its
+// result shows the drift and carries the conflicts.
 func NewDiffCluster(objects ApplyGetter, opts ApplyOptions) diff.Cluster {
 	opts.DryRun = true
+	opts.ForceOnConflict = !opts.Force
 	return diff.Cluster{
 		DryRun: func(ctx context.Context, objs []*unstructured.Unstructured) ([]diff.DryRunResult, error) {
 			results, err := objects.Apply(ctx, objs, opts)
@@ -35,7 +38,7 @@ func NewDiffCluster(objects ApplyGetter, opts ApplyOptions) diff.Cluster {
 			}
 			out := make([]diff.DryRunResult, 0, len(results))
 			for _, r := range results {
-				out = append(out, diff.DryRunResult{Object: r.Live, Unvalidated: r.Unvalidated})
+				out = append(out, diff.DryRunResult{Object: r.Live, Unvalidated: r.Unvalidated, Conflicts: diffConflicts(r.Conflict)})
 			}
 			return out, nil
 		},
@@ -55,3 +58,15 @@ func NewDiffCluster(objects ApplyGetter, opts ApplyOptions) diff.Cluster {
 
 // DiffCluster is NewDiffCluster(a, opts).
 func (a *Applier) DiffCluster(opts ApplyOptions) diff.Cluster { return NewDiffCluster(a, opts) }
+
+// diffConflicts converts an apply's conflicts for the diff.
+func diffConflicts(e *FieldConflictError) []diff.FieldConflict {
+	if e == nil {
+		return nil
+	}
+	out := make([]diff.FieldConflict, len(e.Conflicts))
+	for i, c := range e.Conflicts {
+		out[i] = diff.FieldConflict{Field: c.Field, Manager: c.Manager, Subresource: c.Subresource}
+	}
+	return out
+}

@@ -10,19 +10,23 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vllmctl/vllmctl/diff"
 )
 
 // fakeApplyGetter records the apply options and answers Get with err.
 type fakeApplyGetter struct {
 	opts   ApplyOptions
 	getErr error
+	// conflict is reported with every result.
+	conflict *FieldConflictError
 }
 
 func (f *fakeApplyGetter) Apply(_ context.Context, objs []*unstructured.Unstructured, opts ApplyOptions) ([]ApplyResult, error) {
 	f.opts = opts
 	var out []ApplyResult
 	for _, o := range objs {
-		out = append(out, ApplyResult{Object: RefOf(o), Action: ActionCreated, Live: o, Unvalidated: true})
+		out = append(out, ApplyResult{Object: RefOf(o), Action: ActionCreated, Live: o, Unvalidated: true, Conflict: f.conflict})
 	}
 	return out, nil
 }
@@ -43,6 +47,20 @@ func TestNewDiffCluster(t *testing.T) {
 	res, err := c.DryRun(ctx, []*unstructured.Unstructured{cm})
 	require.NoError(t, err)
 	assert.Equal(t, ApplyOptions{Namespace: "ns", Release: "r", Force: true, DryRun: true}, f.opts, "always a dry run, other options as given")
+	_, err = NewDiffCluster(f, ApplyOptions{Namespace: "ns"}).DryRun(ctx, []*unstructured.Unstructured{cm})
+	require.NoError(t, err)
+	assert.Equal(t, ApplyOptions{Namespace: "ns", DryRun: true, ForceOnConflict: true}, f.opts, "without --force-conflicts, conflicts are previewed forced")
+
+	f.conflict = &FieldConflictError{Object: RefOf(cm), Conflicts: []FieldConflict{
+		{Manager: "kubectl-scale", Subresource: "scale", Field: ".spec.replicas"}, {Manager: "kubectl-set", Field: ".data.x"},
+	}}
+	res, err = NewDiffCluster(f, ApplyOptions{Namespace: "ns"}).DryRun(ctx, []*unstructured.Unstructured{cm})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	assert.Equal(t, []diff.FieldConflict{
+		{Manager: "kubectl-scale", Subresource: "scale", Field: ".spec.replicas"}, {Manager: "kubectl-set", Field: ".data.x"},
+	}, res[0].Conflicts)
+	f.conflict = nil
 	require.Len(t, res, 1)
 	assert.Same(t, cm, res[0].Object)
 	assert.True(t, res[0].Unvalidated)

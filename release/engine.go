@@ -262,6 +262,9 @@ type RolloutError struct {
 	RolledBackTo int
 	// RollbackErr is why the automatic rollback failed, if it ran.
 	RollbackErr error
+	// Install is set when the failed revision was an install: no earlier
+	// revision serves, and its objects stay in place until uninstalled.
+	Install bool
 }
 
 func (e *RolloutError) Error() string {
@@ -284,6 +287,10 @@ func (e *RolloutError) Error() string {
 		fmt.Fprintf(&b, "; automatic rollback failed: %v", e.RollbackErr)
 	case e.RolledBackTo > 0:
 		fmt.Fprintf(&b, "; rolled back to revision %d", e.RolledBackTo)
+	}
+	if e.Install && e.RolledBackTo == 0 {
+		fmt.Fprintf(&b, "; no earlier revision serves: the objects of revision %d are left in place for inspection, "+
+			"remove them with `vllmctl uninstall %s -n %s`", e.Revision, e.Name, e.Namespace)
 	}
 	return b.String()
 }

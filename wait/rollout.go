@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 )
 
 // RolloutWatcher waits for Deployments to roll out and detects failed
@@ -138,6 +139,9 @@ type rolloutRun struct {
 	obs      map[types.UID]int // observations of new pods, by the informers
 	warnings []*corev1.Event   // Warning events not reported yet
 	failedRS map[types.UID]*corev1.Event
+	// failedAt is when the watcher received the latest FailedCreate event
+	// of a ReplicaSet (its own clock: no skew with the cluster's).
+	failedAt map[types.UID]time.Time
 }
 
 // deployWatch follows one Deployment.
@@ -163,6 +167,10 @@ type deployWatch struct {
 	sent     bool
 	suspect  *podFinding
 	warned   map[string]bool
+	// released is when the watcher last saw pods of the Deployment going
+	// away (a ReplicaSet with more pods than it wants, or terminating
+	// ones), which frees their share of a quota; guarded by rolloutRun.mu.
+	released time.Time
 }
 
 // nsWatch holds a namespace's event informers.
@@ -589,9 +597,29 @@ func (r *rolloutRun) startDeployment(dw *deployWatch) {
 func (r *rolloutRun) startReplicaSets(dw *deployWatch, sel labels.Selector) {
 	c := r.client.AppsV1().ReplicaSets(dw.namespace)
 	s := sel.String()
+	// Every version is looked at, as pods may go away between two
+	// evaluations.
+	observe := func(obj any) {
+		if rs, ok := obj.(*appsv1.ReplicaSet); ok && releasingPods(rs) {
+			r.mu.Lock()
+			dw.released = r.clk.Now()
+			r.mu.Unlock()
+		}
+		r.poke()
+	}
 	dw.rs = r.newInformer("watch the ReplicaSets of "+dw.ref.String(),
 		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }),
-		&appsv1.ReplicaSet{}, r.pokeHandler())
+		&appsv1.ReplicaSet{}, cache.ResourceEventHandlerFuncs{
+			AddFunc:    observe,
+			UpdateFunc: func(_, cur any) { observe(cur) },
+			DeleteFunc: func(any) { r.poke() },
+		})
+}
+
+// releasingPods reports whether pods of rs are going away: more than it
+// wants, or terminating (status.terminatingReplicas).
+func releasingPods(rs *appsv1.ReplicaSet) bool {
+	return ptr.Deref(rs.Status.TerminatingReplicas, 0) > 0 || rs.Status.Replicas > ptr.Deref(rs.Spec.Replicas, 1)
 }
 
 // startPods starts the informer of the pods of a Deployment's new
@@ -649,6 +677,10 @@ func (r *rolloutRun) startEvents(namespace string) *nsWatch {
 					r.failedRS = map[types.UID]*corev1.Event{}
 				}
 				r.failedRS[e.InvolvedObject.UID] = e
+				if r.failedAt == nil {
+					r.failedAt = map[types.UID]time.Time{}
+				}
+				r.failedAt[e.InvolvedObject.UID] = r.clk.Now()
 			}
 			r.mu.Unlock()
 			r.poke()
@@ -839,7 +871,7 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 		}
 	}
 	if fail == nil && dw.newRS != nil {
-		fail = r.failedCreate(dw)
+		fail = r.failedCreate(dw, d)
 	}
 	if fail != nil {
 		recheck = time.Time{}
@@ -917,23 +949,63 @@ func (r *rolloutRun) suspicion(dw *deployWatch, s *podFinding) string {
 	return b.String()
 }
 
+// quotaSettle is how long after the last pod of a Deployment went away
+// (or after the wait started) a ResourceQuota refusal of its new pods
+// counts: the quota's usage is recomputed and the ReplicaSet controller
+// retries in that time.
+const quotaSettle = 5 * time.Second
+
 // failedCreate reports the new ReplicaSet failing to create pods: its
 // ReplicaFailure condition, or a FailedCreate event seen during the wait
 // while it still lacks pods.
-func (r *rolloutRun) failedCreate(dw *deployWatch) *failure {
+//
+// A ResourceQuota refusal ("exceeded quota") is transient while pods of
+// the Deployment are going away (a rollout replacing pods in place,
+// maxUnavailable > 0): they release their share of the quota when gone,
+// and the ReplicaSet controller retries with a backoff. It counts only
+// when none is going away and a FailedCreate event arrives quotaSettle
+// after the last one went (or after the wait started): the condition
+// alone may be stale, as the controller does not update it on a retry.
+func (r *rolloutRun) failedCreate(dw *deployWatch, d *appsv1.Deployment) *failure {
 	rs := dw.newRS
+	r.mu.Lock()
+	e, at := r.failedRS[rs.UID], r.failedAt[rs.UID]
+	r.mu.Unlock()
+	lacking := rs.Spec.Replicas != nil && rs.Status.Replicas < *rs.Spec.Replicas
+	var fail *failure
 	for _, c := range rs.Status.Conditions {
 		if c.Type == appsv1.ReplicaSetReplicaFailure && c.Status == corev1.ConditionTrue {
-			return &failure{verdict: VerdictFailedCreate, dw: dw, rs: rs, reason: reasonFailedCreate, message: c.Message}
+			fail = &failure{verdict: VerdictFailedCreate, dw: dw, rs: rs, reason: reasonFailedCreate, message: c.Message}
+			break
+		}
+	}
+	if fail == nil && e != nil && lacking {
+		fail = &failure{verdict: VerdictFailedCreate, dw: dw, rs: rs, reason: reasonFailedCreate, message: e.Message}
+	}
+	if fail == nil || !strings.Contains(fail.message, "exceeded quota") {
+		return fail
+	}
+
+	releasing := ptr.Deref(d.Status.TerminatingReplicas, 0) > 0
+	for _, o := range dw.rs.list() {
+		if other, ok := o.(*appsv1.ReplicaSet); ok && other.Namespace == dw.namespace && releasingPods(other) {
+			releasing = true
 		}
 	}
 	r.mu.Lock()
-	e := r.failedRS[rs.UID]
-	r.mu.Unlock()
-	if e != nil && rs.Spec.Replicas != nil && rs.Status.Replicas < *rs.Spec.Replicas {
-		return &failure{verdict: VerdictFailedCreate, dw: dw, rs: rs, reason: reasonFailedCreate, message: e.Message}
+	if releasing {
+		dw.released = r.clk.Now()
 	}
-	return nil
+	settled := dw.released
+	r.mu.Unlock()
+	if settled.Before(r.start) {
+		settled = r.start
+	}
+	if releasing || !lacking || e == nil || at.Before(settled.Add(quotaSettle)) {
+		return nil
+	}
+	fail.message = e.Message
+	return fail
 }
 
 // reportEvent reports a Warning event about a pod or ReplicaSet of a

@@ -454,29 +454,78 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				h.updateReplicaSet("chat-new", func(rs *appsv1.ReplicaSet) {
 					rs.Status.Replicas = 0
 					rs.Status.Conditions = []appsv1.ReplicaSetCondition{{Type: appsv1.ReplicaSetReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
-						Message: `pods "chat-new-x" is forbidden: exceeded quota: gpu, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, limited: requests.nvidia.com/gpu=2`}}
+						Message: `pods "chat-new-x" is forbidden: error looking up service account llm/vllm: serviceaccount "vllm" not found`}}
 				})
 			},
 			verdict: VerdictFailedCreate,
 			check: func(t *testing.T, h *harness, d *Diagnosis) {
 				assert.Equal(t, "FailedCreate", d.Reason)
 				assert.Contains(t, d.Message, "ReplicaSet chat-new: ")
-				assert.Contains(t, d.Message, "exceeded quota")
-				assert.Contains(t, strings.Join(d.Hints, "\n"), "kubectl describe quota -n llm")
+				assert.Contains(t, d.Message, `serviceaccount "vllm" not found`)
+				assert.Contains(t, strings.Join(d.Hints, "\n"), "kubectl describe rs -n llm")
 			},
 		},
 		{
-			name: "FailedCreate: an event on the new ReplicaSet while it lacks pods",
+			name: "FailedCreate: a quota event on the new ReplicaSet while it lacks pods, once settled",
 			drive: func(h *harness) {
 				h.progressed()
-				h.updateReplicaSet("chat-new", func(rs *appsv1.ReplicaSet) { rs.Status.Replicas = 0 })
+				h.updateReplicaSet("chat-new", func(rs *appsv1.ReplicaSet) {
+					rs.Status.Replicas = 0
+					rs.Status.Conditions = []appsv1.ReplicaSetCondition{{Type: appsv1.ReplicaSetReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
+						Message: `pods "chat-new-x" is forbidden: exceeded quota: gpu, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, limited: requests.nvidia.com/gpu=2`}}
+				})
 				h.createEvent(testEvent("ev1", "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate",
 					`Error creating: pods "chat-new-x" is forbidden: exceeded quota: gpu`, t0))
+				h.await("the first refusal", h.warned(`"chat-new-x" is forbidden`))
+				time.Sleep(20 * time.Millisecond)
+				assert.True(h.t, h.running(), "a quota refusal right at the start may be stale")
+				h.clock.Step(quotaSettle)
+				h.createEvent(testEvent("ev2", "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate",
+					`Error creating: pods "chat-new-y" is forbidden: exceeded quota: gpu`, t0.Add(quotaSettle)))
 			},
 			verdict: VerdictFailedCreate,
 			check: func(t *testing.T, h *harness, d *Diagnosis) {
-				assert.Contains(t, d.Message, "exceeded quota")
-				assert.Equal(t, []string{`Warning FailedCreate: Error creating: pods "chat-new-x" is forbidden: exceeded quota: gpu`}, d.Events)
+				assert.Contains(t, d.Message, `"chat-new-y" is forbidden: exceeded quota`)
+				assert.Contains(t, strings.Join(d.Hints, "\n"), "kubectl describe quota -n llm")
+				assert.Contains(t, d.Events, `Warning FailedCreate: Error creating: pods "chat-new-y" is forbidden: exceeded quota: gpu`)
+			},
+		},
+		{
+			name: "FailedCreate: a quota refusal while old pods go away waits for them",
+			drive: func(h *harness) {
+				h.progressed()
+				refuse := func(name string, n int) {
+					msg := fmt.Sprintf(`Error creating: pods "chat-new-%d" is forbidden: exceeded quota: gpu`, n)
+					h.createEvent(testEvent(name, "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate", msg, h.clock.Now()))
+					h.await(name, h.warned(fmt.Sprintf(`"chat-new-%d" is forbidden`, n)))
+					time.Sleep(20 * time.Millisecond)
+				}
+				// maxUnavailable 1: the old ReplicaSet is scaled down, its
+				// pod terminates and still holds its quota.
+				h.updateReplicaSet("chat-old", func(rs *appsv1.ReplicaSet) {
+					rs.Spec.Replicas = ptr.To[int32](1)
+					rs.Status.TerminatingReplicas = ptr.To[int32](1)
+				})
+				h.updateReplicaSet("chat-new", func(rs *appsv1.ReplicaSet) { rs.Status.Replicas = 0 })
+				refuse("ev1", 1)
+				assert.True(h.t, h.running(), "an old pod is terminating")
+				h.clock.Step(time.Minute)
+				refuse("ev2", 2)
+				assert.True(h.t, h.running(), "an old pod is still terminating")
+				h.updateReplicaSet("chat-old", func(rs *appsv1.ReplicaSet) {
+					rs.Status.Replicas, rs.Status.TerminatingReplicas = 1, ptr.To[int32](0)
+				})
+				time.Sleep(20 * time.Millisecond)
+				h.clock.Step(quotaSettle - time.Second)
+				refuse("ev3", 3)
+				assert.True(h.t, h.running(), "the quota may not be recomputed yet")
+				h.clock.Step(2 * time.Second)
+				h.createEvent(testEvent("ev4", "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate",
+					`Error creating: pods "chat-new-4" is forbidden: exceeded quota: gpu`, h.clock.Now()))
+			},
+			verdict: VerdictFailedCreate,
+			check: func(t *testing.T, h *harness, d *Diagnosis) {
+				assert.Contains(t, d.Message, `"chat-new-4" is forbidden: exceeded quota`)
 			},
 		},
 		{

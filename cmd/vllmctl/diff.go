@@ -54,8 +54,11 @@ func diffCommand(o *diffOptions) *cobra.Command {
 			"and compare the result with the live objects. Objects deploy would create are shown all-added (+),\n" +
 			"objects it would prune all-removed (-), changed ones as a unified diff (~). Fields the API server\n" +
 			"sets by itself are left out; Secret values are never shown, only whether each key is (changed),\n" +
-			"(unchanged), (added) or (removed).\n\n" +
-			"Exit status: 0 no changes, 1 changes, 2 invalid input, 6 the cluster refused or could not be reached.",
+			"(unchanged), (added) or (removed). Fields another field manager owns (hand edits such as kubectl\n" +
+			"scale) that deploy would change are shown as deploy --force-conflicts would change them, and the\n" +
+			"object's header notes the conflict: deploy refuses them unless --force-conflicts is given.\n\n" +
+			"Exit status: 0 no changes, 1 changes (conflicts included), 2 invalid input, 6 the cluster refused\n" +
+			"or could not be reached.",
 		Example: "  vllmctl diff qwen -f prod.yaml\n" +
 			"  vllmctl diff qwen ./mychart --set image.tag=v0.11.1 -o json",
 		Args: cobra.RangeArgs(1, 2),

@@ -26,6 +26,9 @@ type diffFixture struct {
 	live  []*unstructured.Unstructured
 	// dryRunErr, when set, is the dry run's error.
 	dryRunErr error
+	// conflicts are reported by the dry run, by kind/name, as
+	// release.NewDiffCluster reports a dry run it repeated with force.
+	conflicts map[string][]diff.FieldConflict
 	// clusterCalls counts the connections to the cluster.
 	clusterCalls int
 	// applyOpts are the options of the last connection.
@@ -65,7 +68,7 @@ func (f *diffFixture) cluster(t *testing.T) func(release.ApplyOptions) (diff.Clu
 			}
 			out := make([]diff.DryRunResult, 0, len(objs))
 			for _, o := range objs {
-				out = append(out, diff.DryRunResult{Object: o.DeepCopy()})
+				out = append(out, diff.DryRunResult{Object: o.DeepCopy(), Conflicts: f.conflicts[o.GetKind()+"/"+o.GetName()]})
 			}
 			return out, nil
 		}
@@ -144,6 +147,21 @@ func TestDiffCommand(t *testing.T) {
 				"~ apps/v1 Deployment ml/qwen\n  rolls out a new ReplicaSet: 1 pod, maxSurge 1, maxUnavailable 0, needs up to 1 extra GPU\n",
 				"+        image: vllm/vllm-openai:v0.12.0\n",
 				"~ v1 Service ml/qwen\n", "2 to change, 0 to create, 0 to prune\n",
+			},
+		},
+		{
+			name: "hand-scaled by another field manager: shown with the conflict, exit 1",
+			setup: func(t *testing.T, f *diffFixture) {
+				f.deployRecord(t, renderQwen(t))
+				f.live = renderQwen(t, "replicaCount=3")
+				f.conflicts = map[string][]diff.FieldConflict{"Deployment/qwen": {{Field: ".spec.replicas", Manager: "kubectl-scale", Subresource: "scale"}}}
+			},
+			args: []string{"qwen"},
+			code: 1,
+			contains: []string{
+				"~ apps/v1 Deployment ml/qwen (conflict: .spec.replicas owned by \"kubectl-scale\"; deploy needs --force-conflicts)\n--- live\n+++ dry-run\n",
+				"-  replicas: 3\n+  replicas: 1\n",
+				"1 to change, 0 to create, 0 to prune, 1 with field-manager conflicts (deploy needs --force-conflicts)\n",
 			},
 		},
 		{

@@ -5,12 +5,19 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"k8s.io/klog/v2"
 )
 
 func main() {
+	// client-go logs through klog to stderr (e.g. a reflector's "watch
+	// ended with error" while the API server restarts): stderr carries
+	// vllmctl's progress only (plain lines or JSON lines), so drop them.
+	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := NewRootCommand(ctx, DefaultStreams()).ExecuteContext(ctx)
 	stop()

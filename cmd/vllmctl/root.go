@@ -71,6 +71,7 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newDiffCommand,
 		newDeployCommand,
 		newRollbackCommand,
+		newWaitCommand,
 		newStatusCommand,
 		newUninstallCommand,
 	}

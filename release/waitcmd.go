@@ -1,0 +1,284 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// OpWait names a wait in a *RolloutError. A wait never takes the release's
+// lock, so it has no pending status.
+const OpWait Operation = "wait"
+
+// WaitOptions are the inputs of a wait on a release's current revision.
+type WaitOptions struct {
+	// Name is the release name.
+	Name string
+	// Timeout bounds the wait (0: DefaultTimeout).
+	Timeout time.Duration
+	// RollbackOnFailure restores the newest good revision (deployed or
+	// superseded, at or below the waited one) when the wait fails or times
+	// out.
+	RollbackOnFailure bool
+	// RollbackTimeout is the rollback's own time budget (0:
+	// DefaultTimeout); it does not share what is left of Timeout.
+	RollbackTimeout time.Duration
+	// HistoryMax is how many records the rollback keeps (0: unlimited).
+	HistoryMax int
+	// ForceConflicts lets the rollback take over fields other field
+	// managers own (needed when another manager changed the objects).
+	ForceConflicts bool
+}
+
+// Watcher waits on a release's current revision with the verdicts of the
+// engine's Waiter: `vllmctl wait`. Unlike the [Deployer] it never takes
+// the release's lock and never changes a record, except through the
+// rollback it runs with WaitOptions.RollbackOnFailure.
+type Watcher struct {
+	*Engine
+	// Diagnose, when set, explains a failed wait.
+	Diagnose Diagnoser
+}
+
+// NewWatcher returns a Watcher using engine.
+func NewWatcher(engine *Engine) *Watcher { return &Watcher{Engine: engine} }
+
+// Wait waits until the objects of the release's current revision (its
+// highest one) are ready, within opts.Timeout:
+//
+//   - a release without records is a *NotFoundError, and one whose highest
+//     revision is uninstalled an *InvalidRevisionError (exit code 2);
+//   - a pending revision (another operation holds the lock) is a
+//     *LockedError (exit code 5): nothing is waited for;
+//   - healthy: the result carries the revision's recorded status, which is
+//     left as it is (a failed revision whose objects became healthy stays
+//     failed: deploy again or roll back to record a good revision);
+//   - failed or timed out: a *RolloutError (exit code 4) with the
+//     diagnosis; with opts.RollbackOnFailure the newest deployed or
+//     superseded revision at or below the waited one is restored with a
+//     [Rollbacker] (taking the lock like `vllmctl rollback`), and the
+//     error's exit code is 3 once it is serving. A rollback that cannot
+//     take the lock returns its *LockedError (exit code 5).
+//
+// The result is returned whenever a revision was waited on, also with an
+// error.
+func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
+	if err := w.check("store", "waiter"); err != nil {
+		return nil, err
+	}
+	clk := w.clock()
+	start := stamp(clk)
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	entries, err := listExisting(ctx, w.Store, opts.Name)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := w.current(ctx, entries, opts)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := ParseManifest(rec.Manifest)
+	if err != nil {
+		return nil, &InvalidManifestError{Name: rec.Name, Err: fmt.Errorf("revision %d: %w", rec.Revision, err)}
+	}
+	res := newResult(rec)
+	if len(rec.ReplicaSets) > 0 {
+		res.ReplicaSets = slices.Clone(rec.ReplicaSets)
+	}
+	w.emit(rec.Name, rec.Revision, PhaseWait, "", "waiting",
+		fmt.Sprintf("revision %d (%s: %s), %d object(s), timeout %s", rec.Revision, rec.Status, rec.Description, len(objs), opts.Timeout))
+
+	wres, werr := w.watch(ctx, rec, objs, opts.Timeout)
+	finish := func() { res.DurationSeconds = stamp(clk).Sub(start).Seconds() }
+	if werr == nil {
+		msg := "healthy"
+		if rec.Status != StatusDeployed {
+			msg += fmt.Sprintf("; the record stays %s (wait changes no record)", rec.Status)
+		}
+		w.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), msg)
+		finish()
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		finish()
+		return res, fmt.Errorf("wait on release %s revision %d: interrupted: %w", rec.Name, rec.Revision, werr)
+	}
+
+	f := waitFailure(wres, werr)
+	if w.Diagnose != nil {
+		if df := w.Diagnose(ctx, rec, objs, wres, werr); df != nil {
+			f = df
+		}
+	}
+	res.Failure = f
+	rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: OpWait, Failure: f, Err: werr}
+
+	// Another operation may have started meanwhile: its rollout is not
+	// this wait's to judge, nor to roll back.
+	if changed := w.changedMeanwhile(ctx, rec, opts); changed != nil {
+		finish()
+		return res, fmt.Errorf("wait on release %s revision %d: %s; %w", rec.Name, rec.Revision, f.Reason, changed)
+	}
+	if !opts.RollbackOnFailure {
+		w.emit(rec.Name, rec.Revision, PhaseDone, "", "unhealthy", f.Reason+" (not rolled back: rollback on failure is off)")
+		finish()
+		return res, rerr
+	}
+
+	rb, err := w.rollback(ctx, rec, entries, f, opts)
+	if rb != nil {
+		res.Rollback = rb
+	}
+	var locked *LockedError
+	var conflict *ConflictError
+	switch {
+	case errors.As(err, &locked) || errors.As(err, &conflict):
+		finish()
+		return res, fmt.Errorf("release %s revision %d: rollout failed (%s); rollback not possible now: %w", rec.Name, rec.Revision, f.Reason, err)
+	case err != nil:
+		rerr.RollbackErr = err
+	default:
+		rerr.RolledBackTo = rb.RolledBackTo
+		res.RolledBackTo = rb.RolledBackTo
+		if now, gerr := w.Store.Get(ctx, rec.Name, rec.Revision); gerr == nil {
+			res.Status, res.Description = now.Status, now.Description
+		}
+	}
+	finish()
+	return res, rerr
+}
+
+// current returns the revision to wait on: the release's highest one,
+// which must be neither uninstalled nor pending.
+func (w *Watcher) current(ctx context.Context, entries []Entry, opts WaitOptions) (*Release, error) {
+	for _, e := range slices.Backward(entries) {
+		if !e.Status.IsPending() {
+			continue
+		}
+		p, err := e.Release()
+		if err != nil {
+			return nil, err
+		}
+		locked := lockedBy(p, stamp(w.clock()).Sub(p.Updated), opts.Timeout)
+		return nil, fmt.Errorf("wait on release %s: another operation is in progress (wait for it to finish): %w", opts.Name, locked)
+	}
+	top := entries[len(entries)-1]
+	if top.Status == StatusUninstalled {
+		return nil, &InvalidRevisionError{Namespace: w.Namespace(), Name: opts.Name, Revision: top.Revision,
+			Reason: "is uninstalled: the release has no objects to wait for", Existing: Revisions(entries)}
+	}
+	return top.Release()
+}
+
+// watch waits for objs with the engine's Waiter, forwarding its events as
+// progress of rec. It notes once per Deployment when the pod template
+// being rolled out is not the one rec recorded (another manager changed
+// it). Nothing is written: the wait holds no lock.
+func (w *Watcher) watch(ctx context.Context, rec *Release, objs []*unstructured.Unstructured, timeout time.Duration) (wait.Result, error) {
+	events := make(chan wait.Event)
+	forwarded := make(chan struct{})
+	go func() {
+		defer close(forwarded)
+		noted := map[string]bool{}
+		for ev := range events {
+			if w.Progress == nil {
+				continue
+			}
+			w.Progress(ProgressEvent{Time: ev.Time.UTC(), Release: rec.Name, Revision: rec.Revision, Phase: PhaseWait,
+				Object: ev.Object.String(), Status: string(ev.Status), Message: ev.Message, Rollout: ev.Rollout, Wait: &ev})
+			if msg := drift(rec, ev); msg != "" && !noted[ev.Object.String()] {
+				noted[ev.Object.String()] = true
+				w.emit(rec.Name, rec.Revision, PhaseReplicaSet, "Deployment "+ev.Object.Namespace+"/"+ev.Object.Name, "changed", msg)
+			}
+		}
+	}()
+	res, err := w.Waiter.Wait(ctx, objs, wait.Options{Timeout: timeout, Namespace: w.Namespace(), Events: events})
+	<-forwarded
+	return res, err
+}
+
+// drift describes a Deployment event whose new ReplicaSet is not the one
+// rec recorded for it, or returns "".
+func drift(rec *Release, ev wait.Event) string {
+	p := ev.Rollout
+	if p == nil || p.PodTemplateHash == "" {
+		return ""
+	}
+	i := slices.IndexFunc(rec.ReplicaSets, func(rs ReplicaSetRef) bool { return rs.Deployment == ev.Object.Name })
+	if i < 0 || rec.ReplicaSets[i].PodTemplateHash == p.PodTemplateHash {
+		return ""
+	}
+	want := rec.ReplicaSets[i]
+	return fmt.Sprintf("rolling out ReplicaSet %s (pod-template-hash %s), not revision %d's %s (pod-template-hash %s): "+
+		"the pod template was changed outside vllmctl", p.NewReplicaSet, p.PodTemplateHash, rec.Revision, want.Name, want.PodTemplateHash)
+}
+
+// changedMeanwhile reports another operation that started on the release
+// while rec was waited on: a pending record (*LockedError) or a newer
+// revision (*ConflictError). It returns nil when nothing changed or the
+// records cannot be read.
+func (w *Watcher) changedMeanwhile(ctx context.Context, rec *Release, opts WaitOptions) error {
+	entries, err := w.Store.List(ctx, rec.Name)
+	if err != nil {
+		return nil
+	}
+	for _, e := range slices.Backward(entries) {
+		if e.Status.IsPending() {
+			p, err := e.Release()
+			if err != nil {
+				return nil
+			}
+			return lockedBy(p, stamp(w.clock()).Sub(p.Updated), opts.Timeout)
+		}
+		if e.Revision > rec.Revision {
+			return &ConflictError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision,
+				Err: fmt.Errorf("revision %d (%s) was written while waiting", e.Revision, e.Status)}
+		}
+	}
+	return nil
+}
+
+// rollback restores the newest good revision at or below rec, on a
+// context of its own (an interrupt stops the wait, never the rescue)
+// bounded by opts.RollbackTimeout.
+func (w *Watcher) rollback(ctx context.Context, rec *Release, entries []Entry, f *Failure, opts WaitOptions) (*Result, error) {
+	target := 0
+	for _, e := range slices.Backward(entries) {
+		if e.Revision <= rec.Revision && (e.Status == StatusDeployed || e.Status == StatusSuperseded) {
+			target = e.Revision
+			break
+		}
+	}
+	if target == 0 {
+		return nil, &InvalidRevisionError{Namespace: w.Namespace(), Name: rec.Name,
+			Reason: fmt.Sprintf("no deployed or superseded revision up to revision %d to roll back to", rec.Revision), Existing: Revisions(entries)}
+	}
+	budget := opts.RollbackTimeout
+	if budget <= 0 {
+		budget = DefaultTimeout
+	}
+	w.emit(rec.Name, rec.Revision, PhaseRollback, "", "started",
+		fmt.Sprintf("rollout failed: %s; restoring revision %d", f.Reason, target))
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+	defer cancel()
+	rb := &Rollbacker{Engine: w.Engine, Diagnose: w.Diagnose}
+	res, err := rb.Rollback(rctx, RollbackOptions{
+		Name:           rec.Name,
+		ToRevision:     target,
+		Timeout:        budget,
+		HistoryMax:     opts.HistoryMax,
+		ForceConflicts: opts.ForceConflicts,
+	})
+	if err != nil {
+		return res, fmt.Errorf("roll back to revision %d: %w", target, err)
+	}
+	return res, nil
+}
