@@ -74,8 +74,9 @@ func rendered(t *testing.T, ns string, d *appsv1.Deployment) []*unstructured.Uns
 	return []*unstructured.Unstructured{u}
 }
 
-// freeGPUs returns the GPUs of each Ready, schedulable node not requested
-// by pods that still hold them.
+// freeGPUs returns the GPUs of each Ready, schedulable, untainted node not
+// requested by pods that still hold them. Tainted nodes (the isolated pool)
+// are left out: these tests' pods do not tolerate them.
 func freeGPUs(ctx context.Context, e *env) (map[string]int64, error) {
 	nodes, err := e.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -84,7 +85,7 @@ func freeGPUs(ctx context.Context, e *env) (map[string]int64, error) {
 	free := map[string]int64{}
 	for _, n := range nodes.Items {
 		q, ok := n.Status.Allocatable[release.ResourceGPU]
-		if !ok || n.Spec.Unschedulable || !preflightNodeReady(&n) {
+		if !ok || n.Spec.Unschedulable || len(n.Spec.Taints) > 0 || !preflightNodeReady(&n) {
 			continue
 		}
 		free[n.Name] = q.Value()
