@@ -7,7 +7,10 @@
 # with the same command line, working directory and environment (read from
 # /proc), detached (setsid nohup), its output appended to the same log, and
 # its new pid written back to the pid file. The script returns once /readyz
-# answers ok and the other components work again. Controller-manager,
+# answers ok and the other components work again. While the API server is
+# down the script holds the cluster lock (.cluster/lock, as
+# hack/cluster-up.sh takes it), so a concurrent `make cluster` waits and then
+# reuses the cluster instead of recreating it from scratch. Controller-manager,
 # scheduler or kwok-controller processes that exit while the API server is
 # down (a lost leader lease is fatal to them) are started again the same way.
 #
@@ -24,6 +27,7 @@
 #   READY_TIMEOUT        seconds to wait for /readyz (default 60)
 #   RESTART_PROBE        1 (default): wait for the controllers, see above
 #   PROBE_TIMEOUT        seconds to wait for the probe Deployment (default 180)
+#   LOCK_TIMEOUT         seconds to wait for the cluster lock (default 120)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,6 +36,7 @@ pause=${RESTART_PAUSE:-2}
 ready_timeout=${READY_TIMEOUT:-60}
 probe=${RESTART_PROBE:-1}
 probe_timeout=${PROBE_TIMEOUT:-180}
+lock_timeout=${LOCK_TIMEOUT:-120}
 pids=$cluster/pids
 
 log() { printf '%s restart-apiserver: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -77,7 +82,8 @@ start() {
 	out=$(<"$snap/$name.log")
 	# In a non-interactive shell the background child is no process group
 	# leader, so setsid, nohup and env all exec: $! is the component's pid.
-	(cd "$cwd" && exec setsid nohup env -i "${envs[@]}" "${args[@]}" >>"$out" 2>&1 </dev/null) &
+	# 9>&-: the component must not inherit (and hold) the cluster lock.
+	(cd "$cwd" && exec setsid nohup env -i "${envs[@]}" "${args[@]}" >>"$out" 2>&1 </dev/null 9>&-) &
 	pid=$!
 	disown "$pid" 2>/dev/null || true
 	for _ in $(seq 50); do
@@ -90,6 +96,18 @@ start() {
 }
 
 [[ -d $pids ]] || die "no pid directory $pids: is the local cluster running (make cluster)?"
+
+# The cluster lock of hack/cluster-up.sh (<state>/lock, <state> being three
+# levels above the kwok cluster directory): held until the API server is
+# back, so that nobody recreates the cluster meanwhile.
+lockfile=$(cd "$cluster/../../.." && pwd)/lock
+if [[ -e $lockfile ]]; then
+	exec 9>>"$lockfile"
+	flock -w "$lock_timeout" 9 || die "cluster lock $lockfile still taken after ${lock_timeout}s"
+else
+	log "warning: no cluster lock $lockfile: a concurrent make cluster may recreate the cluster"
+fi
+
 snapshot kube-apiserver || die "no running kube-apiserver in $pids/kube-apiserver.pid"
 others=()
 for c in kube-controller-manager kube-scheduler kwok-controller; do
@@ -122,11 +140,14 @@ log "kube-apiserver ready on port $port"
 # exits; give it a moment to do so, then start what is gone.
 sleep 3
 for c in "${others[@]}"; do
-	if ! alive "$(<"$snap/$c.pid")" "$c"; then
+	was=$(<"$snap/$c.pid")
+	# Only a component nobody else has restarted (its pid file unchanged).
+	if ! alive "$was" "$c" && [[ $(<"$pids/$c.pid") == "$was" ]]; then
 		log "$c exited while the API server was down"
 		start "$c"
 	fi
 done
+exec 9>&-
 
 [[ $probe == 1 ]] || exit 0
 if ! command -v kubectl >/dev/null; then
