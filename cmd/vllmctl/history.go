@@ -22,9 +22,8 @@ type historyOptions struct {
 
 	output string
 
-	release   string
-	namespace string
-	store     release.Store
+	releaseTarget
+	store release.Store
 
 	// newStore opens the record store of a namespace; nil: Secrets through
 	// the kubeconfig. Tests inject an in-memory or fake-clientset store.
@@ -60,16 +59,14 @@ func historyCommand(o *historyOptions) *cobra.Command {
 
 // Complete resolves the release, the namespace and the record store.
 func (o *historyOptions) Complete(args []string) error {
-	o.release = args[0]
-	ns, err := recordNamespace(o.g)
-	if err != nil {
+	if err := o.releaseTarget.complete(o.g, args); err != nil {
 		return err
 	}
-	o.namespace = ns
 	if o.loc == nil {
 		o.loc = time.Local
 	}
-	o.store, err = openRecordStore(o.g, o.newStore, ns)
+	var err error
+	o.store, err = openRecordStore(o.g, o.newStore, o.namespace)
 	return err
 }
 

@@ -54,6 +54,24 @@ func clusterEngine(g *GlobalOptions, namespace string, verdicts wait.RolloutOpti
 	}, nil
 }
 
+// releaseTarget is the RELEASE argument of a command acting on one release
+// and the namespace holding its records.
+type releaseTarget struct {
+	release   string
+	namespace string
+}
+
+// complete takes RELEASE from args and resolves the release namespace.
+func (r *releaseTarget) complete(g *GlobalOptions, args []string) error {
+	r.release = args[0]
+	ns, err := recordNamespace(g)
+	if err != nil {
+		return err
+	}
+	r.namespace = ns
+	return nil
+}
+
 // progressFlags is --progress, shared by the commands that change a
 // release.
 type progressFlags struct {

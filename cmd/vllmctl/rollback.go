@@ -23,8 +23,7 @@ type rollbackOptions struct {
 	forceUnlock    bool
 	forceConflicts bool
 
-	release   string
-	namespace string
+	releaseTarget
 
 	// newEngine builds the release engine; nil: the kubeconfig's cluster.
 	newEngine engineFactory
@@ -71,13 +70,7 @@ func rollbackCommand(o *rollbackOptions) *cobra.Command {
 
 // Complete resolves the release and the namespace.
 func (o *rollbackOptions) Complete(args []string) error {
-	o.release = args[0]
-	ns, err := recordNamespace(o.g)
-	if err != nil {
-		return err
-	}
-	o.namespace = ns
-	return nil
+	return o.releaseTarget.complete(o.g, args)
 }
 
 // Validate checks the release name and the flags.

@@ -19,8 +19,7 @@ type statusOptions struct {
 
 	output string
 
-	release   string
-	namespace string
+	releaseTarget
 
 	// newEngine builds the release engine; nil: the kubeconfig's cluster.
 	newEngine engineFactory
@@ -56,12 +55,9 @@ func statusCommand(o *statusOptions) *cobra.Command {
 
 // Complete resolves the release and the namespace.
 func (o *statusOptions) Complete(args []string) error {
-	o.release = args[0]
-	ns, err := recordNamespace(o.g)
-	if err != nil {
+	if err := o.releaseTarget.complete(o.g, args); err != nil {
 		return err
 	}
-	o.namespace = ns
 	if o.loc == nil {
 		o.loc = time.Local
 	}

@@ -23,8 +23,7 @@ type uninstallOptions struct {
 	timeout     time.Duration
 	forceUnlock bool
 
-	release   string
-	namespace string
+	releaseTarget
 
 	// newEngine builds the release engine; nil: the kubeconfig's cluster.
 	newEngine engineFactory
@@ -64,13 +63,7 @@ func uninstallCommand(o *uninstallOptions) *cobra.Command {
 
 // Complete resolves the release and the namespace.
 func (o *uninstallOptions) Complete(args []string) error {
-	o.release = args[0]
-	ns, err := recordNamespace(o.g)
-	if err != nil {
-		return err
-	}
-	o.namespace = ns
-	return nil
+	return o.releaseTarget.complete(o.g, args)
 }
 
 // Validate checks the release name and the flags.

@@ -23,8 +23,7 @@ type waitOptions struct {
 	historyMax        int
 	forceConflicts    bool
 
-	release   string
-	namespace string
+	releaseTarget
 
 	// newEngine builds the release engine; nil: the kubeconfig's cluster.
 	newEngine engineFactory
@@ -79,13 +78,7 @@ func waitCommand(o *waitOptions) *cobra.Command {
 
 // Complete resolves the release and the namespace.
 func (o *waitOptions) Complete(args []string) error {
-	o.release = args[0]
-	ns, err := recordNamespace(o.g)
-	if err != nil {
-		return err
-	}
-	o.namespace = ns
-	return nil
+	return o.releaseTarget.complete(o.g, args)
 }
 
 // Validate checks the release name and the flags.
