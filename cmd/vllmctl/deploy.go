@@ -252,19 +252,10 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		d.OnFailure = autoRollback(engine, o.rollbackTimeout, o.historyMax, o.forceConflicts)
 	}
 	res, err := d.Deploy(ctx, deployOpts)
-	perr := printer.Close()
 	if res != nil && preflight != nil && len(preflight.Deployments) > 0 {
 		res.Preflight = preflight
 	}
-	if res != nil {
-		if werr := writeReleaseResult(o.g.Streams.Out, o.output, res); werr != nil && err == nil {
-			err = werr
-		}
-	}
-	if err == nil && perr != nil {
-		err = fmt.Errorf("write progress: %w", perr)
-	}
-	return err
+	return finishOperation(o.g.Streams.Out, o.output, printer, res, err)
 }
 
 // printDiff prints on stderr what the deploy would change, as `vllmctl

@@ -72,6 +72,22 @@ func (r *releaseTarget) complete(g *GlobalOptions, args []string) error {
 	return nil
 }
 
+// finishOperation ends a release operation that printed progress: it closes
+// the progress printer, writes the result document (when there is one) to
+// out, and returns the operation's error, else a write error.
+func finishOperation(out io.Writer, format string, printer *progressPrinter, res *release.Result, err error) error {
+	perr := printer.Close()
+	if res != nil {
+		if werr := writeReleaseResult(out, format, res); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err == nil && perr != nil {
+		err = fmt.Errorf("write progress: %w", perr)
+	}
+	return err
+}
+
 // progressFlags is --progress, shared by the commands that change a
 // release.
 type progressFlags struct {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -115,14 +114,5 @@ func (o *rollbackOptions) Run(ctx context.Context) error {
 		ForceUnlock:    o.forceUnlock,
 		ForceConflicts: o.forceConflicts,
 	})
-	perr := printer.Close()
-	if res != nil {
-		if werr := writeReleaseResult(o.g.Streams.Out, o.output, res); werr != nil && err == nil {
-			err = werr
-		}
-	}
-	if err == nil && perr != nil {
-		err = fmt.Errorf("write progress: %w", perr)
-	}
-	return err
+	return finishOperation(o.g.Streams.Out, o.output, printer, res, err)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -126,14 +125,5 @@ func (o *waitOptions) Run(ctx context.Context) error {
 		HistoryMax:        o.historyMax,
 		ForceConflicts:    o.forceConflicts,
 	})
-	perr := printer.Close()
-	if res != nil {
-		if werr := writeReleaseResult(o.g.Streams.Out, o.output, res); werr != nil && err == nil {
-			err = werr
-		}
-	}
-	if err == nil && perr != nil {
-		err = fmt.Errorf("write progress: %w", perr)
-	}
-	return err
+	return finishOperation(o.g.Streams.Out, o.output, printer, res, err)
 }
