@@ -322,17 +322,13 @@ func finishContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 }
 
-// liveRevisions returns the revisions of release name whose objects may be
-// live in the cluster, oldest first, leaving out revision own (the
-// operation's own record): the deployed revision and every revision after
-// it (failed or interrupted ones applied their objects too), or, when none
-// is deployed, every revision after the last uninstalled one. Uninstalled
-// revisions are never included.
-func liveRevisions(ctx context.Context, s Store, name string, own int) ([]*Release, error) {
-	entries, err := s.List(ctx, name)
-	if err != nil {
-		return nil, err
-	}
+// liveEntries returns the entries (oldest first) whose objects may be live
+// in the cluster, leaving out revision own (an operation's own record; 0:
+// none): the deployed revision and every revision after it (failed or
+// interrupted ones applied their objects too), or, when none is deployed,
+// every revision after the last uninstalled one. Uninstalled revisions are
+// never included.
+func liveEntries(entries []Entry, own int) []Entry {
 	start := -1
 	for i, e := range entries {
 		if e.Status == StatusDeployed {
@@ -347,18 +343,33 @@ func liveRevisions(ctx context.Context, s Store, name string, own int) ([]*Relea
 			}
 		}
 	}
-	var out []*Release
+	var out []Entry
 	for _, e := range entries[start:] {
-		if e.Revision == own || e.Status == StatusUninstalled {
-			continue
+		if e.Revision != own && e.Status != StatusUninstalled {
+			out = append(out, e)
 		}
-		r, err := e.Release()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
 	}
-	return out, nil
+	return out
+}
+
+// liveRevisions decodes the live entries (see liveEntries) of release name.
+func liveRevisions(ctx context.Context, s Store, name string, own int) ([]*Release, error) {
+	entries, err := s.List(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeAll(liveEntries(entries, own))
+}
+
+// PreviousObjects returns the objects of the revisions among entries whose
+// objects may be live: what the next deploy would consider for pruning, and
+// what a diff shows as to be pruned.
+func PreviousObjects(entries []Entry) ([]*unstructured.Unstructured, error) {
+	revs, err := DecodeAll(liveEntries(entries, 0))
+	if err != nil {
+		return nil, err
+	}
+	return manifestObjects(revs)
 }
 
 // manifestObjects parses the manifests of revs and concatenates their

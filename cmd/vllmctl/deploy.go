@@ -261,7 +261,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 // printDiff prints on stderr what the deploy would change, as `vllmctl
 // diff` computes it.
 func (o *deployOptions) printDiff(ctx context.Context, objects release.ObjectClient, entries []release.Entry, objs []*unstructured.Unstructured) error {
-	previous, err := previousObjects(entries)
+	previous, err := release.PreviousObjects(entries)
 	if err != nil {
 		return err
 	}

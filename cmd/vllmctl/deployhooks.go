@@ -150,7 +150,7 @@ func upToDate(ctx context.Context, engine *release.Engine, name string, entries 
 	if len(entries) == 0 || entries[len(entries)-1].Status != release.StatusDeployed {
 		return nil, nil
 	}
-	previous, err := previousObjects(entries)
+	previous, err := release.PreviousObjects(entries)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
@@ -124,7 +123,7 @@ func (o *diffOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("release %s: read its records: %w", name, err)
 	}
-	previous, err := previousObjects(entries)
+	previous, err := release.PreviousObjects(entries)
 	if err != nil {
 		return err
 	}
@@ -214,42 +213,4 @@ func (o *diffOptions) cluster(opts release.ApplyOptions) (diff.Cluster, string, 
 		return diff.Cluster{}, "", recordClusterError{fmt.Errorf("server version: %w", err)}
 	}
 	return applier.DiffCluster(opts), v.GitVersion, nil
-}
-
-// previousObjects returns the objects a deploy would consider for pruning:
-// those of the deployed revision and of every revision after it (failed or
-// interrupted ones applied their objects too), or, when none is deployed,
-// of every revision after the last uninstalled one. entries are a
-// release's records, lowest revision first.
-func previousObjects(entries []release.Entry) ([]*unstructured.Unstructured, error) {
-	start := -1
-	for i, e := range entries {
-		if e.Status == release.StatusDeployed {
-			start = i
-		}
-	}
-	if start < 0 {
-		start = 0
-		for i, e := range entries {
-			if e.Status == release.StatusUninstalled {
-				start = i + 1
-			}
-		}
-	}
-	var objs []*unstructured.Unstructured
-	for _, e := range entries[start:] {
-		if e.Status == release.StatusUninstalled {
-			continue
-		}
-		r, err := e.Release()
-		if err != nil {
-			return nil, fmt.Errorf("release %s revision %d: %w", e.Name, e.Revision, err)
-		}
-		o, err := release.ParseManifest(r.Manifest)
-		if err != nil {
-			return nil, fmt.Errorf("release %s revision %d: %w", e.Name, e.Revision, err)
-		}
-		objs = append(objs, o...)
-	}
-	return objs, nil
 }

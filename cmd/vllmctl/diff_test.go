@@ -266,7 +266,7 @@ func TestPreviousObjects(t *testing.T) {
 			}
 			entries, err := s.List(ctx, "qwen")
 			require.NoError(t, err)
-			objs, err := previousObjects(entries)
+			objs, err := release.PreviousObjects(entries)
 			require.NoError(t, err)
 			var got []string
 			for _, o := range objs {
