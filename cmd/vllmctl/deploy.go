@@ -8,11 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vllmctl/vllmctl/charts"
-	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -227,23 +225,35 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		deployOpts.Objects, deployOpts.Manifest, deployOpts.Note = objs, "", preflight.Description()
 	}
 
-	if o.diff {
-		if err := o.printDiff(ctx, engine.Objects, entries, deployOpts.Objects); err != nil {
-			return err
-		}
-	}
-
-	// Reconcile like a controller: nothing to change and the current
-	// revision healthy means no new revision.
-	if !o.dryRun && !o.forceUnlock {
+	// What the deploy changes, from one server-side dry run: printed with
+	// --diff, and, when empty while the current revision is healthy, the
+	// deploy reconciles like a controller and records no new revision.
+	reconcile := !o.dryRun && !o.forceUnlock
+	if o.diff || reconcile {
 		applyOpts := release.ApplyOptions{Namespace: o.namespace, Release: name, Force: o.forceConflicts, CreateNamespace: o.createNamespace}
-		current, err := upToDate(ctx, engine, name, entries, deployOpts.Objects, applyOpts)
-		if err != nil {
-			return err
+		rep, err := dryRunDiff(ctx, engine, name, entries, deployOpts.Objects, applyOpts)
+		switch {
+		case err != nil && o.diff:
+			return fmt.Errorf("--diff: %w", err)
+		case err != nil:
+			// A refusal: the deploy itself reports it.
+			reconcile = false
+		case o.diff:
+			w := o.g.Streams.ErrOut
+			_, noColor := os.LookupEnv("NO_COLOR")
+			if err := rep.WriteText(w, !noColor && wait.IsTerminal(w)); err != nil {
+				return fmt.Errorf("--diff: %w", err)
+			}
 		}
-		if current != nil {
-			fmt.Fprintf(o.g.Streams.ErrOut, "release %s is up to date (revision %d): nothing to change, no new revision\n", name, current.Revision)
-			return writeReleaseResult(o.g.Streams.Out, o.output, upToDateResult(current, start))
+		if reconcile && rep.Empty() {
+			current, err := healthyCurrent(ctx, engine, name, entries)
+			if err != nil {
+				return err
+			}
+			if current != nil {
+				fmt.Fprintf(o.g.Streams.ErrOut, "release %s is up to date (revision %d): nothing to change, no new revision\n", name, current.Revision)
+				return writeReleaseResult(o.g.Streams.Out, o.output, upToDateResult(current, start))
+			}
 		}
 	}
 
@@ -256,34 +266,4 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		res.Preflight = preflight
 	}
 	return finishOperation(o.g.Streams.Out, o.output, printer, res, err)
-}
-
-// printDiff prints on stderr what the deploy would change, as `vllmctl
-// diff` computes it.
-func (o *deployOptions) printDiff(ctx context.Context, objects release.ObjectClient, entries []release.Entry, objs []*unstructured.Unstructured) error {
-	previous, err := release.PreviousObjects(entries)
-	if err != nil {
-		return err
-	}
-	applyOpts := release.ApplyOptions{
-		Namespace:       o.namespace,
-		Release:         o.opts.ReleaseName,
-		Force:           o.forceConflicts,
-		CreateNamespace: o.createNamespace,
-	}
-	cluster := release.NewDiffCluster(objects, applyOpts)
-	rep, err := diff.Compute(ctx, cluster, objs, diff.Options{
-		Release:   o.opts.ReleaseName,
-		Namespace: o.namespace,
-		Previous:  previous,
-	})
-	if err != nil {
-		return fmt.Errorf("--diff: %w", err)
-	}
-	w := o.g.Streams.ErrOut
-	_, noColor := os.LookupEnv("NO_COLOR")
-	if err := rep.WriteText(w, !noColor && wait.IsTerminal(w)); err != nil {
-		return fmt.Errorf("--diff: %w", err)
-	}
-	return nil
 }

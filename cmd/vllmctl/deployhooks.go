@@ -142,28 +142,25 @@ func autoRollback(engine *release.Engine, budget time.Duration, historyMax int, 
 	}
 }
 
-// upToDate reports whether deploying objs would change nothing: the
-// server-side dry-run diff against the live objects is empty and the
-// release's newest revision is deployed and healthy (every object Current).
-// It returns that revision's status when so.
-func upToDate(ctx context.Context, engine *release.Engine, name string, entries []release.Entry, objs []*unstructured.Unstructured, applyOpts release.ApplyOptions) (*release.StatusReport, error) {
-	if len(entries) == 0 || entries[len(entries)-1].Status != release.StatusDeployed {
-		return nil, nil
-	}
+// dryRunDiff computes what applying objs would change, from a server-side
+// dry run against the live objects (with the deploy's apply options), and
+// which objects of the live revisions the deploy would prune.
+func dryRunDiff(ctx context.Context, engine *release.Engine, name string, entries []release.Entry, objs []*unstructured.Unstructured, applyOpts release.ApplyOptions) (*diff.Report, error) {
 	previous, err := release.PreviousObjects(entries)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := diff.Compute(ctx, release.NewDiffCluster(engine.Objects, applyOpts), objs, diff.Options{
+	return diff.Compute(ctx, release.NewDiffCluster(engine.Objects, applyOpts), objs, diff.Options{
 		Release:   name,
 		Namespace: engine.Namespace(),
 		Previous:  previous,
 	})
-	if err != nil {
-		// A conflict or a refusal: the deploy itself reports it.
-		return nil, nil
-	}
-	if !rep.Empty() {
+}
+
+// healthyCurrent returns the status of the release's newest revision when
+// it is deployed and every one of its objects is Current, else nil.
+func healthyCurrent(ctx context.Context, engine *release.Engine, name string, entries []release.Entry) (*release.StatusReport, error) {
+	if len(entries) == 0 || entries[len(entries)-1].Status != release.StatusDeployed {
 		return nil, nil
 	}
 	status, err := release.NewStatuser(engine).Status(ctx, name)
