@@ -26,6 +26,10 @@ type RenderOptions struct {
 	// server's version when known); empty means DefaultKubeVersion, as
 	// `helm template` does without --kube-version.
 	KubeVersion string
+	// SkipKubeVersionCheck skips the chart's kubeVersion constraint: for a
+	// render that only validates the input before the server's version is
+	// known (the constraint is checked by the render that counts).
+	SkipKubeVersionCheck bool
 }
 
 // ChartInfo identifies the chart a release was rendered from.

@@ -1,7 +1,6 @@
 package charts
 
 import (
-	"bufio"
 	"bytes"
 	"embed"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/ignore"
 )
 
 // builtinFS holds the built-in charts, one top-level directory each. The
@@ -60,17 +60,20 @@ func loadBuiltin(name string) (*chart.Chart, error) {
 }
 
 // readChartFS reads the files of the chart in directory dir of fsys, with
-// names relative to dir, honouring dir/.helmignore like Helm's DirLoader.
+// names relative to dir, honouring dir/.helmignore (and Helm's default
+// rules) with Helm's own pkg/ignore, as Helm's DirLoader does.
 func readChartFS(fsys fs.FS, dir string) ([]*archive.BufferedFile, error) {
-	rules := &ignoreRules{}
-	if data, err := fs.ReadFile(fsys, path.Join(dir, ".helmignore")); err == nil {
-		if err := rules.parse(data); err != nil {
-			return nil, fmt.Errorf(".helmignore: %w", err)
+	rules := ignore.Empty()
+	if data, err := fs.ReadFile(fsys, path.Join(dir, ignore.HelmIgnore)); err == nil {
+		r, err := ignore.Parse(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ignore.HelmIgnore, err)
 		}
+		rules = r
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	rules.addDefaults()
+	rules.AddDefaults()
 
 	var files []*archive.BufferedFile
 	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
@@ -81,7 +84,11 @@ func readChartFS(fsys fs.FS, dir string) ([]*archive.BufferedFile, error) {
 		if rel == "" {
 			return nil
 		}
-		if rules.ignore(rel, d.IsDir()) {
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if rules.Ignore(rel, fi) {
 			if d.IsDir() {
 				return fs.SkipDir
 			}
@@ -99,92 +106,4 @@ func readChartFS(fsys fs.FS, dir string) ([]*archive.BufferedFile, error) {
 		return nil
 	})
 	return files, err
-}
-
-// ignoreRules implements the .helmignore semantics of Helm's pkg/ignore
-// (which this package does not import): blank lines and # comments are
-// skipped, "!" negates, a trailing "/" matches directories only, a leading
-// "/" or any "/" matches the whole relative path, otherwise the base name.
-type ignoreRules struct {
-	patterns []ignorePattern
-}
-
-type ignorePattern struct {
-	rule    string
-	negate  bool
-	mustDir bool
-	full    bool // match the whole path rather than the base name
-}
-
-func (r *ignoreRules) parse(data []byte) error {
-	s := bufio.NewScanner(bytes.NewReader(data))
-	for s.Scan() {
-		if err := r.add(string(bytes.TrimPrefix(s.Bytes(), []byte{0xEF, 0xBB, 0xBF}))); err != nil {
-			return err
-		}
-	}
-	return s.Err()
-}
-
-// addDefaults adds Helm's default rule: hidden files under templates/.
-func (r *ignoreRules) addDefaults() { _ = r.add(`templates/.?*`) }
-
-func (r *ignoreRules) add(rule string) error {
-	rule = strings.TrimSpace(rule)
-	if rule == "" || strings.HasPrefix(rule, "#") {
-		return nil
-	}
-	if strings.Contains(rule, "**") {
-		return fmt.Errorf("rule %q: double-star (**) syntax is not supported", rule)
-	}
-	if _, err := path.Match(rule, "abc"); err != nil {
-		return fmt.Errorf("rule %q: %w", rule, err)
-	}
-	p := ignorePattern{}
-	if after, ok := strings.CutPrefix(rule, "!"); ok {
-		p.negate = true
-		rule = after
-	}
-	if after, ok := strings.CutSuffix(rule, "/"); ok {
-		p.mustDir = true
-		rule = after
-	}
-	if after, ok := strings.CutPrefix(rule, "/"); ok {
-		p.full = true
-		rule = after
-	} else if strings.Contains(rule, "/") {
-		p.full = true
-	}
-	p.rule = rule
-	r.patterns = append(r.patterns, p)
-	return nil
-}
-
-func (r *ignoreRules) ignore(name string, isDir bool) bool {
-	if name == "" || name == "." || name == "./" {
-		return false
-	}
-	for _, p := range r.patterns {
-		subject := name
-		if !p.full {
-			subject = path.Base(name)
-		}
-		ok, _ := path.Match(p.rule, subject)
-		if p.negate {
-			if p.mustDir && !isDir {
-				return true
-			}
-			if !ok {
-				return true
-			}
-			continue
-		}
-		if p.mustDir && !isDir {
-			continue
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
 }

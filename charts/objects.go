@@ -9,46 +9,49 @@ import (
 	"strings"
 	"unicode"
 
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 )
 
-// kindPriority is the position of kind in the apply order of well-known
-// kinds; every other kind comes after them.
+// kindPriority is the position of kind in Helm's install order
+// (releaseutil.InstallOrder, the order `helm install` creates objects in);
+// every other kind comes after them.
 func kindPriority(kind string) int {
-	switch kind {
-	case "Namespace":
-		return 0
-	case "ResourceQuota":
-		return 1
-	case "ServiceAccount":
-		return 2
-	case "Secret":
-		return 3
-	case "ConfigMap":
-		return 4
-	case "PersistentVolumeClaim":
-		return 5
-	case "Service":
-		return 6
-	case "Deployment":
-		return 7
-	case "PodDisruptionBudget":
-		return 8
-	case "HorizontalPodAutoscaler":
-		return 9
+	if i, ok := installOrder[kind]; ok {
+		return i
 	}
-	return 10
+	return len(releaseutil.InstallOrder)
 }
 
-// SortObjects sorts objs in place, deterministically, into apply order:
-// by kind (Namespace, ResourceQuota, ServiceAccount, Secret, ConfigMap,
-// PersistentVolumeClaim, Service, Deployment, PodDisruptionBudget,
-// HorizontalPodAutoscaler, then every other kind, those ordered by kind
-// name), then by namespace, then by name; apiVersion breaks the last ties.
+// installOrder maps the kinds of releaseutil.InstallOrder to their position.
+var installOrder = func() map[string]int {
+	m := make(map[string]int, len(releaseutil.InstallOrder))
+	for i, k := range releaseutil.InstallOrder {
+		m[k] = i
+	}
+	return m
+}()
+
+// SortObjects sorts objs in place, deterministically, into apply order,
+// Helm's install order: by kind as in releaseutil.InstallOrder
+// (PriorityClass, Namespace, NetworkPolicy, ResourceQuota, LimitRange,
+// PodSecurityPolicy, PodDisruptionBudget, ServiceAccount, Secret, ...,
+// CustomResourceDefinition, ClusterRole, ..., RoleBinding, Service, ...,
+// Deployment, HorizontalPodAutoscaler, StatefulSet, Job, CronJob, ...,
+// ValidatingWebhookConfiguration), then every other kind, those ordered by
+// kind name as Helm does; then by namespace, then by name; apiVersion
+// breaks the last ties. Deleting (uninstall, prune) goes in the reverse of
+// this order: see SortObjectsForDelete.
 func SortObjects(objs []*unstructured.Unstructured) {
 	slices.SortStableFunc(objs, compareObjects)
+}
+
+// SortObjectsForDelete sorts objs in place into delete order: the reverse
+// of SortObjects' apply order.
+func SortObjectsForDelete(objs []*unstructured.Unstructured) {
+	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int { return compareObjects(b, a) })
 }
 
 func compareObjects(a, b *unstructured.Unstructured) int {

@@ -73,7 +73,7 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 	if err != nil {
 		return nil, err
 	}
-	if ch.Metadata.KubeVersion != "" {
+	if ch.Metadata.KubeVersion != "" && !opts.SkipKubeVersionCheck {
 		if err := checkKubeVersion(ch, caps.KubeVersion); err != nil {
 			return nil, err
 		}
@@ -159,20 +159,35 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 	}, nil
 }
 
-// ValidateReleaseName checks that name is a DNS-1123 label of at most 53
-// characters (Helm's limit: object names get suffixes).
+// ValidateReleaseName checks that name can name a release, by the one rule
+// for release names (see ReleaseNameProblem): a DNS-1123 label of at most
+// 53 characters (Helm's limit: object names get suffixes). A name that
+// breaks it is an *InputError (exit code 2) naming it and the rule.
 func ValidateReleaseName(name string) error {
+	switch problem := ReleaseNameProblem(name); {
+	case problem == "":
+		return nil
+	case name == "":
+		return &InputError{Source: "release name", Msg: problem}
+	default:
+		return &InputError{Source: "release name", Msg: fmt.Sprintf("%q is invalid: it %s", name, problem)}
+	}
+}
+
+// ReleaseNameProblem returns why name cannot name a release, or "" when it
+// can. It is the one rule for release names, Helm's: a DNS-1123 label
+// (lowercase letters, digits and '-', starting and ending with a letter or
+// digit) of at most 53 characters. ValidateReleaseName and the release
+// package's ValidateName both apply it.
+func ReleaseNameProblem(name string) string {
 	if name == "" {
-		return &InputError{Source: "release name", Msg: "must not be empty"}
+		return "must not be empty"
 	}
 	if len(name) > maxReleaseNameLen || len(validation.IsDNS1123Label(name)) > 0 {
-		return &InputError{
-			Source: "release name",
-			Msg: fmt.Sprintf("%q is invalid: it must be a DNS-1123 label of at most %d characters "+
-				"(lowercase letters, digits and '-', starting and ending with a letter or digit)", name, maxReleaseNameLen),
-		}
+		return fmt.Sprintf("must be a DNS-1123 label of at most %d characters "+
+			"(lowercase letters, digits and '-', starting and ending with a letter or digit)", maxReleaseNameLen)
 	}
-	return nil
+	return ""
 }
 
 // UserValues merges the values the user supplied, in Helm's order: the -f
@@ -373,4 +388,17 @@ func checkKubeVersion(ch *chart.Chart, kv common.KubeVersion) error {
 		}
 	}
 	return nil
+}
+
+// KubeVersion is the one rule for .Capabilities.KubeVersion: explicit (a
+// --kube-version flag) when given, else the server's version when there is
+// a cluster (deploy, diff), else DefaultKubeVersion (template).
+func KubeVersion(explicit, server string) string {
+	switch {
+	case explicit != "":
+		return explicit
+	case server != "":
+		return server
+	}
+	return DefaultKubeVersion
 }

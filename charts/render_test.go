@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -90,7 +92,7 @@ func TestRenderKinds(t *testing.T) {
 		want []string
 	}{
 		{"vllm defaults", renderCases()[0], []string{"Service/qwen", "Deployment/qwen"}},
-		{"vllm hpa", renderCases()[1], []string{"Service/qwen", "Deployment/qwen", "PodDisruptionBudget/qwen", "HorizontalPodAutoscaler/qwen"}},
+		{"vllm hpa", renderCases()[1], []string{"PodDisruptionBudget/qwen", "Service/qwen", "Deployment/qwen", "HorizontalPodAutoscaler/qwen"}},
 		{"vllm pvc", renderCases()[2], []string{"PersistentVolumeClaim/qwen-model-cache", "Service/qwen", "Deployment/qwen"}},
 		{"vllm gpu4", renderCases()[3], []string{"ResourceQuota/qwen", "Service/qwen", "Deployment/qwen"}},
 		{"handwritten", renderCases()[4], []string{
@@ -215,7 +217,7 @@ apiVersion: batch/v1
 kind: Job
 metadata: {name: a}
 `,
-		}, []string{"Namespace/ns", "Deployment/b", "Deployment/a", "ClusterRole/z", "Job/a"}},
+		}, []string{"Namespace/ns", "ClusterRole/z", "Deployment/b", "Deployment/a", "Job/a"}},
 		{"no templates", map[string]string{}, nil},
 	}
 	for _, tt := range tests {
@@ -295,12 +297,18 @@ func TestValidateReleaseName(t *testing.T) {
 			err := ValidateReleaseName(tt.name)
 			if tt.ok {
 				assert.NoError(t, err)
+				assert.Empty(t, ReleaseNameProblem(tt.name))
 				return
 			}
 			var ie *InputError
 			require.ErrorAs(t, err, &ie)
 			assert.Equal(t, "release name", ie.Source)
 			assert.Equal(t, 2, ie.ExitCode())
+			assert.NotEmpty(t, ReleaseNameProblem(tt.name))
+			if tt.name != "" {
+				assert.Contains(t, err.Error(), strconv.Quote(tt.name))
+				assert.Contains(t, err.Error(), "DNS-1123 label of at most 53 characters")
+			}
 		})
 	}
 }
@@ -319,6 +327,7 @@ func TestSortObjects(t *testing.T) {
 		obj("batch/v1", "Job", "a", "j"),
 		obj("autoscaling/v2", "HorizontalPodAutoscaler", "a", "h"),
 		obj("policy/v1", "PodDisruptionBudget", "a", "p"),
+		obj("apps/v1", "StatefulSet", "a", "st"),
 		obj("apps/v1", "Deployment", "b", "a"),
 		obj("apps/v1", "Deployment", "a", "z"),
 		obj("apps/v1", "Deployment", "a", "b"),
@@ -329,33 +338,93 @@ func TestSortObjects(t *testing.T) {
 		obj("v1", "ServiceAccount", "a", "sa"),
 		obj("v1", "ResourceQuota", "a", "rq"),
 		obj("v1", "Namespace", "", "ns"),
+		obj("rbac.authorization.k8s.io/v1", "RoleBinding", "a", "rb"),
 		obj("rbac.authorization.k8s.io/v1", "ClusterRole", "", "cr"),
+		obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets.example.com"),
+		obj("scheduling.k8s.io/v1", "PriorityClass", "", "pc"),
 		obj("example.com/v2", "Widget", "a", "w"),
 		obj("example.com/v1", "Widget", "a", "w"),
+		obj("example.com/v1", "Alpha", "b", "x"),
 	}
-	SortObjects(in)
-	var got []string
-	for _, o := range in {
-		got = append(got, o.GetAPIVersion()+" "+ObjectRef(o))
-	}
-	assert.Equal(t, []string{
+	want := []string{
+		"scheduling.k8s.io/v1 PriorityClass pc",
 		"v1 Namespace ns",
 		"v1 ResourceQuota a/rq",
+		"policy/v1 PodDisruptionBudget a/p",
 		"v1 ServiceAccount a/sa",
 		"v1 Secret a/sec",
 		"v1 ConfigMap a/cm",
 		"v1 PersistentVolumeClaim a/pvc",
+		"apiextensions.k8s.io/v1 CustomResourceDefinition widgets.example.com",
+		"rbac.authorization.k8s.io/v1 ClusterRole cr",
+		"rbac.authorization.k8s.io/v1 RoleBinding a/rb",
 		"v1 Service a/s",
 		"apps/v1 Deployment a/b",
 		"apps/v1 Deployment a/z",
 		"apps/v1 Deployment b/a",
-		"policy/v1 PodDisruptionBudget a/p",
 		"autoscaling/v2 HorizontalPodAutoscaler a/h",
-		"rbac.authorization.k8s.io/v1 ClusterRole cr",
+		"apps/v1 StatefulSet a/st",
 		"batch/v1 Job a/j",
+		// Kinds Helm does not know come last, by kind name.
+		"example.com/v1 Alpha b/x",
 		"example.com/v1 Widget a/w",
 		"example.com/v2 Widget a/w",
-	}, got)
+	}
+	refs := func(objs []*unstructured.Unstructured) []string {
+		var got []string
+		for _, o := range objs {
+			got = append(got, o.GetAPIVersion()+" "+ObjectRef(o))
+		}
+		return got
+	}
+	SortObjects(in)
+	assert.Equal(t, want, refs(in))
+
+	// Deleting goes in exactly the reverse order.
+	slices.Reverse(in[:7])
+	SortObjectsForDelete(in)
+	slices.Reverse(want)
+	assert.Equal(t, want, refs(in))
+}
+
+// TestKindOrderMatchesHelmSortManifests checks, with Helm's own
+// SortManifests (what `helm install` applies in), that the rendered
+// objects come in Helm's install order of kinds.
+func TestKindOrderMatchesHelmSortManifests(t *testing.T) {
+	for _, tc := range renderCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			ch, err := Load(tc.chart)
+			require.NoError(t, err)
+			r, err := Render(ch, tc.opts)
+			require.NoError(t, err)
+			var ours []string
+			for _, o := range r.Objects {
+				ours = append(ours, o.GetKind())
+			}
+			// Helm's sort is stable: a shuffled input shows its order.
+			shuffled := slices.Clone(r.Objects)
+			slices.Reverse(shuffled)
+			m, err := Manifest(shuffled)
+			require.NoError(t, err)
+			_, sorted, err := releaseutil.SortManifests(map[string]string{"all.yaml": m}, nil, releaseutil.InstallOrder)
+			require.NoError(t, err)
+			var helms []string
+			for _, s := range sorted {
+				helms = append(helms, s.Head.Kind)
+			}
+			assert.Equal(t, helms, ours)
+		})
+	}
+}
+
+// TestKindOrderIsHelms checks that every kind of Helm's install order sorts
+// in Helm's position, and that unknown kinds come after all of them.
+func TestKindOrderIsHelms(t *testing.T) {
+	for i, kind := range releaseutil.InstallOrder {
+		assert.Equal(t, i, kindPriority(kind), kind)
+	}
+	assert.Greater(t, kindPriority("Widget"), kindPriority("ValidatingWebhookConfiguration"))
+	assert.Equal(t, kindPriority("Widget"), kindPriority("Alpha"))
 }
 
 func TestSetDefaultNamespace(t *testing.T) {

@@ -3,18 +3,12 @@ package diff
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"sort"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-)
 
-// Exit codes of the contract that this package's errors carry.
-const (
-	exitInternal = 1
-	exitCluster  = 6
+	"github.com/vllmctl/vllmctl/release/exitcode"
 )
 
 // gramLen is the length of the value fragments looked for in messages:
@@ -93,7 +87,7 @@ func redact(err error, values []string, refs []string) error {
 	if !leaks(msg, values) {
 		return err
 	}
-	r := &RedactedError{code: exitCodeOf(err)}
+	r := &RedactedError{code: exitcode.Of(err)}
 	long := make([]string, 0, len(values))
 	for _, v := range values {
 		if len(v) >= gramLen {
@@ -151,20 +145,4 @@ func leaks(msg string, values []string) bool {
 		}
 	}
 	return false
-}
-
-// exitCodeOf returns the exit code the contract gives err: its own
-// ExitCode, 6 for an API or network error, else 1.
-func exitCodeOf(err error) int {
-	var ec interface{ ExitCode() int }
-	if errors.As(err, &ec) {
-		return ec.ExitCode()
-	}
-	var status apierrors.APIStatus
-	var urlErr *url.Error
-	var netErr net.Error
-	if errors.As(err, &status) || errors.As(err, &urlErr) || errors.As(err, &netErr) {
-		return exitCluster
-	}
-	return exitInternal
 }

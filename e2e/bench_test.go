@@ -129,51 +129,21 @@ func (f *benchFixture) engine(b *testing.B, counter *requestCounter) *release.En
 	}
 }
 
-// deploy renders the built-in chart with the fixture's values and set,
-// and deploys it as `vllmctl deploy` does: the next revision, the capacity
-// preflight (surge policy auto), then the Deployer with the automatic
-// rollback on its own budget. progress, when set, receives the events.
+// deploy deploys the built-in chart with the fixture's values and set
+// through the release engine's pipeline, as `vllmctl deploy` does (the
+// capacity preflight with surge policy auto, the automatic rollback on its
+// own budget). progress, when set, receives the events.
 func (f *benchFixture) deploy(ctx context.Context, b *testing.B, counter *requestCounter, progress func(release.ProgressEvent), set ...string) (*release.Result, error) {
 	b.Helper()
 	engine := f.engine(b, counter)
 	engine.Progress = progress
-	entries, err := engine.Store.List(ctx, benchRelease)
-	if err != nil {
-		return nil, fmt.Errorf("list the records of release %s: %w", benchRelease, err)
-	}
-	opts := charts.RenderOptions{ReleaseName: benchRelease, Namespace: f.namespace, Set: append(slices.Clone(f.base), set...), Revision: 1}
-	for _, e := range entries {
-		opts.Revision = max(opts.Revision, e.Revision+1)
-		opts.IsUpgrade = opts.IsUpgrade || e.Status == release.StatusDeployed
-	}
-	rendered, err := charts.RenderContext(ctx, f.chart, opts)
-	if err != nil {
-		return nil, fmt.Errorf("render release %s: %w", benchRelease, err)
-	}
-	objs, manifest := rendered.Objects, rendered.Manifest
-	report, err := release.Preflight(ctx, engine.Client, objs, release.PreflightOptions{Namespace: f.namespace, Release: benchRelease})
-	if err != nil {
-		return nil, fmt.Errorf("preflight of release %s: %w", benchRelease, err)
-	}
-	if report.Changed() {
-		if objs, err = release.ApplyStrategyOverrides(objs, report); err != nil {
-			return nil, err
-		}
-		manifest = ""
-	}
-	d := release.NewDeployer(engine)
-	d.OnFailure = func(ctx context.Context, fr *release.FailedRollout) (*release.Result, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), benchBudget)
-		defer cancel()
-		return release.NewRollbacker(engine).RollbackHeld(rctx, fr.Record, release.RollbackOptions{Timeout: benchBudget, HistoryMax: 10})
-	}
-	return d.Deploy(ctx, release.DeployOptions{
-		Name:              benchRelease,
-		Chart:             release.Chart{Name: rendered.Chart.Name, Version: rendered.Chart.Version, AppVersion: rendered.Chart.AppVersion},
-		Values:            rendered.UserValues,
-		Objects:           objs,
-		Manifest:          manifest,
+	return release.NewDeployer(engine).Deploy(ctx, release.DeployOptions{
+		Name: benchRelease,
+		Render: &release.RenderInput{Chart: f.chart, Options: charts.RenderOptions{
+			Namespace: f.namespace, Set: append(slices.Clone(f.base), set...),
+		}},
 		Timeout:           benchBudget,
+		RollbackTimeout:   benchBudget,
 		HistoryMax:        10,
 		RollbackOnFailure: true,
 	})

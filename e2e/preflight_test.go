@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/preflight"
 )
 
 // The GPUs of the local cluster are shared with other tests running at the
@@ -48,8 +48,8 @@ func preflightDeployment(name, image string, replicas int32, gpus int64, node st
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To[int64](0),
 					Containers: []corev1.Container{{Name: "vllm", Image: image, Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{release.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI), corev1.ResourceCPU: resource.MustParse("1")},
-						Limits:   corev1.ResourceList{release.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI)},
+						Requests: corev1.ResourceList{preflight.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI), corev1.ResourceCPU: resource.MustParse("1")},
+						Limits:   corev1.ResourceList{preflight.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI)},
 					}}},
 				},
 			},
@@ -84,7 +84,7 @@ func freeGPUs(ctx context.Context, e *env) (map[string]int64, error) {
 	}
 	free := map[string]int64{}
 	for _, n := range nodes.Items {
-		q, ok := n.Status.Allocatable[release.ResourceGPU]
+		q, ok := n.Status.Allocatable[preflight.ResourceGPU]
 		if !ok || n.Spec.Unschedulable || len(n.Spec.Taints) > 0 || !preflightNodeReady(&n) {
 			continue
 		}
@@ -99,7 +99,7 @@ func freeGPUs(ctx context.Context, e *env) (map[string]int64, error) {
 			continue
 		}
 		for _, c := range p.Spec.Containers {
-			q := c.Resources.Requests[release.ResourceGPU]
+			q := c.Resources.Requests[preflight.ResourceGPU]
 			free[p.Spec.NodeName] -= q.Value()
 		}
 	}
@@ -159,20 +159,20 @@ func waitAvailable(t *testing.T, e *env, name string) {
 	})
 }
 
-func gpuCheck(t *testing.T, d release.DeploymentPreflight, step string) release.CapacityCheck {
+func gpuCheck(t *testing.T, d preflight.DeploymentPreflight, step string) preflight.CapacityCheck {
 	t.Helper()
 	for _, c := range d.Checks {
-		if c.Step == step && c.Resource == string(release.ResourceGPU) {
+		if c.Step == step && c.Resource == string(preflight.ResourceGPU) {
 			return c
 		}
 	}
 	require.Failf(t, "no GPU check", "step %s in %+v", step, d.Checks)
-	return release.CapacityCheck{}
+	return preflight.CapacityCheck{}
 }
 
-func preflightError(t *testing.T, err error) *release.PreflightError {
+func preflightError(t *testing.T, err error) *preflight.Error {
 	t.Helper()
-	var pe *release.PreflightError
+	var pe *preflight.Error
 	require.True(t, errors.As(err, &pe), "a *PreflightError, got %v", err)
 	assert.Equal(t, 2, pe.ExitCode())
 	return pe
@@ -193,26 +193,26 @@ func TestPreflightSurgeBlockedOnAFullNode(t *testing.T) {
 	t.Logf("2 replicas × %d GPUs on %s (%d GPUs were free)", g, node, free)
 
 	t.Run("unchanged template needs nothing", func(t *testing.T) {
-		r, err := release.Preflight(ctx, e.client, rendered(t, e.namespace, live), release.PreflightOptions{Namespace: e.namespace, Policy: release.SurgePolicyStrict})
+		r, err := preflight.Run(ctx, e.client, rendered(t, e.namespace, live), preflight.Options{Namespace: e.namespace, Policy: preflight.SurgePolicyStrict})
 		require.NoError(t, err, "the server-side dry run sees the defaulted template as unchanged")
 		require.Len(t, r.Deployments, 1)
-		assert.Equal(t, release.ChangeUnchanged, r.Deployments[0].Change, "notes: %v", r.Notes)
+		assert.Equal(t, preflight.ChangeUnchanged, r.Deployments[0].Change, "notes: %v", r.Notes)
 		assert.Empty(t, r.Deployments[0].Checks)
 	})
 
 	changed := rendered(t, e.namespace, preflightDeployment("big", "vllm/vllm-openai:v0.9.1", 2, g, node))
 
 	t.Run("strict refuses", func(t *testing.T) {
-		r, err := release.Preflight(ctx, e.client, changed, release.PreflightOptions{Namespace: e.namespace, Policy: release.SurgePolicyStrict})
+		r, err := preflight.Run(ctx, e.client, changed, preflight.Options{Namespace: e.namespace, Policy: preflight.SurgePolicyStrict})
 		pe := preflightError(t, err)
 		t.Log(pe)
 		assert.Contains(t, err.Error(), fmt.Sprintf("nvidia.com/gpu: need %d, free ", g))
 		assert.Contains(t, err.Error(), "nodes "+node)
 		d := r.Deployments[0]
-		assert.Equal(t, release.VerdictSurgeBlocked, d.Verdict)
-		assert.Equal(t, release.ChangeChanged, d.Change)
+		assert.Equal(t, preflight.VerdictSurgeBlocked, d.Verdict)
+		assert.Equal(t, preflight.ChangeChanged, d.Change)
 		assert.Nil(t, d.Effective, "strict never changes the strategy")
-		c := gpuCheck(t, d, release.StepSurge)
+		c := gpuCheck(t, d, preflight.StepSurge)
 		assert.Equal(t, fmt.Sprint(g), c.Needed)
 		assert.Equal(t, []string{node}, c.Nodes)
 		assert.False(t, c.OK)
@@ -221,7 +221,7 @@ func TestPreflightSurgeBlockedOnAFullNode(t *testing.T) {
 	})
 
 	t.Run("auto replaces one pod at a time", func(t *testing.T) {
-		r, err := release.Preflight(ctx, e.client, changed, release.PreflightOptions{Namespace: e.namespace, Policy: release.SurgePolicyAuto})
+		r, err := preflight.Run(ctx, e.client, changed, preflight.Options{Namespace: e.namespace, Policy: preflight.SurgePolicyAuto})
 		require.NoError(t, err)
 		d := r.Deployments[0]
 		require.NotNil(t, d.Effective, "auto adjusts: %s", d.Message)
@@ -232,26 +232,26 @@ func TestPreflightSurgeBlockedOnAFullNode(t *testing.T) {
 		require.Len(t, r.Messages(), 1)
 		t.Log(r.Messages()[0])
 
-		objs, err := release.ApplyStrategyOverrides(changed, r)
+		objs, err := preflight.ApplyOverrides(changed, r)
 		require.NoError(t, err)
 		ru, _, _ := unstructured.NestedMap(objs[0].Object, "spec", "strategy", "rollingUpdate")
 		assert.Equal(t, map[string]any{"maxSurge": int64(0), "maxUnavailable": int64(1)}, ru)
 	})
 
 	t.Run("off only reports", func(t *testing.T) {
-		r, err := release.Preflight(ctx, e.client, changed, release.PreflightOptions{Namespace: e.namespace, Policy: release.SurgePolicyOff})
+		r, err := preflight.Run(ctx, e.client, changed, preflight.Options{Namespace: e.namespace, Policy: preflight.SurgePolicyOff})
 		require.NoError(t, err)
-		assert.Equal(t, release.VerdictSurgeBlocked, r.Deployments[0].Verdict)
+		assert.Equal(t, preflight.VerdictSurgeBlocked, r.Deployments[0].Verdict)
 		assert.False(t, r.Changed())
 	})
 
 	t.Run("a pod asking 16 GPUs fails in both modes", func(t *testing.T) {
 		huge := rendered(t, e.namespace, preflightDeployment("big", "vllm/vllm-openai:v0.9.1", 2, 16, ""))
-		for _, policy := range []release.SurgePolicy{release.SurgePolicyAuto, release.SurgePolicyStrict} {
-			r, err := release.Preflight(ctx, e.client, huge, release.PreflightOptions{Namespace: e.namespace, Policy: policy})
+		for _, policy := range []preflight.SurgePolicy{preflight.SurgePolicyAuto, preflight.SurgePolicyStrict} {
+			r, err := preflight.Run(ctx, e.client, huge, preflight.Options{Namespace: e.namespace, Policy: policy})
 			preflightError(t, err)
 			assert.Contains(t, err.Error(), "nvidia.com/gpu: need 16, free 8 on allocatable of the largest matching node", "policy %s", policy)
-			assert.Equal(t, release.VerdictImpossible, r.Deployments[0].Verdict)
+			assert.Equal(t, preflight.VerdictImpossible, r.Deployments[0].Verdict)
 		}
 	})
 }
@@ -268,19 +268,19 @@ func TestPreflightRoomForTheSurge(t *testing.T) {
 	waitAvailable(t, e, "small")
 
 	changed := rendered(t, e.namespace, preflightDeployment("small", "vllm/vllm-openai:v0.9.1", 3, 1, node))
-	for _, policy := range []release.SurgePolicy{release.SurgePolicyAuto, release.SurgePolicyStrict} {
+	for _, policy := range []preflight.SurgePolicy{preflight.SurgePolicyAuto, preflight.SurgePolicyStrict} {
 		byNode, err := freeGPUs(ctx, e)
 		require.NoError(t, err)
 		if byNode[node] < 1 {
 			t.Skipf("another test took the free GPUs of %s", node)
 		}
-		r, err := release.Preflight(ctx, e.client, changed, release.PreflightOptions{Namespace: e.namespace, Policy: policy})
+		r, err := preflight.Run(ctx, e.client, changed, preflight.Options{Namespace: e.namespace, Policy: policy})
 		require.NoError(t, err, "policy %s", policy)
 		d := r.Deployments[0]
-		assert.Equal(t, release.VerdictFits, d.Verdict, "policy %s: %s", policy, d.Message)
+		assert.Equal(t, preflight.VerdictFits, d.Verdict, "policy %s: %s", policy, d.Message)
 		assert.Nil(t, d.Effective)
 		assert.False(t, r.Changed())
-		c := gpuCheck(t, d, release.StepSurge)
+		c := gpuCheck(t, d, preflight.StepSurge)
 		assert.Equal(t, "1", c.Needed)
 		assert.True(t, c.OK)
 	}
@@ -316,13 +316,13 @@ func TestPreflightQuota(t *testing.T) {
 	})
 
 	changed := rendered(t, e.namespace, preflightDeployment("q", "vllm/vllm-openai:v0.9.1", 2, 2, node))
-	r, err := release.Preflight(ctx, e.client, changed, release.PreflightOptions{Namespace: e.namespace, Policy: release.SurgePolicyStrict})
+	r, err := preflight.Run(ctx, e.client, changed, preflight.Options{Namespace: e.namespace, Policy: preflight.SurgePolicyStrict})
 	preflightError(t, err)
 	t.Log(err)
 	assert.Contains(t, err.Error(), "requests.nvidia.com/gpu: need 2, free 0 on quota gpu-quota (hard 4, used 4; 1 surge pod next to the old ones), short 2")
-	assert.Equal(t, release.VerdictSurgeBlocked, r.Deployments[0].Verdict)
+	assert.Equal(t, preflight.VerdictSurgeBlocked, r.Deployments[0].Verdict)
 
-	r, err = release.Preflight(ctx, e.client, changed, release.PreflightOptions{Namespace: e.namespace, Policy: release.SurgePolicyAuto})
+	r, err = preflight.Run(ctx, e.client, changed, preflight.Options{Namespace: e.namespace, Policy: preflight.SurgePolicyAuto})
 	require.NoError(t, err)
 	d := r.Deployments[0]
 	require.NotNil(t, d.Effective, "auto replaces in place within the quota: %s", d.Message)

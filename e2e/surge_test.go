@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/preflight"
 )
 
 // Issue 7, what must be shown: the capacity preflight and the surge policy
@@ -65,7 +66,7 @@ func requireIsolatedPool(t *testing.T, e *env) {
 	for _, name := range isolatedNodes {
 		n, err := e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err, "the local cluster has no isolated GPU pool: restart it with `make cluster-down cluster`")
-		gpus := n.Status.Allocatable[release.ResourceGPU]
+		gpus := n.Status.Allocatable[preflight.ResourceGPU]
 		require.Equal(t, int64(isolatedGPUsPerNode), gpus.Value(), "GPUs of %s", name)
 		require.Equal(t, "isolated", n.Labels["vllmctl.io/pool"], "label of %s", name)
 		require.True(t, preflightNodeReady(n), "%s Ready", name)
@@ -318,14 +319,14 @@ func (rw *replicaSetWatch) mostPods() int32 {
 }
 
 // preflightLine returns the preflight report of a --progress json run.
-func preflightLine(t *testing.T, r relRun) *release.PreflightReport {
+func preflightLine(t *testing.T, r relRun) *preflight.Report {
 	t.Helper()
 	sc := bufio.NewScanner(strings.NewReader(r.stderr))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var line struct {
-			Phase     string                   `json:"phase"`
-			Preflight *release.PreflightReport `json:"preflight"`
+			Phase     string            `json:"phase"`
+			Preflight *preflight.Report `json:"preflight"`
 		}
 		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Phase == "preflight" && line.Preflight != nil {
 			return line.Preflight
@@ -398,7 +399,7 @@ func TestSurgeFullPool(t *testing.T) {
 		require.Len(t, res.Preflight.Deployments, 1)
 		p := res.Preflight.Deployments[0]
 		assert.True(t, p.Adjusted)
-		assert.Equal(t, release.VerdictSurgeBlocked, p.Verdict)
+		assert.Equal(t, preflight.VerdictSurgeBlocked, p.Verdict)
 		require.NotNil(t, p.Effective)
 		assert.Equal(t, int32(0), p.Effective.Surge)
 		assert.Equal(t, int32(1), p.Effective.Unavailable)
@@ -464,7 +465,7 @@ func TestSurgeRoom(t *testing.T) {
 		assert.NotContains(t, r.stderr, "WARNING", policy)
 		require.NotNil(t, res.Preflight, policy)
 		p := res.Preflight.Deployments[0]
-		assert.Equal(t, release.VerdictFits, p.Verdict, policy)
+		assert.Equal(t, preflight.VerdictFits, p.Verdict, policy)
 		assert.Nil(t, p.Effective, policy)
 		assert.Equal(t, int32(3), p.Replicas, policy)
 		for _, d := range watch.versions(t, f) {

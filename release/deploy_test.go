@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -98,11 +100,11 @@ func TestDeployRefusesBadInputBeforeLocking(t *testing.T) {
 		{name: "bad manifest", mutate: func(o *release.DeployOptions, _ *release.Deployer) {
 			o.Objects, o.Manifest = nil, "kind: [\n"
 		}, want: "invalid manifest"},
-		{name: "preflight refuses", mutate: func(_ *release.DeployOptions, d *release.Deployer) {
-			d.Preflight = func(context.Context, []*unstructured.Unstructured, release.DeployOptions) ([]*unstructured.Unstructured, error) {
-				return nil, &release.StrategyInputError{Reason: "preflight says no"}
-			}
-		}, want: "preflight says no"},
+		{name: "preflight refuses", mutate: func(o *release.DeployOptions, _ *release.Deployer) {
+			s := baseSpec()
+			s.gpus = 16 // the fake cluster's only node has 8
+			*o = s.options()
+		}, want: "nvidia.com/gpu"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -192,9 +194,9 @@ func TestDeployRolloutFailure(t *testing.T) {
 	}
 }
 
-// TestDeployOnFailureRollsBackWhileHoldingTheLock wires the automatic
-// rollback the way the command will: the handler rolls back with the
-// failed revision's pending record held.
+// TestDeployOnFailureRollsBackWhileHoldingTheLock: the automatic
+// rollback runs while the failed revision's pending record still holds the
+// lock.
 func TestDeployOnFailureRollsBackWhileHoldingTheLock(t *testing.T) {
 	f := newEngFixture(t)
 	first := f.deploy(t, baseSpec())
@@ -207,22 +209,27 @@ func TestDeployOnFailureRollsBackWhileHoldingTheLock(t *testing.T) {
 		}
 		return wait.Result{Outcome: wait.OutcomeCurrent, Objects: objs}, nil
 	}
-	d := release.NewDeployer(f.engine)
 	var sawPending release.Status
-	d.OnFailure = func(ctx context.Context, fr *release.FailedRollout) (*release.Result, error) {
-		sawPending = fr.Record.Status
-		return release.NewRollbacker(f.engine).RollbackHeld(ctx, fr.Record, release.RollbackOptions{Timeout: time.Minute})
+	progress := f.engine.Progress
+	f.engine.Progress = func(ev release.ProgressEvent) {
+		if ev.Phase == release.PhaseRollback && ev.Status == "started" {
+			rec, err := f.store.Get(context.Background(), engRelease, 2)
+			require.NoError(t, err)
+			sawPending = rec.Status
+		}
+		progress(ev)
 	}
 	s := baseSpec()
 	s.image = "vllm/vllm-openai:crash"
 	s.extra = true
 	opts := s.options()
 	opts.RollbackOnFailure = true
-	res, err := d.Deploy(context.Background(), opts)
+	opts.RollbackTimeout = time.Minute
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
 	require.Error(t, err)
 	assert.Equal(t, 3, exitCode(err))
 	assert.Contains(t, err.Error(), "rolled back to revision 1")
-	assert.Equal(t, release.StatusPendingUpgrade, sawPending, "the handler runs while the failed revision still holds the lock")
+	assert.Equal(t, release.StatusPendingUpgrade, sawPending, "the rollback runs while the failed revision still holds the lock")
 	assert.Equal(t, 1, res.RolledBackTo)
 	require.NotNil(t, res.Rollback)
 	assert.Equal(t, 3, res.Rollback.Revision)
@@ -241,9 +248,12 @@ func TestDeployRollbackDisabledOrImpossible(t *testing.T) {
 	f.waiter.Script = releasetest.FailKind("Deployment", wait.OutcomeFailed, "CrashLoopBackOff")
 	d := release.NewDeployer(f.engine)
 	ran := 0
-	d.OnFailure = func(ctx context.Context, fr *release.FailedRollout) (*release.Result, error) {
-		ran++
-		return release.NewRollbacker(f.engine).RollbackHeld(ctx, fr.Record, release.RollbackOptions{})
+	progress := f.engine.Progress
+	f.engine.Progress = func(ev release.ProgressEvent) {
+		if ev.Phase == release.PhaseRollback && ev.Status == "started" {
+			ran++
+		}
+		progress(ev)
 	}
 	opts := baseSpec().options()
 	_, err := d.Deploy(context.Background(), opts)
@@ -402,22 +412,41 @@ func TestDeployStrategyOverride(t *testing.T) {
 	assert.False(t, found, "the caller's objects are not modified")
 }
 
+// TestDeployPreflightMayReplaceTheObjects: when the surge pod cannot fit,
+// the surge policy (auto) rolls out with maxSurge 0; the adjusted strategy
+// is what is applied and recorded.
 func TestDeployPreflightMayReplaceTheObjects(t *testing.T) {
 	f := newEngFixture(t)
-	d := release.NewDeployer(f.engine)
-	d.Preflight = func(_ context.Context, objs []*unstructured.Unstructured, _ release.DeployOptions) ([]*unstructured.Unstructured, error) {
-		out := make([]*unstructured.Unstructured, len(objs))
-		for i, o := range objs {
-			out[i] = o.DeepCopy()
-			if o.GetKind() == "Deployment" {
-				require.NoError(t, unstructured.SetNestedField(out[i].Object, int64(0), "spec", "strategy", "rollingUpdate", "maxSurge"))
-			}
-		}
-		return out, nil
+	s := baseSpec()
+	s.gpus = 4
+	twoReplicas := func(s spec) release.DeployOptions {
+		opts := s.options()
+		require.NoError(t, unstructured.SetNestedField(opts.Objects[2].Object, int64(2), "spec", "replicas"))
+		opts.Manifest = ""
+		return opts
 	}
-	res, err := d.Deploy(context.Background(), baseSpec().options())
+	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), twoReplicas(s))
 	require.NoError(t, err)
+	// The two old pods hold all 8 GPUs of the only node.
+	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
+	for _, name := range []string{"chat-old-1", "chat-old-2"} {
+		_, err := f.cluster.Client.CoreV1().Pods(engNS).Create(context.Background(), &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: engNS, Labels: map[string]string{"app": "chat"}},
+			Spec: corev1.PodSpec{NodeName: "gpu-node-1", Containers: []corev1.Container{{
+				Name: "vllm", Image: s.image, Resources: corev1.ResourceRequirements{Requests: gpu, Limits: gpu},
+			}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	s.image = "vllm/vllm-openai:v0.11.0"
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), twoReplicas(s))
+	require.NoError(t, err)
+	require.NotNil(t, res.Preflight)
+	assert.True(t, res.Preflight.Changed())
 	assert.Contains(t, f.record(t, res.Revision).Manifest, "maxSurge: 0", "the replacement is recorded")
+	assert.Contains(t, f.record(t, res.Revision).Description, "surge", "and said in the description")
 	dep, err := f.cluster.Client.AppsV1().Deployments(engNS).Get(context.Background(), "chat", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, intstr.FromInt32(0), *dep.Spec.Strategy.RollingUpdate.MaxSurge, "and applied")

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -111,6 +113,8 @@ type Phase string
 
 // The phases of the release operations, in the order they happen.
 const (
+	PhasePreflight  Phase = "preflight"
+	PhaseDiff       Phase = "diff"
 	PhaseLock       Phase = "lock"
 	PhaseApply      Phase = "apply"
 	PhaseReplicaSet Phase = "replicaset"
@@ -141,6 +145,11 @@ type ProgressEvent struct {
 	// Wait is the Waiter's own event (wait phase), for printers that
 	// render rollouts (wait.ProgressPrinter).
 	Wait *wait.Event `json:"-"`
+	// Preflight is the capacity preflight's report (preflight phase).
+	Preflight *preflight.Report `json:"preflight,omitempty"`
+	// Diff is what the deploy changes (diff phase), for printers that
+	// render it as a diff.
+	Diff *diff.Report `json:"-"`
 }
 
 // String formats the event as one plain progress line, "<time>
@@ -173,11 +182,16 @@ func (ev ProgressEvent) String() string {
 
 // emit sends a progress event, stamped now.
 func (e *Engine) emit(name string, revision int, phase Phase, object, status, message string) {
+	e.emitEvent(ProgressEvent{Release: name, Revision: revision, Phase: phase, Object: object, Status: status, Message: message})
+}
+
+// emitEvent sends ev, stamped now.
+func (e *Engine) emitEvent(ev ProgressEvent) {
 	if e.Progress == nil {
 		return
 	}
-	e.Progress(ProgressEvent{Time: stamp(e.clock()), Release: name, Revision: revision, Phase: phase,
-		Object: object, Status: status, Message: message})
+	ev.Time = stamp(e.clock())
+	e.Progress(ev)
 }
 
 // Result is the outcome of a deploy or a rollback: the document the
@@ -215,7 +229,7 @@ type Result struct {
 	// Rollback is the result of the automatic rollback, if one ran.
 	Rollback *Result `json:"-"`
 	// Preflight is the capacity preflight's report, when one ran.
-	Preflight *PreflightReport `json:"preflight,omitempty"`
+	Preflight *preflight.Report `json:"preflight,omitempty"`
 }
 
 // newResult starts the result of an operation on record r.

@@ -81,7 +81,8 @@ type spec struct {
 	args     []string
 	greeting string
 	port     int64
-	extra    bool // a second ConfigMap, chat-extra
+	extra    bool  // a second ConfigMap, chat-extra
+	gpus     int64 // nvidia.com/gpu per pod, when set
 }
 
 func baseSpec() spec {
@@ -126,6 +127,11 @@ func (s spec) objects() []*unstructured.Unstructured {
 				},
 			},
 		}},
+	}
+	if s.gpus > 0 {
+		gpu := map[string]any{"nvidia.com/gpu": s.gpus}
+		c := objs[2].Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		c["resources"] = map[string]any{"requests": gpu, "limits": gpu}
 	}
 	if s.extra {
 		objs = append(objs, &unstructured.Unstructured{Object: map[string]any{

@@ -6,12 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vllmctl/vllmctl/release/exitcode"
 )
 
 // Exit codes of the contract that this package's errors carry.
 const (
-	exitInvalid    = 2
-	exitInProgress = 5
+	exitInvalid    = exitcode.Invalid
+	exitInProgress = exitcode.InProgress
 )
 
 // ErrExists is matched (errors.Is) by the error Store.Create returns when the

@@ -140,12 +140,9 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 		return nil, err
 	}
 	now := stamp(clk)
-	hasDeployed := false
+	plan := PlanOf(entries)
 	var pending []*Release
 	for _, e := range entries {
-		if e.Status == StatusDeployed {
-			hasDeployed = true
-		}
 		if !e.Status.IsPending() || (opts.Held != nil && e.Revision == opts.Held.Revision) {
 			continue
 		}
@@ -171,7 +168,7 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 	// Create the next revision first: that create is the one step racing
 	// writers cannot both win. Only the winner then retires the records it
 	// took over.
-	status, err := op.pendingStatus(hasDeployed)
+	status, err := op.pendingStatus(plan.Upgrade)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +182,7 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 	}
 	r.Name = name
 	r.Namespace = s.Namespace()
-	r.Revision = nextRevision(entries)
+	r.Revision = plan.Revision
 	r.Status = status
 	r.Holder = holder
 	r.Description = opts.Description

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/charts"
 )
 
 // PruneOptions tune [Applier.Prune].
@@ -53,10 +55,11 @@ type PruneResult struct {
 
 // Prune deletes the objects of the previous revision's manifest (previous)
 // that the new one (current) no longer has, comparing group, kind,
-// namespace and name. It deletes in reverse manifest order with foreground
-// propagation, and only objects whose live copy still carries the labels of
-// opts.Release: an object another owner took over is kept. Namespaces are
-// never pruned (the release's records live in one).
+// namespace and name. It deletes in the reverse of the apply order (see
+// charts.SortObjectsForDelete), whatever the order of previous, with
+// foreground propagation, and only objects whose live copy still carries
+// the labels of opts.Release: an object another owner took over is kept.
+// Namespaces are never pruned (the release's records live in one).
 //
 // It returns one result per object considered, in deletion order; the
 // pruned ones have Action PruneDeleted. On error the results so far are
@@ -71,15 +74,26 @@ func (a *Applier) Prune(ctx context.Context, previous, current []*unstructured.U
 		keep[a.identity(ctx, r, obj, opts.Namespace).key()] = true
 	}
 
-	var results []PruneResult
+	// previous may hold several revisions' manifests, oldest first: the
+	// newest copy of an object is the one pruned, and an object listed
+	// twice is pruned once.
+	var doomed []*unstructured.Unstructured
+	refs := map[*unstructured.Unstructured]ObjectRef{}
 	for i := len(previous) - 1; i >= 0; i-- {
 		obj := previous[i]
 		ref := a.identity(ctx, r, obj, opts.Namespace)
 		if keep[ref.key()] {
 			continue
 		}
-		keep[ref.key()] = true // a manifest listing an object twice prunes it once
-		res, err := a.pruneOne(ctx, r, obj, ref, opts)
+		keep[ref.key()] = true
+		doomed = append(doomed, obj)
+		refs[obj] = ref
+	}
+	charts.SortObjectsForDelete(doomed)
+
+	var results []PruneResult
+	for _, obj := range doomed {
+		res, err := a.pruneOne(ctx, r, obj, refs[obj], opts)
 		if err != nil {
 			return results, err
 		}

@@ -82,12 +82,12 @@ func TestPrune(t *testing.T) {
 		assert.Equal(t, []string{
 			"apps/v1 Deployment llm/old deleted",
 			"v1 ConfigMap llm/vanished gone",
+			"v1 ConfigMap llm/removed deleted",
 			"v1 ConfigMap llm/other-release kept",
 			"v1 ConfigMap llm/adopted kept",
-			"v1 ConfigMap llm/removed deleted",
 			"v1 Namespace llm kept",
-		}, pruneRefs(res), "reverse manifest order")
-		assert.Contains(t, res[2].Reason, "not managed by release chat")
+		}, pruneRefs(res), "reverse apply order")
+		assert.Contains(t, res[3].Reason, "not managed by release chat")
 		assert.Contains(t, res[5].Reason, "never pruned")
 
 		require.Len(t, *deletes, 2)
@@ -117,6 +117,26 @@ func TestPrune(t *testing.T) {
 		require.Len(t, *deletes, 2)
 		assert.Equal(t, []string{metav1.DryRunAll}, (*deletes)[0].opts.DryRun)
 		c.get(t, gvrConfigMaps, applyNS, "removed")
+	})
+
+	t.Run("several revisions: reverse apply order, newest copy", func(t *testing.T) {
+		c := newSSACluster(t, live...)
+		deletes := recordDeletes(c)
+		oldDeployment := deploymentObj("", "old", 1)
+		oldDeployment.SetAPIVersion("apps/v1beta2") // no longer served
+		prev := []*unstructured.Unstructured{
+			// revision 1, then revision 2, as the engine concatenates them
+			oldDeployment, configMap("", "removed", nil),
+			configMap("", "removed", nil), deploymentObj("", "old", 1),
+		}
+		res, err := NewApplierFromClients(c, applyMapper()).Prune(context.Background(), prev, nil,
+			PruneOptions{Release: "chat", Namespace: applyNS})
+		require.NoError(t, err)
+		assert.Equal(t, []string{
+			"apps/v1 Deployment llm/old deleted",
+			"v1 ConfigMap llm/removed deleted",
+		}, pruneRefs(res))
+		require.Len(t, *deletes, 2)
 	})
 
 	t.Run("identity ignores the version and defaults the namespace", func(t *testing.T) {

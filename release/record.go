@@ -12,7 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/vllmctl/vllmctl/charts"
 )
 
 // Names, labels and the type of release record Secrets (contract: "Release
@@ -174,14 +175,14 @@ func Labels(r *Release) map[string]string {
 	}
 }
 
-// ValidateName checks that name can name a release: a DNS-1123 label (it is
-// used in label values and in Secret and object names).
+// ValidateName checks that name can name a release (it is used in label
+// values and in Secret and object names) by the one rule for release names,
+// Helm's, which charts.ValidateReleaseName applies too: a DNS-1123 label of
+// at most 53 characters. A name that breaks it is an *InvalidNameError
+// (exit code 2) naming it and the rule.
 func ValidateName(name string) error {
-	if name == "" {
-		return &InvalidNameError{Name: name, Reasons: []string{"must not be empty"}}
-	}
-	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		return &InvalidNameError{Name: name, Reasons: errs}
+	if problem := charts.ReleaseNameProblem(name); problem != "" {
+		return &InvalidNameError{Name: name, Reasons: []string{problem}}
 	}
 	return nil
 }

@@ -160,7 +160,8 @@ func TestValidateName(t *testing.T) {
 		{"chat_1", false},
 		{"chat.v1", false},
 		{"-chat", false},
-		{string(bytes.Repeat([]byte("a"), 64)), false},
+		{string(bytes.Repeat([]byte("a"), 53)), true},
+		{string(bytes.Repeat([]byte("a"), 54)), false}, // Helm's limit, as charts.ValidateReleaseName
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,6 +174,10 @@ func TestValidateName(t *testing.T) {
 			require.ErrorAs(t, err, &inv)
 			assert.Equal(t, 2, inv.ExitCode())
 			assert.Contains(t, err.Error(), "invalid release name")
+			assert.Contains(t, err.Error(), strconv.Quote(tt.name))
+			if tt.name != "" {
+				assert.Contains(t, err.Error(), "DNS-1123 label of at most 53 characters")
+			}
 		})
 	}
 }

@@ -1,14 +1,14 @@
+// The ReplicaSet carrying a Deployment's current pod template, once its
+// controller has observed the Deployment's latest generation.
+
 package release
 
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,11 +17,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
+
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // RevisionAnnotation is the annotation in which the Deployment controller
 // numbers a Deployment's ReplicaSets.
-const RevisionAnnotation = "deployment.kubernetes.io/revision"
+const RevisionAnnotation = deploymentutil.RevisionAnnotation
 
 // CurrentReplicaSets returns, for every Deployment among objs (in order),
 // the ReplicaSet carrying its current pod template; see
@@ -145,36 +148,13 @@ func observedDeployment(ctx context.Context, client kubernetes.Interface, namesp
 	return d, nil
 }
 
-// newReplicaSet applies the Deployment controller's rule: the oldest
-// ReplicaSet controlled by d (owner reference UID) whose pod template equals
-// d's, ignoring the pod-template-hash label.
+// newReplicaSet returns the Deployment's new ReplicaSet among items, by the
+// Deployment controller's rule: see [wait.NewReplicaSet], the one copy of
+// it.
 func newReplicaSet(d *appsv1.Deployment, items []appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	var owned []*appsv1.ReplicaSet
+	rss := make([]*appsv1.ReplicaSet, len(items))
 	for i := range items {
-		if metav1.IsControlledBy(&items[i], d) {
-			owned = append(owned, &items[i])
-		}
+		rss[i] = &items[i]
 	}
-	sort.Slice(owned, func(i, j int) bool {
-		ti, tj := owned[i].CreationTimestamp, owned[j].CreationTimestamp
-		if ti.Equal(&tj) {
-			return owned[i].Name < owned[j].Name
-		}
-		return ti.Before(&tj)
-	})
-	for _, rs := range owned {
-		if equalIgnoreHash(&rs.Spec.Template, &d.Spec.Template) {
-			return rs
-		}
-	}
-	return nil
-}
-
-// equalIgnoreHash compares pod templates ignoring the pod-template-hash
-// label, as the Deployment controller does.
-func equalIgnoreHash(a, b *corev1.PodTemplateSpec) bool {
-	a, b = a.DeepCopy(), b.DeepCopy()
-	delete(a.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	delete(b.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	return apiequality.Semantic.DeepEqual(a, b)
+	return wait.NewReplicaSet(d, rss)
 }

@@ -1,3 +1,6 @@
+// Tests of CurrentReplicaSet(s): the new ReplicaSet, once the controller
+// observed the Deployment's generation.
+
 package release
 
 import (

@@ -35,8 +35,6 @@ type RollbackOptions struct {
 // ([Rollbacker.RollbackHeld]).
 type Rollbacker struct {
 	*Engine
-	// Diagnose, when set, explains a failed wait.
-	Diagnose Diagnoser
 }
 
 // NewRollbacker returns a Rollbacker using engine.
@@ -243,13 +241,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 		if ctx.Err() != nil {
 			return failed(&Failure{Reason: "Interrupted", Message: werr.Error()}, werr)
 		}
-		f := waitFailure(wres, werr)
-		if r.Diagnose != nil {
-			if df := r.Diagnose(ctx, rec, objs, wres, werr); df != nil {
-				f = df
-			}
-		}
-		return failed(f, werr)
+		return failed(waitFailure(wres, werr), werr)
 	}
 
 	if err := MarkDeployed(ctx, r.Store, rec, clk, desc); err != nil {

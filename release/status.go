@@ -87,6 +87,14 @@ func (s *Statuser) Status(ctx context.Context, name string) (*StatusReport, erro
 	if err != nil {
 		return nil, err
 	}
+	return s.StatusOf(ctx, rec)
+}
+
+// StatusOf is Status of the revision rec.
+func (s *Statuser) StatusOf(ctx context.Context, rec *Release) (*StatusReport, error) {
+	if err := s.check("objects", "client"); err != nil {
+		return nil, err
+	}
 	rep := &StatusReport{
 		Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Status: rec.Status,
 		Description: rec.Description, Chart: rec.Chart.String(), AppVersion: rec.Chart.AppVersion,

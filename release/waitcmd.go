@@ -42,8 +42,6 @@ type WaitOptions struct {
 // rollback it runs with WaitOptions.RollbackOnFailure.
 type Watcher struct {
 	*Engine
-	// Diagnose, when set, explains a failed wait.
-	Diagnose Diagnoser
 }
 
 // NewWatcher returns a Watcher using engine.
@@ -113,11 +111,6 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	}
 
 	f := waitFailure(wres, werr)
-	if w.Diagnose != nil {
-		if df := w.Diagnose(ctx, rec, objs, wres, werr); df != nil {
-			f = df
-		}
-	}
 	res.Failure = f
 	rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: OpWait, Failure: f, Err: werr}
 
@@ -269,7 +262,7 @@ func (w *Watcher) rollback(ctx context.Context, rec *Release, entries []Entry, f
 		fmt.Sprintf("rollout failed: %s; restoring revision %d", f.Reason, target))
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
-	rb := &Rollbacker{Engine: w.Engine, Diagnose: w.Diagnose}
+	rb := NewRollbacker(w.Engine)
 	res, err := rb.Rollback(rctx, RollbackOptions{
 		Name:           rec.Name,
 		ToRevision:     target,

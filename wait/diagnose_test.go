@@ -1,3 +1,5 @@
+// Tests of the diagnosis helpers: events, log tails, hints.
+
 package wait
 
 import (

@@ -1,3 +1,6 @@
+// KstatusWaiter: the Waiter built on the kstatus status watcher of
+// sigs.k8s.io/cli-utils.
+
 package wait
 
 import (

@@ -1,3 +1,5 @@
+// Tests of KstatusWaiter, with a scripted status watcher.
+
 package wait
 
 import (

@@ -1,3 +1,6 @@
+// Progress printers (plain, live, JSON) of a wait's events, and
+// WriteDiagnosis, the rendering of a Diagnosis.
+
 package wait
 
 import (

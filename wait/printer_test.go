@@ -1,3 +1,5 @@
+// Tests of the progress printers and of the diagnosis rendering.
+
 package wait
 
 import (

@@ -1,3 +1,6 @@
+// RolloutProgress, the rollout state a RolloutWatcher's events carry, and
+// RolloutFailedError, the error of a failed or timed-out rollout.
+
 package wait
 
 import (

@@ -1,3 +1,6 @@
+// Tests of RolloutWatcher against a fake clientset: verdicts, success,
+// timeout, cancellation, other objects, watch failures.
+
 package wait
 
 import (

@@ -1,16 +1,17 @@
+// Verdicts: the failures a RolloutWatcher detects, its options, kubectl
+// rollout status' rules, and the judging of the pods of a new ReplicaSet.
+
 package wait
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 	"k8s.io/utils/clock"
 )
 
@@ -140,7 +141,7 @@ const (
 	reasonObjectFailed         = "Failed"
 	reasonContainersNotReady   = "ContainersNotReady"
 	podTemplateHashLabel       = appsv1.DefaultDeploymentUniqueLabelKey
-	deploymentRevisionAnnotKey = "deployment.kubernetes.io/revision"
+	deploymentRevisionAnnotKey = deploymentutil.RevisionAnnotation
 )
 
 func isImagePullReason(r string) bool {
@@ -159,7 +160,7 @@ func rolloutStatus(d *appsv1.Deployment) (done, failed bool, msg string) {
 	if d.Generation > d.Status.ObservedGeneration {
 		return false, false, "waiting for the deployment spec update to be observed"
 	}
-	if c := deploymentCondition(d, appsv1.DeploymentProgressing); c != nil && c.Reason == reasonProgressDeadline {
+	if c := deploymentutil.GetDeploymentCondition(d.Status, appsv1.DeploymentProgressing); c != nil && c.Reason == reasonProgressDeadline {
 		m := fmt.Sprintf("deployment %q exceeded its progress deadline", d.Name)
 		if c.Message != "" {
 			m += ": " + c.Message
@@ -176,65 +177,6 @@ func rolloutStatus(d *appsv1.Deployment) (done, failed bool, msg string) {
 		return false, false, fmt.Sprintf("%d of %d updated replicas are available", d.Status.AvailableReplicas, d.Status.UpdatedReplicas)
 	}
 	return true, false, "successfully rolled out"
-}
-
-func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
-	for i := range d.Status.Conditions {
-		if d.Status.Conditions[i].Type == t {
-			return &d.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// controlledBy reports whether uid is the controller among refs.
-func controlledBy(refs []metav1.OwnerReference, uid types.UID) bool {
-	for _, r := range refs {
-		if r.Controller != nil && *r.Controller && r.UID == uid {
-			return true
-		}
-	}
-	return false
-}
-
-// equalIgnoreHash compares two pod templates ignoring the pod-template-hash
-// label, as the Deployment controller does to find its new ReplicaSet.
-func equalIgnoreHash(a, b *corev1.PodTemplateSpec) bool {
-	a, b = a.DeepCopy(), b.DeepCopy()
-	delete(a.Labels, podTemplateHashLabel)
-	delete(b.Labels, podTemplateHashLabel)
-	return apiequality.Semantic.DeepEqual(a, b)
-}
-
-// splitReplicaSets returns, among rss, the ReplicaSet d controls that
-// carries d's pod template (the oldest if several do, as the controller
-// picks), and the other ReplicaSets d controls that still have pods, by
-// name. newRS is nil when the controller has not created it yet.
-func splitReplicaSets(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) (newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) {
-	var owned []*appsv1.ReplicaSet
-	for _, rs := range rss {
-		if controlledBy(rs.OwnerReferences, d.UID) {
-			owned = append(owned, rs)
-		}
-	}
-	sort.Slice(owned, func(i, j int) bool {
-		ti, tj := owned[i].CreationTimestamp, owned[j].CreationTimestamp
-		if ti.Equal(&tj) {
-			return owned[i].Name < owned[j].Name
-		}
-		return ti.Before(&tj)
-	})
-	for _, rs := range owned {
-		if newRS == nil && equalIgnoreHash(&rs.Spec.Template, &d.Spec.Template) {
-			newRS = rs
-			continue
-		}
-		if (rs.Spec.Replicas != nil && *rs.Spec.Replicas > 0) || rs.Status.Replicas > 0 {
-			old = append(old, rs)
-		}
-	}
-	sort.Slice(old, func(i, j int) bool { return old[i].Name < old[j].Name })
-	return newRS, old
 }
 
 // podFinding is a problem seen on one pod of a new ReplicaSet: a failure

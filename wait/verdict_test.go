@@ -1,3 +1,5 @@
+// Tests of the pod verdicts and of kubectl rollout status' rules.
+
 package wait
 
 import (
@@ -9,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -274,22 +275,4 @@ func TestRolloutStatus(t *testing.T) {
 			assert.Equal(t, tc.msg, msg)
 		})
 	}
-}
-
-func TestSplitReplicaSets(t *testing.T) {
-	d := testDeployment("vllm/vllm-openai:v0.9.1")
-	newRS := testReplicaSet(d, "new", "vllm/vllm-openai:v0.9.1", 1)
-	oldRS := testReplicaSet(d, "old", "vllm/vllm-openai:v0.9.0", 2)
-	older := testReplicaSet(d, "older", "vllm/vllm-openai:v0.8.0", 0)
-	foreign := testReplicaSet(d, "foreign", "vllm/vllm-openai:v0.9.1", 1)
-	foreign.OwnerReferences[0].UID = types.UID("someone-else")
-
-	got, old := splitReplicaSets(d, []*appsv1.ReplicaSet{older, foreign, oldRS, newRS})
-	require.NotNil(t, got)
-	assert.Equal(t, "chat-new", got.Name)
-	require.Len(t, old, 1, "old ReplicaSets with pods only")
-	assert.Equal(t, "chat-old", old[0].Name)
-
-	got, _ = splitReplicaSets(d, []*appsv1.ReplicaSet{oldRS})
-	assert.Nil(t, got, "not created yet")
 }

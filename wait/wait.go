@@ -1,3 +1,6 @@
+// The Waiter interface and the types of a wait: options, statuses, events,
+// results and NotReadyError.
+
 package wait
 
 import (

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,7 +10,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/release"
-	"github.com/vllmctl/vllmctl/wait"
+	"github.com/vllmctl/vllmctl/release/preflight"
 )
 
 // deployOptions are the inputs of `vllmctl deploy RELEASE [CHART]`.
@@ -85,7 +83,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	o.progress.AddFlags(f)
 	o.verdicts.AddFlags(f)
 	o.preflight.AddFlags(f)
-	f.DurationVar(&o.rollbackTimeout, "rollback-timeout", DefaultRollbackTimeout,
+	f.DurationVar(&o.rollbackTimeout, "rollback-timeout", release.DefaultRollbackTimeout,
 		"time budget of the automatic rollback (its own, not what is left of --timeout)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout,
@@ -117,9 +115,6 @@ func (o *deployOptions) Complete(args []string) error {
 
 // Validate checks the flags.
 func (o *deployOptions) Validate() error {
-	if err := charts.ValidateReleaseName(o.opts.ReleaseName); err != nil {
-		return err
-	}
 	if err := validateRecordOutput(o.output); err != nil {
 		return err
 	}
@@ -135,7 +130,7 @@ func (o *deployOptions) Validate() error {
 	if err := o.verdicts.Validate(); err != nil {
 		return err
 	}
-	if _, err := release.ParseSurgePolicy(o.preflight.policy); err != nil {
+	if err := o.preflight.Validate(); err != nil {
 		return err
 	}
 	if o.historyMax < 0 {
@@ -146,63 +141,33 @@ func (o *deployOptions) Validate() error {
 	}
 	var err error
 	if o.maxSurge != "" {
-		if o.surge, err = release.ParseIntOrPercent("--max-surge", o.maxSurge); err != nil {
+		if o.surge, err = preflight.ParseIntOrPercent("--max-surge", o.maxSurge); err != nil {
 			return err
 		}
 	}
 	if o.maxUnavailable != "" {
-		if o.unavailable, err = release.ParseIntOrPercent("--max-unavailable", o.maxUnavailable); err != nil {
+		if o.unavailable, err = preflight.ParseIntOrPercent("--max-unavailable", o.maxUnavailable); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// Run renders the chart, deploys it and prints the result.
+// Run deploys the release through the release engine and prints the
+// result.
 func (o *deployOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	start := time.Now()
-	name := o.opts.ReleaseName
-	// Input errors first: exit code 2 whatever the cluster says.
-	rendered, err := charts.RenderContext(ctx, o.chart, o.opts)
-	if err != nil {
-		return err
-	}
-
 	engine, err := openEngine(o.g, o.newEngine, o.namespace, o.verdicts.options())
 	if err != nil {
 		return err
 	}
 	printer := o.progress.printer(o.g.Streams.ErrOut)
 	engine.Progress = printer.Print
-
-	// Render as the next revision: .Release.Revision and IsUpgrade.
-	entries, err := engine.Store.List(ctx, name)
-	if err != nil {
-		return fmt.Errorf("release %s: read its records: %w", name, err)
-	}
-	opts := o.opts
-	opts.Revision = 1
-	for _, e := range entries {
-		opts.Revision = max(opts.Revision, e.Revision+1)
-		if e.Status == release.StatusDeployed {
-			opts.IsUpgrade = true
-		}
-	}
-	if opts.Revision != o.opts.Revision || opts.IsUpgrade != o.opts.IsUpgrade {
-		if rendered, err = charts.RenderContext(ctx, o.chart, opts); err != nil {
-			return err
-		}
-	}
-
-	deployOpts := release.DeployOptions{
-		Name:              name,
-		Chart:             release.Chart{Name: rendered.Chart.Name, Version: rendered.Chart.Version, AppVersion: rendered.Chart.AppVersion},
-		Values:            rendered.UserValues,
-		Objects:           rendered.Objects,
-		Manifest:          rendered.Manifest,
+	res, err := release.NewDeployer(engine).Deploy(ctx, release.DeployOptions{
+		Name:              o.opts.ReleaseName,
+		Render:            &release.RenderInput{Chart: o.chart, Options: o.opts},
 		Timeout:           o.timeout,
 		HistoryMax:        o.historyMax,
 		DryRun:            o.dryRun,
@@ -210,60 +175,12 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		ForceConflicts:    o.forceConflicts,
 		ForceUnlock:       o.forceUnlock,
 		RollbackOnFailure: o.rollbackOnFailure && !o.noRollback,
+		RollbackTimeout:   o.rollbackTimeout,
 		MaxSurge:          o.surge,
 		MaxUnavailable:    o.unavailable,
-	}
-
-	// Preflight: can the rollout finish on the free GPUs and quotas? Runs
-	// before anything is applied or recorded; may steer the strategy.
-	objs, preflight, err := runPreflight(ctx, o.g.Streams.ErrOut, o.progress.format == string(wait.ProgressJSON),
-		engine, rendered.Objects, o.preflight, deployOpts)
-	if err != nil {
-		return err
-	}
-	if preflight != nil && preflight.Changed() {
-		deployOpts.Objects, deployOpts.Manifest, deployOpts.Note = objs, "", preflight.Description()
-	}
-
-	// What the deploy changes, from one server-side dry run: printed with
-	// --diff, and, when empty while the current revision is healthy, the
-	// deploy reconciles like a controller and records no new revision.
-	reconcile := !o.dryRun && !o.forceUnlock
-	if o.diff || reconcile {
-		applyOpts := release.ApplyOptions{Namespace: o.namespace, Release: name, Force: o.forceConflicts, CreateNamespace: o.createNamespace}
-		rep, err := dryRunDiff(ctx, engine, name, entries, deployOpts.Objects, applyOpts)
-		switch {
-		case err != nil && o.diff:
-			return fmt.Errorf("--diff: %w", err)
-		case err != nil:
-			// A refusal: the deploy itself reports it.
-			reconcile = false
-		case o.diff:
-			w := o.g.Streams.ErrOut
-			_, noColor := os.LookupEnv("NO_COLOR")
-			if err := rep.WriteText(w, !noColor && wait.IsTerminal(w)); err != nil {
-				return fmt.Errorf("--diff: %w", err)
-			}
-		}
-		if reconcile && rep.Empty() {
-			current, err := healthyCurrent(ctx, engine, name, entries)
-			if err != nil {
-				return err
-			}
-			if current != nil {
-				fmt.Fprintf(o.g.Streams.ErrOut, "release %s is up to date (revision %d): nothing to change, no new revision\n", name, current.Revision)
-				return writeReleaseResult(o.g.Streams.Out, o.output, upToDateResult(current, start))
-			}
-		}
-	}
-
-	d := release.NewDeployer(engine)
-	if deployOpts.RollbackOnFailure {
-		d.OnFailure = autoRollback(engine, o.rollbackTimeout, o.historyMax, o.forceConflicts)
-	}
-	res, err := d.Deploy(ctx, deployOpts)
-	if res != nil && preflight != nil && len(preflight.Deployments) > 0 {
-		res.Preflight = preflight
-	}
+		SkipPreflight:     o.preflight.skip,
+		SurgePolicy:       o.preflight.surgePolicy,
+		Diff:              o.diff,
+	})
 	return finishOperation(o.g.Streams.Out, o.output, printer, res, err)
 }

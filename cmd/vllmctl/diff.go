@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // diffOptions are the inputs of `vllmctl diff RELEASE [CHART]`.
@@ -28,13 +28,8 @@ type diffOptions struct {
 	chart     *chart.Chart
 	opts      charts.RenderOptions
 
-	// newStore opens the record store of a namespace; nil: Secrets through
-	// the kubeconfig.
-	newStore func(namespace string) (release.Store, error)
-	// newCluster returns what the diff dry-runs against and reads from,
-	// with the server's version; nil: a release.Applier through the
-	// kubeconfig and discovery.
-	newCluster func(opts release.ApplyOptions) (diff.Cluster, string, error)
+	// newEngine builds the release engine; nil: the kubeconfig's cluster.
+	newEngine engineFactory
 	// color forces colours on or off; nil: on when stdout is a terminal
 	// and NO_COLOR is unset.
 	color *bool
@@ -93,9 +88,6 @@ func (o *diffOptions) Complete(args []string) error {
 
 // Validate checks the release name and the output format.
 func (o *diffOptions) Validate() error {
-	if err := charts.ValidateReleaseName(o.opts.ReleaseName); err != nil {
-		return err
-	}
 	switch o.output {
 	case "table", "json", "yaml":
 		return nil
@@ -103,61 +95,21 @@ func (o *diffOptions) Validate() error {
 	return newUsageError("--output %q: want table, json or yaml", o.output)
 }
 
-// Run renders the chart, computes the diff and prints it. Changes found
-// are a silent error with exit code 1.
+// Run computes the diff through the release engine and prints it.
+// Changes found are a silent error with exit code 1.
 func (o *diffOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	name := o.opts.ReleaseName
-	// Input errors first: they are exit code 2 whatever the cluster says.
-	if _, err := charts.RenderContext(ctx, o.chart, o.opts); err != nil {
-		return err
-	}
-
-	store, err := openRecordStore(o.g, o.newStore, o.namespace)
+	engine, err := openEngine(o.g, o.newEngine, o.namespace, wait.RolloutOptions{})
 	if err != nil {
 		return err
 	}
-	entries, err := store.List(ctx, name)
-	if err != nil {
-		return fmt.Errorf("release %s: read its records: %w", name, err)
-	}
-	previous, err := release.PreviousObjects(entries)
-	if err != nil {
-		return err
-	}
-	applyOpts := release.ApplyOptions{
-		Namespace:       o.namespace,
-		Release:         name,
-		Force:           o.forceConflicts,
+	rep, err := release.NewDiffer(engine).Diff(ctx, release.DiffOptions{
+		Name:            o.opts.ReleaseName,
+		Render:          release.RenderInput{Chart: o.chart, Options: o.opts},
+		ForceConflicts:  o.forceConflicts,
 		CreateNamespace: o.createNamespace,
-	}
-	cluster, kubeVersion, err := o.cluster(applyOpts)
-	if err != nil {
-		return err
-	}
-
-	// Render as deploy would: the next revision, an upgrade when a
-	// revision is deployed, the server's version.
-	opts := o.opts
-	opts.Revision = 1
-	for _, e := range entries {
-		opts.Revision = max(opts.Revision, e.Revision+1)
-		if e.Status == release.StatusDeployed {
-			opts.IsUpgrade = true
-		}
-	}
-	opts.KubeVersion = kubeVersion
-	rendered, err := charts.RenderContext(ctx, o.chart, opts)
-	if err != nil {
-		return err
-	}
-
-	rep, err := diff.Compute(ctx, cluster, rendered.Objects, diff.Options{
-		Release:   name,
-		Namespace: o.namespace,
-		Previous:  previous,
 	})
 	if err != nil {
 		return err
@@ -193,24 +145,4 @@ func (o *diffOptions) useColor(w io.Writer) bool {
 	}
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// cluster returns the diff's cluster and the server's version.
-func (o *diffOptions) cluster(opts release.ApplyOptions) (diff.Cluster, string, error) {
-	if o.newCluster != nil {
-		return o.newCluster(opts)
-	}
-	applier, err := release.NewApplier(o.g.ConfigFlags)
-	if err != nil {
-		return diff.Cluster{}, "", recordClusterError{err}
-	}
-	dc, err := o.g.ConfigFlags.ToDiscoveryClient()
-	if err != nil {
-		return diff.Cluster{}, "", recordClusterError{fmt.Errorf("discovery client: %w", err)}
-	}
-	v, err := dc.ServerVersion()
-	if err != nil {
-		return diff.Cluster{}, "", recordClusterError{fmt.Errorf("server version: %w", err)}
-	}
-	return applier.DiffCluster(opts), v.GitVersion, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -12,6 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8sversion "k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
@@ -45,35 +49,58 @@ func renderQwen(t *testing.T, set ...string) []*unstructured.Unstructured {
 	return r.Objects
 }
 
-func (f *diffFixture) cluster(t *testing.T) func(release.ApplyOptions) (diff.Cluster, string, error) {
-	return func(opts release.ApplyOptions) (diff.Cluster, string, error) {
-		f.clusterCalls++
-		f.applyOpts = opts
-		live := map[string]*unstructured.Unstructured{}
-		for _, o := range f.live {
-			live[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = o.DeepCopy()
-		}
-		get := func(_ context.Context, obj *unstructured.Unstructured, ns string) (*unstructured.Unstructured, error) {
-			if obj.GetNamespace() != "" {
-				ns = obj.GetNamespace()
-			}
-			if o, ok := live[obj.GetKind()+"/"+ns+"/"+obj.GetName()]; ok {
-				return o.DeepCopy(), nil
-			}
-			return nil, nil
-		}
-		dryRun := func(_ context.Context, objs []*unstructured.Unstructured) ([]diff.DryRunResult, error) {
-			if f.dryRunErr != nil {
-				return nil, f.dryRunErr
-			}
-			out := make([]diff.DryRunResult, 0, len(objs))
-			for _, o := range objs {
-				out = append(out, diff.DryRunResult{Object: o.DeepCopy(), Conflicts: f.conflicts[o.GetKind()+"/"+o.GetName()]})
-			}
-			return out, nil
-		}
-		return diff.Cluster{DryRun: dryRun, Get: get}, "v1.37.2", nil
+// engine is the fixture's engine factory: its objects are the fixture
+// (a release.ObjectClient), its clientset reports server v1.37.2.
+func (f *diffFixture) engine(string) (*release.Engine, error) {
+	client := fake.NewClientset()
+	client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &k8sversion.Info{GitVersion: "v1.37.2"}
+	return &release.Engine{Store: f.store, Objects: f, Client: client}, nil
+}
+
+func liveKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+
+// Apply answers a dry run with the objects as they are (and the fixture's
+// conflicts).
+func (f *diffFixture) Apply(_ context.Context, objs []*unstructured.Unstructured, opts release.ApplyOptions) ([]release.ApplyResult, error) {
+	f.clusterCalls++
+	f.applyOpts = opts
+	if !opts.DryRun {
+		return nil, errors.New("diff fixture: only dry runs")
 	}
+	if f.dryRunErr != nil {
+		return nil, f.dryRunErr
+	}
+	out := make([]release.ApplyResult, 0, len(objs))
+	for _, o := range objs {
+		r := release.ApplyResult{Object: release.RefOf(o), Live: o.DeepCopy()}
+		if cs := f.conflicts[o.GetKind()+"/"+o.GetName()]; len(cs) > 0 {
+			r.Conflict = &release.FieldConflictError{Object: r.Object}
+			for _, c := range cs {
+				r.Conflict.Conflicts = append(r.Conflict.Conflicts, release.FieldConflict{Field: c.Field, Manager: c.Manager, Subresource: c.Subresource})
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Get reads the fixture's live objects.
+func (f *diffFixture) Get(_ context.Context, obj *unstructured.Unstructured, ns string) (*unstructured.Unstructured, error) {
+	f.clusterCalls++
+	if obj.GetNamespace() != "" {
+		ns = obj.GetNamespace()
+	}
+	for _, o := range f.live {
+		if liveKey(o.GetKind(), o.GetNamespace(), o.GetName()) == liveKey(obj.GetKind(), ns, obj.GetName()) {
+			return o.DeepCopy(), nil
+		}
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: obj.GetKind()}, obj.GetName())
+}
+
+// Prune is never called by diff.
+func (f *diffFixture) Prune(context.Context, []*unstructured.Unstructured, []*unstructured.Unstructured, release.PruneOptions) ([]release.PruneResult, error) {
+	return nil, errors.New("diff fixture: no prune")
 }
 
 // deployRecord records objs as the deployed revision 1 of qwen.
@@ -92,10 +119,9 @@ func (f *diffFixture) run(t *testing.T, args ...string) (string, string, int) {
 	return runRecordCommand(t, func(g *GlobalOptions) *cobra.Command {
 		no := false
 		return diffCommand(&diffOptions{
-			g:          g,
-			newStore:   func(string) (release.Store, error) { return f.store, nil },
-			newCluster: f.cluster(t),
-			color:      &no,
+			g:         g,
+			newEngine: f.engine,
+			color:     &no,
 		})
 	}, append([]string{"diff"}, args...)...)
 }
@@ -242,7 +268,7 @@ func TestDiffCommandPassesDeployFlags(t *testing.T) {
 	f := &diffFixture{store: release.NewMemory("ml")}
 	_, _, code := f.run(t, "qwen", "--force-conflicts", "--create-namespace")
 	assert.Equal(t, 1, code)
-	assert.Equal(t, release.ApplyOptions{Namespace: "ml", Release: "qwen", Force: true, CreateNamespace: true}, f.applyOpts)
+	assert.Equal(t, release.ApplyOptions{Namespace: "ml", Release: "qwen", Force: true, CreateNamespace: true, DryRun: true}, f.applyOpts)
 }
 
 func TestPreviousObjects(t *testing.T) {

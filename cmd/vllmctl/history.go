@@ -2,16 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/vllmctl/vllmctl/release"
 )
@@ -125,100 +119,4 @@ func (o *historyOptions) Run(ctx context.Context) error {
 			recordCell(r.Chart), recordCell(r.AppVersion), recordCell(r.Description), replicaSetsCell(r.ReplicaSets))
 	}
 	return tw.Flush()
-}
-
-// replicaSetsCell shows ReplicaSets as name(hash, rev N), comma-separated.
-func replicaSetsCell(refs []release.ReplicaSetRef) string {
-	if len(refs) == 0 {
-		return "<none>"
-	}
-	parts := make([]string, len(refs))
-	for i, rs := range refs {
-		parts[i] = fmt.Sprintf("%s(%s, rev %d)", rs.Name, rs.PodTemplateHash, rs.Revision)
-	}
-	return recordCell(strings.Join(parts, ", "))
-}
-
-// recordNamespace is the namespace of -n/--namespace or the kubeconfig
-// context.
-func recordNamespace(g *GlobalOptions) (string, error) {
-	ns, _, err := g.ConfigFlags.ToRawKubeConfigLoader().Namespace()
-	if err != nil {
-		return "", usageError{fmt.Errorf("namespace: %w", err)}
-	}
-	return ns, nil
-}
-
-// openRecordStore opens the release record store of namespace: newStore
-// when set (tests), else Secrets through the kubeconfig.
-func openRecordStore(g *GlobalOptions, newStore func(string) (release.Store, error), namespace string) (release.Store, error) {
-	if newStore != nil {
-		return newStore(namespace)
-	}
-	cfg, err := g.ConfigFlags.ToRESTConfig()
-	if err != nil {
-		return nil, recordClusterError{fmt.Errorf("kubeconfig: %w", err)}
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, recordClusterError{fmt.Errorf("kubernetes client: %w", err)}
-	}
-	return release.NewSecrets(client, namespace), nil
-}
-
-// recordClusterError marks a cluster that cannot be reached (exit 6).
-type recordClusterError struct{ err error }
-
-func (e recordClusterError) Error() string { return e.err.Error() }
-func (e recordClusterError) Unwrap() error { return e.err }
-func (e recordClusterError) ExitCode() int { return ExitClusterErr }
-
-// validateRecordOutput checks -o/--output of history and list.
-func validateRecordOutput(format string) error {
-	switch format {
-	case "table", "json", "yaml":
-		return nil
-	}
-	return newUsageError("--output %q: want table, json or yaml", format)
-}
-
-// writeRecordDocument writes v as one JSON or YAML document.
-func writeRecordDocument(w io.Writer, format string, v any) error {
-	var out []byte
-	var err error
-	switch format {
-	case "json":
-		out, err = json.MarshalIndent(v, "", "  ")
-		out = append(out, '\n')
-	case "yaml":
-		out, err = yaml.Marshal(v)
-	default:
-		return newUsageError("--output %q: want table, json or yaml", format)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(out)
-	return err
-}
-
-// newRecordTable returns a tabwriter laid out like kubectl's tables.
-func newRecordTable(w io.Writer) *tabwriter.Writer {
-	return tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-}
-
-// recordTime formats a table time in loc.
-func recordTime(t time.Time, loc *time.Location) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return t.In(loc).Format("2006-01-02 15:04:05 MST")
-}
-
-// recordCell makes s fit a table cell: one line, no tabs, "<none>" when empty.
-func recordCell(s string) string {
-	if s == "" {
-		return "<none>"
-	}
-	return strings.Join(strings.Fields(s), " ")
 }

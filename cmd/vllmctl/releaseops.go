@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,9 +77,16 @@ func (r *releaseTarget) complete(g *GlobalOptions, args []string) error {
 // the progress printer, writes the result document (when there is one) to
 // out, and returns the operation's error, else a write error.
 func finishOperation(out io.Writer, format string, printer *progressPrinter, res *release.Result, err error) error {
+	return finishWith(printer, res != nil, func() error { return writeReleaseResult(out, format, res) }, err)
+}
+
+// finishWith closes the progress printer, writes the result with write
+// (when there is one), and returns the operation's error, else a write
+// error.
+func finishWith(printer *progressPrinter, hasResult bool, write func() error, err error) error {
 	perr := printer.Close()
-	if res != nil {
-		if werr := writeReleaseResult(out, format, res); werr != nil && err == nil {
+	if hasResult {
+		if werr := write(); werr != nil && err == nil {
 			err = werr
 		}
 	}
@@ -134,8 +142,28 @@ func (p *progressPrinter) Print(ev release.ProgressEvent) {
 	if p.err != nil {
 		return
 	}
+	if ev.Phase == release.PhaseDiff && ev.Diff != nil {
+		// A diff is for people: text in every progress format.
+		p.closeWait()
+		_, noColor := os.LookupEnv("NO_COLOR")
+		if err := ev.Diff.WriteText(p.w, !noColor && wait.IsTerminal(p.w)); err != nil && p.err == nil {
+			p.err = err
+		}
+		return
+	}
 	if p.format == wait.ProgressJSON {
 		p.err = json.NewEncoder(p.w).Encode(ev)
+		return
+	}
+	if ev.Phase == release.PhasePreflight && ev.Preflight != nil {
+		p.closeWait()
+		if p.err = ev.Preflight.Print(p.w); p.err == nil {
+			for _, m := range ev.Preflight.Messages() {
+				if _, p.err = fmt.Fprintln(p.w, m); p.err != nil {
+					break
+				}
+			}
+		}
 		return
 	}
 	if ev.Phase == release.PhaseWait && ev.Wait != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/viper"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
 )
 
 // DefaultStreams are the process's standard streams.
@@ -27,22 +28,51 @@ type GlobalOptions struct {
 	ConfigFlags *genericclioptions.ConfigFlags
 	Streams     genericiooptions.IOStreams
 	v           *viper.Viper
+
+	// apiQPS and apiBurst are the client-side rate limit of the REST
+	// clients (--kube-api-qps, --kube-api-burst).
+	apiQPS   float32
+	apiBurst int
+}
+
+// Client-side rate limits. client-go's defaults (QPS 5, burst 10) queue a
+// deploy's few dozen requests in the client; the API server's priority and
+// fairness protects it. Discovery gets kubectl's own limits.
+const (
+	DefaultAPIQPS         = 100
+	DefaultAPIBurst       = 200
+	defaultDiscoveryQPS   = 50
+	defaultDiscoveryBurst = 300
+)
+
+// restConfig applies the rate limit flags to a client configuration.
+func (g *GlobalOptions) restConfig(c *rest.Config) *rest.Config {
+	c.QPS, c.Burst = g.apiQPS, g.apiBurst
+	return c
 }
 
 // NewRootCommand builds the vllmctl command tree.
 func NewRootCommand(ctx context.Context, streams genericiooptions.IOStreams) *cobra.Command {
 	g := &GlobalOptions{
-		ConfigFlags: genericclioptions.NewConfigFlags(true),
-		Streams:     streams,
-		v:           viper.New(),
+		ConfigFlags: genericclioptions.NewConfigFlags(true).
+			WithDiscoveryBurst(defaultDiscoveryBurst).WithDiscoveryQPS(defaultDiscoveryQPS),
+		Streams: streams,
+		v:       viper.New(),
 	}
+	g.ConfigFlags.WrapConfigFn = g.restConfig
 	cmd := &cobra.Command{
 		Use:           "vllmctl",
 		Short:         "Declarative rollouts for LLM inference services on Kubernetes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return g.bindConfig(cmd)
+			if err := g.bindConfig(cmd); err != nil {
+				return err
+			}
+			if g.apiQPS > 0 && g.apiBurst < 1 {
+				return newUsageError("--kube-api-burst %d: must be 1 or more when --kube-api-qps is positive", g.apiBurst)
+			}
+			return nil
 		},
 	}
 	cmd.SetIn(streams.In)
@@ -50,6 +80,10 @@ func NewRootCommand(ctx context.Context, streams genericiooptions.IOStreams) *co
 	cmd.SetErr(streams.ErrOut)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	g.ConfigFlags.AddFlags(cmd.PersistentFlags())
+	cmd.PersistentFlags().Float32Var(&g.apiQPS, "kube-api-qps", DefaultAPIQPS,
+		"client-side limit of requests per second to the API server (negative: no limit)")
+	cmd.PersistentFlags().IntVar(&g.apiBurst, "kube-api-burst", DefaultAPIBurst,
+		"client-side burst of requests to the API server")
 
 	for _, sub := range subcommands() {
 		c := sub(g)

@@ -15,6 +15,8 @@ type templateOptions struct {
 	g      *GlobalOptions
 	render RenderFlags
 
+	kubeVersion string
+
 	chart *chart.Chart
 	opts  charts.RenderOptions
 }
@@ -42,6 +44,9 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 		},
 	}
 	o.render.AddFlags(cmd.Flags())
+	cmd.Flags().StringVar(&o.kubeVersion, "kube-version", "",
+		"Kubernetes version for .Capabilities.KubeVersion and the chart's kubeVersion constraint (default "+charts.DefaultKubeVersion+
+			"; deploy and diff use the server's)")
 	return cmd
 }
 
@@ -52,6 +57,7 @@ func (o *templateOptions) Complete(args []string) error {
 		return err
 	}
 	o.chart, o.opts, err = o.render.Resolve(args, ns)
+	o.opts.KubeVersion = charts.KubeVersion(o.kubeVersion, "")
 	return err
 }
 

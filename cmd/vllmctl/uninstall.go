@@ -94,16 +94,7 @@ func (o *uninstallOptions) Run(ctx context.Context) error {
 	res, err := release.NewUninstaller(engine).Uninstall(ctx, release.UninstallOptions{
 		Name: o.release, KeepHistory: o.keepHistory, Timeout: o.timeout, ForceUnlock: o.forceUnlock,
 	})
-	perr := printer.Close()
-	if res != nil {
-		if werr := o.write(res); werr != nil && err == nil {
-			err = werr
-		}
-	}
-	if err == nil && perr != nil {
-		err = fmt.Errorf("write progress: %w", perr)
-	}
-	return err
+	return finishWith(printer, res != nil, func() error { return o.write(res) }, err)
 }
 
 func (o *uninstallOptions) write(res *release.UninstallResult) error {

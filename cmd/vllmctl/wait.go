@@ -68,7 +68,7 @@ func waitCommand(o *waitOptions) *cobra.Command {
 	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout, "how long to wait for the revision's objects to become ready")
 	f.BoolVar(&o.rollbackOnFailure, "rollback-on-failure", false,
 		"roll back to the newest good revision when the wait fails or times out")
-	f.DurationVar(&o.rollbackTimeout, "rollback-timeout", DefaultRollbackTimeout,
+	f.DurationVar(&o.rollbackTimeout, "rollback-timeout", release.DefaultRollbackTimeout,
 		"time budget of the rollback (its own, not what is left of --timeout)")
 	f.IntVar(&o.historyMax, "history-max", 10, "release records the rollback keeps (0: unlimited)")
 	f.BoolVar(&o.forceConflicts, "force-conflicts", false, "let the rollback take over fields other field managers own")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -47,7 +48,7 @@ func main() {
 // line is one progress line: a release event, or the preflight report.
 type line struct {
 	release.ProgressEvent
-	Preflight *release.PreflightReport `json:"preflight,omitempty"`
+	Preflight *preflight.Report `json:"preflight,omitempty"`
 }
 
 // parse decodes a progress line; ok is false for lines that are not JSON

@@ -27,7 +27,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/charts"
@@ -67,8 +70,28 @@ var _ release.ObjectClient = (*Cluster)(nil)
 //
 // Its clientset starts with one Ready node of 8 nvidia.com/gpu, 64 cpu,
 // 512Gi memory and 110 pods, so capacity preflights see room.
+//
+// Its discovery reports server version v1.37.2 (the local cluster's).
 func NewCluster() *Cluster {
-	return &Cluster{Client: fake.NewClientset(fakeGPUNode()), objects: map[objectKey]*unstructured.Unstructured{}}
+	client := fake.NewClientset(fakeGPUNode())
+	client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.37.2", Major: "1", Minor: "37"}
+	client.PrependReactor("patch", "deployments", dryRunApply)
+	return &Cluster{Client: client, objects: map[objectKey]*unstructured.Unstructured{}}
+}
+
+// dryRunApply answers a server-side dry-run apply of a Deployment (the
+// capacity preflight's) with the applied object, changing nothing: the
+// fake tracker would store it.
+func dryRunApply(a k8stesting.Action) (bool, runtime.Object, error) {
+	pa, ok := a.(k8stesting.PatchActionImpl)
+	if !ok || len(pa.PatchOptions.DryRun) == 0 || pa.GetPatchType() != types.ApplyPatchType {
+		return false, nil, nil
+	}
+	d := &appsv1.Deployment{}
+	if err := json.Unmarshal(pa.GetPatch(), d); err != nil {
+		return true, nil, err
+	}
+	return true, d, nil
 }
 
 // fakeGPUNode is the node NewCluster starts with.

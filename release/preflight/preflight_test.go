@@ -1,4 +1,4 @@
-package release
+package preflight
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -26,7 +27,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/charts"
 )
 
 const pfNS = "llm"
@@ -273,10 +277,10 @@ func TestPodRequests(t *testing.T) {
 			assert.Equal(t, tt.want, podRequests(&tt.spec).strings())
 		})
 	}
-	lim := podLimits(&corev1.PodSpec{Containers: []corev1.Container{
+	lim := usageOf(&corev1.PodSpec{Containers: []corev1.Container{
 		{Resources: corev1.ResourceRequirements{Requests: rl("cpu", "1"), Limits: rl("cpu", "2", "memory", "1Gi")}},
 		{Resources: corev1.ResourceRequirements{Limits: rl("cpu", "1")}},
-	}})
+	}}).limits
 	assert.Equal(t, map[string]string{"cpu": "3", "memory": "1Gi"}, lim.strings())
 }
 
@@ -320,14 +324,14 @@ func TestNodeMatches(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, nodeMatches(node, &tt.spec))
+			assert.Equal(t, tt.want, newPlacement(klog.Background(), &tt.spec).allows(node))
 		})
 	}
 	noExec := pfNode("n2", func(n *corev1.Node) {
 		n.Spec.Taints = []corev1.Taint{{Key: "k", Value: "v", Effect: corev1.TaintEffectNoExecute}}
 	})
-	assert.False(t, nodeMatches(noExec, &corev1.PodSpec{}), "NoExecute taints repel too")
-	assert.True(t, nodeMatches(noExec, &corev1.PodSpec{Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpEqual, Value: "v"}}}))
+	assert.False(t, newPlacement(klog.Background(), &corev1.PodSpec{}).allows(noExec), "NoExecute taints repel too")
+	assert.True(t, newPlacement(klog.Background(), &corev1.PodSpec{Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpEqual, Value: "v"}}}).allows(noExec))
 }
 
 func TestDisruptionsAllowed(t *testing.T) {
@@ -358,24 +362,24 @@ func TestDisruptionsAllowed(t *testing.T) {
 	}
 }
 
-// pfCase is one Preflight scenario.
+// pfCase is one preflight scenario.
 type pfCase struct {
 	name     string
 	cluster  []runtime.Object
 	rendered []runtime.Object
-	opts     PreflightOptions
+	opts     Options
 	// want is the verdict of the first Deployment; wantErr a substring of
-	// the PreflightError ("" when none).
+	// the *Error ("" when none).
 	want       Verdict
 	wantErr    []string
 	wantSurge  string // effective maxSurge, "" when the strategy is not changed
 	wantUnav   string
-	check      func(t *testing.T, r *PreflightReport)
+	check      func(t *testing.T, r *Report)
 	policies   []SurgePolicy // run with each; default auto
 	clientMods func(*fake.Clientset)
 }
 
-func runPreflight(t *testing.T, tc pfCase, policy SurgePolicy) (*PreflightReport, error) {
+func runPreflight(t *testing.T, tc pfCase, policy SurgePolicy) (*Report, error) {
 	t.Helper()
 	c := pfClient(tc.cluster...)
 	if tc.clientMods != nil {
@@ -390,7 +394,7 @@ func runPreflight(t *testing.T, tc pfCase, policy SurgePolicy) (*PreflightReport
 	if opts.Namespace == "" {
 		opts.Namespace = pfNS
 	}
-	return Preflight(context.Background(), c, objs, opts)
+	return Run(context.Background(), c, objs, opts)
 }
 
 func TestPreflight(t *testing.T) {
@@ -407,7 +411,7 @@ func TestPreflight(t *testing.T) {
 		{
 			name: "unchanged template needs nothing", cluster: fullNodes, rendered: []runtime.Object{pfDeploy("web", 2, 8)},
 			policies: []SurgePolicy{SurgePolicyAuto, SurgePolicyStrict}, want: VerdictFits,
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.Equal(t, ChangeUnchanged, r.Deployments[0].Change)
 				assert.Empty(t, r.Deployments[0].Checks)
 			},
@@ -420,7 +424,7 @@ func TestPreflight(t *testing.T) {
 		{
 			name: "2x8 GPUs, both nodes full: auto replaces one pod at a time", cluster: fullNodes, rendered: []runtime.Object{pfDeploy("web", 2, 8, image("v2"))},
 			want: VerdictSurgeBlocked, wantSurge: "0", wantUnav: "1",
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.Equal(t, "surge policy auto: Deployment web maxSurge 1→0, maxUnavailable 0→1 (nvidia.com/gpu: need 8, free 0 on nodes gpu-node-1, gpu-node-2)", r.Description())
 				require.Len(t, r.Messages(), 1)
 				assert.Contains(t, r.Messages()[0], "WARNING: surge policy auto")
@@ -441,7 +445,7 @@ func TestPreflight(t *testing.T) {
 		{
 			name: "2x8 GPUs, both nodes full: off only reports", cluster: fullNodes, rendered: []runtime.Object{pfDeploy("web", 2, 8, image("v2"))},
 			policies: []SurgePolicy{SurgePolicyOff}, want: VerdictSurgeBlocked,
-			check: func(t *testing.T, r *PreflightReport) { assert.False(t, r.Changed()) },
+			check: func(t *testing.T, r *Report) { assert.False(t, r.Changed()) },
 		},
 		{
 			name: "a pod asking 16 GPUs is impossible", cluster: fullNodes, rendered: []runtime.Object{pfDeploy("web", 2, 16)},
@@ -456,7 +460,7 @@ func TestPreflight(t *testing.T) {
 			name:     "3x1 GPU with room: no change",
 			cluster:  append([]runtime.Object{pfNode("gpu-node-1"), pfDeploy("small", 3, 1)}, pfOldPods(pfDeploy("small", 3, 1), "gpu-node-1", "gpu-node-1", "gpu-node-1")...),
 			rendered: []runtime.Object{pfDeploy("small", 3, 1, image("v2"))}, policies: []SurgePolicy{SurgePolicyAuto, SurgePolicyStrict}, want: VerdictFits,
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.False(t, r.Changed())
 				assert.Empty(t, r.Description())
 				gpu := r.Deployments[0].Checks[0]
@@ -474,7 +478,7 @@ func TestPreflight(t *testing.T) {
 			name:    "terminating pods still hold their node",
 			cluster: []runtime.Object{pfNode("a"), pfPod("x", "a", 8, nil, terminating)}, rendered: []runtime.Object{one},
 			want: VerdictImpossible, wantErr: []string{"nvidia.com/gpu: need 8, free 0"},
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.Contains(t, r.Notes, "pods being deleted still count against their nodes until they are gone: 1")
 			},
 		},
@@ -490,7 +494,7 @@ func TestPreflight(t *testing.T) {
 			},
 			rendered: []runtime.Object{one}, want: VerdictImpossible,
 			wantErr: []string{"no Ready, schedulable node matches"},
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.Contains(t, r.Notes, "nodes left out: cordoned unschedulable (cordoned), sick NotReady")
 			},
 		},
@@ -529,7 +533,7 @@ func TestPreflight(t *testing.T) {
 			name:     "quota: auto replaces in place",
 			cluster:  append([]runtime.Object{pfNode("a"), gpuQuota("gpu-quota", 4, 4), pfDeploy("q", 2, 2)}, pfOldPods(pfDeploy("q", 2, 2), "a", "a")...),
 			rendered: []runtime.Object{pfDeploy("q", 2, 2, image("v2"))}, want: VerdictSurgeBlocked, wantSurge: "0", wantUnav: "1",
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.Contains(t, r.Description(), "maxSurge 1→0, maxUnavailable 0→1 (requests.nvidia.com/gpu: need 2, free 0 on quota gpu-quota)")
 			},
 		},
@@ -548,7 +552,7 @@ func TestPreflight(t *testing.T) {
 			}}, pfOldPods(pfDeploy("q", 2, 1), "a", "a")...),
 			rendered: []runtime.Object{pfDeploy("q", 2, 1, image("v2"))}, policies: []SurgePolicy{SurgePolicyStrict}, want: VerdictSurgeBlocked,
 			wantErr: []string{"count/pods: need 1, free 0 on quota pods (hard 2, used 2; 1 surge pod next to the old ones), short 1"},
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				for _, c := range r.Deployments[0].Checks {
 					assert.NotEqual(t, "limits.cpu", c.Resource, "pods without cpu limits do not count against limits.cpu")
 				}
@@ -578,10 +582,10 @@ func TestPreflight(t *testing.T) {
 			name: "live PDB of this release that is not rendered is about to be pruned",
 			cluster: append(fullNodes[:len(fullNodes):len(fullNodes)], func() runtime.Object {
 				b := pdb("old", ptr.To(intstr.FromString("100%")), nil, "web")
-				b.Labels = map[string]string{LabelManagedBy: ManagedByVllmctl, LabelInstance: "rel"}
+				b.Labels = map[string]string{charts.LabelManagedBy: charts.ManagedByVllmctl, charts.LabelInstance: "rel"}
 				return b
 			}()),
-			opts:     PreflightOptions{Release: "rel"},
+			opts:     Options{Release: "rel"},
 			rendered: []runtime.Object{pfDeploy("web", 2, 8, image("v2"))}, want: VerdictSurgeBlocked, wantSurge: "0", wantUnav: "1",
 		},
 		{
@@ -602,7 +606,7 @@ func TestPreflight(t *testing.T) {
 				pfOldPods(pfDeploy("w", 4, 2), "a", "a", "a", "a")...),
 			rendered: []runtime.Object{pfDeploy("w", 4, 2, image("v2"), strategy("25%", "25%"))},
 			policies: []SurgePolicy{SurgePolicyAuto, SurgePolicyStrict}, want: VerdictFits,
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.Contains(t, r.Deployments[0].Message, "replacing up to 1 old pods at a time")
 				assert.False(t, r.Changed())
 			},
@@ -613,7 +617,7 @@ func TestPreflight(t *testing.T) {
 				pfOldPods(pfDeploy("w", 3, 2), "a", "a", "a")...),
 			rendered: []runtime.Object{pfDeploy("w", 3, 2, image("v2"), strategy("2", "0"))},
 			policies: []SurgePolicy{SurgePolicyStrict}, want: VerdictFits,
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.Equal(t, "1 of 2 surge pods fit now; the others wait for old pods to go", r.Deployments[0].Message)
 			},
 		},
@@ -626,7 +630,7 @@ func TestPreflight(t *testing.T) {
 				pfOldPods(pfDeploy("web", 5, 1), "a", "a", "a", "b", "b")...),
 			rendered: []runtime.Object{pfDeploy("web", 1, 1, image("v2"), strategy("25%", "0"), func(d *appsv1.Deployment) { d.Spec.Replicas = nil })},
 			want:     VerdictFits,
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				d := r.Deployments[0]
 				assert.Equal(t, int32(5), d.Replicas)
 				assert.Equal(t, "live (HorizontalPodAutoscaler web)", d.ReplicasFrom)
@@ -639,7 +643,7 @@ func TestPreflight(t *testing.T) {
 			cluster:  []runtime.Object{pfNode("a")},
 			rendered: []runtime.Object{pfDeploy("web", 1, 4), pfHPA("web", 3)}, want: VerdictImpossible,
 			wantErr: []string{"a new Deployment needs room for all its pods (3) at once", "nvidia.com/gpu: need 12, free 8 on nodes a (3 new pods), short 4"},
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.Equal(t, int32(3), r.Deployments[0].Replicas)
 				assert.Equal(t, "HorizontalPodAutoscaler web minReplicas", r.Deployments[0].ReplicasFrom)
 			},
@@ -648,9 +652,9 @@ func TestPreflight(t *testing.T) {
 			name:     "overrides are applied and checked",
 			cluster:  fullNodes,
 			rendered: []runtime.Object{pfDeploy("web", 2, 8, image("v2"))},
-			opts:     PreflightOptions{MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromString("50%"))},
+			opts:     Options{MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromString("50%"))},
 			policies: []SurgePolicy{SurgePolicyAuto, SurgePolicyStrict}, want: VerdictFits, wantSurge: "0", wantUnav: "50%",
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.True(t, r.Deployments[0].Overridden)
 				assert.Equal(t, "strategy override: Deployment web maxSurge 1→0, maxUnavailable 0→50%", r.Description())
 			},
@@ -659,16 +663,16 @@ func TestPreflight(t *testing.T) {
 			name:     "auto does not change what the user set",
 			cluster:  fullNodes,
 			rendered: []runtime.Object{pfDeploy("web", 2, 8, image("v2"))},
-			opts:     PreflightOptions{MaxSurge: ptr.To(intstr.FromInt32(2))},
+			opts:     Options{MaxSurge: ptr.To(intstr.FromInt32(2))},
 			want:     VerdictSurgeBlocked, wantSurge: "2", wantUnav: "0", wantErr: []string{"the surge policy does not change values the user set"},
 		},
 		{
 			name:     "overrides already in the objects still count as the user's",
 			cluster:  fullNodes,
 			rendered: []runtime.Object{pfDeploy("web", 2, 8, image("v2"), strategy("2", "0"))},
-			opts:     PreflightOptions{MaxSurge: ptr.To(intstr.FromInt32(2))},
+			opts:     Options{MaxSurge: ptr.To(intstr.FromInt32(2))},
 			want:     VerdictSurgeBlocked, wantErr: []string{"the surge policy does not change values the user set"},
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.True(t, r.Deployments[0].Overridden)
 				assert.Empty(t, r.Description())
 			},
@@ -680,7 +684,7 @@ func TestPreflight(t *testing.T) {
 			rendered: []runtime.Object{pfDeploy("x", 1, 8, image("v2")), pfDeploy("y", 1, 8, image("v2"))},
 			policies: []SurgePolicy{SurgePolicyStrict}, want: VerdictFits,
 			wantErr: []string{"Deployment llm/y (surge-blocked"},
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.Equal(t, VerdictSurgeBlocked, r.Deployments[1].Verdict)
 			},
 		},
@@ -702,7 +706,7 @@ func TestPreflight(t *testing.T) {
 				})
 			},
 			policies: []SurgePolicy{SurgePolicyStrict}, want: VerdictFits,
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				require.NotEmpty(t, r.Notes)
 				assert.Contains(t, r.Notes[0], "nodes not readable")
 			},
@@ -717,7 +721,7 @@ func TestPreflight(t *testing.T) {
 				})
 			},
 			policies: []SurgePolicy{SurgePolicyStrict}, want: VerdictSurgeBlocked, wantErr: []string{"nvidia.com/gpu: need 8, free 0"},
-			check: func(t *testing.T, r *PreflightReport) {
+			check: func(t *testing.T, r *Report) {
 				assert.Contains(t, r.Notes[0], "its pod template is taken as changed")
 			},
 		},
@@ -735,7 +739,7 @@ func TestPreflight(t *testing.T) {
 					t.Log(err)
 				}
 				if len(tc.wantErr) > 0 {
-					var pe *PreflightError
+					var pe *Error
 					require.ErrorAs(t, err, &pe)
 					assert.Equal(t, 2, pe.ExitCode())
 					for _, s := range tc.wantErr {
@@ -782,17 +786,17 @@ func TestPreflightInputErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		dep  *appsv1.Deployment
-		opts PreflightOptions
+		opts Options
 		want string
 	}{
-		{name: "overrides on Recreate", dep: recreate, opts: PreflightOptions{MaxSurge: ptr.To(intstr.FromInt32(1))}, want: "uses the Recreate strategy"},
-		{name: "both zero", dep: pfDeploy("web", 2, 1), opts: PreflightOptions{MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromString("0%"))}, want: "may not both be 0"},
-		{name: "bad policy", dep: pfDeploy("web", 2, 1), opts: PreflightOptions{Policy: "sometimes"}, want: "invalid surge policy"},
+		{name: "overrides on Recreate", dep: recreate, opts: Options{MaxSurge: ptr.To(intstr.FromInt32(1))}, want: "uses the Recreate strategy"},
+		{name: "both zero", dep: pfDeploy("web", 2, 1), opts: Options{MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromString("0%"))}, want: "may not both be 0"},
+		{name: "bad policy", dep: pfDeploy("web", 2, 1), opts: Options{Policy: "sometimes"}, want: "invalid surge policy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.opts.Namespace = pfNS
-			_, err := Preflight(context.Background(), pfClient(pfNode("a")), []*unstructured.Unstructured{pfUnstructured(t, tt.dep)}, tt.opts)
+			_, err := Run(context.Background(), pfClient(pfNode("a")), []*unstructured.Unstructured{pfUnstructured(t, tt.dep)}, tt.opts)
 			var ie *StrategyInputError
 			require.ErrorAs(t, err, &ie)
 			assert.Equal(t, 2, ie.ExitCode())
@@ -804,21 +808,21 @@ func TestPreflightInputErrors(t *testing.T) {
 func TestPreflightSkip(t *testing.T) {
 	c := pfClient()
 	dep := pfUnstructured(t, pfDeploy("web", 2, 8))
-	r, err := Preflight(context.Background(), c, []*unstructured.Unstructured{dep},
-		PreflightOptions{Namespace: pfNS, Skip: true, MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(1))})
+	r, err := Run(context.Background(), c, []*unstructured.Unstructured{dep},
+		Options{Namespace: pfNS, Skip: true, MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(1))})
 	require.NoError(t, err)
 	assert.Empty(t, c.Actions(), "a skipped preflight reads nothing")
 	assert.True(t, r.Skipped)
 	require.Len(t, r.Deployments, 1)
 	assert.Equal(t, VerdictUnchecked, r.Deployments[0].Verdict)
 	require.NotNil(t, r.Deployments[0].Effective)
-	out, err := ApplyStrategyOverrides([]*unstructured.Unstructured{dep}, r)
+	out, err := ApplyOverrides([]*unstructured.Unstructured{dep}, r)
 	require.NoError(t, err)
 	surge, _, _ := unstructured.NestedFieldNoCopy(out[0].Object, "spec", "strategy", "rollingUpdate", "maxSurge")
 	assert.Equal(t, int64(0), surge)
 }
 
-func TestApplyStrategyOverrides(t *testing.T) {
+func TestApplyOverrides(t *testing.T) {
 	manifest := `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web}
@@ -848,11 +852,11 @@ metadata: {name: web}
 	}
 	require.Len(t, objs, 3)
 	before := objs[0].DeepCopy()
-	report := &PreflightReport{namespace: pfNS, Deployments: []DeploymentPreflight{
+	report := &Report{namespace: pfNS, Deployments: []DeploymentPreflight{
 		{Namespace: pfNS, Name: "web", Effective: &Strategy{Type: "RollingUpdate", MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromString("50%"))}},
 		{Namespace: pfNS, Name: "other", Effective: &Strategy{Type: "RollingUpdate", MaxSurge: ptr.To(intstr.FromInt32(0))}},
 	}}
-	out, err := ApplyStrategyOverrides(objs, report)
+	out, err := ApplyOverrides(objs, report)
 	require.NoError(t, err)
 	require.Len(t, out, 3)
 	ru, _, _ := unstructured.NestedMap(out[0].Object, "spec", "strategy", "rollingUpdate")
@@ -861,7 +865,7 @@ metadata: {name: web}
 	assert.Same(t, objs[1], out[1], "a Deployment of another namespace is not the report's")
 	assert.Same(t, objs[2], out[2])
 
-	same, err := ApplyStrategyOverrides(objs, nil)
+	same, err := ApplyOverrides(objs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, objs, same)
 }
@@ -934,7 +938,7 @@ func TestPreflightRenderedQuotas(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.quota.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ResourceQuota"}
 			_, err := runPreflight(t, pfCase{cluster: cluster, rendered: []runtime.Object{tt.quota, pfDeploy("web", 2, 2, image("v2"))}}, SurgePolicyStrict)
-			preflightErr := &PreflightError{}
+			preflightErr := &Error{}
 			require.ErrorAs(t, err, &preflightErr)
 			assert.Contains(t, err.Error(), tt.want)
 		})
@@ -944,9 +948,9 @@ func TestPreflightRenderedQuotas(t *testing.T) {
 // TestPreflightChartGolden runs the preflight on the vllm chart's rendering
 // with 4 GPUs per pod on H100 nodes, a ResourceQuota and a PDB.
 func TestPreflightChartGolden(t *testing.T) {
-	data, err := os.ReadFile("../charts/testdata/golden/vllm-gpu4.yaml")
+	data, err := os.ReadFile("../../charts/testdata/golden/vllm-gpu4.yaml")
 	require.NoError(t, err)
-	objs, err := ParseManifest(string(data))
+	objs, err := parseManifest(string(data))
 	require.NoError(t, err)
 	h100 := func(n *corev1.Node) {
 		n.Labels["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
@@ -954,12 +958,12 @@ func TestPreflightChartGolden(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	r, err := Preflight(ctx, pfClient(pfNode("a100")), objs, PreflightOptions{Namespace: "inference"})
+	r, err := Run(ctx, pfClient(pfNode("a100")), objs, Options{Namespace: "inference"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no Ready, schedulable node matches the pod's nodeSelector")
 	require.NotNil(t, r)
 
-	r, err = Preflight(ctx, pfClient(pfNode("h1", h100), pfNode("h2", h100)), objs, PreflightOptions{Namespace: "inference", Policy: SurgePolicyStrict})
+	r, err = Run(ctx, pfClient(pfNode("h1", h100), pfNode("h2", h100)), objs, Options{Namespace: "inference", Policy: SurgePolicyStrict})
 	require.NoError(t, err)
 	require.Len(t, r.Deployments, 1)
 	d := r.Deployments[0]
@@ -977,4 +981,30 @@ func TestPreflightChartGolden(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, r.Print(&buf))
 	t.Log("\n" + buf.String())
+}
+
+// parseManifest parses a "---" separated YAML stream as release.ParseManifest
+// does (this package cannot import release), skipping empty documents.
+func parseManifest(manifest string) ([]*unstructured.Unstructured, error) {
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewBufferString(manifest), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		raw = bytes.TrimSpace(raw)
+		if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(raw); err != nil {
+			return nil, err
+		}
+		objs = append(objs, obj)
+	}
 }

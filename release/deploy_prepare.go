@@ -1,0 +1,305 @@
+package release
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/discovery"
+
+	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// Plan is what a release's records imply for its next revision: the
+// revision number and whether it is an upgrade (a revision is deployed).
+// It is the one rule for both, used by deploy (before and under the lock),
+// the lock itself and diff.
+type Plan struct {
+	Revision int
+	Upgrade  bool
+}
+
+// PlanOf returns the plan of the next revision after entries.
+func PlanOf(entries []Entry) Plan {
+	p := Plan{Revision: nextRevision(entries)}
+	for _, e := range entries {
+		if e.Status == StatusDeployed {
+			p.Upgrade = true
+		}
+	}
+	return p
+}
+
+// ServerKubeVersion is the one rule for .Capabilities.KubeVersion of a
+// render that has a cluster (deploy, diff): the server's version, as
+// charts.KubeVersion resolves it.
+func ServerKubeVersion(sv discovery.ServerVersionInterface) (string, error) {
+	v, err := sv.ServerVersion()
+	if err != nil {
+		return "", fmt.Errorf("server version: %w", err)
+	}
+	return charts.KubeVersion("", v.GitVersion), nil
+}
+
+// deployPlan is what a deploy applies and what it learnt before applying
+// it.
+type deployPlan struct {
+	opts DeployOptions
+	// plan is the revision the objects were rendered for.
+	plan        Plan
+	kubeVersion string
+
+	chart    Chart
+	values   map[string]any
+	objs     []*unstructured.Unstructured
+	manifest string
+
+	// preflight is the capacity preflight's report (nil: skipped or no
+	// Deployment).
+	preflight *preflight.Report
+	// diff is what the deploy changes (nil: not computed, or the dry run
+	// was refused: the apply reports it).
+	diff *diff.Report
+}
+
+// prepare renders the chart (when the deploy has one) for plan and
+// prepares the objects.
+func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan Plan) (*deployPlan, error) {
+	p := &deployPlan{opts: opts}
+	if opts.Render != nil {
+		kv, err := ServerKubeVersion(d.Client.Discovery())
+		if err != nil {
+			return nil, fmt.Errorf("release %s: %w", opts.Name, err)
+		}
+		p.kubeVersion = kv
+	}
+	if err := p.build(ctx, plan); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// build renders (or parses) the objects for plan and applies the strategy
+// overrides: the flags', then the preflight's.
+func (p *deployPlan) build(ctx context.Context, plan Plan) error {
+	opts := p.opts
+	p.plan = plan
+	objs, manifest := opts.Objects, opts.Manifest
+	p.chart, p.values = opts.Chart, opts.Values
+	if in := opts.Render; in != nil {
+		ro := in.Options
+		ro.ReleaseName = opts.Name
+		ro.Revision, ro.IsUpgrade, ro.KubeVersion = plan.Revision, plan.Upgrade, p.kubeVersion
+		r, err := charts.RenderContext(ctx, in.Chart, ro)
+		if err != nil {
+			return err
+		}
+		objs, manifest = r.Objects, r.Manifest
+		p.chart = Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion}
+		p.values = r.UserValues
+	}
+	objs, manifest, err := prepareObjects(opts.Name, objs, manifest, opts.MaxSurge, opts.MaxUnavailable)
+	if err != nil {
+		return err
+	}
+	p.objs, p.manifest = objs, manifest
+	if p.preflight != nil && p.preflight.Changed() {
+		return p.adjust()
+	}
+	return nil
+}
+
+// adjust applies the preflight's strategy changes to the objects.
+func (p *deployPlan) adjust() error {
+	objs, err := preflight.ApplyOverrides(p.objs, p.preflight)
+	if err != nil {
+		return err
+	}
+	manifest, err := charts.Manifest(objs)
+	if err != nil {
+		return &InvalidManifestError{Name: p.opts.Name, Err: err}
+	}
+	p.objs, p.manifest = objs, manifest
+	p.opts.Note = p.preflight.Description()
+	return nil
+}
+
+// prepareObjects returns the objects to apply (copies, with the strategy
+// override of surge and unavailable) and the manifest to record.
+func prepareObjects(name string, objs []*unstructured.Unstructured, manifest string, surge, unavailable *intstr.IntOrString) ([]*unstructured.Unstructured, string, error) {
+	if objs == nil {
+		parsed, err := ParseManifest(manifest)
+		if err != nil {
+			return nil, "", &InvalidManifestError{Name: name, Err: err}
+		}
+		objs = parsed
+	}
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopy()
+	}
+	override := surge != nil || unavailable != nil
+	if override {
+		for _, o := range out {
+			if isDeployment(RefOf(o)) {
+				if err := preflight.SetStrategy(o, surge, unavailable); err != nil {
+					return nil, "", &InvalidManifestError{Name: name, Err: err}
+				}
+			}
+		}
+	}
+	if override || manifest == "" {
+		m, err := charts.Manifest(out)
+		if err != nil {
+			return nil, "", &InvalidManifestError{Name: name, Err: err}
+		}
+		manifest = m
+	}
+	return out, manifest, nil
+}
+
+// preflight runs the capacity preflight (unless skipped): a refusal is an
+// error with exit code 2, before anything is applied or recorded; a
+// strategy the surge policy changed is applied to the objects.
+func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
+	opts := p.opts
+	if opts.SkipPreflight {
+		return nil
+	}
+	policy := opts.SurgePolicy
+	if policy == "" {
+		policy = preflight.SurgePolicyAuto
+	}
+	report, err := preflight.Run(ctx, d.Client, p.objs, preflight.Options{
+		Namespace:      d.Namespace(),
+		Release:        opts.Name,
+		Policy:         policy,
+		MaxSurge:       opts.MaxSurge,
+		MaxUnavailable: opts.MaxUnavailable,
+	})
+	if report != nil && len(report.Deployments) > 0 {
+		d.emitEvent(ProgressEvent{Release: opts.Name, Phase: PhasePreflight, Preflight: report})
+		p.preflight = report
+	}
+	if err != nil {
+		return err
+	}
+	if p.preflight != nil && p.preflight.Changed() {
+		return p.adjust()
+	}
+	return nil
+}
+
+// changes computes what the deploy changes, from one server-side dry run:
+// emitted with Diff, and the base of the up-to-date check. A dry run the
+// cluster refuses is an error with Diff; otherwise the apply reports it.
+func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []Entry) error {
+	if !p.opts.Diff && !p.opts.reconciles() {
+		return nil
+	}
+	rep, err := d.diff(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
+	switch {
+	case err != nil && p.opts.Diff:
+		return fmt.Errorf("--diff: %w", err)
+	case err != nil:
+		p.diff = nil
+		return nil
+	}
+	p.diff = rep
+	if p.opts.Diff {
+		d.emitEvent(ProgressEvent{Release: p.opts.Name, Phase: PhaseDiff, Diff: rep})
+	}
+	return nil
+}
+
+// applyOptions are the options of the deploy's apply (and of its dry runs).
+func (p *deployPlan) applyOptions(name string) ApplyOptions {
+	return ApplyOptions{
+		Release:         name,
+		Force:           p.opts.ForceConflicts,
+		CreateNamespace: p.opts.CreateNamespace,
+	}
+}
+
+// diff computes what applying objs would change, from a server-side dry
+// run against the live objects, and which objects of the live revisions of
+// entries the deploy would prune.
+func (e *Engine) diff(ctx context.Context, name string, entries []Entry, objs []*unstructured.Unstructured, applyOpts ApplyOptions) (*diff.Report, error) {
+	previous, err := PreviousObjects(entries)
+	if err != nil {
+		return nil, err
+	}
+	applyOpts.Namespace = e.Namespace()
+	return diff.Compute(ctx, NewDiffCluster(e.Objects, applyOpts), objs, diff.Options{
+		Release:   name,
+		Namespace: e.Namespace(),
+		Previous:  previous,
+	})
+}
+
+// healthyDeployed returns the status of the newest of entries when it is
+// deployed and every one of its objects is Current, else nil.
+func (e *Engine) healthyDeployed(ctx context.Context, entries []Entry) (*StatusReport, error) {
+	if len(entries) == 0 || entries[len(entries)-1].Status != StatusDeployed {
+		return nil, nil
+	}
+	rec, err := entries[len(entries)-1].Release()
+	if err != nil {
+		return nil, err
+	}
+	status, err := NewStatuser(e).StatusOf(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range status.Objects {
+		if o.Status != string(wait.StatusCurrent) {
+			return nil, nil
+		}
+	}
+	return status, nil
+}
+
+// upToDateResult is the result document of a deploy that changed nothing.
+func upToDateResult(s *StatusReport, start time.Time, clk Clock) *Result {
+	return &Result{
+		Release:         s.Release,
+		Namespace:       s.Namespace,
+		Revision:        s.Revision,
+		Status:          s.Status,
+		Chart:           s.Chart,
+		AppVersion:      s.AppVersion,
+		ReplicaSets:     s.RecordedReplicaSets,
+		Description:     "up to date: " + s.Description,
+		DurationSeconds: stamp(clk).Sub(start).Seconds(),
+	}
+}
+
+// sameEntries reports whether a and b list the same revisions with the
+// same statuses.
+func sameEntries(a, b []Entry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Revision != b[i].Revision || a[i].Status != b[i].Status {
+			return false
+		}
+	}
+	return true
+}
+
+// without returns entries less revision rev.
+func without(entries []Entry, rev int) []Entry {
+	out := make([]Entry, 0, len(entries))
+	for _, e := range entries {
+		if e.Revision != rev {
+			out = append(out, e)
+		}
+	}
+	return out
+}

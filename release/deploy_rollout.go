@@ -1,0 +1,302 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// createNamespace creates the release namespace when asked to: the
+// records live there, so it must exist before the lock can be taken.
+func (d *Deployer) createNamespace(ctx context.Context, opts DeployOptions) error {
+	if !opts.CreateNamespace {
+		return nil
+	}
+	created, err := d.Objects.Apply(ctx, nil, ApplyOptions{Namespace: d.Namespace(), CreateNamespace: true})
+	for _, a := range created {
+		d.emit(opts.Name, 0, PhaseApply, a.Object.String(), string(a.Action), "")
+	}
+	if err != nil {
+		return fmt.Errorf("release %s: create namespace %s: %w", opts.Name, d.Namespace(), err)
+	}
+	return nil
+}
+
+// lock takes the release's lock: the next revision, pending, with the
+// chart, the user values and the manifest.
+func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*Release, error) {
+	opts := p.opts
+	rec, err := Acquire(ctx, d.Store, opts.Name, OpDeploy, LockOptions{
+		Holder:  d.holder(),
+		Timeout: opts.Timeout,
+		Force:   opts.ForceUnlock,
+		Clock:   d.clock(),
+		Record:  &Release{Chart: p.chart, Values: p.values, Manifest: p.manifest},
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("release %s: does namespace %s exist? (--create-namespace creates it): %w", opts.Name, d.Namespace(), err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
+	return rec, nil
+}
+
+// recheck takes the decisions made from the records before the lock again
+// under it. When another operation wrote a record meanwhile, the objects
+// are rendered for the revision the lock holds and what the deploy changes
+// is computed again. When nothing would change and the deployed revision
+// is healthy, the pending record is removed and res is the up-to-date
+// result: done is true.
+func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *Release, before []Entry, res *Result, start time.Time) (bool, error) {
+	entries, err := d.Store.List(ctx, rec.Name)
+	if err == nil {
+		entries = without(entries, rec.Revision)
+		if !sameEntries(entries, before) {
+			err = d.replan(ctx, p, rec, entries)
+		}
+	}
+	if err != nil {
+		return true, d.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
+	}
+	if !p.opts.reconciles() || p.diff == nil || !p.diff.Empty() {
+		return false, nil
+	}
+	current, err := d.healthyDeployed(ctx, entries)
+	if err != nil {
+		return true, d.unlock(ctx, rec, err)
+	}
+	if current == nil {
+		return false, nil
+	}
+	if err := d.unlock(ctx, rec, nil); err != nil {
+		return true, err
+	}
+	*res = *upToDateResult(current, start, d.clock())
+	d.emit(rec.Name, current.Revision, PhaseDone, "", "up to date",
+		fmt.Sprintf("release %s is up to date (revision %d): nothing to change, no new revision", rec.Name, current.Revision))
+	return true, nil
+}
+
+// replan renders the objects again for the revision the lock holds (when
+// it is not the one they were rendered for) and computes again what the
+// deploy changes.
+func (d *Deployer) replan(ctx context.Context, p *deployPlan, rec *Release, entries []Entry) error {
+	plan := Plan{Revision: rec.Revision, Upgrade: rec.Status == StatusPendingUpgrade}
+	if plan != p.plan {
+		if err := p.build(ctx, plan); err != nil {
+			return err
+		}
+		rec.Manifest = p.manifest
+		if err := d.Store.Update(ctx, rec); err != nil {
+			return fmt.Errorf("record the manifest: %w", err)
+		}
+	}
+	if !p.opts.reconciles() {
+		return nil
+	}
+	rep, err := d.diff(ctx, rec.Name, entries, p.objs, p.applyOptions(rec.Name))
+	if err != nil {
+		p.diff = nil // a refusal: the apply reports it
+		return nil
+	}
+	p.diff = rep
+	return nil
+}
+
+// unlock removes the pending record of a deploy that applied nothing
+// (it changed nothing, or failed before the apply) and returns cause.
+func (d *Deployer) unlock(ctx context.Context, rec *Release, cause error) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	if err := d.Store.Delete(fctx, rec.Name, rec.Revision); err != nil {
+		return errors.Join(cause, fmt.Errorf("release %s: remove pending revision %d: %w", rec.Name, rec.Revision, err))
+	}
+	return cause
+}
+
+// rollout applies the objects under the lock, records the ReplicaSets,
+// waits and finishes the record.
+func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res *Result, start time.Time) (*Result, error) {
+	opts, objs, clk := p.opts, p.objs, d.clock()
+	install := rec.Status == StatusPendingInstall
+
+	live, err := liveRevisions(ctx, d.Store, rec.Name, rec.Revision)
+	var previous []*unstructured.Unstructured
+	if err == nil {
+		previous, err = manifestObjects(live)
+	}
+	if err != nil {
+		err = fmt.Errorf("release %s: read the previous revisions: %w", rec.Name, err)
+		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(),
+			&Failure{Reason: "Internal", Message: err.Error()}, err)
+	}
+
+	applyOpts := p.applyOptions(rec.Name)
+	applyOpts.Namespace = d.Namespace()
+	applied, err := d.Objects.Apply(ctx, objs, applyOpts)
+	res.Applied = applied
+	for _, a := range applied {
+		d.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
+	}
+	if err != nil {
+		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
+		f := applyFailure(err)
+		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+f.Reason, f, err)
+	}
+
+	// Discover the ReplicaSets, then wait, within the timeout.
+	deadline := start.Add(opts.Timeout)
+	remaining := func() time.Duration { return max(deadline.Sub(stamp(clk)), time.Millisecond) }
+	rctx, cancel := context.WithTimeout(ctx, remaining())
+	err = d.discoverReplicaSets(rctx, rec, objs)
+	cancel()
+	var werr error
+	var wres wait.Result
+	var f *Failure
+	switch {
+	case err != nil:
+		if lost := lockLost(err); lost != nil {
+			return res, lost
+		}
+		werr = fmt.Errorf("release %s revision %d: find ReplicaSets: %w", rec.Name, rec.Revision, err)
+		f = replicaSetFailure(werr)
+	default:
+		wres, werr = d.waitObjects(ctx, rec, objs, remaining())
+		if lost := lockLost(werr); lost != nil {
+			return res, lost
+		}
+	}
+
+	if werr != nil {
+		if ctx.Err() != nil {
+			// Interrupted mid-rollout: the new revision never became
+			// healthy, so it is rolled back like a failed one when that is
+			// enabled (the rescue runs on its own context); otherwise the
+			// record is finished as interrupted.
+			f := &Failure{Reason: "Interrupted", Message: "the deploy was interrupted before the rollout completed: " + werr.Error()}
+			if opts.RollbackOnFailure {
+				return d.rolloutFailed(ctx, rec, res, start, opts, wres, werr, f, install)
+			}
+			return d.finishFailed(ctx, rec, res, start, opts.withNote(opts.verb(install)+" interrupted"), f, werr)
+		}
+		return d.rolloutFailed(ctx, rec, res, start, opts, wres, werr, f, install)
+	}
+
+	// Healthy: deployed, then prune, then history.
+	desc := "Upgrade complete"
+	if install {
+		desc = "Install complete"
+	}
+	desc = opts.withNote(desc)
+	if err := MarkDeployed(ctx, d.Store, rec, clk, desc); err != nil {
+		res.sync(rec, start, clk)
+		return res, fmt.Errorf("mark release %s revision %d deployed: %w", rec.Name, rec.Revision, err)
+	}
+	d.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), desc)
+	var errs []error
+	pruned, err := d.pruneObjects(ctx, rec, previous, objs)
+	res.Pruned = pruned
+	errs = append(errs, err)
+	errs = append(errs, d.pruneHistory(ctx, rec, opts.HistoryMax))
+	res.sync(rec, start, clk)
+	return res, errors.Join(errs...)
+}
+
+// lockLost returns err when it says the lock was taken over.
+func lockLost(err error) error {
+	var conflict *ConflictError
+	if errors.As(err, &conflict) {
+		return err
+	}
+	return nil
+}
+
+// finishFailed marks rec failed and returns the result with err.
+func (d *Deployer) finishFailed(ctx context.Context, rec *Release, res *Result, start time.Time, desc string, f *Failure, err error) (*Result, error) {
+	if merr := d.markFailed(ctx, rec, desc, f); merr != nil {
+		err = errors.Join(err, merr)
+	}
+	res.sync(rec, start, d.clock())
+	return res, err
+}
+
+// rolloutFailed handles a failed ReplicaSet discovery or wait: diagnosis
+// (f, when already known), the automatic rollback while the lock is held,
+// then the failed record.
+func (d *Deployer) rolloutFailed(ctx context.Context, rec *Release, res *Result, start time.Time, opts DeployOptions,
+	wres wait.Result, werr error, f *Failure, install bool) (*Result, error) {
+	if f == nil {
+		f = waitFailure(wres, werr)
+	}
+	rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: OpDeploy, Failure: f, Err: werr, Install: install}
+	desc := fmt.Sprintf("%s failed: %s", opts.verb(install), f.Reason)
+	if f.Object != "" {
+		desc += " (" + f.Object + ")"
+	}
+	desc = opts.withNote(desc)
+	if opts.RollbackOnFailure {
+		d.emit(rec.Name, rec.Revision, PhaseRollback, "", "started", "rollout failed: "+f.Reason)
+		rb, err := d.autoRollback(ctx, rec, opts)
+		res.Rollback = rb
+		switch {
+		case err != nil:
+			rerr.RollbackErr = err
+			desc += "; automatic rollback failed"
+		case rb != nil && rb.RolledBackTo > 0:
+			rerr.RolledBackTo = rb.RolledBackTo
+			res.RolledBackTo = rb.RolledBackTo
+			desc += fmt.Sprintf("; rolled back to %d", rb.RolledBackTo)
+		}
+	}
+	return d.finishFailed(ctx, rec, res, start, desc, f, rerr)
+}
+
+// autoRollback restores the newest good revision while the failed
+// revision's lock is still held, on a context of its own (an interrupt of
+// the deploy stops the wait, never the rescue) bounded by its own budget.
+func (d *Deployer) autoRollback(ctx context.Context, failed *Release, opts DeployOptions) (*Result, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.RollbackTimeout)
+	defer cancel()
+	return NewRollbacker(d.Engine).RollbackHeld(rctx, failed, RollbackOptions{
+		Timeout:        opts.RollbackTimeout,
+		HistoryMax:     opts.HistoryMax,
+		ForceConflicts: opts.ForceConflicts,
+	})
+}
+
+// dryRun applies every object with a server-side dry run; nothing is
+// recorded.
+func (d *Deployer) dryRun(ctx context.Context, p *deployPlan, start time.Time) (*Result, error) {
+	opts := p.opts
+	status := StatusPendingInstall
+	if p.plan.Upgrade {
+		status = StatusPendingUpgrade
+	}
+	res := newResult(&Release{Name: opts.Name, Namespace: d.Namespace(), Revision: p.plan.Revision, Status: status, Chart: p.chart})
+	res.DryRun = true
+	res.Description = "Dry run complete"
+	applyOpts := p.applyOptions(opts.Name)
+	applyOpts.Namespace, applyOpts.DryRun = d.Namespace(), true
+	applied, err := d.Objects.Apply(ctx, p.objs, applyOpts)
+	res.Applied = applied
+	for _, a := range applied {
+		msg := "dry run"
+		if a.Unvalidated {
+			msg = "dry run, not validated: its namespace does not exist yet"
+		}
+		d.emit(opts.Name, res.Revision, PhaseApply, a.Object.String(), string(a.Action), msg)
+	}
+	res.DurationSeconds = stamp(d.clock()).Sub(start).Seconds()
+	if err != nil {
+		return res, fmt.Errorf("release %s: dry run: %w", opts.Name, err)
+	}
+	return res, nil
+}

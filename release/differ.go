@@ -1,0 +1,83 @@
+package release
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/diff"
+)
+
+// DiffOptions are the inputs of `vllmctl diff`.
+type DiffOptions struct {
+	// Name is the release name.
+	Name string
+	// Render is the chart and its render options.
+	Render RenderInput
+	// ForceConflicts and CreateNamespace dry-run as deploy with the same
+	// flags would apply.
+	ForceConflicts  bool
+	CreateNamespace bool
+}
+
+// Differ computes what a deploy would change: `vllmctl diff`.
+type Differ struct {
+	*Engine
+}
+
+// NewDiffer returns a Differ using engine.
+func NewDiffer(engine *Engine) *Differ { return &Differ{Engine: engine} }
+
+// Diff renders the chart as deploy would (the next revision, an upgrade
+// when a revision is deployed, the server's version), applies every object
+// with a server-side dry run the way deploy would, and compares the result
+// with the live objects; objects of the live revisions the chart no longer
+// renders are shown as pruned. Input errors come first (exit code 2),
+// before the cluster is asked anything.
+func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, error) {
+	if err := ValidateName(opts.Name); err != nil {
+		return nil, err
+	}
+	if err := validateRender(ctx, opts.Name, &opts.Render); err != nil {
+		return nil, err
+	}
+	if err := d.check("store", "objects", "client"); err != nil {
+		return nil, err
+	}
+	entries, err := d.Store.List(ctx, opts.Name)
+	if err != nil {
+		return nil, fmt.Errorf("release %s: read its records: %w", opts.Name, err)
+	}
+	kv, err := ServerKubeVersion(d.Client.Discovery())
+	if err != nil {
+		return nil, fmt.Errorf("release %s: %w", opts.Name, err)
+	}
+	plan := PlanOf(entries)
+	ro := opts.Render.Options
+	ro.ReleaseName = opts.Name
+	ro.Revision, ro.IsUpgrade, ro.KubeVersion = plan.Revision, plan.Upgrade, kv
+	r, err := charts.RenderContext(ctx, opts.Render.Chart, ro)
+	if err != nil {
+		return nil, err
+	}
+	return d.diff(ctx, opts.Name, entries, r.Objects, ApplyOptions{
+		Release:         opts.Name,
+		Force:           opts.ForceConflicts,
+		CreateNamespace: opts.CreateNamespace,
+	})
+}
+
+// validateRender renders in once without a cluster, so that every input
+// error (values, schema, templates) is reported with exit code 2 before the
+// cluster is asked anything. The chart's kubeVersion constraint is checked
+// later, against the server's version.
+func validateRender(ctx context.Context, name string, in *RenderInput) error {
+	if in == nil || in.Chart == nil {
+		return nil
+	}
+	ro := in.Options
+	ro.ReleaseName = name
+	ro.SkipKubeVersionCheck = true
+	_, err := charts.RenderContext(ctx, in.Chart, ro)
+	return err
+}

@@ -1,0 +1,56 @@
+// Package exitcode holds the exit codes of vllmctl's contract
+// (shared/design/contract.md) and the one rule that maps an error to its
+// code. Errors of the library packages implement Coder where their code is
+// not a plain internal error; cmd/vllmctl's main exits with Of(err).
+package exitcode
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// The exit codes of the contract.
+const (
+	OK          = 0
+	Changes     = 1 // diff found changes
+	Internal    = 1 // any other command: an unexpected internal error
+	Invalid     = 2 // invalid input: nothing applied, no record changed
+	RolledBack  = 3 // rollout failed, previous good revision serving
+	Failed      = 4 // rollout failed, not rolled back
+	InProgress  = 5 // another operation on the release is in progress
+	Cluster     = 6 // the cluster refused or could not be reached
+	Interrupted = 130
+)
+
+// Coder is implemented by errors that carry their own exit code.
+type Coder interface {
+	error
+	ExitCode() int
+}
+
+// Of returns the exit code of err: 0 for nil, its own ExitCode (the
+// outermost in its chain), Cluster for an API or network error,
+// Interrupted for a cancelled context, else Internal.
+func Of(err error) int {
+	if err == nil {
+		return OK
+	}
+	var ec Coder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	var status apierrors.APIStatus
+	var urlErr *url.Error
+	var netErr net.Error
+	if errors.As(err, &status) || errors.As(err, &urlErr) || errors.As(err, &netErr) {
+		return Cluster
+	}
+	if errors.Is(err, context.Canceled) {
+		return Interrupted
+	}
+	return Internal
+}

@@ -1,0 +1,41 @@
+package exitcode_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vllmctl/vllmctl/release/exitcode"
+)
+
+type coded struct{ code int }
+
+func (c coded) Error() string { return "coded" }
+func (c coded) ExitCode() int { return c.code }
+
+func TestOf(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"nil", nil, exitcode.OK},
+		{"own code, wrapped", fmt.Errorf("release x: %w", coded{exitcode.InProgress}), exitcode.InProgress},
+		{"own code wins over an API error inside", fmt.Errorf("%w: %w", coded{exitcode.Invalid}, apierrors.NewForbidden(schema.GroupResource{}, "x", nil)), exitcode.Invalid},
+		{"API error", fmt.Errorf("apply: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "deployments"}, "x", nil)), exitcode.Cluster},
+		{"network error", &url.Error{Op: "Get", URL: "https://127.0.0.1:1", Err: errors.New("connection refused")}, exitcode.Cluster},
+		{"interrupted", fmt.Errorf("wait: %w", context.Canceled), exitcode.Interrupted},
+		{"anything else", errors.New("boom"), exitcode.Internal},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, exitcode.Of(tc.err))
+		})
+	}
+}

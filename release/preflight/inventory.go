@@ -1,0 +1,402 @@
+package preflight
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/pager"
+	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/charts"
+)
+
+// This file holds what the preflight reads from the cluster: the live
+// Deployments and their pod templates, nodes, pods, ResourceQuotas,
+// PodDisruptionBudgets and HorizontalPodAutoscalers.
+
+// templateChange compares the pod template the apply would produce (a
+// server-side dry-run apply) with the live one.
+func (p *preflighter) templateChange(ctx context.Context, d *deploymentInput, ref objectRef) (TemplateChange, error) {
+	body := d.obj.DeepCopy()
+	body.SetNamespace(ref.Namespace)
+	for _, f := range []string{"resourceVersion", "uid", "managedFields", "creationTimestamp", "generation", "selfLink", "deletionTimestamp"} {
+		unstructured.RemoveNestedField(body.Object, "metadata", f)
+	}
+	unstructured.RemoveNestedField(body.Object, "status")
+	data, err := json.Marshal(body.Object)
+	if err != nil {
+		return "", fmt.Errorf("preflight: encode %s: %w", ref, err)
+	}
+	dry, err := p.client.AppsV1().Deployments(ref.Namespace).Patch(ctx, ref.Name, types.ApplyPatchType, data,
+		metav1.PatchOptions{FieldManager: fieldManager, Force: ptr.To(true), DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		p.note("could not dry-run the apply of %s (%v): its pod template is taken as changed", ref, err)
+		return ChangeChanged, nil
+	}
+	if apiequality.Semantic.DeepEqual(dry.Spec.Template, d.live.Spec.Template) {
+		return ChangeUnchanged, nil
+	}
+	return ChangeChanged, nil
+}
+
+// replicas sets the replica count the rollout runs with.
+func (p *preflighter) replicas(ctx context.Context, d *deploymentInput) error {
+	e := d.entry
+	hpa, err := p.hpaFor(ctx, e.Namespace, e.Name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case hpa != nil && d.live != nil:
+		e.Replicas = ptr.Deref(d.live.Spec.Replicas, 1)
+		e.ReplicasFrom = "live (HorizontalPodAutoscaler " + hpa.name + ")"
+	case hpa != nil:
+		e.Replicas = max(1, hpa.minReplicas)
+		e.ReplicasFrom = "HorizontalPodAutoscaler " + hpa.name + " minReplicas"
+	case d.rendered.Spec.Replicas != nil:
+		e.Replicas = *d.rendered.Spec.Replicas
+		e.ReplicasFrom = "chart"
+	case d.live != nil:
+		e.Replicas = ptr.Deref(d.live.Spec.Replicas, 1)
+		e.ReplicasFrom = "live"
+	default:
+		e.Replicas = 1
+		e.ReplicasFrom = "default"
+	}
+	return nil
+}
+
+// hpaFor returns the HPA that scales Deployment ns/name: a rendered one,
+// else a live one (not one of this release's that is about to be pruned).
+func (p *preflighter) hpaFor(ctx context.Context, ns, name string) (*hpaInfo, error) {
+	for i, h := range p.renderedHPAs {
+		if h.namespace == ns && h.target == name {
+			return &p.renderedHPAs[i], nil
+		}
+	}
+	live, ok := p.liveHPAs[ns]
+	if !ok {
+		list, err := p.client.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, metav1.ListOptions{})
+		switch {
+		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+			p.note("HorizontalPodAutoscalers in namespace %s not readable (%v): replica counts come from the chart", ns, err)
+		case err != nil:
+			return nil, fmt.Errorf("preflight: list HorizontalPodAutoscalers in namespace %s: %w", ns, err)
+		default:
+			for _, h := range list.Items {
+				gv, _ := schema.ParseGroupVersion(h.Spec.ScaleTargetRef.APIVersion)
+				if h.Spec.ScaleTargetRef.Kind != "Deployment" || gv.Group != "apps" {
+					continue
+				}
+				live = append(live, hpaInfo{name: h.Name, namespace: ns, target: h.Spec.ScaleTargetRef.Name,
+					minReplicas: ptr.Deref(h.Spec.MinReplicas, 1), labels: h.Labels})
+			}
+		}
+		p.liveHPAs[ns] = live
+	}
+	for i, h := range live {
+		if h.target != name || p.beingPruned(h.labels, "HorizontalPodAutoscaler", h.name, ns) {
+			continue
+		}
+		return &live[i], nil
+	}
+	return nil, nil
+}
+
+// beingPruned reports whether a live object carries this release's labels
+// but is not rendered: the deploy prunes it.
+func (p *preflighter) beingPruned(l map[string]string, kind, name, ns string) bool {
+	if p.opts.Release == "" || l[charts.LabelManagedBy] != charts.ManagedByVllmctl || l[charts.LabelInstance] != p.opts.Release {
+		return false
+	}
+	switch kind {
+	case "HorizontalPodAutoscaler":
+		for _, h := range p.renderedHPAs {
+			if h.name == name && h.namespace == ns {
+				return false
+			}
+		}
+	case "PodDisruptionBudget":
+		for _, b := range p.renderedPDBs {
+			if b.Name == name && b.Namespace == ns {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// listAll lists objects a page at a time with k8s.io/client-go/tools/pager
+// (500 per page, falling back to one full list should a continue token
+// expire) and calls each for every item. The error is list's, unwrapped.
+func listAll[T runtime.Object](ctx context.Context, opts metav1.ListOptions, list pager.ListPageFunc, each func(T)) error {
+	obj, _, err := pager.New(list).List(ctx, opts)
+	if err != nil {
+		return err
+	}
+	return meta.EachListItem(obj, func(o runtime.Object) error {
+		item, ok := o.(T)
+		if !ok {
+			return fmt.Errorf("list returned a %T", o)
+		}
+		each(item)
+		return nil
+	})
+}
+
+// listNodes lists every node.
+func (p *preflighter) listNodes(ctx context.Context) ([]*corev1.Node, error) {
+	var out []*corev1.Node
+	err := listAll(ctx, metav1.ListOptions{}, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		list, err := p.client.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return list, nil
+	}, func(n *corev1.Node) { out = append(out, n) })
+	return out, err
+}
+
+// loadCluster lists nodes and the pods holding resources on them.
+func (p *preflighter) loadCluster(ctx context.Context) error {
+	if p.clusterLoaded {
+		return nil
+	}
+	p.clusterLoaded = true
+	nodes, err := p.listNodes(ctx)
+	if apierrors.IsForbidden(err) {
+		p.note("nodes not readable (%v): node capacity not checked, only quotas", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("preflight: list nodes: %w", err)
+	}
+	pods, err := p.listPods(ctx, "")
+	if apierrors.IsForbidden(err) {
+		p.note("pods of all namespaces not readable (%v): node capacity not checked, only quotas", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p.allPods = map[string][]*corev1.Pod{}
+	used := map[string]resVec{}
+	deleting := 0
+	for _, pod := range pods {
+		p.allPods[pod.Namespace] = append(p.allPods[pod.Namespace], pod)
+		if podHoldsResources(pod) {
+			if pod.DeletionTimestamp != nil {
+				deleting++
+			}
+			if used[pod.Spec.NodeName] == nil {
+				used[pod.Spec.NodeName] = resVec{}
+			}
+			used[pod.Spec.NodeName].add(podRequests(&pod.Spec))
+		}
+	}
+	p.nodesKnown = true
+	p.nodeCount = len(nodes)
+	var excluded []string
+	for _, n := range nodes {
+		if ok, why := nodeUsable(n); !ok {
+			excluded = append(excluded, n.Name+" "+why)
+			continue
+		}
+		alloc := vecOf(n.Status.Allocatable)
+		free := alloc.clone()
+		free.sub(used[n.Name])
+		p.nodes = append(p.nodes, &nodeState{node: n, alloc: alloc, free: free})
+	}
+	sort.Slice(p.nodes, func(i, j int) bool { return p.nodes[i].node.Name < p.nodes[j].node.Name })
+	if len(excluded) > 0 {
+		sort.Strings(excluded)
+		p.note("nodes left out: %s", strings.Join(excluded, ", "))
+	}
+	if deleting > 0 {
+		p.note("pods being deleted still count against their nodes until they are gone: %d", deleting)
+	}
+	return nil
+}
+
+// listPods lists the pods of ns ("" for all namespaces) that are not
+// Succeeded or Failed. A Forbidden error is returned as it is.
+func (p *preflighter) listPods(ctx context.Context, ns string) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
+	opts := metav1.ListOptions{FieldSelector: "status.phase!=Succeeded,status.phase!=Failed"}
+	err := listAll(ctx, opts, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		list, err := p.client.CoreV1().Pods(ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return list, nil
+	}, func(pod *corev1.Pod) {
+		// The field selector already leaves these out; a server (or fake)
+		// that ignores it does not.
+		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			out = append(out, pod)
+		}
+	})
+	switch {
+	case err == nil:
+		return out, nil
+	case apierrors.IsForbidden(err):
+		return nil, err
+	case ns == "":
+		return nil, fmt.Errorf("preflight: list pods: %w", err)
+	}
+	return nil, fmt.Errorf("preflight: list pods in namespace %s: %w", ns, err)
+}
+
+// podsIn returns the pods of ns that are not terminated.
+func (p *preflighter) podsIn(ctx context.Context, ns string) ([]*corev1.Pod, error) {
+	if p.allPods != nil {
+		return p.allPods[ns], nil
+	}
+	if pods, ok := p.nsPods[ns]; ok {
+		return pods, nil
+	}
+	pods, err := p.listPods(ctx, ns)
+	if apierrors.IsForbidden(err) {
+		p.note("pods in namespace %s not readable (%v): the room old pods free is not counted", ns, err)
+		pods, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.nsPods[ns] = pods
+	return pods, nil
+}
+
+// quotasIn returns the ResourceQuotas of ns as they will be once the
+// release is applied: the live ones, with the hard limits of the rendered
+// ones (applied before the pods roll). A quota's usage is its status; for
+// a quota or key that has none yet it is computed from the namespace's
+// pods.
+func (p *preflighter) quotasIn(ctx context.Context, ns string) ([]*quotaState, error) {
+	if q, ok := p.quotas[ns]; ok {
+		return q, nil
+	}
+	byName := map[string]*corev1.ResourceQuota{}
+	list, err := p.client.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsForbidden(err):
+		p.note("ResourceQuotas in namespace %s not readable (%v): only the rendered ones are checked", ns, err)
+	case err != nil:
+		return nil, fmt.Errorf("preflight: list ResourceQuotas in namespace %s: %w", ns, err)
+	default:
+		for i := range list.Items {
+			byName[list.Items[i].Name] = &list.Items[i]
+		}
+	}
+	for _, r := range p.renderedQuotas {
+		if r.Namespace != ns {
+			continue
+		}
+		q := r.DeepCopy()
+		if live, ok := byName[r.Name]; ok {
+			q.Status = *live.Status.DeepCopy()
+		} else {
+			q.Status = corev1.ResourceQuotaStatus{}
+		}
+		q.Status.Hard = q.Spec.Hard
+		byName[r.Name] = q
+	}
+	names := make([]string, 0, len(byName))
+	for name := range byName {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []*quotaState
+	for _, name := range names {
+		q := byName[name]
+		if err := p.fillQuotaUsage(ctx, q); err != nil {
+			return nil, err
+		}
+		out = append(out, newQuotaState(q))
+	}
+	p.quotas[ns] = out
+	return out, nil
+}
+
+// fillQuotaUsage computes, from the namespace's pods, the usage of the
+// keys of q whose status has none (a quota not created yet, or a key just
+// added).
+func (p *preflighter) fillQuotaUsage(ctx context.Context, q *corev1.ResourceQuota) error {
+	var missing []corev1.ResourceName
+	for key := range q.Spec.Hard {
+		if _, ok := quotaKeyOf(key); !ok {
+			continue
+		}
+		if _, ok := q.Status.Used[key]; !ok {
+			missing = append(missing, key)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	pods, err := p.podsIn(ctx, q.Namespace)
+	if err != nil {
+		return err
+	}
+	if q.Status.Used == nil {
+		q.Status.Used = corev1.ResourceList{}
+	}
+	for _, key := range missing {
+		k, _ := quotaKeyOf(key)
+		var sum int64
+		for _, pod := range pods {
+			if quotaApplies(q, &pod.Spec) {
+				sum += usageOf(&pod.Spec).amount(k)
+			}
+		}
+		q.Status.Used[key] = *resource.NewMilliQuantity(sum, resource.DecimalSI)
+	}
+	return nil
+}
+
+// pdbsIn returns the PodDisruptionBudgets that will hold in ns after the
+// apply: the rendered ones, and the live ones the apply neither replaces
+// nor prunes.
+func (p *preflighter) pdbsIn(ctx context.Context, ns string) ([]policyv1.PodDisruptionBudget, error) {
+	live, ok := p.livePDBs[ns]
+	if !ok {
+		list, err := p.client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+		switch {
+		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+			p.note("PodDisruptionBudgets in namespace %s not readable (%v): only the rendered ones count", ns, err)
+		case err != nil:
+			return nil, fmt.Errorf("preflight: list PodDisruptionBudgets in namespace %s: %w", ns, err)
+		default:
+			live = list.Items
+		}
+		p.livePDBs[ns] = live
+	}
+	var out []policyv1.PodDisruptionBudget
+	rendered := map[string]bool{}
+	for _, b := range p.renderedPDBs {
+		if b.Namespace == ns {
+			out = append(out, b)
+			rendered[b.Name] = true
+		}
+	}
+	for _, b := range live {
+		if !rendered[b.Name] && !p.beingPruned(b.Labels, "PodDisruptionBudget", b.Name, ns) {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}

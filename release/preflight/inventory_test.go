@@ -1,0 +1,75 @@
+package preflight
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// pagedLists serves node and pod lists two items a page, as an API server
+// with --limit does; with expire set, the second page's continue token has
+// expired and only a full list (no limit) answers.
+func pagedLists(t *testing.T, c *fake.Clientset, nodes []corev1.Node, pods []corev1.Pod, expire bool) (calls *[]metav1.ListOptions) {
+	calls = &[]metav1.ListOptions{}
+	page := func(opts metav1.ListOptions, n int) (lo, hi int, next string, err error) {
+		*calls = append(*calls, opts)
+		switch {
+		case opts.Limit == 0:
+			return 0, n, "", nil
+		case opts.Continue == "":
+			assert.Equal(t, int64(500), opts.Limit, "the pager's page size")
+			return 0, min(1, n), "page-2", nil
+		case expire:
+			return 0, 0, "", apierrors.NewResourceExpired("continue token expired")
+		}
+		return 1, n, "", nil
+	}
+	c.PrependReactor("list", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		lo, hi, next, err := page(a.(k8stesting.ListActionImpl).GetListOptions(), len(nodes))
+		if err != nil {
+			return true, nil, err
+		}
+		return true, &corev1.NodeList{ListMeta: metav1.ListMeta{Continue: next}, Items: nodes[lo:hi]}, nil
+	})
+	c.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		lo, hi, next, err := page(a.(k8stesting.ListActionImpl).GetListOptions(), len(pods))
+		if err != nil {
+			return true, nil, err
+		}
+		return true, &corev1.PodList{ListMeta: metav1.ListMeta{Continue: next}, Items: pods[lo:hi]}, nil
+	})
+	return calls
+}
+
+// TestListsArePaged checks that nodes and pods are read over every page
+// (k8s.io/client-go/tools/pager), and that an expired continue token falls
+// back to a full list.
+func TestListsArePaged(t *testing.T) {
+	nodes := []corev1.Node{*pfNode("a"), *pfNode("b")}
+	pods := []corev1.Pod{*pfPod("x", "a", 8, nil), *pfPod("y", "b", 8, nil)}
+	for _, expire := range []bool{false, true} {
+		t.Run(map[bool]string{false: "pages", true: "expired"}[expire], func(t *testing.T) {
+			var calls *[]metav1.ListOptions
+			_, err := runPreflight(t, pfCase{
+				rendered:   []runtime.Object{pfDeploy("one", 1, 8)},
+				clientMods: func(c *fake.Clientset) { calls = pagedLists(t, c, nodes, pods, expire) },
+			}, SurgePolicyStrict)
+			// Both nodes are seen, and both are full: had a page been
+			// missed, a node would be missing or free.
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "nvidia.com/gpu: need 8, free 0 on nodes a, b (1 new pod)")
+			want := 4 // two pages of nodes, two of pods
+			if expire {
+				want = 6 // and a full list of each
+			}
+			assert.Len(t, *calls, want)
+		})
+	}
+}

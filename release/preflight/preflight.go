@@ -1,0 +1,314 @@
+package preflight
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// fieldManager is the server-side apply field manager of the dry run that
+// finds whether a pod template changes: vllmctl's own (release.FieldManager,
+// which this package cannot import), so that the dry run sees what the
+// apply will do.
+const fieldManager = "vllmctl"
+
+// Options tune [Run].
+type Options struct {
+	// Namespace is the release namespace, for objects that have none.
+	Namespace string
+	// Release is the release name. When set, live PodDisruptionBudgets and
+	// HorizontalPodAutoscalers that carry this release's labels but are not
+	// among the rendered objects are ignored: they are about to be pruned.
+	Release string
+	// Policy is the surge policy; "" is auto.
+	Policy SurgePolicy
+	// MaxSurge and MaxUnavailable, when set (--max-surge,
+	// --max-unavailable), replace the chart's values for this rollout in
+	// every Deployment of the release. The policy never changes a value the
+	// user gave.
+	MaxSurge       *intstr.IntOrString
+	MaxUnavailable *intstr.IntOrString
+	// Skip checks nothing: the report only carries the overrides.
+	Skip bool
+}
+
+// Run checks, before anything is applied, that the rollout of every
+// Deployment among objs whose pod template changes can proceed, and applies
+// the surge policy.
+//
+// Whether a template changes is found by a server-side dry-run apply
+// (field manager vllmctl, forced) compared with the live Deployment; when
+// the dry run fails the template is taken as changed. A new Deployment
+// needs room for all its replicas. A changed one first needs room for its
+// surge pods next to every old pod; with maxUnavailable ≥ 1 it can instead
+// proceed by replacing old pods in the room they free. Room is per node:
+// allocatable minus the requests of the pods bound there that are not
+// Succeeded or Failed (pods being deleted still count: they hold their
+// resources until they are gone), on Ready, schedulable nodes that match
+// the pod's nodeSelector, required node affinity and tolerations, and in
+// every ResourceQuota of the namespace that counts the pods (hard minus
+// used). Deployments are checked in order and what one reserves is not
+// free for the next. HPA-targeted Deployments use the live replica count.
+//
+// The report is returned even with an error. A refusal is an *Error,
+// invalid overrides a *StrategyInputError (both exit code 2); API errors
+// are wrapped. Nodes, pods, quotas, PodDisruptionBudgets or HPAs the user
+// may not read are left out, with a note.
+func Run(ctx context.Context, client kubernetes.Interface, objs []*unstructured.Unstructured, opts Options) (*Report, error) {
+	policy, err := ParseSurgePolicy(string(opts.Policy))
+	if err != nil {
+		return nil, err
+	}
+	p := &preflighter{
+		client: client, opts: opts, policy: policy,
+		report:   &Report{Policy: policy, Skipped: opts.Skip, Deployments: []DeploymentPreflight{}, namespace: opts.Namespace},
+		quotas:   map[string][]*quotaState{},
+		livePDBs: map[string][]policyv1.PodDisruptionBudget{},
+		liveHPAs: map[string][]hpaInfo{},
+		nsPods:   map[string][]*corev1.Pod{},
+	}
+	deps, err := p.collect(objs)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range deps {
+		if err := p.prepare(ctx, d); err != nil {
+			return p.report, err
+		}
+	}
+	if !opts.Skip {
+		for _, d := range deps {
+			if d.entry.Change == ChangeUnchanged {
+				continue
+			}
+			if err := p.evaluate(ctx, d); err != nil {
+				return p.report, err
+			}
+		}
+	}
+	var refused []DeploymentPreflight
+	for _, d := range deps {
+		p.report.Deployments = append(p.report.Deployments, *d.entry)
+		if d.entry.refusal {
+			refused = append(refused, *d.entry)
+		}
+	}
+	if len(refused) > 0 {
+		return p.report, &Error{Policy: policy, Refused: refused, Report: p.report}
+	}
+	return p.report, nil
+}
+
+// preflighter holds what one Run call learned about the cluster.
+type preflighter struct {
+	client kubernetes.Interface
+	opts   Options
+	policy SurgePolicy
+	report *Report
+
+	renderedPDBs   []policyv1.PodDisruptionBudget
+	renderedHPAs   []hpaInfo
+	renderedQuotas []corev1.ResourceQuota
+
+	clusterLoaded bool
+	// nodesKnown is false when nodes or pods could not be listed: node
+	// checks are then left out.
+	nodesKnown bool
+	nodes      []*nodeState
+	nodeCount  int
+	// allPods holds every pod that is not terminated, by namespace, when
+	// pods of all namespaces could be listed.
+	allPods  map[string][]*corev1.Pod
+	nsPods   map[string][]*corev1.Pod
+	quotas   map[string][]*quotaState
+	livePDBs map[string][]policyv1.PodDisruptionBudget
+	liveHPAs map[string][]hpaInfo
+}
+
+// hpaInfo is the part of a HorizontalPodAutoscaler the preflight uses.
+type hpaInfo struct {
+	name, namespace string
+	target          string
+	minReplicas     int32
+	labels          map[string]string
+}
+
+// deploymentInput is one rendered Deployment being checked.
+type deploymentInput struct {
+	obj      *unstructured.Unstructured
+	rendered *appsv1.Deployment
+	live     *appsv1.Deployment
+	entry    *DeploymentPreflight
+	// strategy is the chart's strategy with the overrides.
+	strategy Strategy
+}
+
+func (p *preflighter) note(format string, a ...any) {
+	n := fmt.Sprintf(format, a...)
+	for _, have := range p.report.Notes {
+		if have == n {
+			return
+		}
+	}
+	p.report.Notes = append(p.report.Notes, n)
+}
+
+// collect converts the rendered Deployments, PDBs and HPAs.
+func (p *preflighter) collect(objs []*unstructured.Unstructured) ([]*deploymentInput, error) {
+	var deps []*deploymentInput
+	for _, obj := range objs {
+		ref := refOf(obj)
+		ns := obj.GetNamespace()
+		if ns == "" {
+			ns = p.opts.Namespace
+		}
+		if ns == "" && (ref.isDeployment() || ref.isHPA() || ref.Kind == "PodDisruptionBudget" || ref.Kind == "ResourceQuota") {
+			return nil, fmt.Errorf("%s: namespaced object without a namespace, and no release namespace given", ref)
+		}
+		switch {
+		case ref.isDeployment():
+			d := &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, d); err != nil {
+				return nil, fmt.Errorf("%s: read Deployment: %w", ref, err)
+			}
+			d.Namespace = ns
+			deps = append(deps, &deploymentInput{obj: obj, rendered: d,
+				entry: &DeploymentPreflight{Namespace: ns, Name: d.Name}})
+		case ref.Group == "policy" && ref.Kind == "PodDisruptionBudget":
+			pdb := policyv1.PodDisruptionBudget{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &pdb); err != nil {
+				return nil, fmt.Errorf("%s: read PodDisruptionBudget: %w", ref, err)
+			}
+			pdb.Namespace = ns
+			p.renderedPDBs = append(p.renderedPDBs, pdb)
+		case ref.Group == "" && ref.Kind == "ResourceQuota":
+			q := corev1.ResourceQuota{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &q); err != nil {
+				return nil, fmt.Errorf("%s: read ResourceQuota: %w", ref, err)
+			}
+			q.Namespace = ns
+			p.renderedQuotas = append(p.renderedQuotas, q)
+		case ref.isHPA():
+			if target, ok := hpaTarget(obj); ok {
+				minR, found, _ := unstructured.NestedInt64(obj.Object, "spec", "minReplicas")
+				if !found {
+					minR = 1
+				}
+				p.renderedHPAs = append(p.renderedHPAs, hpaInfo{name: obj.GetName(), namespace: ns, target: target, minReplicas: int32(minR)})
+			}
+		}
+	}
+	if (p.opts.MaxSurge != nil || p.opts.MaxUnavailable != nil) && len(deps) == 0 {
+		p.note("--max-surge/--max-unavailable given but the release has no Deployment")
+	}
+	return deps, nil
+}
+
+// prepare finds the live Deployment, whether the template changes, the
+// replica count and the strategy.
+func (p *preflighter) prepare(ctx context.Context, d *deploymentInput) error {
+	e := d.entry
+	ref := refOf(d.obj)
+	ref.Namespace = e.Namespace
+	if p.opts.Skip {
+		// Nothing is read from the cluster: the replica count only
+		// resolves the strategy's percentages for the report.
+		e.Verdict = VerdictUnchecked
+		e.Replicas, e.ReplicasFrom = ptr.Deref(d.rendered.Spec.Replicas, 1), "chart"
+		if d.rendered.Spec.Replicas == nil {
+			e.ReplicasFrom = "default"
+		}
+	} else {
+		live, err := p.client.AppsV1().Deployments(e.Namespace).Get(ctx, e.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			e.Change = ChangeNew
+		case err != nil:
+			return fmt.Errorf("preflight: get %s: %w", ref, err)
+		default:
+			d.live = live
+			if e.Change, err = p.templateChange(ctx, d, ref); err != nil {
+				return err
+			}
+		}
+		if err := p.replicas(ctx, d); err != nil {
+			return err
+		}
+	}
+	chart, err := resolveStrategy(d.rendered.Spec.Strategy, nil, nil, e.Replicas)
+	if err != nil {
+		return &StrategyInputError{Object: ref.String(), Reason: err.Error()}
+	}
+	e.Strategy = chart
+	d.strategy = chart
+	if p.opts.MaxSurge != nil || p.opts.MaxUnavailable != nil {
+		if chart.recreate() {
+			return &StrategyInputError{Object: ref.String(), Reason: "--max-surge/--max-unavailable given, but the Deployment uses the Recreate strategy"}
+		}
+		eff, err := resolveStrategy(d.rendered.Spec.Strategy, p.opts.MaxSurge, p.opts.MaxUnavailable, e.Replicas)
+		if err != nil {
+			return &StrategyInputError{Object: ref.String(), Reason: err.Error()}
+		}
+		d.strategy = eff
+		e.Overridden = true
+		if !sameStrategy(eff, chart) {
+			e.Effective = ptr.To(eff)
+		}
+	}
+	if e.Change == ChangeUnchanged {
+		e.Verdict = VerdictFits
+		e.Message = "pod template unchanged: no new pods"
+	}
+	return nil
+}
+
+// objectRef names an object in messages exactly as release.ObjectRef does
+// ("apps/v1 Deployment ns/name"); this package cannot import release.
+type objectRef struct {
+	Group, Version, Kind, Namespace, Name string
+}
+
+// refOf returns the reference of obj as it stands (its namespace is not
+// defaulted).
+func refOf(obj *unstructured.Unstructured) objectRef {
+	gvk := obj.GroupVersionKind()
+	return objectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+func (r objectRef) String() string {
+	name := r.Name
+	if r.Namespace != "" {
+		name = r.Namespace + "/" + r.Name
+	}
+	return schema.GroupVersion{Group: r.Group, Version: r.Version}.String() + " " + r.Kind + " " + name
+}
+
+func (r objectRef) isDeployment() bool { return r.Group == "apps" && r.Kind == "Deployment" }
+
+func (r objectRef) isHPA() bool {
+	return r.Group == "autoscaling" && r.Kind == "HorizontalPodAutoscaler"
+}
+
+// hpaTarget returns the name of the Deployment an HPA scales, if it scales
+// one.
+func hpaTarget(hpa *unstructured.Unstructured) (string, bool) {
+	kind, _, _ := unstructured.NestedString(hpa.Object, "spec", "scaleTargetRef", "kind")
+	name, _, _ := unstructured.NestedString(hpa.Object, "spec", "scaleTargetRef", "name")
+	apiVersion, _, _ := unstructured.NestedString(hpa.Object, "spec", "scaleTargetRef", "apiVersion")
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || kind != "Deployment" || gv.Group != "apps" || name == "" {
+		return "", false
+	}
+	return name, true
+}

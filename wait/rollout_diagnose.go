@@ -1,0 +1,143 @@
+// How the RolloutWatcher explains a failure or a timeout: the Diagnosis of
+// the failed (or most suspect) pod or ReplicaSet, with its events.
+
+package wait
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// podEvents returns the events of pod (from the namespace's informer,
+// waiting briefly for it to sync).
+func (r *rolloutRun) podEvents(ctx context.Context, namespace string, pod *corev1.Pod) []*corev1.Event {
+	nw := r.ns[namespace]
+	if nw == nil {
+		return nil
+	}
+	return r.eventsOf(ctx, nw.podEvents, "Pod", pod.Name, pod.UID)
+}
+
+func (r *rolloutRun) eventsOf(ctx context.Context, i *informer, kind, name string, uid types.UID) []*corev1.Event {
+	i.waitSynced(ctx, 2*time.Second)
+	var out []*corev1.Event
+	for _, o := range i.list() {
+		e, ok := o.(*corev1.Event)
+		if !ok || e.InvolvedObject.Kind != kind || e.InvolvedObject.Name != name {
+			continue
+		}
+		if uid != "" && e.InvolvedObject.UID != "" && e.InvolvedObject.UID != uid {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// diagnose explains a failure.
+func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *Diagnosis {
+	g := diagnoser{client: r.client, opts: r.o}
+	if f.dw == nil {
+		s := r.res.Objects[f.other]
+		return &Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: objectName(s.Object), Namespace: s.Object.Namespace, Message: f.message,
+			Hints: []string{fmt.Sprintf("kubectl describe %s%s shows its conditions and events", objectName(s.Object), nsFlag(s.Object.Namespace))}}
+	}
+	dw := f.dw
+	if f.finding != nil {
+		return g.fromPod(ctx, f.verdict, dw.object, dw.namespace, f.finding, r.podEvents(ctx, dw.namespace, f.finding.Pod))
+	}
+	if f.rs == nil {
+		r.refresh(ctx, dw)
+	}
+	var d *Diagnosis
+	switch {
+	case f.rs != nil:
+		d = &Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: dw.object, Namespace: dw.namespace, Message: fmt.Sprintf("ReplicaSet %s: %s", f.rs.Name, f.message)}
+		if nw := r.ns[dw.namespace]; nw != nil {
+			d.Events = formatEvents(r.eventsOf(ctx, nw.rsEvents, "ReplicaSet", f.rs.Name, f.rs.UID), r.o.MaxEvents)
+		}
+		d.LogNote = "no pod was created: there are no logs"
+		d.Hints = hints(d, nil, f.reason)
+	case dw.suspect != nil:
+		d = g.fromPod(ctx, f.verdict, dw.object, dw.namespace, dw.suspect, r.podEvents(ctx, dw.namespace, dw.suspect.Pod))
+		d.Hints = append(hints(d, nil, f.reason), d.Hints...)
+		d.Reason = f.reason
+		d.Message = joinNonEmpty("; ", f.message, suspectMessage(dw.suspect))
+	default:
+		d = &Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: dw.object, Namespace: dw.namespace, Message: f.message}
+		d.Hints = hints(d, nil, f.reason)
+	}
+	return d
+}
+
+// refresh brings dw's suspect pod up to date before a diagnosis: the
+// informer of the pods may have started just before the verdict.
+func (r *rolloutRun) refresh(ctx context.Context, dw *deployWatch) {
+	dw.pods.waitSynced(ctx, 2*time.Second)
+	if dw.dep.synced() {
+		_, _ = r.evaluateDeployment(dw, r.clk.Now())
+	}
+}
+
+// diagnoseTimeout explains a timeout: the first Deployment not rolled out,
+// with its most suspect pod, or else the first other object not Current.
+func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *Diagnosis {
+	g := diagnoser{client: r.client, opts: r.o}
+	for _, dw := range r.deps {
+		if dw.done {
+			continue
+		}
+		r.refresh(ctx, dw)
+		dw.progress.Verdict = VerdictTimeout
+		msg := dw.msg
+		if msg == "" {
+			msg = r.res.Objects[dw.idx].Message
+		}
+		msg = "waiting for rollout to finish: " + msg
+		if dw.suspect == nil {
+			d := &Diagnosis{Verdict: VerdictTimeout, Reason: reasonTimeout, Object: dw.object, Namespace: dw.namespace, Message: msg}
+			d.Hints = hints(d, nil, reasonTimeout)
+			r.set(dw, r.res.Objects[dw.idx].Status, r.res.Objects[dw.idx].Message, "")
+			return d
+		}
+		d := g.fromPod(ctx, VerdictTimeout, dw.object, dw.namespace, dw.suspect, r.podEvents(ctx, dw.namespace, dw.suspect.Pod))
+		d.Reason = reasonTimeout
+		d.Message = joinNonEmpty("; ", msg, suspectMessage(dw.suspect))
+		r.set(dw, r.res.Objects[dw.idx].Status, r.res.Objects[dw.idx].Message, "")
+		return d
+	}
+	for _, s := range r.res.Objects {
+		if s.Status == StatusCurrent || (s.Object.Group == appsv1.GroupName && s.Object.Kind == "Deployment") {
+			continue
+		}
+		return &Diagnosis{Verdict: VerdictTimeout, Reason: reasonTimeout, Object: objectName(s.Object), Namespace: s.Object.Namespace,
+			Message: fmt.Sprintf("%s: %s", s.Status, s.Message),
+			Hints:   []string{fmt.Sprintf("kubectl describe %s%s shows its conditions and events", objectName(s.Object), nsFlag(s.Object.Namespace))}}
+	}
+	return &Diagnosis{Verdict: VerdictTimeout, Reason: reasonTimeout, Message: "timed out"}
+}
+
+// suspectMessage describes a suspicion: "pod chat-x: ErrImagePull: ...".
+func suspectMessage(s *podFinding) string {
+	m := "pod " + s.Pod.Name
+	if s.Container != "" {
+		m += " container " + s.Container
+	}
+	m += ": " + s.Reason
+	if s.Message != "" {
+		m += ": " + s.Message
+	}
+	return m
+}
+
+func nsFlag(ns string) string {
+	if ns == "" {
+		return ""
+	}
+	return " -n " + ns
+}

@@ -1,0 +1,389 @@
+// How the RolloutWatcher judges a Deployment on every change: its rollout
+// status, the pods of its new ReplicaSet, its progress deadline, its new
+// ReplicaSet failing to create pods, and the Warning events to report.
+
+package wait
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
+	"k8s.io/utils/ptr"
+)
+
+// evaluate brings every Deployment's state up to date and reports the
+// first failure, whether every Deployment rolled out, and when to evaluate
+// again without news (zero: no need).
+func (r *rolloutRun) evaluate() (fail *failure, allDone bool, recheck time.Time) {
+	r.mu.Lock()
+	warnings := r.warnings
+	r.warnings = nil
+	r.mu.Unlock()
+
+	allDone = true
+	now := r.clk.Now()
+	for _, dw := range r.deps {
+		f, again := r.evaluateDeployment(dw, now)
+		if f != nil && fail == nil {
+			fail = f
+		}
+		if !dw.done {
+			allDone = false
+		}
+		if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
+			recheck = again
+		}
+	}
+	for _, e := range warnings {
+		r.reportEvent(e)
+	}
+	return fail, allDone, recheck
+}
+
+// evaluateDeployment brings dw up to date: its Deployment, its rollout
+// status, its ReplicaSets and the informer of its new pods, then the
+// verdicts on its new pods and on the Deployment and new ReplicaSet. It
+// returns the failure found, and when to evaluate again without news.
+func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failure, time.Time) {
+	d := r.currentDeployment(dw)
+	if d == nil {
+		return nil, time.Time{}
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return &failure{verdict: VerdictFailedCreate, dw: dw, reason: "InvalidSelector", message: fmt.Sprintf("invalid selector: %v", err)}, time.Time{}
+	}
+	if dw.rs == nil {
+		r.startReplicaSets(dw, sel)
+	}
+	deadline := dw.observeStatus(d)
+	if dw.rs.synced() {
+		dw.syncReplicaSets(d, sel)
+	}
+	if err := r.followNewPods(dw, sel); err != nil {
+		return &failure{verdict: VerdictFailedCreate, dw: dw, reason: "InvalidSelector", message: err.Error()}, time.Time{}
+	}
+	if dw.done {
+		r.set(dw, StatusCurrent, dw.msg, "")
+		return nil, time.Time{}
+	}
+
+	fail, warnings, recheck := r.judgePods(dw, now)
+	status := StatusInProgress
+	if fail == nil && deadline {
+		status = StatusFailed
+		fail = deadlineFailure(dw, d)
+	}
+	if fail == nil && dw.newRS != nil {
+		fail = r.failedCreate(dw, d)
+	}
+	if fail != nil {
+		recheck = time.Time{}
+	}
+	r.set(dw, status, dw.msg, "")
+	for _, w := range warnings {
+		if w != "" {
+			r.set(dw, status, dw.msg, w)
+		}
+	}
+	return fail, recheck
+}
+
+// currentDeployment returns dw's Deployment from its synced informer,
+// starting over when it is a new (or recreated) one, and records it. It
+// returns nil when the informer has not synced or the Deployment is
+// missing (recorded as NotFound).
+func (r *rolloutRun) currentDeployment(dw *deployWatch) *appsv1.Deployment {
+	if !dw.dep.synced() {
+		return nil
+	}
+	obj, exists, _ := dw.dep.inf.GetStore().GetByKey(dw.namespace + "/" + dw.name)
+	d, _ := obj.(*appsv1.Deployment)
+	if !exists || d == nil {
+		dw.done = false
+		r.set(dw, StatusNotFound, "not found", "")
+		return nil
+	}
+	if dw.uid != d.UID {
+		// A new (or recreated) Deployment: start over.
+		dw.uid = d.UID
+		for _, i := range []*informer{dw.rs, dw.pods} {
+			if i != nil {
+				i.cancel()
+			}
+		}
+		dw.rs, dw.pods, dw.podHash, dw.newRS, dw.oldRS = nil, nil, "", nil, nil
+	}
+	dw.d = d
+	return d
+}
+
+// observeStatus applies kubectl rollout status' rules to d, recording
+// whether it rolled out, the message and the replica counts in dw. It
+// reports whether d exceeded its progress deadline.
+func (dw *deployWatch) observeStatus(d *appsv1.Deployment) (deadline bool) {
+	done, deadline, msg := rolloutStatus(d)
+	dw.done, dw.msg = done, msg
+	p := &dw.progress
+	p.Desired = 1
+	if d.Spec.Replicas != nil {
+		p.Desired = *d.Spec.Replicas
+	}
+	p.Updated, p.Ready, p.Available = d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas
+	p.Verdict = VerdictProgressing
+	if done {
+		p.Verdict = VerdictRolledOut
+	}
+	return deadline
+}
+
+// followNewPods (re)starts the informer of the new pods when the new
+// ReplicaSet's pod-template-hash changed, unless the rollout is done.
+func (r *rolloutRun) followNewPods(dw *deployWatch, sel labels.Selector) error {
+	hash := dw.progress.PodTemplateHash
+	if hash == "" || hash == dw.podHash || dw.done {
+		return nil
+	}
+	if dw.pods != nil {
+		dw.pods.cancel()
+	}
+	return r.startPods(dw, sel, hash)
+}
+
+// judgePods judges the pods of dw's new ReplicaSet once their informer
+// synced, and picks dw's most suspect pod. It returns the first failure,
+// the suspicions to report (""s: already reported), and when to judge
+// again without news.
+func (r *rolloutRun) judgePods(dw *deployWatch, now time.Time) (fail *failure, warnings []string, recheck time.Time) {
+	dw.suspect = nil
+	if !dw.pods.synced() || dw.newRS == nil || dw.podHash != dw.progress.PodTemplateHash {
+		return nil, nil, time.Time{}
+	}
+	pods := r.newPods(dw)
+	obs := r.observations(pods)
+	keep := map[types.UID]bool{}
+	var notReady *podFinding
+	for i, pod := range pods {
+		keep[pod.UID] = true
+		f, suspects, again := dw.judge.judge(pod, obs[i], now)
+		if f != nil && fail == nil {
+			fail = &failure{verdict: f.Verdict, dw: dw, finding: f}
+			dw.suspect = f
+		}
+		for k := range suspects {
+			s := suspects[k]
+			if dw.suspect == nil {
+				dw.suspect = &s
+			}
+			warnings = append(warnings, r.suspicion(dw, &s))
+		}
+		if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
+			recheck = again
+		}
+		if notReady == nil && !podReady(pod) {
+			notReady = notReadyFinding(pod)
+		}
+	}
+	dw.judge.forget(keep)
+	if dw.suspect == nil {
+		dw.suspect = notReady
+	}
+	return fail, warnings, recheck
+}
+
+// observations returns how many versions of each pod the informer
+// delivered.
+func (r *rolloutRun) observations(pods []*corev1.Pod) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	obs := make([]int, len(pods))
+	for i, pod := range pods {
+		obs[i] = r.obs[pod.UID]
+	}
+	return obs
+}
+
+// deadlineFailure is d exceeding its progress deadline.
+func deadlineFailure(dw *deployWatch, d *appsv1.Deployment) *failure {
+	f := &failure{verdict: VerdictProgressDeadlineExceeded, dw: dw, reason: reasonProgressDeadline, message: dw.msg}
+	if c := deploymentutil.GetDeploymentCondition(d.Status, appsv1.DeploymentProgressing); c != nil && c.Message != "" {
+		f.message = c.Message
+	}
+	return f
+}
+
+// newPods returns the pods of dw's new ReplicaSet that are not being
+// deleted, by name.
+func (r *rolloutRun) newPods(dw *deployWatch) []*corev1.Pod {
+	var pods []*corev1.Pod
+	for _, o := range dw.pods.list() {
+		pod, ok := o.(*corev1.Pod)
+		if !ok || pod.DeletionTimestamp != nil || pod.Namespace != dw.namespace || pod.Labels[podTemplateHashLabel] != dw.podHash {
+			continue
+		}
+		if ref := metav1.GetControllerOf(pod); ref != nil && dw.newRS != nil && ref.UID != dw.newRS.UID {
+			continue
+		}
+		pods = append(pods, pod)
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	return pods
+}
+
+// notReadyFinding describes a pod that is not Ready without a container
+// problem: the first container not ready.
+func notReadyFinding(pod *corev1.Pod) *podFinding {
+	f := &podFinding{Verdict: VerdictProgressing, Reason: reasonContainersNotReady, Pod: pod, Message: "pod is not Ready"}
+	if c := podCondition(pod, corev1.PodReady); c != nil && c.Message != "" {
+		f.Message = c.Message
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if !cs.Ready {
+			f.Container, f.RestartCount = cs.Name, cs.RestartCount
+			f.ran = cs.State.Running != nil || cs.RestartCount > 0
+			if cs.State.Running != nil {
+				f.Message = fmt.Sprintf("container %s is running but not ready", cs.Name)
+			}
+			break
+		}
+	}
+	if pod.Spec.NodeName == "" {
+		f.Message = "pod is not scheduled yet"
+	}
+	return f
+}
+
+// suspicion formats a suspicion once; it returns "" when already reported.
+func (r *rolloutRun) suspicion(dw *deployWatch, s *podFinding) string {
+	// Once per container and restart (or pod, for scheduling).
+	key := fmt.Sprintf("%s/%s/%d", s.Pod.Name, s.Container, s.RestartCount)
+	if dw.warned[key] {
+		return ""
+	}
+	dw.warned[key] = true
+	var b strings.Builder
+	fmt.Fprintf(&b, "pod %s", s.Pod.Name)
+	if s.Container != "" {
+		fmt.Fprintf(&b, " container %s", s.Container)
+	}
+	fmt.Fprintf(&b, ": %s", s.Reason)
+	if s.RestartCount > 0 {
+		fmt.Fprintf(&b, " (restarts %d/%d)", s.RestartCount, r.o.MaxRestarts)
+	}
+	if s.Message != "" {
+		fmt.Fprintf(&b, ": %s", s.Message)
+	}
+	return b.String()
+}
+
+// quotaSettle is how long after the last pod of a Deployment went away
+// (or after the wait started) a ResourceQuota refusal of its new pods
+// counts: the quota's usage is recomputed and the ReplicaSet controller
+// retries in that time.
+const quotaSettle = 5 * time.Second
+
+// failedCreate reports the new ReplicaSet failing to create pods: its
+// ReplicaFailure condition, or a FailedCreate event seen during the wait
+// while it still lacks pods.
+//
+// A ResourceQuota refusal ("exceeded quota") is transient while pods of
+// the Deployment are going away (a rollout replacing pods in place,
+// maxUnavailable > 0): they release their share of the quota when gone,
+// and the ReplicaSet controller retries with a backoff. It counts only
+// when none is going away and a FailedCreate event arrives quotaSettle
+// after the last one went (or after the wait started): the condition
+// alone may be stale, as the controller does not update it on a retry.
+func (r *rolloutRun) failedCreate(dw *deployWatch, d *appsv1.Deployment) *failure {
+	rs := dw.newRS
+	r.mu.Lock()
+	e, at := r.failedRS[rs.UID], r.failedAt[rs.UID]
+	r.mu.Unlock()
+	lacking := rs.Spec.Replicas != nil && rs.Status.Replicas < *rs.Spec.Replicas
+	var fail *failure
+	for _, c := range rs.Status.Conditions {
+		if c.Type == appsv1.ReplicaSetReplicaFailure && c.Status == corev1.ConditionTrue {
+			fail = &failure{verdict: VerdictFailedCreate, dw: dw, rs: rs, reason: reasonFailedCreate, message: c.Message}
+			break
+		}
+	}
+	if fail == nil && e != nil && lacking {
+		fail = &failure{verdict: VerdictFailedCreate, dw: dw, rs: rs, reason: reasonFailedCreate, message: e.Message}
+	}
+	if fail == nil || !strings.Contains(fail.message, "exceeded quota") {
+		return fail
+	}
+
+	releasing := ptr.Deref(d.Status.TerminatingReplicas, 0) > 0
+	for _, o := range dw.rs.list() {
+		if other, ok := o.(*appsv1.ReplicaSet); ok && other.Namespace == dw.namespace && releasingPods(other) {
+			releasing = true
+		}
+	}
+	r.mu.Lock()
+	if releasing {
+		dw.released = r.clk.Now()
+	}
+	settled := dw.released
+	r.mu.Unlock()
+	if settled.Before(r.start) {
+		settled = r.start
+	}
+	if releasing || !lacking || e == nil || at.Before(settled.Add(quotaSettle)) {
+		return nil
+	}
+	fail.message = e.Message
+	return fail
+}
+
+// reportEvent reports a Warning event about a pod or ReplicaSet of a
+// Deployment: its new or an old ReplicaSet's. Old ReplicaSets' troubles do
+// not fail the rollout; they are reported only.
+func (r *rolloutRun) reportEvent(e *corev1.Event) {
+	for _, dw := range r.deps {
+		if dw.d == nil || e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != dw.namespace {
+			continue
+		}
+		var about string
+		switch e.InvolvedObject.Kind {
+		case "ReplicaSet":
+			switch {
+			case dw.newRS != nil && e.InvolvedObject.Name == dw.newRS.Name:
+				about = "new ReplicaSet " + e.InvolvedObject.Name
+			case dw.oldRSNamed(e.InvolvedObject.Name) != nil:
+				about = "old ReplicaSet " + e.InvolvedObject.Name
+			}
+		case "Pod":
+			name := e.InvolvedObject.Name
+			switch {
+			case dw.newRS != nil && strings.HasPrefix(name, dw.newRS.Name+"-"):
+				about = "pod " + name
+			default:
+				for _, rs := range dw.oldRS {
+					if strings.HasPrefix(name, rs.Name+"-") {
+						about = fmt.Sprintf("pod %s (old ReplicaSet %s)", name, rs.Name)
+						break
+					}
+				}
+			}
+		}
+		if about == "" {
+			continue
+		}
+		key := fmt.Sprintf("event/%s/%d/%s", e.UID, e.Count, e.Message)
+		if dw.warned[key] {
+			return
+		}
+		dw.warned[key] = true
+		cur := r.res.Objects[dw.idx]
+		r.set(dw, cur.Status, cur.Message, about+": "+formatEvent(e))
+		return
+	}
+}

@@ -1,0 +1,225 @@
+// The RolloutWatcher's informers: how they are started and stopped, and
+// the ones on a Deployment, the pods of its new ReplicaSet and the events
+// of a namespace. The informer of ReplicaSets is in replicasets.go.
+
+package wait
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// informer is a running informer.
+type informer struct {
+	inf    cache.SharedIndexInformer
+	reg    cache.ResourceEventHandlerRegistration
+	cancel context.CancelFunc
+}
+
+// nsWatch holds a namespace's event informers.
+type nsWatch struct {
+	podEvents, rsEvents *informer
+}
+
+// synced reports whether the informer listed, and its handler received,
+// the initial objects.
+func (i *informer) synced() bool { return i != nil && i.reg != nil && i.reg.HasSynced() }
+
+// waitSynced waits (up to max) for the informer to sync.
+func (i *informer) waitSynced(ctx context.Context, max time.Duration) {
+	if i == nil || i.reg == nil || i.synced() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max)
+	defer cancel()
+	select {
+	case <-i.reg.HasSyncedChecker().Done():
+	case <-ctx.Done():
+	}
+}
+
+func (i *informer) list() []interface{} {
+	if i == nil {
+		return nil
+	}
+	return i.inf.GetStore().List()
+}
+
+// newInformer starts an informer of the objects lw lists and watches,
+// calling h on changes; it ends with the wait or with stop.
+func (r *rolloutRun) newInformer(what string, lw *cache.ListWatch, example runtime.Object, h cache.ResourceEventHandler) *informer {
+	// The client says whether it supports streaming lists (WatchList); the
+	// fake clientset of the tests does not.
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, r.client), example, 0, cache.Indexers{})
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		// An expired resourceVersion (410 Gone) makes the reflector
+		// re-list, a dropped connection re-watch; refusals are final.
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			select {
+			case r.fatal <- fmt.Errorf("%s: %w", what, err):
+			default:
+			}
+		}
+	})
+	reg, _ := inf.AddEventHandler(h)
+	ctx, cancel := context.WithCancel(r.ctx)
+	r.wg.Add(2)
+	go func() {
+		defer r.wg.Done()
+		inf.RunWithContext(ctx)
+	}()
+	go func() {
+		// The handler may have run before the informer counts as synced:
+		// evaluate again once it does.
+		defer r.wg.Done()
+		select {
+		case <-reg.HasSyncedChecker().Done():
+			r.poke()
+		case <-ctx.Done():
+		}
+	}()
+	return &informer{inf: inf, reg: reg, cancel: cancel}
+}
+
+// listWatch returns a ListWatch calling list and watch with the options
+// modified by mod.
+func listWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error), watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), mod func(*metav1.ListOptions)) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			mod(&o)
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			mod(&o)
+			return watchFn(ctx, o)
+		},
+	}
+}
+
+// pokeHandler wakes the main loop on any change.
+func (r *rolloutRun) pokeHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { r.poke() },
+		UpdateFunc: func(any, any) { r.poke() },
+		DeleteFunc: func(any) { r.poke() },
+	}
+}
+
+// startDeployment starts the informer of a Deployment.
+func (r *rolloutRun) startDeployment(dw *deployWatch) {
+	c := r.client.AppsV1().Deployments(dw.namespace)
+	name := fields.OneTermEqualSelector("metadata.name", dw.name).String()
+	dw.dep = r.newInformer("watch "+dw.ref.String(),
+		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.FieldSelector = name }),
+		&appsv1.Deployment{}, r.pokeHandler())
+}
+
+// startPods starts the informer of the pods of a Deployment's new
+// ReplicaSet: its selector plus the pod-template-hash.
+func (r *rolloutRun) startPods(dw *deployWatch, sel labels.Selector, hash string) error {
+	req, err := labels.NewRequirement(podTemplateHashLabel, selection.Equals, []string{hash})
+	if err != nil {
+		return fmt.Errorf("%s: pod-template-hash %q: %w", dw.ref, hash, err)
+	}
+	s := sel.Add(*req).String()
+	c := r.client.CoreV1().Pods(dw.namespace)
+	observe := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			r.mu.Lock()
+			r.obs[p.UID]++
+			r.mu.Unlock()
+		}
+		r.poke()
+	}
+	dw.pods = r.newInformer("watch the pods of "+dw.ref.String(),
+		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }),
+		&corev1.Pod{}, cache.ResourceEventHandlerFuncs{
+			AddFunc: observe,
+			UpdateFunc: func(old, cur any) {
+				o, _ := old.(*corev1.Pod)
+				c, _ := cur.(*corev1.Pod)
+				if o == nil || c == nil || c.ResourceVersion == "" || o.ResourceVersion != c.ResourceVersion {
+					observe(cur)
+					return
+				}
+				r.poke()
+			},
+			DeleteFunc: func(any) { r.poke() },
+		})
+	dw.podHash = hash
+	dw.judge = newPodJudge(r.o)
+	return nil
+}
+
+// startEvents starts the informers of the events of pods and of
+// ReplicaSets in a namespace.
+func (r *rolloutRun) startEvents(namespace string) *nsWatch {
+	c := r.client.CoreV1().Events(namespace)
+	kindSelector := func(kind string) func(*metav1.ListOptions) {
+		s := fields.OneTermEqualSelector("involvedObject.kind", kind).String()
+		return func(o *metav1.ListOptions) { o.FieldSelector = s }
+	}
+	return &nsWatch{
+		podEvents: r.newInformer("watch the pod events in namespace "+namespace,
+			listWatch(c.List, c.Watch, kindSelector("Pod")), &corev1.Event{}, r.eventHandler("Pod")),
+		rsEvents: r.newInformer("watch the ReplicaSet events in namespace "+namespace,
+			listWatch(c.List, c.Watch, kindSelector("ReplicaSet")), &corev1.Event{}, r.eventHandler("ReplicaSet")),
+	}
+}
+
+// eventHandler notes the events about objects of kind that happen during
+// the wait: Warnings to report, and FailedCreate events of ReplicaSets.
+func (r *rolloutRun) eventHandler(kind string) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			// Events from before the wait are history, not news.
+			if e, ok := obj.(*corev1.Event); ok && !initial {
+				r.noteEvent(kind, e)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			o, _ := old.(*corev1.Event)
+			e, ok := cur.(*corev1.Event)
+			if ok && (o == nil || o.Count != e.Count || o.Message != e.Message || !eventTime(o).Equal(eventTime(e))) {
+				r.noteEvent(kind, e)
+			}
+		},
+	}
+}
+
+// noteEvent records e, an event of an object of kind, and wakes the main
+// loop.
+func (r *rolloutRun) noteEvent(kind string, e *corev1.Event) {
+	if e.InvolvedObject.Kind != kind {
+		return
+	}
+	r.mu.Lock()
+	if e.Type == corev1.EventTypeWarning {
+		r.warnings = append(r.warnings, e)
+	}
+	if kind == "ReplicaSet" && e.Reason == reasonFailedCreate {
+		if r.failedRS == nil {
+			r.failedRS = map[types.UID]*corev1.Event{}
+		}
+		r.failedRS[e.InvolvedObject.UID] = e
+		if r.failedAt == nil {
+			r.failedAt = map[types.UID]time.Time{}
+		}
+		r.failedAt[e.InvolvedObject.UID] = r.clk.Now()
+	}
+	r.mu.Unlock()
+	r.poke()
+}

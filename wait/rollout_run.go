@@ -1,0 +1,369 @@
+// The RolloutWatcher's run loop: one Wait from start (informers, the other
+// objects' waiter, the timeout) through the evaluations on every change to
+// its end (rolled out, failed, timed out, canceled), and the statuses of
+// the objects other than Deployments.
+
+package wait
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/clock"
+)
+
+// loop is the state of the run loop of one Wait.
+type loop struct {
+	otherEvents   chan Event       // the other waiter's events; nil once closed
+	otherDone     chan otherResult // the other waiter's result; nil once received
+	othersCurrent bool             // every other object is Current
+	timeout       <-chan time.Time // opts.Timeout passed
+	recheck       clock.Timer      // evaluate again without news
+
+	// How the loop ended.
+	fail     *failure
+	fatal    error
+	timedOut bool
+}
+
+type otherResult struct {
+	res Result
+	err error
+}
+
+func (r *rolloutRun) wait(ctx context.Context, objs []*unstructured.Unstructured) (Result, error) {
+	r.start = r.clk.Now()
+	r.sendTo = ctx
+	if o, err := r.begin(objs); o != "" {
+		return r.finish(o, err)
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopInformers := r.startInformers(wctx)
+	defer stopInformers()
+	l := &loop{othersCurrent: len(r.other) == 0}
+	stopOthers := r.startOthers(wctx, l)
+	defer stopOthers()
+	stopTimeout := r.startTimeout(l)
+	defer stopTimeout()
+	defer l.stopRecheck()
+
+	r.sendTo = wctx
+	r.run(wctx, l)
+	r.sendTo = ctx
+	return r.conclude(ctx, wctx, l)
+}
+
+// begin sorts objs out. A non-empty outcome ends the wait at once: there is
+// nothing to wait for, or the objects cannot be waited for.
+func (r *rolloutRun) begin(objs []*unstructured.Unstructured) (Outcome, error) {
+	if err := r.identify(objs); err != nil {
+		return OutcomeError, err
+	}
+	if len(r.deps) == 0 && len(r.other) == 0 {
+		return OutcomeCurrent, nil
+	}
+	if len(r.other) > 0 && r.others == nil {
+		return OutcomeError, fmt.Errorf("%s: no waiter for objects other than Deployments", r.res.Objects[r.otherIndex(0)].Object)
+	}
+	return "", nil
+}
+
+// finish ends the wait with outcome o.
+func (r *rolloutRun) finish(o Outcome, err error) (Result, error) {
+	r.res.Outcome = o
+	r.res.Elapsed = r.clk.Since(r.start)
+	return r.res, err
+}
+
+// startInformers starts the informers of every Deployment and of the
+// events of their namespaces, until the returned function stops them and
+// waits for their goroutines.
+func (r *rolloutRun) startInformers(wctx context.Context) (stop func()) {
+	ictx, stopInformers := context.WithCancel(wctx)
+	r.ctx = ictx
+	for _, dw := range r.deps {
+		r.startDeployment(dw)
+		if r.ns[dw.namespace] == nil {
+			r.ns[dw.namespace] = r.startEvents(dw.namespace)
+		}
+	}
+	return func() {
+		stopInformers()
+		r.wg.Wait()
+	}
+}
+
+// startOthers starts the other waiter on the objects that are not
+// Deployments, concurrently, until the returned function stops it and
+// drains its events.
+func (r *rolloutRun) startOthers(wctx context.Context, l *loop) (stop func()) {
+	if len(r.other) == 0 {
+		return func() {}
+	}
+	events := make(chan Event)
+	l.otherEvents = events
+	l.otherDone = make(chan otherResult, 1)
+	done := l.otherDone
+	octx, stopOthers := context.WithCancel(wctx)
+	go func() {
+		res, err := r.others.Wait(octx, r.other, Options{Namespace: r.opts.Namespace, Events: events})
+		done <- otherResult{res, err}
+	}()
+	return func() {
+		stopOthers()
+		for range events {
+		}
+	}
+}
+
+// startTimeout starts the timer of opts.Timeout, if any, until the
+// returned function stops it.
+func (r *rolloutRun) startTimeout(l *loop) (stop func()) {
+	if r.opts.Timeout <= 0 {
+		return func() {}
+	}
+	t := r.clk.NewTimer(r.opts.Timeout)
+	l.timeout = t.C()
+	return func() { t.Stop() }
+}
+
+// run evaluates on every change until every object is ready or the wait
+// ends otherwise (recorded in l).
+func (r *rolloutRun) run(wctx context.Context, l *loop) {
+	for {
+		f, allDone, recheck := r.evaluate()
+		if f != nil {
+			l.fail = f
+			return
+		}
+		if allDone && l.othersCurrent {
+			return
+		}
+		recheckC, now := l.armRecheck(r.clk, recheck)
+		if now {
+			continue
+		}
+		if r.next(wctx, l, recheckC) {
+			return
+		}
+	}
+}
+
+// armRecheck sets the recheck timer for at (zero: none). now says at has
+// passed already: evaluate again at once.
+func (l *loop) armRecheck(clk clock.WithTicker, at time.Time) (c <-chan time.Time, now bool) {
+	l.stopRecheck()
+	if at.IsZero() {
+		return nil, false
+	}
+	d := at.Sub(clk.Now())
+	if d <= 0 {
+		return nil, true
+	}
+	l.recheck = clk.NewTimer(d)
+	return l.recheck.C(), false
+}
+
+func (l *loop) stopRecheck() {
+	if l.recheck != nil {
+		l.recheck.Stop()
+		l.recheck = nil
+	}
+}
+
+// next waits for the next thing to happen, and reports whether it ends
+// the loop.
+func (r *rolloutRun) next(wctx context.Context, l *loop, recheck <-chan time.Time) (end bool) {
+	select {
+	case <-wctx.Done():
+		return true
+	case <-l.timeout:
+		l.timedOut = true
+		return true
+	case err := <-r.fatal:
+		l.fatal = err
+		return true
+	case <-r.kick:
+	case <-recheck:
+	case ev, ok := <-l.otherEvents:
+		if !ok {
+			l.otherEvents = nil
+			return false
+		}
+		r.otherEvent(ev)
+	case or := <-l.otherDone:
+		l.otherDone = nil
+		return r.othersDone(wctx, l, or)
+	}
+	return false
+}
+
+// othersDone records the other waiter's result, and reports whether it
+// ends the loop: the other objects failed, or could not be waited for.
+func (r *rolloutRun) othersDone(wctx context.Context, l *loop, or otherResult) (end bool) {
+	for _, s := range or.res.Objects {
+		r.setOther(s)
+	}
+	switch {
+	case or.err == nil && or.res.Outcome == OutcomeCurrent:
+		l.othersCurrent = true
+	case or.res.Outcome == OutcomeFailed:
+		l.fail = r.otherFailure()
+		return true
+	case or.res.Outcome == OutcomeError || (or.err != nil && wctx.Err() == nil):
+		l.fatal = or.err
+		if l.fatal == nil {
+			l.fatal = fmt.Errorf("waiting for the other objects ended with %s", or.res.Outcome)
+		}
+		return true
+	}
+	return false
+}
+
+// conclude ends the wait as the loop ended: on a cluster error, a failure
+// (diagnosed), every object ready, a cancellation, or else a timeout
+// (diagnosed).
+func (r *rolloutRun) conclude(ctx, wctx context.Context, l *loop) (Result, error) {
+	switch {
+	case l.fatal != nil:
+		return r.finish(OutcomeError, fmt.Errorf("watch rollout: %w", l.fatal))
+	case l.fail != nil:
+		return r.failed(ctx, l.fail)
+	case !l.timedOut && ctx.Err() == nil && wctx.Err() == nil:
+		for _, dw := range r.deps {
+			if dw.progress.Verdict != VerdictRolledOut {
+				dw.progress.Verdict = VerdictRolledOut
+				r.set(dw, StatusCurrent, dw.msg, "")
+			}
+		}
+		return r.finish(OutcomeCurrent, nil)
+	case !l.timedOut && errors.Is(ctx.Err(), context.Canceled):
+		return r.finish(OutcomeCanceled, fmt.Errorf("wait canceled: %w", ctx.Err()))
+	}
+	return r.timedOut(ctx, l.timedOut)
+}
+
+// failed ends the wait on failure f, with its diagnosis.
+func (r *rolloutRun) failed(ctx context.Context, f *failure) (Result, error) {
+	d := r.diagnose(ctx, f)
+	r.res.Diagnosis = d
+	idx := f.other
+	if f.dw != nil {
+		idx = f.dw.idx
+		f.dw.progress.Verdict = f.verdict
+		r.set(f.dw, StatusFailed, d.Summary(), "")
+	} else {
+		r.res.Objects[idx].Status, r.res.Objects[idx].Message = StatusFailed, d.Summary()
+	}
+	res, _ := r.finish(OutcomeFailed, nil)
+	nre := &NotReadyError{Outcome: OutcomeFailed, Objects: failedFirst(res.NotCurrent())}
+	return res, &RolloutFailedError{Diagnosis: d, NotReady: nre}
+}
+
+// timedOut ends the wait on its timeout (opts.Timeout when timer, else
+// ctx's deadline), with a diagnosis.
+func (r *rolloutRun) timedOut(ctx context.Context, timer bool) (Result, error) {
+	d := r.diagnoseTimeout(ctx)
+	r.res.Diagnosis = d
+	res, _ := r.finish(OutcomeTimeout, nil)
+	nre := &NotReadyError{Outcome: OutcomeTimeout, Objects: res.NotCurrent()}
+	if timer {
+		nre.Timeout = r.opts.Timeout
+	}
+	return res, &RolloutFailedError{Diagnosis: d, NotReady: nre}
+}
+
+// identify sorts objs into Deployments and others and fills res.Objects in
+// order, without duplicates.
+func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
+	seen := map[ObjectRef]bool{}
+	for _, obj := range objs {
+		gvk := obj.GroupVersionKind()
+		ref := ObjectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+		isDeployment := gvk.Group == appsv1.GroupName && gvk.Kind == "Deployment"
+		if isDeployment && ref.Namespace == "" {
+			if r.opts.Namespace == "" {
+				return fmt.Errorf("%s: no namespace, and the wait has no default namespace", ref)
+			}
+			ref.Namespace = r.opts.Namespace
+		}
+		key := ref
+		key.Version = ""
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		idx := len(r.res.Objects)
+		r.res.Objects = append(r.res.Objects, ObjectStatus{Object: ref, Status: StatusUnknown})
+		if !isDeployment {
+			r.other = append(r.other, obj)
+			continue
+		}
+		r.deps = append(r.deps, &deployWatch{
+			idx: idx, ref: ref, namespace: ref.Namespace, name: ref.Name, object: objectName(ref),
+			judge: newPodJudge(r.o), warned: map[string]bool{},
+			progress: RolloutProgress{Deployment: ref.Name, Verdict: VerdictProgressing},
+		})
+	}
+	return nil
+}
+
+// otherIndex returns the Result index of the i-th other object.
+func (r *rolloutRun) otherIndex(i int) int {
+	n := 0
+	for idx, s := range r.res.Objects {
+		if s.Object.Group == appsv1.GroupName && s.Object.Kind == "Deployment" {
+			continue
+		}
+		if n == i {
+			return idx
+		}
+		n++
+	}
+	return -1
+}
+
+// findOther returns the Result index of another object's status, matching
+// on group, kind and name, and on namespace when ours has one.
+func (r *rolloutRun) findOther(ref ObjectRef) int {
+	for i, s := range r.res.Objects {
+		o := s.Object
+		if o.Group == ref.Group && o.Kind == ref.Kind && o.Name == ref.Name && (o.Namespace == "" || o.Namespace == ref.Namespace) {
+			if o.Group == appsv1.GroupName && o.Kind == "Deployment" {
+				continue
+			}
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *rolloutRun) setOther(s ObjectStatus) int {
+	i := r.findOther(s.Object)
+	if i >= 0 {
+		r.res.Objects[i] = s
+	}
+	return i
+}
+
+// otherEvent records and forwards an event of the other waiter.
+func (r *rolloutRun) otherEvent(ev Event) {
+	r.setOther(ObjectStatus{Object: ev.Object, Status: ev.Status, Message: ev.Message})
+	r.emit(ev)
+}
+
+// otherFailure is the failure of the first other object that failed.
+func (r *rolloutRun) otherFailure() *failure {
+	for i, s := range r.res.Objects {
+		if s.Status == StatusFailed {
+			return &failure{verdict: VerdictObjectFailed, other: i, reason: reasonObjectFailed, message: s.Message}
+		}
+	}
+	return &failure{verdict: VerdictObjectFailed, other: r.otherIndex(0), reason: reasonObjectFailed}
+}
