@@ -129,6 +129,9 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckNumbers(objs); err != nil {
+		return nil, err
+	}
 	for _, o := range objs {
 		labels := o.GetLabels()
 		if labels == nil {
