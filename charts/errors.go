@@ -177,7 +177,7 @@ func parseSchemaError(text string) []schemaViolation {
 		if pm := schemaPropRe.FindStringSubmatch(m[2]); pm != nil && !strings.Contains(pm[1], "'") {
 			p = joinValuesPath(p, pm[1])
 		}
-		out = append(out, schemaViolation{Path: p, Msg: m[2]})
+		out = append(out, schemaViolation{Path: p, Msg: withoutValue(m[2])})
 	}
 	// "validation failed" only announces nested violations.
 	if specific := slices.DeleteFunc(slices.Clone(out), func(v schemaViolation) bool {
@@ -188,6 +188,16 @@ func parseSchemaError(text string) []schemaViolation {
 	// The validator reports in map order: sort for stable messages.
 	slices.SortStableFunc(out, func(a, b schemaViolation) int { return strings.Compare(a.Path, b.Path) })
 	return out
+}
+
+// quotedValueRe is the value the validator quotes at the start of some
+// messages ("'tok-…' does not match pattern '^hf_'").
+var quotedValueRe = regexp.MustCompile(`^'(?:[^'\\]|\\.)*'`)
+
+// withoutValue names the rule a value broke, not the value: a value may be
+// a token.
+func withoutValue(msg string) string {
+	return quotedValueRe.ReplaceAllString(msg, "value")
 }
 
 // pointerToPath turns a JSON pointer ("/a/b/0/c") into a values path

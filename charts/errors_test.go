@@ -76,7 +76,7 @@ func TestInputErrors(t *testing.T) {
 			opts:  RenderOptions{Set: []string{"replicas=many", "image.digest=x", "workers[0].name=Bad"}},
 			want:  InputError{Source: "values do not match the schema of chart handwritten", Path: "image.digest"},
 			msg: "values do not match the schema of chart handwritten: image.digest: additional properties 'digest' not allowed; " +
-				"replicas: got string, want integer; workers[0].name: 'Bad' does not match pattern '^[a-z][a-z0-9-]*$'; " +
+				"replicas: got string, want integer; workers[0].name: value does not match pattern '^[a-z][a-z0-9-]*$'; " +
 				"workers[0].port: missing property 'port'",
 		},
 		{
@@ -158,21 +158,28 @@ func TestInputErrors(t *testing.T) {
 			chart: handwritten,
 			opts:  RenderOptions{Set: []string{"replicas=1,image"}},
 			want:  InputError{Source: "--set"},
-			msg:   `--set: "replicas=1,image": key "image" has no value`,
+			msg:   `--set: argument 1 (keys replicas, image): key "image" has no value`,
 		},
 		{
 			name:  "malformed --set index",
 			chart: handwritten,
 			opts:  RenderOptions{Set: []string{"workers[x].port=1"}},
 			want:  InputError{Source: "--set"},
-			msg:   `--set: "workers[x].port=1": error parsing index: strconv.Atoi: parsing "x": invalid syntax`,
+			msg:   `--set: argument 1 (keys workers[x].port): error parsing index: strconv.Atoi: parsing "x": invalid syntax`,
 		},
 		{
 			name:  "malformed --set-string",
 			chart: handwritten,
 			opts:  RenderOptions{SetString: []string{"image.tag"}},
 			want:  InputError{Source: "--set-string"},
-			msg:   `--set-string: "image.tag": key "tag" has no value`,
+			msg:   `--set-string: argument 1 (keys image.tag): key "tag" has no value`,
+		},
+		{
+			name:  "malformed --set-string never echoes a value",
+			chart: handwritten,
+			opts:  RenderOptions{SetString: []string{"image.tag=v1", "image.tag=hf_SeCrEtToKeN1234,oops"}},
+			want:  InputError{Source: "--set-string"},
+			msg:   `--set-string: argument 2 (keys image.tag, oops): key "oops" has no value`,
 		},
 		{
 			name:  "invalid release name",

@@ -209,17 +209,39 @@ func UserValues(opts RenderOptions) (map[string]any, error) {
 		}
 		base = loader.MergeMaps(base, vals)
 	}
-	for _, s := range opts.Set {
+	for i, s := range opts.Set {
 		if err := strvals.ParseInto(s, base); err != nil {
-			return nil, &InputError{Source: "--set", Msg: fmt.Sprintf("%q: %v", s, err), Err: err}
+			return nil, setError("--set", i, s, err)
 		}
 	}
-	for _, s := range opts.SetString {
+	for i, s := range opts.SetString {
 		if err := strvals.ParseIntoString(s, base); err != nil {
-			return nil, &InputError{Source: "--set-string", Msg: fmt.Sprintf("%q: %v", s, err), Err: err}
+			return nil, setError("--set-string", i, s, err)
 		}
 	}
 	return base, nil
+}
+
+// setError reports a malformed --set argument by its position and keys,
+// never its values (a value may be a token): every value of the argument
+// is masked in the parser's message too.
+func setError(flag string, i int, arg string, err error) *InputError {
+	var keys []string
+	msg := err.Error()
+	for _, part := range strings.Split(arg, ",") {
+		key, value, _ := strings.Cut(part, "=")
+		if key = strings.TrimSpace(key); key != "" {
+			keys = append(keys, key)
+		}
+		if value != "" {
+			msg = strings.ReplaceAll(msg, value, "<value>")
+		}
+	}
+	return &InputError{
+		Source: flag,
+		Msg:    fmt.Sprintf("argument %d (keys %s): %s", i+1, strings.Join(keys, ", "), msg),
+		Err:    errors.New(msg),
+	}
 }
 
 // errMsg is err's message without the *PathError operation prefix, which
