@@ -167,6 +167,9 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	if err != nil {
 		return nil, fmt.Errorf("release %s: read its records: %w", opts.Name, err)
 	}
+	if err := CheckReadable(entries); err != nil {
+		return nil, err
+	}
 	p, err := d.prepare(ctx, opts, PlanOf(entries))
 	if err != nil {
 		return nil, err

@@ -128,7 +128,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	opts, objs, clk := p.opts, p.objs, d.clock()
 	install := rec.Status == StatusPendingInstall
 
-	live, err := liveRevisions(ctx, d.Store, rec.Name, rec.Revision)
+	live, err := d.liveRevisions(ctx, rec.Name, rec.Revision)
 	var previous []*unstructured.Unstructured
 	if err == nil {
 		previous, err = manifestObjects(live)

@@ -367,12 +367,28 @@ func liveEntries(entries []Entry, own int) []Entry {
 }
 
 // liveRevisions decodes the live entries (see liveEntries) of release name.
-func liveRevisions(ctx context.Context, s Store, name string, own int) ([]*Release, error) {
-	entries, err := s.List(ctx, name)
+// An unreadable record is skipped with a progress note (its objects cannot
+// be pruned): the operations that must not go on with one refuse before
+// they take the lock.
+func (e *Engine) liveRevisions(ctx context.Context, name string, own int) ([]*Release, error) {
+	entries, err := e.Store.List(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return DecodeAll(liveEntries(entries, own))
+	var out []*Release
+	for _, en := range liveEntries(entries, own) {
+		r, err := en.Release()
+		var unreadable *UnreadableError
+		switch {
+		case errors.As(err, &unreadable):
+			e.emit(name, own, PhasePrune, "", "skipped", err.Error()+": the objects only it had are not pruned")
+			continue
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // PreviousObjects returns the objects of the revisions among entries whose

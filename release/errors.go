@@ -123,3 +123,26 @@ func (e *LockedError) Error() string {
 
 // ExitCode is 5: another operation on this release is in progress.
 func (e *LockedError) ExitCode() int { return exitInProgress }
+
+// UnreadableError reports a release record whose data cannot be decoded
+// (corrupted, or written by something else). It never blocks the view of
+// the other records (list, history); an operation that needs the release's
+// history refuses with it before writing any record (exit code 6).
+type UnreadableError struct {
+	Namespace string
+	Name      string
+	Revision  int
+	Err       error
+}
+
+func (e *UnreadableError) Error() string {
+	return fmt.Sprintf("release %s revision %d: record Secret %s/%s is unreadable: %v "+
+		"(repair: vllmctl history %s -n %s --repair marks it, or delete the Secret)",
+		e.Name, e.Revision, e.Namespace, SecretName(e.Name, e.Revision), e.Err, e.Name, e.Namespace)
+}
+
+// Unwrap returns the decode error.
+func (e *UnreadableError) Unwrap() error { return e.Err }
+
+// ExitCode is 6: the cluster holds a record vllmctl cannot use.
+func (e *UnreadableError) ExitCode() int { return exitcode.Cluster }

@@ -66,6 +66,14 @@ func (r *Rollbacker) Rollback(ctx context.Context, opts RollbackOptions) (*Resul
 	if err != nil {
 		return nil, err
 	}
+	if opts.ToRevision == 0 {
+		// Which revision is the previous good one cannot be known with an
+		// unreadable record; an explicit revision that is intact can be
+		// restored.
+		if err := CheckReadable(entries); err != nil {
+			return nil, err
+		}
+	}
 	target, err := r.target(ctx, entries, opts, entries[len(entries)-1].Revision)
 	if err != nil {
 		return nil, err
@@ -186,7 +194,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 		return res, out
 	}
 
-	live, err := liveRevisions(ctx, r.Store, rec.Name, rec.Revision)
+	live, err := r.liveRevisions(ctx, rec.Name, rec.Revision)
 	var previous []*unstructured.Unstructured
 	if err == nil {
 		previous, err = manifestObjects(live)

@@ -3,6 +3,7 @@ package release
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -48,11 +49,39 @@ type Entry struct {
 
 // Release decodes the entry's record. Each call decodes afresh and returns a
 // value the caller owns.
+// A record that cannot be decoded is an *UnreadableError.
 func (e Entry) Release() (*Release, error) {
 	if e.decode == nil {
-		return nil, fmt.Errorf("release %s revision %d: entry has no record", e.Name, e.Revision)
+		return nil, &UnreadableError{Namespace: e.Namespace, Name: e.Name, Revision: e.Revision, Err: errors.New("entry has no record")}
 	}
-	return e.decode()
+	r, err := e.decode()
+	if err != nil {
+		var unreadable *UnreadableError
+		if errors.As(err, &unreadable) {
+			return nil, err
+		}
+		return nil, &UnreadableError{Namespace: e.Namespace, Name: e.Name, Revision: e.Revision, Err: err}
+	}
+	return r, nil
+}
+
+// CheckReadable decodes every entry and returns the first
+// *UnreadableError: operations that need the release's history refuse
+// with it before they write a record.
+func CheckReadable(entries []Entry) error {
+	for _, e := range entries {
+		if _, err := e.Release(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HistoryEntries returns the records of release name, lowest revision
+// first, undecoded: each can be read (or found unreadable) on its own. A
+// release without records is a *NotFoundError.
+func HistoryEntries(ctx context.Context, s Store, name string) ([]Entry, error) {
+	return listExisting(ctx, s, name)
 }
 
 // Revisions returns the revisions of entries, in order (nil for none).

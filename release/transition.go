@@ -2,6 +2,8 @@ package release
 
 import (
 	"context"
+	"errors"
+	"fmt"
 )
 
 // MarkDeployed finishes r as the deployed revision of its release and
@@ -62,7 +64,17 @@ func supersedeDeployed(ctx context.Context, s Store, r *Release) error {
 			continue
 		}
 		old, err := e.Release()
-		if err != nil {
+		var unreadable *UnreadableError
+		switch {
+		case errors.As(err, &unreadable):
+			// Its objects were replaced by r's: say so in a record that
+			// can be read.
+			desc := fmt.Sprintf("unreadable record superseded by revision %d: %v", r.Revision, unreadable.Err)
+			if err := replaceRecord(ctx, s, e, StatusSuperseded, desc, r.Updated); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
 			return err
 		}
 		old.Status = StatusSuperseded // Updated stays: when it was deployed

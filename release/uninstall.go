@@ -168,7 +168,7 @@ func (u *Uninstaller) deleteRecord(ctx context.Context, name string, revision in
 // liveObjects returns the objects of the release's live revisions without
 // repeats (the newest revision's copy wins), in apply order.
 func (u *Uninstaller) liveObjects(ctx context.Context, rec *Release) ([]*unstructured.Unstructured, error) {
-	live, err := liveRevisions(ctx, u.Store, rec.Name, rec.Revision)
+	live, err := u.liveRevisions(ctx, rec.Name, rec.Revision)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ type historyOptions struct {
 	g *GlobalOptions
 
 	output string
+	repair bool
 
 	releaseTarget
 	store release.Store
@@ -48,6 +49,8 @@ func historyCommand(o *historyOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	cmd.Flags().BoolVar(&o.repair, "repair", false,
+		"replace every unreadable record of the release by a readable one marked failed (its manifest is lost)")
 	return cmd
 }
 
@@ -85,14 +88,31 @@ type historyRow struct {
 	Failure     *release.Failure        `json:"failure,omitempty"`
 }
 
-// Run prints the release's revisions.
+// Run prints the release's revisions. An unreadable record is a row with
+// status "unreadable" and a warning on stderr; it never hides the others.
 func (o *historyOptions) Run(ctx context.Context) error {
-	revs, err := release.History(ctx, o.store, o.release)
+	if o.repair {
+		repaired, err := release.Repair(ctx, o.store, o.release, nil)
+		for _, rev := range repaired {
+			fmt.Fprintf(o.g.Streams.ErrOut, "repaired revision %d of release %s: its unreadable record is now marked failed\n", rev, o.release)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	entries, err := release.HistoryEntries(ctx, o.store, o.release)
 	if err != nil {
 		return err
 	}
-	rows := make([]historyRow, 0, len(revs))
-	for _, r := range revs {
+	rows := make([]historyRow, 0, len(entries))
+	for _, e := range entries {
+		r, err := e.Release()
+		if err != nil {
+			fmt.Fprintf(o.g.Streams.ErrOut, "warning: %v\n", err)
+			rows = append(rows, historyRow{Revision: e.Revision, Status: statusUnreadable, Description: "unreadable record (was " + string(e.Status) + ")",
+				ReplicaSets: []release.ReplicaSetRef{}})
+			continue
+		}
 		rs := r.ReplicaSets
 		if rs == nil {
 			rs = []release.ReplicaSetRef{}

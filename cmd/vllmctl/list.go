@@ -100,7 +100,10 @@ func (o *listOptions) Run(ctx context.Context) error {
 	for _, e := range release.LatestPerRelease(entries) {
 		r, err := e.Release()
 		if err != nil {
-			return err
+			// One unreadable record never hides the other releases.
+			fmt.Fprintf(o.g.Streams.ErrOut, "warning: %v\n", err)
+			rows = append(rows, listRow{Name: e.Name, Namespace: e.Namespace, Revision: e.Revision, Status: statusUnreadable})
+			continue
 		}
 		rows = append(rows, listRow{
 			Name:       r.Name,

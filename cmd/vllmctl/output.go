@@ -29,6 +29,10 @@ func replicaSetsCell(refs []release.ReplicaSetRef) string {
 	return recordCell(strings.Join(parts, ", "))
 }
 
+// statusUnreadable is what list and history show for a record that
+// cannot be decoded (it is no record status of the contract).
+const statusUnreadable release.Status = "unreadable"
+
 // recordNamespace is the namespace of -n/--namespace or the kubeconfig
 // context.
 func recordNamespace(g *GlobalOptions) (string, error) {

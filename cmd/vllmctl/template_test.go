@@ -99,7 +99,7 @@ func TestTemplateCommand(t *testing.T) {
 			name:   "malformed --set",
 			args:   []string{"template", "qwen", "--set", "replicaCount"},
 			code:   ExitInvalid,
-			stderr: "Error: --set: \"replicaCount\": key \"replicaCount\" has no value\n",
+			stderr: "Error: --set: argument 1 (keys replicaCount): key \"replicaCount\" has no value\n",
 		},
 		{
 			name:   "failing template",
