@@ -2,14 +2,19 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	chart "helm.sh/helm/v4/pkg/chart/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/release/exitcode"
 	"github.com/vllmctl/vllmctl/release/preflight"
 )
 
@@ -206,6 +211,31 @@ func (p *deployPlan) withPreflight(res *Result, err error) (*Result, error) {
 		res.Preflight = p.preflight
 	}
 	return res, err
+}
+
+// DryRunError reports a deploy whose server-side dry run the cluster
+// refused: nothing was applied and no record written. An object the
+// server finds invalid is exit code 2; any other refusal keeps its own
+// (6: the cluster refused).
+type DryRunError struct {
+	Name string
+	Err  error
+}
+
+func (e *DryRunError) Error() string {
+	return fmt.Sprintf("release %s: the server-side dry run refused the deploy, nothing was applied: %v", e.Name, e.Err)
+}
+
+// Unwrap returns the dry run's error.
+func (e *DryRunError) Unwrap() error { return e.Err }
+
+// ExitCode is 2 for an invalid object, else the dry run error's.
+func (e *DryRunError) ExitCode() int {
+	var re *diff.RedactedError
+	if apierrors.IsInvalid(e.Err) || (errors.As(e.Err, &re) && (re.Reason == string(metav1.StatusReasonInvalid) || re.Code == 422)) {
+		return exitInvalid
+	}
+	return exitcode.Of(e.Err)
 }
 
 // InvalidManifestError reports a manifest that cannot be parsed or

@@ -195,20 +195,14 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 	return nil
 }
 
-// changes computes what the deploy changes, from one server-side dry run:
-// emitted with Diff, and the base of the up-to-date check. A dry run the
-// cluster refuses is an error with Diff; otherwise the apply reports it.
+// changes computes what the deploy changes, from one server-side dry run
+// of every object: emitted with Diff, and the base of the up-to-date
+// check. A dry run the cluster refuses refuses the deploy before the lock,
+// with nothing applied (*DryRunError).
 func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []Entry) error {
-	if !p.opts.Diff && !p.opts.reconciles() {
-		return nil
-	}
 	rep, err := d.diff(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
-	switch {
-	case err != nil && p.opts.Diff:
-		return fmt.Errorf("--diff: %w", err)
-	case err != nil:
-		p.diff = nil
-		return nil
+	if err != nil {
+		return &DryRunError{Name: p.opts.Name, Err: err}
 	}
 	p.diff = rep
 	if p.opts.Diff {

@@ -149,6 +149,11 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 		f := applyFailure(err)
+		if opts.RollbackOnFailure && !install && changedAny(applied) {
+			// Refused midway: what was applied before the refusal is
+			// restored to the previous good revision (exit code 3).
+			return d.rolloutFailed(ctx, rec, res, start, opts, wait.Result{}, err, f, install)
+		}
 		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+f.Reason, f, err)
 	}
 
@@ -208,6 +213,16 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	errs = append(errs, d.pruneHistory(ctx, rec, opts.HistoryMax))
 	res.sync(rec, start, clk)
 	return res, errors.Join(errs...)
+}
+
+// changedAny reports whether an apply created or changed any object.
+func changedAny(applied []ApplyResult) bool {
+	for _, a := range applied {
+		if a.Action == ActionCreated || a.Action == ActionConfigured {
+			return true
+		}
+	}
+	return false
 }
 
 // lockLost returns err when it says the lock was taken over.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/release"
@@ -450,4 +451,67 @@ func TestDeployPreflightMayReplaceTheObjects(t *testing.T) {
 	dep, err := f.cluster.Client.AppsV1().Deployments(engNS).Get(context.Background(), "chat", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, intstr.FromInt32(0), *dep.Spec.Strategy.RollingUpdate.MaxSurge, "and applied")
+}
+
+// TestDeployRefusedDryRunAppliesNothing: a server-side dry run the server
+// refuses (here: an invalid Deployment) refuses the deploy before the lock:
+// exit 2, nothing applied, no record written.
+func TestDeployRefusedDryRunAppliesNothing(t *testing.T) {
+	f := newEngFixture(t)
+	f.deploy(t, baseSpec())
+	applies := f.cluster.Applies()
+	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, _ release.ApplyOptions) error {
+		if obj.GetKind() == "Deployment" {
+			return apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "chat",
+				field.ErrorList{field.Invalid(field.NewPath("spec", "replicas"), -1, "must be greater than or equal to 0")})
+		}
+		return nil
+	}
+	s := baseSpec()
+	s.greeting = "v2"
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	require.Error(t, err)
+	assert.Nil(t, res)
+	assert.Equal(t, 2, exitCode(err))
+	assert.Contains(t, err.Error(), "dry run refused the deploy, nothing was applied")
+	assert.Equal(t, applies, f.cluster.Applies(), "nothing applied")
+	assert.Equal(t, "hello", f.configMap("chat-config").Object["data"].(map[string]any)["greeting"])
+	assert.Equal(t, map[int]release.Status{1: release.StatusDeployed}, f.statuses(t), "no record written")
+
+	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, _ release.ApplyOptions) error {
+		return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, obj.GetName(), errors.New("no"))
+	}
+	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	assert.Equal(t, 6, exitCode(err), "a refusal other than invalid: the cluster refused")
+	assert.Equal(t, map[int]release.Status{1: release.StatusDeployed}, f.statuses(t))
+}
+
+// TestDeployRefusedMidwayRestoresThePreviousRevision: when the real apply
+// is refused after some objects were changed, they are restored to the
+// previous good revision (with rollback on failure) and the exit code is 3.
+func TestDeployRefusedMidwayRestoresThePreviousRevision(t *testing.T) {
+	f := newEngFixture(t)
+	f.deploy(t, baseSpec())
+	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, opts release.ApplyOptions) error {
+		if obj.GetKind() == "Deployment" && !opts.DryRun && obj.GetLabels()[release.LabelInstance] == engRelease &&
+			len(obj.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"].([]any)) > 1 {
+			return apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "chat", errors.New("admission webhook said no"))
+		}
+		return nil
+	}
+	s := baseSpec()
+	s.greeting = "v2"
+	s.args = []string{"--model=a", "--max-model-len=4096"}
+	opts := s.options()
+	opts.RollbackOnFailure = true
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	require.Error(t, err)
+	assert.Equal(t, 3, exitCode(err), "%v", err)
+	assert.Equal(t, 1, res.RolledBackTo)
+	assert.Equal(t, "hello", f.configMap("chat-config").Object["data"].(map[string]any)["greeting"], "the ConfigMap applied before the refusal is restored")
+	assert.Equal(t, map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusFailed, 3: release.StatusDeployed}, f.statuses(t))
+
+	opts.RollbackOnFailure = false
+	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	assert.Equal(t, 6, exitCode(err), "without rollback on failure: the cluster's refusal: %v", err)
 }

@@ -2,7 +2,6 @@ package release_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/exitcode"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 )
 
@@ -192,11 +192,6 @@ func (f *engFixture) configMap(name string) *unstructured.Unstructured {
 	return f.cluster.Object("", "ConfigMap", engNS, name)
 }
 
-// exitCode returns the contract exit code an error carries (0: none).
-func exitCode(err error) int {
-	var ec interface{ ExitCode() int }
-	if errors.As(err, &ec) {
-		return ec.ExitCode()
-	}
-	return 0
-}
+// exitCode returns the contract exit code of err (exitcode.Of: the
+// command's rule).
+func exitCode(err error) int { return exitcode.Of(err) }

@@ -9,6 +9,7 @@ package releasetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -202,9 +203,15 @@ func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 			return results, err
 		}
 		r := ref(obj, opts.Namespace)
+		var conflict *release.FieldConflictError
 		if c.ApplyHook != nil {
 			if err := c.ApplyHook(obj, opts); err != nil {
-				return results, err
+				// A dry run with ForceOnConflict is repeated with force
+				// by the real Applier: the conflict is reported, not
+				// returned.
+				if !opts.DryRun || !opts.ForceOnConflict || !errors.As(err, &conflict) {
+					return results, err
+				}
 			}
 		}
 		body := obj.DeepCopy()
@@ -230,7 +237,7 @@ func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 				return results, fmt.Errorf("apply %s: %w", r, err)
 			}
 		}
-		results = append(results, release.ApplyResult{Object: r, Action: action, Live: body})
+		results = append(results, release.ApplyResult{Object: r, Action: action, Live: body, Conflict: conflict})
 	}
 	return results, nil
 }
