@@ -17,7 +17,11 @@ func main() {
 	// client-go logs through klog to stderr (e.g. a reflector's "watch
 	// ended with error" while the API server restarts): stderr carries
 	// vllmctl's progress only (plain lines or JSON lines), so drop them.
-	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
+	// Helm's chart library logs through slog (e.g. one INFO line per
+	// symbolic link it follows): errors reach the user as errors instead.
+	discard := slog.New(slog.DiscardHandler)
+	klog.SetSlogLogger(discard)
+	slog.SetDefault(discard)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := NewRootCommand(ctx, DefaultStreams()).ExecuteContext(ctx)
 	stop()

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
@@ -38,9 +39,18 @@ const statusUnreadable release.Status = "unreadable"
 func recordNamespace(g *GlobalOptions) (string, error) {
 	ns, _, err := g.ConfigFlags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
-		return "", usageError{fmt.Errorf("namespace: %w", err)}
+		return "", usageError{fmt.Errorf("kubeconfig: %w", err)}
 	}
-	return ns, nil
+	return ns, validateNamespace(ns)
+}
+
+// validateNamespace refuses a namespace name Kubernetes cannot have
+// (exit code 2), before any request.
+func validateNamespace(ns string) error {
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return newUsageError("namespace %q is invalid: %s", ns, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // openRecordStore opens the release record store of namespace: newStore

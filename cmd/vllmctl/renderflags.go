@@ -1,13 +1,8 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
-
 	"github.com/spf13/pflag"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vllmctl/vllmctl/charts"
 )
@@ -79,15 +74,12 @@ func (f *RenderFlags) Resolve(args []string, namespace string) (*chart.Chart, ch
 // namespace, else "default" — also when there is no kubeconfig at all.
 func localNamespace(g *GlobalOptions) (string, error) {
 	if g.ConfigFlags.Namespace != nil && *g.ConfigFlags.Namespace != "" {
-		return *g.ConfigFlags.Namespace, nil
+		return *g.ConfigFlags.Namespace, validateNamespace(*g.ConfigFlags.Namespace)
 	}
 	ns, _, err := g.ConfigFlags.ToRawKubeConfigLoader().Namespace()
-	switch {
-	case err != nil && (errors.Is(err, fs.ErrNotExist) || clientcmd.IsEmptyConfig(err)):
-		return "default", nil
-	case err != nil:
-		return "", usageError{fmt.Errorf("namespace from kubeconfig: %w", err)}
-	case ns == "":
+	if err != nil || ns == "" {
+		// template and lint need no cluster: a missing or unreadable
+		// kubeconfig is no reason to fail.
 		return "default", nil
 	}
 	return ns, nil

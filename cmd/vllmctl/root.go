@@ -144,6 +144,8 @@ func (g *GlobalOptions) bindConfig(cmd *cobra.Command) error {
 					return usageError{fmt.Errorf("config file %s: %w", path, err)}
 				}
 			}
+		} else if err := unknownConfigKeys(cmd.Root(), path, v.AllKeys()); err != nil {
+			return err
 		}
 	}
 	var errs []error
@@ -169,6 +171,32 @@ func (g *GlobalOptions) bindConfig(cmd *cobra.Command) error {
 	})
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
+	}
+	return nil
+}
+
+// unknownConfigKeys refuses config file keys that are no flag of any
+// command: a typo would otherwise be ignored silently.
+func unknownConfigKeys(root *cobra.Command, path string, keys []string) error {
+	known := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags(), c.InheritedFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) { known[f.Name] = true })
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	var unknown []string
+	for _, k := range keys {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		return newUsageError("config file %s: unknown keys %s (keys are flag names, e.g. timeout, history-max)", path, strings.Join(unknown, ", "))
 	}
 	return nil
 }
