@@ -26,8 +26,10 @@ func TestCorruptRecord(t *testing.T) {
 		return f.cluster.Engine(secrets(ns), f.waiter, release.ClockFunc(func() time.Time { return f.now })), nil
 	}
 	cmds := map[string]func(g *GlobalOptions) *cobra.Command{
-		"deploy":   func(g *GlobalOptions) *cobra.Command { return deployCommand(&deployOptions{g: g, newEngine: engine}) },
-		"rollback": func(g *GlobalOptions) *cobra.Command { return rollbackCommand(&rollbackOptions{g: g, newEngine: engine}) },
+		"deploy": func(g *GlobalOptions) *cobra.Command { return deployCommand(&deployOptions{g: g, newEngine: engine}) },
+		"rollback": func(g *GlobalOptions) *cobra.Command {
+			return rollbackCommand(&rollbackOptions{g: g, newEngine: engine})
+		},
 		"history": func(g *GlobalOptions) *cobra.Command {
 			return historyCommand(&historyOptions{g: g, loc: time.UTC, newStore: func(ns string) (release.Store, error) { return secrets(ns), nil }})
 		},
