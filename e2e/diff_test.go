@@ -250,16 +250,16 @@ func TestDiffAgainstTheCluster(t *testing.T) {
 		assert.Empty(t, run.stderr, "changes found prints nothing more")
 		ns := f.namespace
 		assert.Equal(t, []string{
-			"prune policy/v1 PodDisruptionBudget " + ns + "/web",
 			"change v1 ConfigMap " + ns + "/web-config",
 			"change apps/v1 Deployment " + ns + "/web",
-		}, doc.actions(), "Helm's install order")
+			"prune policy/v1 PodDisruptionBudget " + ns + "/web",
+		}, doc.actions())
 		assert.Equal(t, map[string]int{"change": 2, "create": 0, "prune": 1}, doc.Summary)
 		require.Len(t, doc.Objects, 3)
-		assert.Equal(t, []string{`-  model: Qwen/Qwen3-0.6B`, `+  model: Qwen/Qwen3-1.7B`}, changedLines(doc.Objects[1].Diff))
-		assert.Equal(t, []string{`-        image: vllm/vllm-openai:v0.11.0`, `+        image: vllm/vllm-openai:v0.11.1`}, changedLines(doc.Objects[2].Diff),
+		assert.Equal(t, []string{`-  model: Qwen/Qwen3-0.6B`, `+  model: Qwen/Qwen3-1.7B`}, changedLines(doc.Objects[0].Diff))
+		assert.Equal(t, []string{`-        image: vllm/vllm-openai:v0.11.0`, `+        image: vllm/vllm-openai:v0.11.1`}, changedLines(doc.Objects[1].Diff),
 			"only the image: no default, no replicas, no server-set field")
-		for _, l := range changedLines(doc.Objects[0].Diff) {
+		for _, l := range changedLines(doc.Objects[2].Diff) {
 			assert.True(t, strings.HasPrefix(l, "-"), "a prune is all removed: %q", l)
 		}
 

@@ -136,11 +136,13 @@ func NewDeployer(engine *Engine) *Deployer { return &Deployer{Engine: engine} }
 //     event with Diff);
 //  5. the lock is taken: the next revision is written pending-install or
 //     pending-upgrade; a stale or (ForceUnlock) any pending record is taken
-//     over. Under the lock the records are read again: when another
-//     operation wrote one meanwhile, the chart is rendered again for the
-//     revision the lock holds and the diff computed again. When nothing
-//     would change and the deployed revision is healthy, the pending record
-//     is removed and the deploy reports "up to date" (no new revision);
+//     over. When nothing would change and the deployed revision is healthy,
+//     the deploy reports "up to date" instead, with no lock and no record,
+//     provided the records did not change meanwhile (read again). Under the
+//     lock the records are read again: when another operation wrote one
+//     meanwhile, the chart is rendered again for the revision the lock
+//     holds and the diff computed again; if nothing would change then, the
+//     pending record is removed and the deploy reports "up to date";
 //  6. the objects are applied, the ReplicaSets recorded, the rollout
 //     watched within Timeout;
 //  7. on success the revision is marked deployed, what the previous
@@ -187,6 +189,9 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	}
 	if err := d.changes(ctx, p, entries); err != nil {
 		return nil, err
+	}
+	if res, err := d.upToDate(ctx, p, entries, start); res != nil || err != nil {
+		return res, err
 	}
 	if err := d.createNamespace(ctx, opts); err != nil {
 		return nil, err

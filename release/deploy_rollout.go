@@ -49,21 +49,47 @@ func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*Release, error) {
 	return rec, nil
 }
 
+// upToDate answers a deploy that would change nothing while the deployed
+// revision is healthy: no lock, no record ("up to date"). The answer holds
+// only if the records did not change while it was computed: they are read
+// again, and any change sends the deploy to the lock, where the decision
+// is taken again (recheck).
+func (d *Deployer) upToDate(ctx context.Context, p *deployPlan, entries []Entry, start time.Time) (*Result, error) {
+	if !p.opts.reconciles() || p.diff == nil || !p.diff.Empty() {
+		return nil, nil
+	}
+	current, err := d.healthyDeployed(ctx, entries)
+	if err != nil || current == nil {
+		return nil, err
+	}
+	again, err := d.Store.List(ctx, p.opts.Name)
+	if err != nil {
+		return nil, fmt.Errorf("release %s: read its records: %w", p.opts.Name, err)
+	}
+	if !sameEntries(again, entries) {
+		return nil, nil
+	}
+	d.emit(p.opts.Name, current.Revision, PhaseDone, "", "up to date",
+		fmt.Sprintf("release %s is up to date (revision %d): nothing to change, no new revision", p.opts.Name, current.Revision))
+	return upToDateResult(current, start, d.clock()), nil
+}
+
 // recheck takes the decisions made from the records before the lock again
 // under it. When another operation wrote a record meanwhile, the objects
 // are rendered for the revision the lock holds and what the deploy changes
-// is computed again. When nothing would change and the deployed revision
-// is healthy, the pending record is removed and res is the up-to-date
-// result: done is true.
+// is computed again; when nothing would change then and the deployed
+// revision is healthy, the pending record is removed and res is the
+// up-to-date result: done is true.
 func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *Release, before []Entry, res *Result, start time.Time) (bool, error) {
 	entries, err := d.Store.List(ctx, rec.Name)
-	if err == nil {
-		entries = without(entries, rec.Revision)
-		if !sameEntries(entries, before) {
-			err = d.replan(ctx, p, rec, entries)
-		}
-	}
 	if err != nil {
+		return true, d.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
+	}
+	entries = without(entries, rec.Revision)
+	if sameEntries(entries, before) {
+		return false, nil // the decisions taken before the lock stand
+	}
+	if err := d.replan(ctx, p, rec, entries); err != nil {
 		return true, d.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
 	}
 	if !p.opts.reconciles() || p.diff == nil || !p.diff.Empty() {
