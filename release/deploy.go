@@ -67,6 +67,10 @@ type DeployOptions struct {
 	// override).
 	MaxSurge       *intstr.IntOrString
 	MaxUnavailable *intstr.IntOrString
+	// TakeOwnership adopts existing objects the release would write that
+	// are not its own (another release's, or made by other means); without
+	// it the deploy refuses them (*OwnershipError).
+	TakeOwnership bool
 	// SkipPreflight skips the capacity preflight.
 	SkipPreflight bool
 	// SurgePolicy is what the preflight does when the rollout's surge

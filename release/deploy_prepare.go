@@ -3,8 +3,11 @@ package release
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/discovery"
@@ -125,7 +128,9 @@ func (p *deployPlan) adjust() error {
 		return &InvalidManifestError{Name: p.opts.Name, Err: err}
 	}
 	p.objs, p.manifest = objs, manifest
-	p.opts.Note = p.preflight.Description()
+	if desc := p.preflight.Description(); !strings.Contains(p.opts.Note, desc) {
+		p.opts.Note = joinNotes(p.opts.Note, desc)
+	}
 	return nil
 }
 
@@ -199,10 +204,28 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 // of every object: emitted with Diff, and the base of the up-to-date
 // check. A dry run the cluster refuses refuses the deploy before the lock,
 // with nothing applied (*DryRunError).
+//
+// The same dry run reads the live copies of the objects: one that exists
+// without the release's labels (another release's, or made by other
+// means) refuses the deploy (*OwnershipError) unless TakeOwnership adopts
+// it, which the revision's description then says.
 func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []Entry) error {
-	rep, err := d.diff(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
+	rep, live, err := d.diffLive(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
 	if err != nil {
+		// Whose objects they are comes first: a refused dry run may be
+		// the consequence (another release's immutable selector).
+		if live, gerr := d.liveCopies(ctx, p.objs); gerr == nil && !p.opts.TakeOwnership {
+			if foreign := foreignObjects(p.opts.Name, live); len(foreign) > 0 {
+				return &OwnershipError{Name: p.opts.Name, Objects: foreign}
+			}
+		}
 		return &DryRunError{Name: p.opts.Name, Err: err}
+	}
+	if foreign := foreignObjects(p.opts.Name, live); len(foreign) > 0 {
+		if !p.opts.TakeOwnership {
+			return &OwnershipError{Name: p.opts.Name, Objects: foreign}
+		}
+		p.opts.Note = joinNotes(p.opts.Note, ownershipNote(foreign))
 	}
 	p.diff = rep
 	if p.opts.Diff {
@@ -224,16 +247,80 @@ func (p *deployPlan) applyOptions(name string) ApplyOptions {
 // run against the live objects, and which objects of the live revisions of
 // entries the deploy would prune.
 func (e *Engine) diff(ctx context.Context, name string, entries []Entry, objs []*unstructured.Unstructured, applyOpts ApplyOptions) (*diff.Report, error) {
+	rep, _, err := e.diffLive(ctx, name, entries, objs, applyOpts)
+	return rep, err
+}
+
+// diffLive is diff, also returning the live copies of objs it read (absent
+// objects left out).
+func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, objs []*unstructured.Unstructured, applyOpts ApplyOptions) (*diff.Report, []*unstructured.Unstructured, error) {
 	previous, err := PreviousObjects(entries)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	applyOpts.Namespace = e.Namespace()
-	return diff.Compute(ctx, NewDiffCluster(e.Objects, applyOpts), objs, diff.Options{
+	wanted := map[objectKey]bool{}
+	for _, o := range objs {
+		wanted[refIn(o, e.Namespace()).key()] = true
+	}
+	cluster := NewDiffCluster(e.Objects, applyOpts)
+	var mu sync.Mutex
+	var live []*unstructured.Unstructured
+	get := cluster.Get
+	cluster.Get = func(ctx context.Context, obj *unstructured.Unstructured, namespace string) (*unstructured.Unstructured, error) {
+		l, err := get(ctx, obj, namespace)
+		if err == nil && l != nil && wanted[refIn(obj, namespace).key()] {
+			mu.Lock()
+			live = append(live, l)
+			mu.Unlock()
+		}
+		return l, err
+	}
+	rep, err := diff.Compute(ctx, cluster, objs, diff.Options{
 		Release:   name,
 		Namespace: e.Namespace(),
 		Previous:  previous,
 	})
+	return rep, live, err
+}
+
+// liveCopies reads the live copies of objs (absent ones left out).
+func (e *Engine) liveCopies(ctx context.Context, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		l, err := e.Objects.Get(ctx, o, e.Namespace())
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// refIn is obj's reference, in namespace when it names none.
+func refIn(obj *unstructured.Unstructured, namespace string) ObjectRef {
+	r := RefOf(obj)
+	if r.Namespace == "" && !charts.IsNamespacedKind(obj.GroupVersionKind()) {
+		return r
+	}
+	if r.Namespace == "" {
+		r.Namespace = namespace
+	}
+	return r
+}
+
+// joinNotes joins description notes with "; ".
+func joinNotes(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
 }
 
 // healthyDeployed returns the status of the newest of entries when it is

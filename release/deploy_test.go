@@ -286,7 +286,16 @@ func TestDeployPrunesOnlyAfterHealthy(t *testing.T) {
 	f.cluster.Put(unrelated)
 
 	s.extra = false
-	res := f.deploy(t, s)
+	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	var oe *release.OwnershipError
+	require.ErrorAs(t, err, &oe, "chat-config is not the release's any more: refused")
+	assert.Equal(t, 6, exitCode(err))
+	assert.Contains(t, err.Error(), "v1 ConfigMap ml/chat-config (not managed by vllmctl)")
+	opts := s.options()
+	opts.TakeOwnership = true
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	require.NoError(t, err)
+	assert.Contains(t, res.Description, "took ownership of v1 ConfigMap ml/chat-config")
 	assert.Equal(t, []release.ObjectRef{{Version: "v1", Kind: "ConfigMap", Namespace: engNS, Name: "chat-extra"}}, res.Pruned)
 	assert.Nil(t, f.configMap("chat-extra"))
 	assert.NotNil(t, f.configMap("someone-else"), "objects of no release are never touched")
@@ -514,4 +523,45 @@ func TestDeployRefusedMidwayRestoresThePreviousRevision(t *testing.T) {
 	opts.RollbackOnFailure = false
 	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
 	assert.Equal(t, 6, exitCode(err), "without rollback on failure: the cluster's refusal: %v", err)
+}
+
+// TestDeployRefusesObjectsOfOthers: an object of another release, or one
+// made by hand, is never taken over silently: exit 6 naming it and its
+// owner, nothing applied, no record; --take-ownership adopts it.
+func TestDeployRefusesObjectsOfOthers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		owner  string
+	}{
+		{"another release's", map[string]string{release.LabelManagedBy: release.ManagedByVllmctl, release.LabelInstance: "other"}, "release other"},
+		{"made by hand", nil, "not managed by vllmctl"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newEngFixture(t)
+			cm := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": "chat-config", "namespace": engNS},
+				"data":     map[string]any{"greeting": "theirs"},
+			}}
+			cm.SetLabels(tc.labels)
+			f.cluster.Put(cm)
+			res, err := release.NewDeployer(f.engine).Deploy(context.Background(), baseSpec().options())
+			require.Error(t, err)
+			assert.Nil(t, res)
+			assert.Equal(t, 6, exitCode(err))
+			assert.Contains(t, err.Error(), "v1 ConfigMap ml/chat-config ("+tc.owner+")")
+			assert.Contains(t, err.Error(), "--take-ownership")
+			assert.Empty(t, f.statuses(t), "no record")
+			assert.Equal(t, "theirs", f.configMap("chat-config").Object["data"].(map[string]any)["greeting"], "nothing applied")
+			assert.Nil(t, f.cluster.Object("apps", "Deployment", engNS, "chat"), "nothing applied")
+
+			opts := baseSpec().options()
+			opts.TakeOwnership = true
+			res, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+			require.NoError(t, err)
+			assert.Contains(t, f.record(t, res.Revision).Description, "took ownership of v1 ConfigMap ml/chat-config ("+tc.owner+")")
+			assert.Equal(t, engRelease, f.configMap("chat-config").GetLabels()[release.LabelInstance])
+		})
+	}
 }

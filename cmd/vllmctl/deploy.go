@@ -33,6 +33,7 @@ type deployOptions struct {
 	historyMax        int
 	createNamespace   bool
 	forceUnlock       bool
+	takeOwnership     bool
 	rollbackTimeout   time.Duration
 
 	namespace      string
@@ -98,6 +99,8 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	f.IntVar(&o.historyMax, "history-max", 10, "release records to keep (0: unlimited)")
 	f.BoolVar(&o.createNamespace, "create-namespace", false, "create the release namespace if it does not exist")
 	f.BoolVar(&o.forceUnlock, "force-unlock", false, "take over the lock of another operation on the release")
+	f.BoolVar(&o.takeOwnership, "take-ownership", false,
+		"adopt existing objects the chart renders that are another release's or were made by other means (refused otherwise, exit 6)")
 	return cmd
 }
 
@@ -174,6 +177,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		CreateNamespace:   o.createNamespace,
 		ForceConflicts:    o.forceConflicts,
 		ForceUnlock:       o.forceUnlock,
+		TakeOwnership:     o.takeOwnership,
 		RollbackOnFailure: o.rollbackOnFailure && !o.noRollback,
 		RollbackTimeout:   o.rollbackTimeout,
 		MaxSurge:          o.surge,

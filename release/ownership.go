@@ -1,0 +1,82 @@
+package release
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/release/exitcode"
+)
+
+// ForeignObject is an existing object a release would write that is not
+// the release's: another release's, or created by other means.
+type ForeignObject struct {
+	Object ObjectRef `json:"object"`
+	// Owner is who has it: "release X" (another vllmctl release) or its
+	// field managers.
+	Owner string `json:"owner"`
+}
+
+func (f ForeignObject) String() string { return f.Object.String() + " (" + f.Owner + ")" }
+
+// OwnershipError refuses a deploy that would take over objects it does not
+// own (exit code 6, nothing applied): `--take-ownership` adopts them.
+type OwnershipError struct {
+	Name    string
+	Objects []ForeignObject
+}
+
+func (e *OwnershipError) Error() string {
+	parts := make([]string, len(e.Objects))
+	for i, o := range e.Objects {
+		parts[i] = o.String()
+	}
+	return fmt.Sprintf("release %s: refusing to take over %d existing object(s) it does not own, nothing applied: %s; "+
+		"--take-ownership adopts them (they then belong to release %s, and its uninstall deletes them)",
+		e.Name, len(e.Objects), strings.Join(parts, ", "), e.Name)
+}
+
+// ExitCode is 6: the cluster holds objects the release may not change.
+func (e *OwnershipError) ExitCode() int { return exitcode.Cluster }
+
+// foreignObjects returns, of the live copies of the objects a release
+// would write (nil: absent), those that do not carry the release's labels.
+func foreignObjects(name string, live []*unstructured.Unstructured) []ForeignObject {
+	var out []ForeignObject
+	for _, o := range live {
+		if o == nil || managedBy(o, name) {
+			continue
+		}
+		out = append(out, ForeignObject{Object: RefOf(o), Owner: ownerOf(o)})
+	}
+	return out
+}
+
+// ownerOf names who has an object: its release, else its field managers.
+func ownerOf(o *unstructured.Unstructured) string {
+	l := o.GetLabels()
+	if l[LabelManagedBy] == ManagedByVllmctl && l[LabelInstance] != "" {
+		return "release " + l[LabelInstance]
+	}
+	var managers []string
+	for _, m := range o.GetManagedFields() {
+		if m.Manager != "" && !slices.Contains(managers, m.Manager) {
+			managers = append(managers, m.Manager)
+		}
+	}
+	if len(managers) == 0 {
+		return "not managed by vllmctl"
+	}
+	return "field managers " + strings.Join(managers, ", ")
+}
+
+// ownershipNote is the description note of a deploy that took ownership.
+func ownershipNote(objs []ForeignObject) string {
+	parts := make([]string, len(objs))
+	for i, o := range objs {
+		parts[i] = o.String()
+	}
+	return "took ownership of " + strings.Join(parts, ", ")
+}
