@@ -401,7 +401,8 @@ func TestReleaseKilledDeployLeavesItsLock(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		cmd, _, _ := f.command(ctx, "deploy", relName, relChart, "--set", "readyDelay=60s", "--set", "greeting=killed", "--progress", "plain", "--timeout", "5m")
+		cmd, _, _ := f.command(ctx, "deploy", relName, relChart, "--set", "readyDelay=60s", "--set", "greeting=killed", "--progress", "plain", "--timeout", "5m",
+			"--lock-lease", "6s")
 		require.NoError(t, cmd.Start())
 		p := f.waitPending(t)
 		eventually(t, 30*time.Second, "the ReplicaSet recorded", func(ctx context.Context) (bool, error) {
@@ -428,15 +429,43 @@ func TestReleaseKilledDeployLeavesItsLock(t *testing.T) {
 	assert.Contains(t, killed.Description, "interrupted: lock taken over")
 	assert.Equal(t, p.Revision+1, result(t, r).Revision)
 
-	// Once older than the new deploy's timeout the lock is stale.
+	// Once watched going unrenewed for its lease (6s) the lock is stale.
 	p = kill()
-	time.Sleep(12 * time.Second)
-	r = f.deploy(t, "--timeout", "10s")
+	time.Sleep(7 * time.Second)
+	r = f.deploy(t, "--timeout", "30s")
 	require.Equal(t, 0, r.code, "%s", r)
 	killed, err = f.store.Get(context.Background(), relName, p.Revision)
 	require.NoError(t, err)
 	assert.Equal(t, release.StatusFailed, killed.Status)
-	assert.Contains(t, killed.Description, "stale")
+	assert.Contains(t, killed.Description, "not renewed for 6s as watched by this operation, lease 6s")
+}
+
+// Issue 12, defect 1: a live lock is never stolen by a short --timeout:
+// deploy A (a 25 s rollout, lease 8s renewed every 2s) holds the lock;
+// deploy B with --timeout 5s, 10 s later, exits 5 and A finishes deployed.
+func TestReleaseLiveLockIsNeverStolen(t *testing.T) {
+	f := newRelFixture(t)
+	r := f.deploy(t)
+	require.Equal(t, 0, r.code, "%s", r)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a, aout, aerr := f.command(ctx, "deploy", relName, relChart, "--set", "readyDelay=25s", "--set", "greeting=a",
+		"--progress", "plain", "--lock-lease", "8s", "-o", "json")
+	require.NoError(t, a.Start())
+	p := f.waitPending(t)
+	time.Sleep(10 * time.Second) // older than A's lease: only renewals keep it
+
+	b := f.deploy(t, "--set", "greeting=b", "--timeout", "5s")
+	assert.Equal(t, 5, b.code, "B refused: %s", b)
+	assert.Contains(t, b.stderr, "held by "+p.Holder)
+
+	require.Equal(t, 0, exitCodeOf(t, a.Wait()), "A's healthy rollout ends deployed\nstdout:\n%s\nstderr:\n%s", aout, aerr)
+	assert.Equal(t, release.StatusDeployed, result(t, relRun{stdout: aout.String()}).Status)
+	rec, err := f.store.Get(context.Background(), relName, p.Revision)
+	require.NoError(t, err)
+	assert.Equal(t, release.StatusDeployed, rec.Status, "A's record says deployed too")
+	assert.Equal(t, "a", f.configMapData(t, "chat-config")["greeting"])
 }
 
 func TestReleasePrunesRemovedObjectsOnly(t *testing.T) {

@@ -32,13 +32,13 @@ func (d *Deployer) createNamespace(ctx context.Context, opts DeployOptions) erro
 // chart, the user values and the manifest.
 func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*Release, error) {
 	opts := p.opts
-	rec, err := Acquire(ctx, d.Store, opts.Name, OpDeploy, LockOptions{
+	rec, err := Acquire(ctx, d.Store, opts.Name, OpDeploy, d.lockTerms(LockOptions{
 		Holder:  d.holder(),
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
 		Clock:   d.clock(),
 		Record:  &Release{Chart: p.chart, Values: p.values, Manifest: p.manifest},
-	})
+	}))
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("release %s: does namespace %s exist? (--create-namespace creates it): %w", opts.Name, d.Namespace(), err)
 	}

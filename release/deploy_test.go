@@ -342,8 +342,8 @@ func TestDeployLock(t *testing.T) {
 	assert.Equal(t, release.StatusFailed, f.statuses(t)[other.Revision])
 	assert.Contains(t, f.record(t, other.Revision).Description, "interrupted: lock taken over by test@host pid 1")
 
-	// A pending record older than the timeout is stale.
-	_, err = release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{Holder: "bob", Clock: release.ClockFunc(f.tick)})
+	// A pending record watched going unrenewed for its lease is stale.
+	_, err = release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{Holder: "bob", Clock: release.ClockFunc(f.tick), Lease: 3 * time.Second})
 	require.NoError(t, err)
 	f.advance(2 * time.Minute)
 	res, err = release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())

@@ -70,6 +70,10 @@ type Engine struct {
 	// Heartbeat is how often a waiting operation rewrites its pending
 	// record (0: DefaultHeartbeat; negative: never).
 	Heartbeat time.Duration
+	// Lease is how long this engine's pending records may go unrenewed
+	// before another operation takes their lock over (0: DefaultLease, at
+	// least three heartbeats).
+	Lease time.Duration
 }
 
 // Namespace is the release namespace: the store's.
@@ -428,6 +432,17 @@ type heartbeat struct {
 	done   chan struct{}
 	mu     sync.Mutex
 	err    error
+}
+
+// lockTerms sets the lease and renewal terms of this engine's pending
+// records on opts.
+func (e *Engine) lockTerms(opts LockOptions) LockOptions {
+	opts.Renew = e.Heartbeat
+	if opts.Renew <= 0 {
+		opts.Renew = DefaultHeartbeat
+	}
+	opts.Lease = e.Lease
+	return opts
 }
 
 // startHeartbeat starts rewriting rec; the caller must not touch rec until

@@ -114,7 +114,7 @@ func (e *LockedError) Error() string {
 	}
 	fmt.Fprintf(&b, ", held by %s for %s", holder, e.Age.Truncate(time.Second))
 	if e.Timeout > 0 {
-		fmt.Fprintf(&b, "; it can be taken over after %s, or now with --force-unlock", e.Timeout)
+		fmt.Fprintf(&b, "; it is taken over once watched unrenewed for its lease of %s, or now with --force-unlock", e.Timeout)
 	} else {
 		b.WriteString("; use --force-unlock to take it over")
 	}

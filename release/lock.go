@@ -54,6 +54,15 @@ func defaultDescription(op Operation, status Status) string {
 	return "Upgrade in progress"
 }
 
+// DefaultLease is how long a pending record may go unrenewed, as watched
+// by another operation, before that operation takes the lock over. The
+// holder renews it every DefaultHeartbeat, well inside the lease.
+const DefaultLease = 2 * time.Minute
+
+// defaultObserve is how often an operation looks at a pending record it
+// watches for renewals.
+const defaultObserve = time.Second
+
 // LockOptions tune Acquire.
 type LockOptions struct {
 	// Holder identifies the caller in the pending record (default:
@@ -62,14 +71,23 @@ type LockOptions struct {
 	// Description of the pending record (default: "Upgrade in progress"
 	// and the like).
 	Description string
-	// Timeout is the operation timeout: a pending record last written longer
-	// ago than this is stale, marked failed and taken over. 0: never stale.
+	// Lease and Renew are the terms written into the new pending record
+	// (0: DefaultLease, DefaultHeartbeat): the caller promises to rewrite
+	// it every Renew.
+	Lease time.Duration
+	Renew time.Duration
+	// Timeout bounds how long Acquire watches another operation's pending
+	// record for renewals before giving up (0: as long as that record's
+	// lease). It never decides staleness.
 	Timeout time.Duration
+	// Observe is how often a watched pending record is read again (0: one
+	// second).
+	Observe time.Duration
 	// Force takes any pending record over regardless of its age
 	// (--force-unlock).
 	Force bool
-	// Clock stamps the records and measures the age of pending ones
-	// (default: the wall clock).
+	// Clock stamps the records and measures how long a pending record was
+	// watched (default: the wall clock).
 	Clock Clock
 	// Held is a pending record the caller already holds (for instance the
 	// failed upgrade it is about to roll back). It does not count as a
@@ -156,13 +174,19 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 		}
 	}
 
-	// Refuse unless every pending record can be taken over.
+	// Refuse unless every pending record can be taken over: forced, or
+	// watched going unrenewed for its whole lease.
+	stale := map[int]string{}
 	for _, p := range pending {
-		age := now.Sub(p.Updated)
-		stale := opts.Timeout > 0 && age > opts.Timeout
-		if !stale && !(opts.Force && forceable[p.Revision]) {
-			return nil, lockedBy(p, age, opts.Timeout)
+		if opts.Force && forceable[p.Revision] {
+			stale[p.Revision] = fmt.Sprintf("force-unlock, after %s", now.Sub(p.Updated).Truncate(time.Second))
+			continue
 		}
+		why, err := watchLease(ctx, s, p, clk, opts)
+		if err != nil {
+			return nil, err
+		}
+		stale[p.Revision] = why
 	}
 
 	// Create the next revision first: that create is the one step racing
@@ -185,6 +209,7 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 	r.Revision = plan.Revision
 	r.Status = status
 	r.Holder = holder
+	r.Lease, r.Renew = opts.lease(), opts.renew()
 	r.Description = opts.Description
 	if r.Description == "" {
 		r.Description = defaultDescription(op, status)
@@ -198,7 +223,7 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 	}
 
 	for _, p := range pending {
-		if err := takeOver(ctx, s, p, holder, now, opts.Timeout); err != nil {
+		if err := takeOver(ctx, s, p, holder, now, stale[p.Revision]); err != nil {
 			// Do not strand the lock just taken: give it back.
 			r.Status = StatusFailed
 			r.Description = "lock not acquired: " + err.Error()
@@ -211,15 +236,83 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 	return r, nil
 }
 
+// lease returns the lease written into new pending records.
+func (opts LockOptions) lease() time.Duration {
+	if opts.Lease > 0 {
+		return opts.Lease
+	}
+	return max(DefaultLease, 3*opts.renew())
+}
+
+// renew returns the renewal interval written into new pending records.
+func (opts LockOptions) renew() time.Duration {
+	if opts.Renew > 0 {
+		return opts.Renew
+	}
+	return DefaultHeartbeat
+}
+
+// leaseOf is the lease a pending record's holder wrote (DefaultLease for
+// records written before leases).
+func leaseOf(p *Release) time.Duration {
+	if p.Lease > 0 {
+		return p.Lease
+	}
+	return DefaultLease
+}
+
+// watchLease decides whether the pending record p can be taken over. A
+// record this process's clock sees renewed within its lease is live (a
+// *LockedError at once): clocks of two machines only ever delay a
+// takeover. Otherwise p is watched, with this process's own clock, for
+// its whole lease: any renewal (a rewrite by its holder) means its holder
+// is alive (*LockedError); a record that finished meanwhile makes Acquire
+// look again (errRetry); unrenewed for the lease, it is stale and the
+// reason is returned. opts.Timeout, when shorter than the lease, bounds
+// the watch: the lock is then still held (*LockedError).
+func watchLease(ctx context.Context, s Store, p *Release, clk Clock, opts LockOptions) (string, error) {
+	lease := leaseOf(p)
+	if age := stamp(clk).Sub(p.Updated); age <= lease {
+		return "", lockedBy(p, age, lease)
+	}
+	observe := opts.Observe
+	if observe <= 0 {
+		observe = min(defaultObserve, lease/10)
+	}
+	start, startReal := clk.Now(), time.Now()
+	for {
+		// This process's own clock (monotonic), or the injected one.
+		watched := max(clk.Now().Sub(start), time.Since(startReal))
+		if watched >= lease {
+			return fmt.Sprintf("not renewed for %s as watched by this operation, lease %s", watched.Truncate(time.Second), lease), nil
+		}
+		if opts.Timeout > 0 && watched >= opts.Timeout {
+			return "", lockedBy(p, stamp(clk).Sub(p.Updated), lease)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(observe):
+		}
+		fresh, err := s.Get(ctx, p.Name, p.Revision)
+		var nf *NotFoundError
+		switch {
+		case errors.As(err, &nf):
+			return "", errRetry
+		case err != nil:
+			return "", err
+		case !fresh.Status.IsPending():
+			return "", errRetry
+		case !fresh.Updated.Equal(p.Updated) || fresh.Holder != p.Holder:
+			return "", lockedBy(fresh, 0, leaseOf(fresh))
+		}
+	}
+}
+
 // takeOver marks the pending record p failed, saying who took its lock over
 // and why. Should p change meanwhile it is read again; if its holder
 // finished it in the meantime it is left alone.
-func takeOver(ctx context.Context, s Store, p *Release, holder string, now time.Time, timeout time.Duration) error {
-	age := now.Sub(p.Updated)
-	why := fmt.Sprintf("stale for %s, timeout %s", age.Truncate(time.Second), timeout)
-	if timeout <= 0 || age <= timeout {
-		why = fmt.Sprintf("force-unlock, after %s", age.Truncate(time.Second))
-	}
+func takeOver(ctx context.Context, s Store, p *Release, holder string, now time.Time, why string) error {
 	for range maxAcquireAttempts {
 		was := p.Description
 		p.Status = StatusFailed
@@ -261,7 +354,7 @@ func currentHolder(ctx context.Context, s Store, name string, clk Clock, opts Lo
 		if opts.Held != nil && p.Revision == opts.Held.Revision {
 			continue
 		}
-		return lockedBy(p, stamp(clk).Sub(p.Updated), opts.Timeout)
+		return lockedBy(p, stamp(clk).Sub(p.Updated), leaseOf(p))
 	}
 	return nil
 }

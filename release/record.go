@@ -135,6 +135,12 @@ type Release struct {
 	// Holder identifies who wrote the revision (user@host pid N); while the
 	// revision is pending it names the lock holder.
 	Holder string `json:"holder,omitempty"`
+	// Lease and Renew are the lock's terms while the revision is pending,
+	// written by its holder: it rewrites the record every Renew, and
+	// another operation takes the lock over only once it has watched the
+	// record go unrenewed for Lease (never by comparing clocks).
+	Lease time.Duration `json:"lease,omitempty"`
+	Renew time.Duration `json:"renew,omitempty"`
 	Chart  Chart  `json:"chart"`
 	// Values are the user-supplied values (files then --set), not the
 	// chart defaults.

@@ -211,7 +211,7 @@ func TestErrorMessages(t *testing.T) {
 		{"locked", &LockedError{Namespace: "ml", Name: "chat", Revision: 4, Status: StatusPendingUpgrade,
 			Holder: "bob@ci pid 7", Description: "Upgrade in progress", Age: 125e9, Timeout: 600e9},
 			"release chat in namespace ml is locked by another operation: revision 4 is pending-upgrade (Upgrade in progress), " +
-				"held by bob@ci pid 7 for 2m5s; it can be taken over after 10m0s, or now with --force-unlock", 5},
+				"held by bob@ci pid 7 for 2m5s; it is taken over once watched unrenewed for its lease of 10m0s, or now with --force-unlock", 5},
 		{"conflict", &ConflictError{Namespace: "ml", Name: "chat", Revision: 4},
 			"release chat revision 4 (Secret ml/vllmctl.release.v1.chat.v4) was changed by another operation since it was read (lock taken over?)", 5},
 	}

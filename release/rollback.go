@@ -165,7 +165,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 	}
 	desc := fmt.Sprintf("Rollback to %d", n)
 
-	rec, err := Acquire(ctx, r.Store, target.Name, OpRollback, LockOptions{
+	rec, err := Acquire(ctx, r.Store, target.Name, OpRollback, r.lockTerms(LockOptions{
 		Holder:      r.holder(),
 		Description: desc + " in progress",
 		Timeout:     opts.Timeout,
@@ -173,7 +173,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 		Clock:       clk,
 		Held:        held,
 		Record:      &Release{Chart: target.Chart, Values: target.Values, Manifest: target.Manifest, RollbackOf: n},
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}

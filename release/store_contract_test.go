@@ -382,11 +382,15 @@ func contractAcquireLocked(t *testing.T, b storeBackend) {
 	clk := newRecordClock()
 	s, _ := b.new(t, "ml")
 	putRecords(t, s, "chat", StatusDeployed)
-	held, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "alice@laptop pid 1", Clock: clk})
+	held, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "alice@laptop pid 1", Clock: clk, Lease: 10 * time.Minute})
 	require.NoError(t, err)
+	assert.Equal(t, 10*time.Minute, held.Lease, "the holder's terms are in its record")
+	assert.Equal(t, DefaultHeartbeat, held.Renew)
 
+	// Renewed within its lease as far as this clock can tell: live. A
+	// waiter's short timeout never makes it stale.
 	clk.Advance(3 * time.Minute)
-	_, err = Acquire(ctx, s, "chat", OpRollback, LockOptions{Holder: "bob@ci pid 2", Clock: clk, Timeout: 10 * time.Minute})
+	_, err = Acquire(ctx, s, "chat", OpRollback, LockOptions{Holder: "bob@ci pid 2", Clock: clk, Timeout: time.Second})
 	var locked *LockedError
 	require.ErrorAs(t, err, &locked)
 	assert.Equal(t, &LockedError{Namespace: s.Namespace(), Name: "chat", Revision: held.Revision, Status: StatusPendingUpgrade,
@@ -397,10 +401,13 @@ func contractAcquireLocked(t *testing.T, b storeBackend) {
 	assert.Contains(t, err.Error(), "3m0s")
 	assert.Equal(t, []Status{StatusDeployed, StatusPendingUpgrade}, recordStatuses(t, s, "chat"), "nothing changed")
 
-	// Without a timeout the lock never goes stale.
+	// Older than its lease by this clock (another machine's clock may be
+	// off): it is watched, and a watch cut short by the waiter's timeout
+	// leaves it held.
 	clk.Advance(24 * time.Hour)
-	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Clock: clk})
+	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Clock: clk, Timeout: 50 * time.Millisecond, Observe: 10 * time.Millisecond})
 	require.ErrorAs(t, err, &locked)
+	assert.Equal(t, []Status{StatusDeployed, StatusPendingUpgrade}, recordStatuses(t, s, "chat"), "nothing changed")
 }
 
 func contractAcquireRace(t *testing.T, b storeBackend) {
@@ -412,7 +419,7 @@ func contractAcquireRace(t *testing.T, b storeBackend) {
 	}{
 		{"fresh release", nil, LockOptions{}},
 		{"deployed release", []Status{StatusSuperseded, StatusDeployed}, LockOptions{}},
-		{"stale pending", []Status{StatusDeployed, StatusPendingUpgrade}, LockOptions{Timeout: time.Minute}},
+		{"stale pending", []Status{StatusDeployed, StatusPendingUpgrade}, LockOptions{Observe: time.Millisecond}},
 		{"forced", []Status{StatusDeployed, StatusPendingUpgrade}, LockOptions{Force: true}},
 	}
 	for _, tt := range tests {
@@ -421,7 +428,12 @@ func contractAcquireRace(t *testing.T, b storeBackend) {
 			clk := newRecordClock()
 			clk.Advance(time.Hour) // sample records are older than a minute
 			s, _ := b.new(t, "ml")
-			putRecords(t, s, "chat", tt.setup...)
+			for _, r := range putRecords(t, s, "chat", tt.setup...) {
+				if r.Status.IsPending() {
+					r.Lease = 50 * time.Millisecond // its holder died long ago
+					require.NoError(t, s.Update(ctx, r))
+				}
+			}
 
 			var wg sync.WaitGroup
 			results := make([]*Release, racers)
@@ -479,36 +491,43 @@ func contractAcquireStale(t *testing.T, b storeBackend) {
 	clk := newRecordClock()
 	s, _ := b.new(t, "ml")
 	putRecords(t, s, "chat", StatusDeployed)
-	old, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-1", Clock: clk})
+	old, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-1", Clock: clk, Lease: 200 * time.Millisecond})
 	require.NoError(t, err)
 
-	tests := []struct {
-		name    string
-		advance time.Duration
-		wantErr bool
-	}{
-		{"younger than the timeout", 9 * time.Minute, true},
-		{"exactly the timeout", time.Minute, true},
-		{"older than the timeout", time.Second, false},
-	}
-	for _, tt := range tests {
-		clk.Advance(tt.advance)
-		r, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-2", Clock: clk, Timeout: 10 * time.Minute})
-		if tt.wantErr {
-			var locked *LockedError
-			require.ErrorAs(t, err, &locked, tt.name)
-			continue
+	// Within its lease: live, refused at once.
+	clk.Advance(100 * time.Millisecond)
+	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-2", Clock: clk})
+	var locked *LockedError
+	require.ErrorAs(t, err, &locked)
+
+	// Renewed while watched: live.
+	clk.Advance(time.Hour)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		time.Sleep(50 * time.Millisecond)
+		p, err := s.Get(ctx, "chat", old.Revision)
+		if err == nil {
+			p.Updated = p.Updated.Add(time.Second)
+			err = s.Update(ctx, p)
 		}
-		require.NoError(t, err, tt.name)
-		assert.Equal(t, 3, r.Revision)
-		assert.Equal(t, "ci-job-2", r.Holder)
-	}
+		assert.NoError(t, err)
+	}()
+	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-2", Clock: clk, Observe: 10 * time.Millisecond})
+	<-renewed
+	require.ErrorAs(t, err, &locked, "renewed while watched")
+
+	// Unrenewed for its whole lease, as watched: stale, taken over.
+	clk.Advance(time.Hour)
+	r, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-2", Clock: clk, Observe: 10 * time.Millisecond})
+	require.NoError(t, err)
+	assert.Equal(t, 3, r.Revision)
+	assert.Equal(t, "ci-job-2", r.Holder)
 	prev, err := s.Get(ctx, "chat", old.Revision)
 	require.NoError(t, err)
 	assert.Equal(t, StatusFailed, prev.Status)
 	assert.True(t, strings.HasPrefix(prev.Description, "interrupted: lock taken over by ci-job-2"), prev.Description)
-	assert.Contains(t, prev.Description, "stale for 10m1s")
-	assert.Equal(t, clk.Now(), prev.Updated)
+	assert.Contains(t, prev.Description, "as watched by this operation, lease 200ms")
 	assert.Equal(t, []Status{StatusDeployed, StatusFailed, StatusPendingUpgrade}, recordStatuses(t, s, "chat"))
 }
 
@@ -557,10 +576,10 @@ func contractTakenOverHolder(t *testing.T, b storeBackend) {
 	ctx := context.Background()
 	clk := newRecordClock()
 	s, _ := b.new(t, "ml")
-	slow, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "slow", Clock: clk})
+	slow, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "slow", Clock: clk, Lease: 50 * time.Millisecond})
 	require.NoError(t, err)
 	clk.Advance(time.Hour)
-	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "fast", Clock: clk, Timeout: time.Minute})
+	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "fast", Clock: clk, Observe: 10 * time.Millisecond})
 	require.NoError(t, err)
 
 	err = MarkDeployed(ctx, s, slow, clk, "Install complete")

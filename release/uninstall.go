@@ -86,13 +86,13 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 		return res, nil
 	}
 
-	rec, err := Acquire(ctx, u.Store, opts.Name, OpUninstall, LockOptions{
+	rec, err := Acquire(ctx, u.Store, opts.Name, OpUninstall, u.lockTerms(LockOptions{
 		Holder:  u.holder(),
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
 		Clock:   clk,
 		Record:  &Release{Chart: last.Chart, Values: last.Values},
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}

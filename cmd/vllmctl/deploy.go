@@ -18,6 +18,7 @@ type deployOptions struct {
 	g         *GlobalOptions
 	render    RenderFlags
 	progress  progressFlags
+	lock      lockFlags
 	verdicts  verdictFlags
 	preflight preflightFlags
 
@@ -82,13 +83,14 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	f := cmd.Flags()
 	o.render.AddFlags(f)
 	o.progress.AddFlags(f)
+	o.lock.AddFlags(f)
 	o.verdicts.AddFlags(f)
 	o.preflight.AddFlags(f)
 	f.DurationVar(&o.rollbackTimeout, "rollback-timeout", release.DefaultRollbackTimeout,
 		"time budget of the automatic rollback (its own, not what is left of --timeout)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout,
-		"how long to wait for the rollout; also the age after which another operation's lock is stale")
+		"how long to wait for the rollout (and, at most, to watch another operation's lock for renewals)")
 	f.BoolVar(&o.rollbackOnFailure, "rollback-on-failure", true, "roll back to the previous good revision when the rollout fails")
 	f.BoolVar(&o.noRollback, "no-rollback", false, "do not roll back when the rollout fails (--rollback-on-failure=false)")
 	f.StringVar(&o.maxSurge, "max-surge", "", "override the Deployments' rolling-update maxSurge (integer or percentage)")
@@ -122,6 +124,9 @@ func (o *deployOptions) Validate() error {
 		return err
 	}
 	if err := o.progress.Validate(); err != nil {
+		return err
+	}
+	if err := o.lock.Validate(); err != nil {
 		return err
 	}
 	if o.timeout <= 0 {
@@ -166,6 +171,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	o.lock.apply(engine)
 	printer := o.progress.printer(o.g.Streams.ErrOut)
 	engine.Progress = printer.Print
 	res, err := release.NewDeployer(engine).Deploy(ctx, release.DeployOptions{

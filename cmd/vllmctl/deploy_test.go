@@ -179,7 +179,7 @@ func TestDeployCommandLocked(t *testing.T) {
 	assert.Equal(t, 5, code)
 	assert.Empty(t, stdout)
 	assert.True(t, strings.HasSuffix(stderr, "\nError: release chat in namespace ml is locked by another operation: revision 1 is pending-install "+
-		"(Install in progress), held by bob@ci pid 7 for 0s; it can be taken over after 10m0s, or now with --force-unlock\n"),
+		"(Install in progress), held by bob@ci pid 7 for 0s; it is taken over once watched unrenewed for its lease of 2m0s, or now with --force-unlock\n"),
 		"the preflight's report, then the lock's error: %s", stderr)
 
 	_, stderr, code = f.run(t, deployArgs("--force-unlock")...)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -77,4 +78,30 @@ func (p *preflightFlags) Validate() error {
 	}
 	p.surgePolicy = policy
 	return nil
+}
+
+// lockFlags are the terms of the lock an operation takes.
+type lockFlags struct {
+	lease time.Duration
+}
+
+// AddFlags registers --lock-lease on fs.
+func (l *lockFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&l.lease, "lock-lease", release.DefaultLease,
+		"how long this operation's lock survives without renewal (renewed every quarter of it) before another operation takes it over")
+}
+
+// Validate checks the lease.
+func (l *lockFlags) Validate() error {
+	if l.lease < 4*time.Second {
+		return newUsageError("--lock-lease %s: must be 4s or more", l.lease)
+	}
+	return nil
+}
+
+// apply sets the lease (and a renewal every quarter of it) on engine.
+func (l *lockFlags) apply(engine *release.Engine) {
+	if l.lease != release.DefaultLease {
+		engine.Lease, engine.Heartbeat = l.lease, l.lease/4
+	}
 }

@@ -14,6 +14,7 @@ import (
 type rollbackOptions struct {
 	g        *GlobalOptions
 	progress progressFlags
+	lock     lockFlags
 
 	output         string
 	toRevision     int
@@ -57,10 +58,11 @@ func rollbackCommand(o *rollbackOptions) *cobra.Command {
 	}
 	f := cmd.Flags()
 	o.progress.AddFlags(f)
+	o.lock.AddFlags(f)
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 	f.IntVar(&o.toRevision, "to-revision", 0, "revision to restore (0: the previous good revision)")
 	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout,
-		"how long to wait for the rollout; also the age after which another operation's lock is stale")
+		"how long to wait for the rollout (and, at most, to watch another operation's lock for renewals)")
 	f.IntVar(&o.historyMax, "history-max", 10, "release records to keep (0: unlimited)")
 	f.BoolVar(&o.forceUnlock, "force-unlock", false, "take over the lock of another operation on the release")
 	f.BoolVar(&o.forceConflicts, "force-conflicts", false, "take over fields other field managers own")
@@ -81,6 +83,9 @@ func (o *rollbackOptions) Validate() error {
 		return err
 	}
 	if err := o.progress.Validate(); err != nil {
+		return err
+	}
+	if err := o.lock.Validate(); err != nil {
 		return err
 	}
 	if o.toRevision < 0 {
@@ -104,6 +109,7 @@ func (o *rollbackOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	o.lock.apply(engine)
 	printer := o.progress.printer(o.g.Streams.ErrOut)
 	engine.Progress = printer.Print
 	res, err := release.NewRollbacker(engine).Rollback(ctx, release.RollbackOptions{
