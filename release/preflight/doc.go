@@ -1,7 +1,9 @@
 // Package preflight is vllmctl's rollout capacity preflight: before a
-// release is applied, it checks that the rollout of every Deployment whose
-// pod template changes can proceed on the cluster's nodes and within the
-// namespace's ResourceQuotas, and applies the surge policy.
+// release is applied, it checks that every pod the apply adds (a new
+// Deployment's, a changed pod template's surge pods, the pods of a replica
+// increase, from the chart or an HPA's minReplicas) fits on the cluster's
+// nodes and within the namespace's ResourceQuotas, and applies the surge
+// policy.
 //
 // The package owns:
 //

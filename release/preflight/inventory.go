@@ -53,7 +53,9 @@ func (p *preflighter) templateChange(ctx context.Context, d *deploymentInput, re
 	return ChangeChanged, nil
 }
 
-// replicas sets the replica count the rollout runs with.
+// replicas sets the replica count the rollout runs with: with an HPA, the
+// live count (the HPA owns it) raised to its minReplicas, or minReplicas
+// for a new Deployment; else the chart's, the live one's, or 1.
 func (p *preflighter) replicas(ctx context.Context, d *deploymentInput) error {
 	e := d.entry
 	hpa, err := p.hpaFor(ctx, e.Namespace, e.Name)
@@ -62,8 +64,15 @@ func (p *preflighter) replicas(ctx context.Context, d *deploymentInput) error {
 	}
 	switch {
 	case hpa != nil && d.live != nil:
-		e.Replicas = ptr.Deref(d.live.Spec.Replicas, 1)
+		// The HPA scales a Deployment below its minReplicas up to it, but
+		// leaves one scaled to 0 alone (autoscaling disabled).
+		live := ptr.Deref(d.live.Spec.Replicas, 1)
+		e.Replicas = live
 		e.ReplicasFrom = "live (HorizontalPodAutoscaler " + hpa.name + ")"
+		if live > 0 && hpa.minReplicas > live {
+			e.Replicas = hpa.minReplicas
+			e.ReplicasFrom = "HorizontalPodAutoscaler " + hpa.name + " minReplicas"
+		}
 	case hpa != nil:
 		e.Replicas = max(1, hpa.minReplicas)
 		e.ReplicasFrom = "HorizontalPodAutoscaler " + hpa.name + " minReplicas"

@@ -44,22 +44,28 @@ type Options struct {
 }
 
 // Run checks, before anything is applied, that the rollout of every
-// Deployment among objs whose pod template changes can proceed, and applies
+// Deployment among objs can proceed with every pod it adds, and applies
 // the surge policy.
 //
 // Whether a template changes is found by a server-side dry-run apply
 // (field manager vllmctl, forced) compared with the live Deployment; when
 // the dry run fails the template is taken as changed. A new Deployment
-// needs room for all its replicas. A changed one first needs room for its
-// surge pods next to every old pod; with maxUnavailable ≥ 1 it can instead
-// proceed by replacing old pods in the room they free. Room is per node:
+// needs room for all its replicas. A live one whose replica count goes up
+// (the rendered replicas, or an HPA's minReplicas above the live count)
+// needs room for the added pods next to every running pod, whether its
+// template changes or not: no strategy helps there, so a shortage refuses
+// under auto as under strict. A changed template then needs room for the
+// surge pods too, next to every old pod and the added ones; with
+// maxUnavailable ≥ 1 it can instead proceed by replacing old pods in the
+// room they free. Scale-downs need nothing. Room is per node:
 // allocatable minus the requests of the pods bound there that are not
 // Succeeded or Failed (pods being deleted still count: they hold their
 // resources until they are gone), on Ready, schedulable nodes that match
 // the pod's nodeSelector, required node affinity and tolerations, and in
 // every ResourceQuota of the namespace that counts the pods (hard minus
 // used). Deployments are checked in order and what one reserves is not
-// free for the next. HPA-targeted Deployments use the live replica count.
+// free for the next. HPA-targeted Deployments use the live replica count,
+// or the HPA's minReplicas when it is higher (the HPA scales up to it).
 //
 // The report is returned even with an error. A refusal is an *Error,
 // invalid overrides a *StrategyInputError (both exit code 2); API errors
@@ -89,7 +95,7 @@ func Run(ctx context.Context, client kubernetes.Interface, objs []*unstructured.
 	}
 	if !opts.Skip {
 		for _, d := range deps {
-			if d.entry.Change == ChangeUnchanged {
+			if d.entry.Change == ChangeUnchanged && d.added == 0 {
 				continue
 			}
 			if err := p.evaluate(ctx, d); err != nil {
@@ -152,6 +158,11 @@ type deploymentInput struct {
 	entry    *DeploymentPreflight
 	// strategy is the chart's strategy with the overrides.
 	strategy Strategy
+	// liveReplicas is the live Deployment's replica count, and added the
+	// pods the rollout adds to it (entry.Replicas − liveReplicas when
+	// higher, else 0); both 0 for a new Deployment.
+	liveReplicas int32
+	added        int32
 }
 
 func (p *preflighter) note(format string, a ...any) {
@@ -245,6 +256,10 @@ func (p *preflighter) prepare(ctx context.Context, d *deploymentInput) error {
 		if err := p.replicas(ctx, d); err != nil {
 			return err
 		}
+		if d.live != nil {
+			d.liveReplicas = ptr.Deref(d.live.Spec.Replicas, 1)
+			d.added = max(0, e.Replicas-d.liveReplicas)
+		}
 	}
 	chart, err := resolveStrategy(d.rendered.Spec.Strategy, nil, nil, e.Replicas)
 	if err != nil {
@@ -266,12 +281,18 @@ func (p *preflighter) prepare(ctx context.Context, d *deploymentInput) error {
 			e.Effective = ptr.To(eff)
 		}
 	}
-	if e.Change == ChangeUnchanged {
+	if e.Change == ChangeUnchanged && d.added == 0 {
 		e.Verdict = VerdictFits
-		e.Message = "pod template unchanged: no new pods"
+		e.Message = msgUnchanged
+		if e.Replicas < d.liveReplicas {
+			e.Message = fmt.Sprintf("pod template unchanged, replicas %d→%d: no new pods", d.liveReplicas, e.Replicas)
+		}
 	}
 	return nil
 }
+
+// msgUnchanged is the message of a Deployment whose apply adds no pod.
+const msgUnchanged = "pod template unchanged: no new pods"
 
 // objectRef names an object in messages exactly as release.ObjectRef does
 // ("apps/v1 Deployment ns/name"); this package cannot import release.

@@ -28,7 +28,7 @@ const (
 	// ChangeChanged is a Deployment whose pod template the apply changes.
 	ChangeChanged TemplateChange = "changed"
 	// ChangeUnchanged is a Deployment whose pod template stays as it is:
-	// no new pods, nothing needed.
+	// no rollout; only the pods a replica increase adds need room.
 	ChangeUnchanged TemplateChange = "unchanged"
 )
 
@@ -45,8 +45,9 @@ const (
 	// replacing old pods in place (a larger maxUnavailable).
 	VerdictSurgeBlocked Verdict = "surge-blocked"
 	// VerdictImpossible: no strategy helps: a pod fits on no matching node
-	// or in no quota even with every old pod gone, or a new Deployment's
-	// pods do not fit.
+	// or in no quota even with every old pod gone, a new Deployment's pods
+	// do not fit, or the pods a replica increase adds do not fit next to
+	// the running ones.
 	VerdictImpossible Verdict = "impossible"
 	// VerdictUnchecked: the preflight was skipped.
 	VerdictUnchecked Verdict = "unchecked"
@@ -59,6 +60,10 @@ const (
 	StepPod = "pod"
 	// StepCreate: all pods of a new Deployment.
 	StepCreate = "create"
+	// StepScaleUp: the pods a replica increase adds (rendered replicas or
+	// an HPA's minReplicas above the live count), next to every running
+	// pod.
+	StepScaleUp = "scale-up"
 	// StepSurge: the surge pods, next to every old pod.
 	StepSurge = "surge"
 	// StepReplace: new pods in the room that removed old pods free.
@@ -71,7 +76,8 @@ const (
 // rollout step need, against what the matching nodes or one quota have
 // free.
 type CapacityCheck struct {
-	// Step is StepPod, StepCreate, StepSurge, StepReplace or StepRecreate.
+	// Step is StepPod, StepCreate, StepScaleUp, StepSurge, StepReplace or
+	// StepRecreate.
 	Step string `json:"step"`
 	// Pods is the number of new pods the step needs room for.
 	Pods int64 `json:"pods"`
@@ -237,7 +243,7 @@ func (r *Report) Print(w io.Writer) error {
 			switch {
 			case d.Verdict == VerdictUnchecked:
 				what = "preflight skipped"
-			case d.Change == ChangeUnchanged:
+			case d.Change == ChangeUnchanged && (d.Message == "" || d.Message == msgUnchanged):
 				what = "pod template unchanged"
 			case d.Message != "":
 				what = d.Message

@@ -85,9 +85,13 @@ type evalContext struct {
 	matches []*nodeState
 	quotas  []*quotaState
 	old     []oldPod
+	// addedReserved is set once the pods of a replica increase are
+	// reserved next to the old ones: later steps count around them.
+	addedReserved bool
 }
 
-// evaluate checks one Deployment whose pod template changes.
+// evaluate checks one Deployment whose pod template changes or whose
+// replica count goes up.
 func (p *preflighter) evaluate(ctx context.Context, d *deploymentInput) error {
 	e := d.entry
 	if err := p.loadCluster(ctx); err != nil {
@@ -96,7 +100,8 @@ func (p *preflighter) evaluate(ctx context.Context, d *deploymentInput) error {
 	spec := &d.rendered.Spec.Template.Spec
 	ec := &evalContext{d: d, per: usageOf(spec)}
 	e.PerPod = ec.per.requests.strings()
-	if d.rendered.Spec.Paused {
+	// A paused Deployment does not roll out, but it still scales.
+	if d.rendered.Spec.Paused && d.added == 0 {
 		e.Verdict, e.Message = VerdictFits, "paused: the rollout waits until it is resumed"
 		return nil
 	}
@@ -139,6 +144,9 @@ func (p *preflighter) evaluate(ctx context.Context, d *deploymentInput) error {
 		}
 		p.reserve(ec, int64(e.Replicas))
 		e.Verdict = VerdictFits
+	case e.Change == ChangeUnchanged || d.rendered.Spec.Paused:
+		// No rollout: only the pods of the replica increase are new.
+		p.scaleUp(ec)
 	case s.recreate():
 		r := p.step(ec, StepRecreate, int64(e.Replicas), int64(len(ec.old)))
 		e.Checks = append(e.Checks, r.checks...)
@@ -153,22 +161,82 @@ func (p *preflighter) evaluate(ctx context.Context, d *deploymentInput) error {
 	return nil
 }
 
+// scaleUp checks the pods a replica increase adds, next to every running
+// pod, and reserves them. It concludes and returns false when they do not
+// all fit: no strategy changes that (maxSurge 0 does not help a scale-up:
+// the Deployment controller creates the added pods before it removes any
+// old one), so auto refuses as strict does. With an unchanged template
+// (or a paused Deployment) this is the whole check.
+func (p *preflighter) scaleUp(ec *evalContext) bool {
+	e, d := ec.d.entry, ec.d
+	added := int64(d.added)
+	r := p.step(ec, StepScaleUp, added, 0)
+	if !r.full() {
+		e.Checks = append(e.Checks, r.checks...)
+		fit := max(0, min(r.placeable, r.admitted, added))
+		what := fmt.Sprintf("none of the %d new pods fits next to the running ones", added)
+		switch {
+		case added == 1:
+			what = "the new pod does not fit next to the running ones"
+		case fit > 0:
+			what = fmt.Sprintf("only %d of the %d new pods fit next to the running ones", fit, added)
+		}
+		msg := fmt.Sprintf("replica increase from %d to %d blocked (%s): %s", d.liveReplicas, e.Replicas, blockedReason(r.checks), what)
+		if p.policy == SurgePolicyOff {
+			msg += fmt.Sprintf("; surge policy off: applying anyway, %d pod%s will stay Pending", added-fit, plural(added-fit))
+		} else {
+			msg += "; no rollout strategy changes that (maxSurge 0 does not help a scale-up): free capacity or lower the replica count"
+		}
+		p.conclude(e, VerdictImpossible, msg)
+		return false
+	}
+	e.Checks = append(e.Checks, r.checks...)
+	p.reserve(ec, added)
+	ec.addedReserved = true
+	if e.Change == ChangeUnchanged || d.rendered.Spec.Paused {
+		e.Verdict = VerdictFits
+		what := "pod template unchanged"
+		if e.Change != ChangeUnchanged {
+			what = "paused: the rollout waits until it is resumed"
+		}
+		e.Message = fmt.Sprintf("%s; replica increase from %d to %d: the %d new pod%s fit next to the running ones", what, d.liveReplicas, e.Replicas, added, plural(added))
+	}
+	return true
+}
+
 // rolling evaluates a RollingUpdate of a live Deployment and applies the
-// surge policy.
+// surge policy. With a replica increase the controller starts the added
+// pods and the surge pods next to every old pod, and removes an old pod
+// only once enough new ones are available: the added pods must fit whatever
+// the strategy, then the rollout needs the surge pods on top (or replaces
+// old pods in the room left).
 func (p *preflighter) rolling(ctx context.Context, ec *evalContext) error {
 	e, s := ec.d.entry, ec.d.strategy
+	added := int64(ec.d.added)
+	if added > 0 {
+		// The added pods alone first: when they do not fit, that is the
+		// reason, whatever the surge.
+		probe := p.step(ec, StepScaleUp, added, 0)
+		if !probe.full() {
+			p.scaleUp(ec)
+			return nil
+		}
+	}
 	if s.Surge > 0 {
-		r := p.step(ec, StepSurge, int64(s.Surge), 0)
+		n := added + int64(s.Surge)
+		r := p.step(ec, StepSurge, n, 0)
 		e.Checks = append(e.Checks, r.checks...)
-		if r.progress() {
+		if fit := min(r.placeable, r.admitted, n); fit > added {
 			e.Verdict = VerdictFits
-			fit := min(r.placeable, r.admitted, int64(s.Surge))
-			if fit < int64(s.Surge) {
-				e.Message = fmt.Sprintf("%d of %d surge pods fit now; the others wait for old pods to go", fit, s.Surge)
+			if fit < n {
+				e.Message = fmt.Sprintf("%d of %d surge pods fit now; the others wait for old pods to go", fit-added, s.Surge)
 			}
 			p.reserve(ec, fit)
 			return nil
 		}
+	}
+	if added > 0 && !p.scaleUp(ec) {
+		return nil
 	}
 	if s.Unavailable > 0 {
 		r := p.step(ec, StepReplace, int64(s.Unavailable), int64(s.Unavailable))
@@ -369,15 +437,25 @@ func (p *preflighter) step(ec *evalContext, step string, n, freed int64) stepRes
 		removed = nil
 	}
 	var qual string
+	d := ec.d
+	increase := fmt.Sprintf("the replica increase from %d to %d", d.liveReplicas, d.entry.Replicas)
 	switch step {
+	case StepScaleUp:
+		qual = fmt.Sprintf("%d new pod%s of %s, next to the running ones", n, plural(n), increase)
 	case StepSurge:
 		qual = fmt.Sprintf("%d surge pod%s next to the old ones", n, plural(n))
+		if a := int64(d.added); a > 0 && !ec.addedReserved {
+			qual = fmt.Sprintf("%d new pod%s of %s and %d surge pod%s, next to the old ones", a, plural(a), increase, n-a, plural(n-a))
+		}
 	case StepReplace:
 		qual = fmt.Sprintf("%d new pod%s after removing %d old", n, plural(n), len(removed))
 	case StepRecreate:
 		qual = fmt.Sprintf("%d new pod%s after removing all %d old", n, plural(n), len(removed))
 	default:
 		qual = fmt.Sprintf("%d new pod%s", n, plural(n))
+	}
+	if ec.addedReserved && step != StepScaleUp {
+		qual += fmt.Sprintf(", next to the %d new pod%s of %s", d.added, plural(int64(d.added)), increase)
 	}
 
 	if p.nodesKnown {
