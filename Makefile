@@ -7,7 +7,7 @@ KUBECONFIG_E2E := $(CURDIR)/.cluster/kubeconfig
 GO ?= go
 GOTESTFLAGS ?=
 
-.PHONY: all build test unit e2e lint cluster cluster-down helm demo bench clean
+.PHONY: all build test unit e2e lint cluster cluster-down helm demo bench bench-peers clean
 
 all: build
 
@@ -48,6 +48,12 @@ BENCH = VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -tags e2e -count=1 -
 bench: cluster
 	$(BENCH) -bench '^BenchmarkFailureToRollback$$' -benchtime 5x ./e2e/
 	$(BENCH) -bench '^BenchmarkDeployRequests$$' -benchtime 1x ./e2e/
+
+## bench-peers: the vllmctl binary next to kubectl and Helm 4 on the local cluster (hack/benchpeers);
+## BENCH_OUT=file.json also writes the figures as JSON, BENCH_QUICK=1 is a quick pass
+bench-peers: cluster helm build
+	$(GO) run ./hack/benchpeers -kubeconfig $(KUBECONFIG_E2E) -vllmctl bin/vllmctl \
+		-kubectl "$$(hack/build-devcluster.sh)/kubectl" -helm "$$(hack/install-helm.sh)" $(BENCHFLAGS)
 
 clean:
 	rm -rf bin
