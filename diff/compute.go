@@ -17,6 +17,10 @@ type DryRunResult struct {
 	// its namespace resolved. When Unvalidated, it is the object that
 	// would be sent.
 	Object *unstructured.Unstructured
+	// Live, when LiveRead, is the live object the dry run read (nil:
+	// absent): the diff does not read it again.
+	Live     *unstructured.Unstructured
+	LiveRead bool
 	// Unvalidated is set for an object the server could not dry-run
 	// because its namespace does not exist yet (the deploy would create
 	// it): the object would be created.
@@ -137,7 +141,11 @@ func compute(ctx context.Context, c Cluster, objs []*unstructured.Unstructured, 
 		ref := refOf(r.Object)
 		current[ref.key()] = true
 		var live *unstructured.Unstructured
-		if !r.Unvalidated {
+		switch {
+		case r.Unvalidated:
+		case r.LiveRead:
+			live = r.Live
+		default:
 			if live, err = c.Get(ctx, r.Object, opts.Namespace); err != nil {
 				return nil, err
 			}

@@ -32,14 +32,15 @@ else
   mkdir -p "$state/home" "$state/kwok"
   # One configuration stream: our kwokctl options, kwok's own node stages
   # (initialize + heartbeat; kwokctl adds no default stage once any Stage is
-  # given), our pod stages, and the logs kwok serves for every container.
+  # given), our pod stages (with the path of the fault classes' logs), and
+  # the logs kwok serves for every other container.
   kwokdir=$(cd "$root/cmd/devcluster" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
   [ -d "$kwokdir" ] || { echo "cannot find the sigs.k8s.io/kwok module sources" >&2; exit 1; }
   {
     cat "$cfg/kwokctl.yaml"
     echo "---"; cat "$kwokdir/kustomize/stage/node/fast/node-initialize.yaml"
     echo "---"; cat "$kwokdir/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml"
-    echo "---"; cat "$cfg/stages.yaml"
+    echo "---"; sed "s|@LOGS@|$cfg/logs|g" "$cfg/stages.yaml"
     cat <<LOGS
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # make demo: the local cluster, a good deploy of the built-in vllm chart, then
-# an upgrade to a crashing image that vllmctl catches and rolls back on its
-# own, with how long detection and rollback took. Idempotent: each run starts
-# from a fresh namespace.
+# an upgrade to an image that runs out of GPU memory (the local cluster's
+# fault-gpumem class), which vllmctl catches, diagnoses (cause gpu-oom, the
+# log line, the settings to change) and rolls back on its own, with how long
+# detection and rollback took. Idempotent: each run starts from a fresh
+# namespace.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -10,7 +12,7 @@ cd "$root"
 ns=${DEMO_NAMESPACE:-vllmctl-demo}
 rel=chat
 good=v0.11.0
-bad=v0.11.1-crash
+bad=v0.11.1-fault-gpumem
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -41,7 +43,7 @@ vllmctl deploy $rel "${flags[@]}" --create-namespace --set image.tag=$good
 show vllmctl history $rel -n "$ns"
 vllmctl history $rel -n "$ns"
 
-step "upgrade to $bad: the crash is caught and rolled back (exit code 3 expected)"
+step "upgrade to $bad: GPU memory runs out; the crash is caught, diagnosed and rolled back (exit code 3 expected)"
 show vllmctl deploy $rel "${flags[@]}" --set image.tag=$bad --progress json "   # JSON progress, shown as plain lines"
 # JSON progress is kept for the timings below and shown as plain lines.
 set +e
@@ -56,6 +58,10 @@ if [ "${codes[0]}" -ne 3 ]; then
 fi
 if [ "${codes[1]}" -ne 0 ] || [ "${codes[2]}" -ne 0 ]; then
   echo "demo: rendering the progress failed" >&2
+  exit 1
+fi
+if ! grep -q '^  cause: *gpu-oom$' "$tmp/result" || ! grep -q -- '--gpu-memory-utilization' "$tmp/result"; then
+  echo "demo: the diagnosis does not name the cause gpu-oom and its setting" >&2
   exit 1
 fi
 echo "vllmctl deploy exited 3: the rollout failed and the previous good revision is serving"

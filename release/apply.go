@@ -66,6 +66,11 @@ type ApplyOptions struct {
 	// what --force-conflicts would change, and of what needs it. Without it
 	// a conflict is an error.
 	ForceOnConflict bool
+	// Known are live copies of the objects read earlier in the same
+	// operation (a nil value: known absent), by ObjectRef.String(): the
+	// apply does not read them again. Deployments an HPA targets are
+	// always read (the replicas hand-over needs their current owners).
+	Known map[string]*unstructured.Unstructured
 }
 
 // ApplyResult reports the apply of one object.
@@ -83,6 +88,10 @@ type ApplyResult struct {
 	// conflicts with other field managers: Live is then the outcome of a
 	// forced apply (--force-conflicts).
 	Conflict *FieldConflictError
+	// Before is the live object the apply read before applying (nil when
+	// absent), when BeforeRead.
+	Before     *unstructured.Unstructured
+	BeforeRead bool
 }
 
 // Applier applies objects with server-side apply, through a dynamic client
@@ -288,12 +297,16 @@ func managedBy(obj *unstructured.Unstructured, release string) bool {
 // applyOne applies one planned object.
 func (a *Applier) applyOne(ctx context.Context, p planned, opts ApplyOptions, hpaTargeted bool) (ApplyResult, error) {
 	client := a.resource(p.mapping, p.ref.Namespace)
-	live, err := client.Get(ctx, p.ref.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		live = nil
-	case err != nil:
-		return ApplyResult{}, fmt.Errorf("get %s: %w", p.ref, err)
+	live, known := opts.Known[p.ref.String()]
+	if !known || (hpaTargeted && isDeployment(p.ref)) {
+		var err error
+		live, err = client.Get(ctx, p.ref.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			live = nil
+		case err != nil:
+			return ApplyResult{}, fmt.Errorf("get %s: %w", p.ref, err)
+		}
 	}
 
 	body := p.body
@@ -345,7 +358,8 @@ func (a *Applier) applyOne(ctx context.Context, p planned, opts ApplyOptions, hp
 		}
 		return ApplyResult{}, fmt.Errorf("apply %s: %w", p.ref, err)
 	}
-	return ApplyResult{Object: p.ref, Action: classify(live, applied, opts.DryRun), Live: applied, Conflict: conflict}, nil
+	return ApplyResult{Object: p.ref, Action: classify(live, applied, opts.DryRun), Live: applied, Conflict: conflict,
+		Before: live, BeforeRead: true}, nil
 }
 
 // classify tells created, configured and unchanged apart. An apply that

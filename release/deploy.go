@@ -188,6 +188,7 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	if err := d.preflight(ctx, p); err != nil {
 		return nil, err
 	}
+	d.warnStartup(p)
 	if opts.DryRun {
 		return p.withPreflight(d.dryRun(ctx, p, start))
 	}

@@ -68,6 +68,8 @@ type deployPlan struct {
 	// diff is what the deploy changes (nil: not computed, or the dry run
 	// was refused: the apply reports it).
 	diff *diff.Report
+	// known are the live objects the dry run read, for the apply.
+	known map[string]*unstructured.Unstructured
 }
 
 // prepare renders the chart (when the deploy has one) for plan and
@@ -210,7 +212,7 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 // means) refuses the deploy (*OwnershipError) unless TakeOwnership adopts
 // it, which the revision's description then says.
 func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []Entry) error {
-	rep, live, err := d.diffLive(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
+	rep, known, err := d.diffLive(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
 	if err != nil {
 		// Whose objects they are comes first: a refused dry run may be
 		// the consequence (another release's immutable selector).
@@ -221,13 +223,17 @@ func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []Entry) 
 		}
 		return &DryRunError{Name: p.opts.Name, Err: err}
 	}
+	var live []*unstructured.Unstructured
+	for _, l := range known {
+		live = append(live, l)
+	}
 	if foreign := foreignObjects(p.opts.Name, live); len(foreign) > 0 {
 		if !p.opts.TakeOwnership {
 			return &OwnershipError{Name: p.opts.Name, Objects: foreign}
 		}
 		p.opts.Note = joinNotes(p.opts.Note, ownershipNote(foreign))
 	}
-	p.diff = rep
+	p.diff, p.known = rep, known
 	if p.opts.Diff {
 		d.emitEvent(ProgressEvent{Release: p.opts.Name, Phase: PhaseDiff, Diff: rep})
 	}
@@ -251,28 +257,43 @@ func (e *Engine) diff(ctx context.Context, name string, entries []Entry, objs []
 	return rep, err
 }
 
-// diffLive is diff, also returning the live copies of objs it read (absent
-// objects left out).
-func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, objs []*unstructured.Unstructured, applyOpts ApplyOptions) (*diff.Report, []*unstructured.Unstructured, error) {
+// diffLive is diff, also returning the live copies of objs it read, by
+// ObjectRef.String() (a nil value: absent): what the deploy's apply need
+// not read again, and whose owner the deploy checks.
+func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, objs []*unstructured.Unstructured, applyOpts ApplyOptions) (*diff.Report, map[string]*unstructured.Unstructured, error) {
 	previous, err := PreviousObjects(entries)
 	if err != nil {
 		return nil, nil, err
 	}
 	applyOpts.Namespace = e.Namespace()
-	wanted := map[objectKey]bool{}
+	wanted := map[string]bool{}
 	for _, o := range objs {
-		wanted[refIn(o, e.Namespace()).key()] = true
+		wanted[refIn(o, e.Namespace()).String()] = true
 	}
 	cluster := NewDiffCluster(e.Objects, applyOpts)
 	var mu sync.Mutex
-	var live []*unstructured.Unstructured
-	get := cluster.Get
+	known := map[string]*unstructured.Unstructured{}
+	note := func(ref string, live *unstructured.Unstructured) {
+		if wanted[ref] {
+			mu.Lock()
+			known[ref] = live
+			mu.Unlock()
+		}
+	}
+	dryRun, get := cluster.DryRun, cluster.Get
+	cluster.DryRun = func(ctx context.Context, objs []*unstructured.Unstructured) ([]diff.DryRunResult, error) {
+		results, err := dryRun(ctx, objs)
+		for _, r := range results {
+			if r.LiveRead && r.Object != nil {
+				note(RefOf(r.Object).String(), r.Live)
+			}
+		}
+		return results, err
+	}
 	cluster.Get = func(ctx context.Context, obj *unstructured.Unstructured, namespace string) (*unstructured.Unstructured, error) {
 		l, err := get(ctx, obj, namespace)
-		if err == nil && l != nil && wanted[refIn(obj, namespace).key()] {
-			mu.Lock()
-			live = append(live, l)
-			mu.Unlock()
+		if err == nil {
+			note(refIn(obj, namespace).String(), l)
 		}
 		return l, err
 	}
@@ -281,7 +302,7 @@ func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, obj
 		Namespace: e.Namespace(),
 		Previous:  previous,
 	})
-	return rep, live, err
+	return rep, known, err
 }
 
 // liveCopies reads the live copies of objs (absent ones left out).

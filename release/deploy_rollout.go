@@ -166,7 +166,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	}
 
 	applyOpts := p.applyOptions(rec.Name)
-	applyOpts.Namespace = d.Namespace()
+	applyOpts.Namespace, applyOpts.Known = d.Namespace(), p.known
 	applied, err := d.Objects.Apply(ctx, objs, applyOpts)
 	res.Applied = applied
 	for _, a := range applied {

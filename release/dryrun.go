@@ -38,7 +38,8 @@ func NewDiffCluster(objects ApplyGetter, opts ApplyOptions) diff.Cluster {
 			}
 			out := make([]diff.DryRunResult, 0, len(results))
 			for _, r := range results {
-				out = append(out, diff.DryRunResult{Object: r.Live, Unvalidated: r.Unvalidated, Conflicts: diffConflicts(r.Conflict)})
+				out = append(out, diff.DryRunResult{Object: r.Live, Live: r.Before, LiveRead: r.BeforeRead,
+					Unvalidated: r.Unvalidated, Conflicts: diffConflicts(r.Conflict)})
 			}
 			return out, nil
 		},

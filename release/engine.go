@@ -532,7 +532,7 @@ func (e *Engine) waitObjects(ctx context.Context, rec *Release, objs []*unstruct
 // not Current.
 func waitFailure(res wait.Result, err error) *Failure {
 	if d := res.Diagnosis; d != nil {
-		f := &Failure{Reason: d.Reason, Object: d.Object, Pod: d.Pod, Container: d.Container, ExitCode: d.ExitCode,
+		f := &Failure{Reason: d.Reason, Cause: string(d.Cause), Evidence: d.Evidence, Object: d.Object, Pod: d.Pod, Container: d.Container, ExitCode: d.ExitCode,
 			RestartCount: d.RestartCount, Message: d.Message, Events: d.Events, LogTail: d.LogTail,
 			Verdict: string(d.Verdict), Node: d.Node, LogNote: d.LogNote, Hints: d.Hints}
 		if f.Reason == "" {

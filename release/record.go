@@ -104,7 +104,12 @@ type ReplicaSetRef struct {
 
 // Failure is the diagnosis of a failed rollout.
 type Failure struct {
-	Reason       string   `json:"reason"`
+	Reason string `json:"reason"`
+	// Cause is why a vLLM server failed (gpu-oom, kv-cache, ...; unknown
+	// when the classifier matched nothing) and Evidence the log line or
+	// event that decided it (wait.Diagnosis).
+	Cause        string   `json:"cause,omitempty"`
+	Evidence     string   `json:"evidence,omitempty"`
 	Object       string   `json:"object,omitempty"`
 	Pod          string   `json:"pod,omitempty"`
 	Container    string   `json:"container,omitempty"`
@@ -141,7 +146,7 @@ type Release struct {
 	// record go unrenewed for Lease (never by comparing clocks).
 	Lease time.Duration `json:"lease,omitempty"`
 	Renew time.Duration `json:"renew,omitempty"`
-	Chart  Chart  `json:"chart"`
+	Chart Chart         `json:"chart"`
 	// Values are the user-supplied values (files then --set), not the
 	// chart defaults.
 	Values map[string]any `json:"values,omitempty"`

@@ -17,10 +17,11 @@ import (
 )
 
 // Diagnosis explains why a rollout failed: the verdict, the object and pod
-// concerned, what the cluster said, and hints. Its JSON form holds the
-// fields of the release record's failure (reason, object, pod, container,
-// exitCode, restartCount, message, events, logTail) plus verdict, node,
-// logNote and hints.
+// concerned, what the cluster said, the cause in vLLM's terms (see
+// causes.go) and hints. Its JSON form holds the fields of the release
+// record's failure (reason, cause, evidence, hints, object, pod, container,
+// exitCode, restartCount, message, events, logTail) plus verdict, node and
+// logNote.
 type Diagnosis struct {
 	// Verdict is the failure verdict.
 	Verdict Verdict `json:"verdict"`
@@ -54,13 +55,20 @@ type Diagnosis struct {
 	// LogNote says why LogTail is empty, or where it comes from when not
 	// from the previous instance.
 	LogNote string `json:"logNote,omitempty"`
-	// Hints suggest what to check.
+	// Cause is why the server failed in vLLM's terms (gpu-oom, kv-cache,
+	// ...; unknown when no rule of the classifier matched), and Evidence
+	// the log line or event that decided it.
+	Cause    Cause  `json:"cause,omitempty"`
+	Evidence string `json:"evidence,omitempty"`
+	// Hints suggest what to check: for a known cause, the settings to
+	// change.
 	Hints []string `json:"hints,omitempty"`
 }
 
 // Summary is a one-line account: "OOMKilled: pod chat-7d9f-x (node
 // gpu-node-1) container vllm, exit code 137, 1 restart: OOMKilled, exit code
-// 137".
+// 137"; a known cause follows the reason: "CrashLoopBackOff (cause
+// gpu-oom): pod ...".
 func (d *Diagnosis) Summary() string {
 	if d == nil {
 		return ""
@@ -88,6 +96,9 @@ func (d *Diagnosis) Summary() string {
 	if s == "" {
 		s = string(d.Verdict)
 	}
+	if d.Cause != "" && d.Cause != CauseUnknown {
+		s += " (cause " + string(d.Cause) + ")"
+	}
 	if len(where) > 0 {
 		s += ": " + strings.Join(where, ", ")
 	}
@@ -104,8 +115,8 @@ type diagnoser struct {
 }
 
 // fromPod diagnoses a finding on a pod of object's new ReplicaSet. events
-// are the pod's events (any order). Logs are read (with ctx) when the
-// container has run.
+// are the pod's events (any order). Logs are read (with ctx, within
+// logReadTimeout) when the container has run, and the cause classified.
 func (g diagnoser) fromPod(ctx context.Context, v Verdict, object, namespace string, f *podFinding, events []*corev1.Event) *Diagnosis {
 	d := &Diagnosis{
 		Verdict:      v,
@@ -123,6 +134,8 @@ func (g diagnoser) fromPod(ctx context.Context, v Verdict, object, namespace str
 	if d.Reason == "" {
 		d.Reason = string(v)
 	}
+	in := podCauseInput(f.Pod, f.Container, formatEvents(events, len(events)))
+	cls := newClassifier()
 	switch {
 	case f.Container == "":
 		if f.Pod.Spec.NodeName == "" {
@@ -133,48 +146,79 @@ func (g diagnoser) fromPod(ctx context.Context, v Verdict, object, namespace str
 	case !f.ran && !f.restarted:
 		d.LogNote = fmt.Sprintf("container %s never started: there are no logs", f.Container)
 	default:
-		d.LogTail, d.LogNote = g.logTail(ctx, f.Pod, f.Container, f.crashed)
+		d.LogTail, d.LogNote = g.readLogs(ctx, f.Pod, f.Container, f.crashed, &in, cls)
 	}
-	d.Hints = hints(d, f.Pod, f.Reason)
+	d.Cause, d.Evidence, d.Hints = cls.classify(in)
+	if d.Cause == CauseUnknown {
+		d.Hints = hints(d, f.Pod, f.Reason)
+	}
 	return d
 }
 
-// logTail reads the last lines of the container's log: of its previous
-// instance (kubectl logs --previous) when it crashed, falling back to the
-// current instance (a container that exited once and was not restarted yet
-// has no previous instance on a real kubelet: its current instance is the
-// one that exited); of its current instance otherwise. The note says so
-// when the lines are not the previous instance's, and says plainly when
-// the cluster served no logs.
-func (g diagnoser) logTail(ctx context.Context, pod *corev1.Pod, container string, previous bool) ([]string, string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+// Bounds of the log reads of a diagnosis: the lines and bytes read of one
+// instance's log (the classifier reads more lines than LogTail shows: a
+// Python traceback's root cause is often well above its last line), and
+// the time all reads of one diagnosis may take, so that a slow or failing
+// log read never holds up the rollback for long.
+const (
+	causeLogLines        = 150
+	causeLogBytes  int64 = 128 << 10
+	logReadTimeout       = 3 * time.Second
+)
+
+// readLogs reads the container's log for the diagnosis and the
+// classifier: the log of its previous instance (kubectl logs --previous)
+// when it crashed, falling back to the current instance (a container that
+// exited once and was not restarted yet has no previous instance on a real
+// kubelet: its current instance is the one that exited); of its current
+// instance otherwise. When that log names no cause, the other instance's
+// log is read as well (for the classifier only). The note says when the
+// lines shown are not the previous instance's, and says plainly when the
+// cluster served no logs. It returns the last LogTailLines lines.
+func (g diagnoser) readLogs(ctx context.Context, pod *corev1.Pod, container string, previous bool, in *causeInput, cls *classifier) ([]string, string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), logReadTimeout)
 	defer cancel()
 	read := func(previous bool) ([]string, error) {
 		raw, err := g.client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
 			Container:  container,
 			Previous:   previous,
-			TailLines:  ptrTo(g.opts.LogTailLines),
-			LimitBytes: ptrTo[int64](256 << 10),
+			TailLines:  ptrTo[int64](max(causeLogLines, g.opts.LogTailLines)),
+			LimitBytes: ptrTo(causeLogBytes),
 		}).DoRaw(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return lastLines(raw, int(g.opts.LogTailLines)), nil
+		return lastLines(raw, int(max(causeLogLines, g.opts.LogTailLines))), nil
+	}
+	shown := func(lines []string) []string {
+		if n := int(g.opts.LogTailLines); len(lines) > n {
+			return lines[len(lines)-n:]
+		}
+		return lines
 	}
 	instance := map[bool]string{true: "previous", false: "current"}
 	lines, firstErr := read(previous)
 	if firstErr == nil {
+		in.logs = append(in.logs, lines)
+		if previous {
+			if c, _, _ := cls.classify(*in); c == CauseUnknown {
+				if cur, err := read(false); err == nil {
+					in.logs = append(in.logs, cur)
+				}
+			}
+		}
 		switch {
 		case len(lines) == 0:
 			return nil, fmt.Sprintf("the %s instance of container %s logged nothing", instance[previous], container)
 		case !previous:
-			return lines, fmt.Sprintf("the log of the current instance of container %s", container)
+			return shown(lines), fmt.Sprintf("the log of the current instance of container %s", container)
 		}
-		return lines, ""
+		return shown(lines), ""
 	}
 	if previous {
 		if lines, err := read(false); err == nil && len(lines) > 0 {
-			return lines, fmt.Sprintf("no log of a previous instance of container %s (%v): the log of its current instance", container, firstErr)
+			in.logs = append(in.logs, lines)
+			return shown(lines), fmt.Sprintf("no log of a previous instance of container %s (%v): the log of its current instance", container, firstErr)
 		}
 	}
 	return nil, fmt.Sprintf("the cluster did not serve the log of container %s in pod %s: %v", container, pod.Name, firstErr)

@@ -10,4 +10,11 @@
 // the kstatus status watcher of sigs.k8s.io/cli-utils and maps its computed
 // statuses. Implementations that detect failures earlier (a crash-looping
 // pod, say) satisfy the same interface.
+//
+// [RolloutWatcher] is one: its [Diagnosis] of a failed vLLM server names
+// the cause Kubernetes cannot name (GPU memory, KV cache, Hugging Face
+// token, /dev/shm, NCCL, ...; see [Cause]) from the container's log, its
+// last termination, the pod's events and spec, with hints naming the
+// setting to change; its progress shows each new pod's phase, with the
+// startup probe's budget left while the weights load.
 package wait

@@ -117,8 +117,34 @@ func eventLine(ev Event) string {
 		b.WriteString(": timed out: " + ev.Message)
 	case p.Verdict.Failed():
 		b.WriteString(": failed: " + ev.Message)
+	case len(p.Pods) > 0:
+		b.WriteString(", new " + phasesLine(p.Pods, ev.Time))
 	}
 	return b.String()
+}
+
+// failureLines are the lines that follow the line of a failure verdict:
+// its cause and evidence, then its hints.
+//
+//	cause: gpu-oom: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.
+//	hint: lower `--gpu-memory-utilization` (model.gpuMemoryUtilization, now 0.95) or ...
+func failureLines(ev Event) []string {
+	p := ev.Rollout
+	if p == nil || !p.Verdict.Failed() || (p.Cause == "" && len(p.Hints) == 0) {
+		return nil
+	}
+	var out []string
+	if p.Cause != "" {
+		c := "cause: " + string(p.Cause)
+		if p.Evidence != "" {
+			c += ": " + p.Evidence
+		}
+		out = append(out, c)
+	}
+	for _, h := range p.Hints {
+		out = append(out, "hint: "+h)
+	}
+	return out
 }
 
 // PlainPrinter prints one timestamped line per change:
@@ -150,8 +176,15 @@ func (p *PlainPrinter) Print(ev Event) error {
 		return nil
 	}
 	p.last[key] = line
-	_, err := fmt.Fprintf(p.w, "%s %s\n", stamp, line)
-	return err
+	if _, err := fmt.Fprintf(p.w, "%s %s\n", stamp, line); err != nil {
+		return err
+	}
+	for _, l := range failureLines(ev) {
+		if _, err := fmt.Fprintf(p.w, "%s %s: %s\n", stamp, objectName(ev.Object), l); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close does nothing.
@@ -176,12 +209,16 @@ func NewLivePrinter(w io.Writer) *LivePrinter {
 func (p *LivePrinter) Print(ev Event) error {
 	key := eventKey(ev)
 	line := eventLine(ev)
-	warning := ""
+	stamp := ev.Time.UTC().Format(time.RFC3339)
+	var scroll []string
 	if ev.Rollout != nil && ev.Rollout.Warning != "" {
-		warning = fmt.Sprintf("%s %s: warning: %s", ev.Time.UTC().Format(time.RFC3339), objectName(ev.Object), ev.Rollout.Warning)
+		scroll = append(scroll, fmt.Sprintf("%s %s: warning: %s", stamp, objectName(ev.Object), ev.Rollout.Warning))
+	}
+	for _, l := range failureLines(ev) {
+		scroll = append(scroll, fmt.Sprintf("%s %s: %s", stamp, objectName(ev.Object), l))
 	}
 	old, known := p.lines[key]
-	if known && old == line && warning == "" {
+	if known && old == line && len(scroll) == 0 {
 		return nil
 	}
 	if !known {
@@ -193,8 +230,8 @@ func (p *LivePrinter) Print(ev Event) error {
 	if p.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", p.drawn)
 	}
-	if warning != "" {
-		b.WriteString("\r\x1b[2K" + warning + "\n")
+	for _, l := range scroll {
+		b.WriteString("\r\x1b[2K" + l + "\n")
 	}
 	for _, k := range p.keys {
 		b.WriteString("\r\x1b[2K" + p.lines[k] + "\n")
@@ -230,6 +267,7 @@ func (p *JSONPrinter) Close() error { return nil }
 //	  pod:       chat-7d9f8c6b5-x2k4q (node gpu-node-1)
 //	  container: vllm (exit code 137, 0 restarts)
 //	  message:   OOMKilled, exit code 137
+//	  cause:     unknown
 //	  events:
 //	    Warning BackOff: Back-off restarting failed container
 //	  log tail:
@@ -268,6 +306,8 @@ func WriteDiagnosis(w io.Writer, d *Diagnosis) error {
 		field("container", c)
 	}
 	field("message", d.Message)
+	field("cause", string(d.Cause))
+	field("evidence", d.Evidence)
 	list := func(name string, items []string, bullet string) {
 		if len(items) == 0 {
 			return

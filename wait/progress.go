@@ -36,6 +36,15 @@ type RolloutProgress struct {
 	// first restart, a pod waiting on an image pull, a Warning event, or a
 	// failing pod of an old ReplicaSet.
 	Warning string `json:"warning,omitempty"`
+	// Pods are the phases of the new ReplicaSet's pods while the rollout
+	// progresses.
+	Pods []PodPhase `json:"pods,omitempty"`
+	// Cause, Evidence and Hints are set on the event of a failure verdict:
+	// the diagnosis' cause, the log line or event that decided it, and
+	// what to change.
+	Cause    Cause    `json:"cause,omitempty"`
+	Evidence string   `json:"evidence,omitempty"`
+	Hints    []string `json:"hints,omitempty"`
 }
 
 // objectName names an object as kubectl does in its output: lower-case kind

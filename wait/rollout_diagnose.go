@@ -106,6 +106,10 @@ func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *Diagnosis {
 			return d
 		}
 		d := g.fromPod(ctx, VerdictTimeout, dw.object, dw.namespace, dw.suspect, r.podEvents(ctx, dw.namespace, dw.suspect.Pod))
+		if ph := podPhase(dw.suspect.Pod, false); ph.Phase == PhaseLoading && ph.StartupDeadline.After(r.clk.Now()) {
+			d.Hints = append([]string{fmt.Sprintf("pod %s was still loading under its startup probe, which lets it load for %s more: raise --timeout above the probe's budget, or keep waiting with vllmctl wait --timeout",
+				dw.suspect.Pod.Name, ph.StartupDeadline.Sub(r.clk.Now()).Round(time.Second))}, d.Hints...)
+		}
 		d.Reason = reasonTimeout
 		d.Message = joinNonEmpty("; ", msg, suspectMessage(dw.suspect))
 		r.set(dw, r.res.Objects[dw.idx].Status, r.res.Objects[dw.idx].Message, "")

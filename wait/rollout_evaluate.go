@@ -72,6 +72,7 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 		return &failure{verdict: VerdictFailedCreate, dw: dw, reason: "InvalidSelector", message: err.Error()}, time.Time{}
 	}
 	if dw.done {
+		dw.progress.Pods = nil
 		r.set(dw, StatusCurrent, dw.msg, "")
 		return nil, time.Time{}
 	}
@@ -168,6 +169,7 @@ func (r *rolloutRun) judgePods(dw *deployWatch, now time.Time) (fail *failure, w
 		return nil, nil, time.Time{}
 	}
 	pods := r.newPods(dw)
+	dw.progress.Pods = r.newPodPhases(dw, pods)
 	obs := r.observations(pods)
 	keep := map[types.UID]bool{}
 	var notReady *podFinding

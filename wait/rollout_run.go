@@ -252,11 +252,15 @@ func (r *rolloutRun) conclude(ctx, wctx context.Context, l *loop) (Result, error
 // failed ends the wait on failure f, with its diagnosis.
 func (r *rolloutRun) failed(ctx context.Context, f *failure) (Result, error) {
 	d := r.diagnose(ctx, f)
+	if d.Cause == "" {
+		d.Cause = CauseUnknown
+	}
 	r.res.Diagnosis = d
 	idx := f.other
 	if f.dw != nil {
 		idx = f.dw.idx
 		f.dw.progress.Verdict = f.verdict
+		f.dw.progress.Cause, f.dw.progress.Evidence, f.dw.progress.Hints = d.Cause, d.Evidence, d.Hints
 		r.set(f.dw, StatusFailed, d.Summary(), "")
 	} else {
 		r.res.Objects[idx].Status, r.res.Objects[idx].Message = StatusFailed, d.Summary()
@@ -270,6 +274,9 @@ func (r *rolloutRun) failed(ctx context.Context, f *failure) (Result, error) {
 // ctx's deadline), with a diagnosis.
 func (r *rolloutRun) timedOut(ctx context.Context, timer bool) (Result, error) {
 	d := r.diagnoseTimeout(ctx)
+	if d.Cause == "" {
+		d.Cause = CauseUnknown
+	}
 	r.res.Diagnosis = d
 	res, _ := r.finish(OutcomeTimeout, nil)
 	nre := &NotReadyError{Outcome: OutcomeTimeout, Objects: res.NotCurrent()}

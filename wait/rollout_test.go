@@ -345,11 +345,39 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				assert.Equal(t, []string{"Warning BackOff: Back-off restarting failed container"}, d.Events)
 				assert.Contains(t, d.LogTail, "RuntimeError: Engine core initialization failed. See root cause above.")
 				assert.Empty(t, d.LogNote)
-				require.Len(t, h.logs, 1)
+				require.Len(t, h.logs, 2, "the previous log names no cause: the current one is read too")
 				assert.True(t, h.logs[0].Previous)
-				assert.Equal(t, int64(20), *h.logs[0].TailLines)
+				assert.False(t, h.logs[1].Previous)
+				assert.Equal(t, int64(causeLogLines), *h.logs[0].TailLines, "more lines than shown, for the classifier")
+				assert.Equal(t, causeLogBytes, *h.logs[0].LimitBytes)
 				assert.Equal(t, "vllm", h.logs[0].Container)
-				assert.Contains(t, strings.Join(d.Hints, "\n"), "--previous")
+				assert.Equal(t, CauseUnknown, d.Cause)
+				assert.Empty(t, d.Evidence)
+				assert.Contains(t, strings.Join(d.Hints, "\n"), "--previous", "the generic hints")
+			},
+		},
+		{
+			name: "CrashLoopBackOff with a known cause: the cause, its evidence and hints, in the last event too",
+			opts: harnessOptions{logs: func(o *corev1.PodLogOptions) (string, error) {
+				return "INFO 10-21 00:33:33 [gpu_model_runner.py:2602] Starting to load model Qwen/Qwen3-32B...\n" +
+					"(EngineCore_DP0 pid=268) ERROR 10-21 00:34:15 [core.py:708] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB.\n" +
+					"RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n", nil
+			}},
+			drive: func(h *harness) {
+				h.createPod(testPod(h.newRS, "a", crashLoopStatus(2)))
+			},
+			verdict: VerdictCrashLoop,
+			check: func(t *testing.T, h *harness, d *Diagnosis) {
+				assert.Equal(t, CauseGPUOOM, d.Cause)
+				assert.Equal(t, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB.", d.Evidence)
+				assert.Contains(t, d.Hints[0], "`--gpu-memory-utilization`")
+				assert.NotContains(t, strings.Join(d.Hints, "\n"), "kubectl logs", "the cause's hints replace the generic ones")
+				assert.Contains(t, d.Summary(), "CrashLoopBackOff (cause gpu-oom): pod chat-new-a")
+				require.Len(t, h.logs, 1, "the previous log named the cause: nothing more is read")
+				last := h.events[len(h.events)-1].Rollout // h.mu is held
+				assert.Equal(t, CauseGPUOOM, last.Cause)
+				assert.Equal(t, d.Evidence, last.Evidence)
+				assert.Equal(t, d.Hints, last.Hints)
 			},
 		},
 		{
@@ -638,6 +666,32 @@ func TestRolloutWatcherTimeout(t *testing.T) {
 	defer h.mu.Unlock()
 	require.Len(t, h.logs, 1)
 	assert.False(t, h.logs[0].Previous, "a container that never crashed: its current log")
+}
+
+// TestRolloutWatcherTimeoutWhileLoading: a pod still loading under its
+// startup probe when the timeout passes is said to be, with the budget it
+// had left.
+func TestRolloutWatcherTimeoutWhileLoading(t *testing.T) {
+	h := startHarness(t, harnessOptions{wait: Options{Timeout: 30 * time.Second}})
+	cs := running("vllm", 0)
+	cs.State.Running.StartedAt = metav1.NewTime(t0)
+	cs.Started = ptr.To(false)
+	p := testPod(h.newRS, "a", cs)
+	p.Spec.Containers = append([]corev1.Container(nil), p.Spec.Containers...)
+	p.Spec.Containers[0].StartupProbe = &corev1.Probe{PeriodSeconds: 10, FailureThreshold: 180}
+	h.createPod(p)
+	h.progressed()
+	h.await("the pod loading", func(e Event) bool {
+		return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == PhaseLoading
+	})
+	require.Eventually(t, func() bool { return h.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
+	h.clock.Step(31 * time.Second)
+	res, err := h.result()
+	require.ErrorIs(t, err, ErrTimeout)
+	require.NotNil(t, res.Diagnosis)
+	assert.Equal(t, CauseUnknown, res.Diagnosis.Cause)
+	assert.Equal(t, "pod chat-new-a was still loading under its startup probe, which lets it load for 29m29s more: raise --timeout above the probe's budget, or keep waiting with vllmctl wait --timeout",
+		res.Diagnosis.Hints[0])
 }
 
 func TestRolloutWatcherCanceled(t *testing.T) {

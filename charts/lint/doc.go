@@ -34,6 +34,25 @@
 //	               rollbacks do not restore the old version).
 //	VL010 info     a GPU Deployment's rollout surges (maxSurge > 0): each
 //	               surge pod needs spare GPUs or it stays Pending.
+//	VL011 error    a vLLM container's --tensor-parallel-size ×
+//	               --pipeline-parallel-size differs from its nvidia.com/gpu:
+//	               fewer GPUs fail the start, more sit idle.
+//	VL012 error    a vLLM container with --tensor-parallel-size > 1 has no
+//	               memory-backed /dev/shm of at least 1Gi: NCCL's shared
+//	               memory segments live there.
+//	VL013 error    --gpu-memory-utilization is not in (0, 1].
+//	VL014 error    a Hugging Face token (HF_TOKEN, HUGGING_FACE_HUB_TOKEN)
+//	               is a literal value (or from a ConfigMap), not a Secret's
+//	               secretKeyRef: the manifest and the release record would
+//	               hold it.
+//	VL015 warning  a GPU server's startup probe allows less than 5 minutes
+//	               (initialDelaySeconds + failureThreshold × periodSeconds)
+//	               before the kubelet kills a container still loading its
+//	               weights.
+//
+// A "vLLM container" is one whose image, command or args mention vllm;
+// its flags are read from command and args ("--name value" or
+// "--name=value").
 //
 // Objects whose metadata.namespace is empty are taken to be in
 // Options.Namespace (the release namespace). Findings are sorted by

@@ -86,6 +86,11 @@ func Rules() []Rule {
 		{ID: "VL008", Severity: SeverityWarning, Summary: "workloads should not run in the default namespace", check: checkNamespace},
 		{ID: "VL009", Severity: SeverityWarning, Summary: "images should carry a pinned tag other than latest", check: checkImageTag},
 		{ID: "VL010", Severity: SeverityInfo, Summary: "surging a GPU Deployment needs spare GPUs", check: checkSurge},
+		{ID: "VL011", Severity: SeverityError, Summary: "vLLM's tensor-parallel × pipeline-parallel size must equal the container's GPUs", check: checkTensorParallelGPUs},
+		{ID: "VL012", Severity: SeverityError, Summary: "tensor parallelism needs a memory-backed /dev/shm of at least " + minTensorParallelShm, check: checkTensorParallelShm},
+		{ID: "VL013", Severity: SeverityError, Summary: "--gpu-memory-utilization must be in (0, 1]", check: checkGPUMemoryUtilization},
+		{ID: "VL014", Severity: SeverityError, Summary: "a Hugging Face token must come from a Secret, never a literal value", check: checkHFTokenSecret},
+		{ID: "VL015", Severity: SeverityWarning, Summary: "a GPU server's startup probe must allow a few minutes to load the weights", check: checkStartupBudget},
 	}
 }
 

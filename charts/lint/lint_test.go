@@ -14,7 +14,8 @@ import (
 )
 
 // goodDeployment passes every rule: a Guaranteed 1-GPU vLLM server with
-// probes, /dev/shm, a pinned image and no surge, outside "default".
+// probes (10 minutes to start), /dev/shm, a pinned image and no surge,
+// outside "default".
 const goodDeployment = `
 apiVersion: apps/v1
 kind: Deployment
@@ -39,7 +40,7 @@ spec:
             requests: {cpu: "8", memory: 32Gi, nvidia.com/gpu: 1}
             limits: {cpu: "8", memory: 32Gi, nvidia.com/gpu: 1}
           readinessProbe: {httpGet: {path: /health, port: 8000}}
-          startupProbe: {httpGet: {path: /health, port: 8000}}
+          startupProbe: {httpGet: {path: /health, port: 8000}, periodSeconds: 10, failureThreshold: 60}
           volumeMounts:
             - {name: dshm, mountPath: /dev/shm}
       volumes:
@@ -119,22 +120,25 @@ func TestGoodDeploymentHasNoFindings(t *testing.T) {
 	assert.Empty(t, Run([]*unstructured.Unstructured{good(t)}, Options{Namespace: "inference"}))
 }
 
+// ruleTest is a case of TestRules.
+type ruleTest struct {
+	name string
+	rule string
+	// edit changes the good Deployment; nil keeps it.
+	edit func(u *unstructured.Unstructured)
+	// yaml replaces the good Deployment when set.
+	yaml string
+	opts Options
+	// want lists the fields the rule reports; empty means it must not fire.
+	want []string
+}
+
 func TestRules(t *testing.T) {
 	severities := map[string]Severity{}
 	for _, r := range Rules() {
 		severities[r.ID] = r.Severity
 	}
-	tests := []struct {
-		name string
-		rule string
-		// edit changes the good Deployment; nil keeps it.
-		edit func(u *unstructured.Unstructured)
-		// yaml replaces the good Deployment when set.
-		yaml string
-		opts Options
-		// want lists the fields the rule reports; empty means it must not fire.
-		want []string
-	}{
+	tests := []ruleTest{
 		// VL001: GPU integer, requests == limits.
 		{name: "VL001 fires when requests differ from limits", rule: "VL001",
 			edit: func(u *unstructured.Unstructured) { resources(u, 0, "requests")[GPUResource] = int64(2) },
@@ -328,6 +332,7 @@ func TestRules(t *testing.T) {
 		{name: "VL010 quiet on a StatefulSet", rule: "VL010",
 			edit: func(u *unstructured.Unstructured) { u.SetKind("StatefulSet") }},
 	}
+	tests = append(tests, vllmRuleTests()...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var objs []*unstructured.Unstructured

@@ -266,6 +266,8 @@ func writeFailure(b *strings.Builder, f *release.Failure) {
 		item("container", fmt.Sprintf("%s (exit code %d, %d restarts)", f.Container, f.ExitCode, f.RestartCount))
 	}
 	item("message", f.Message)
+	item("cause", f.Cause)
+	item("evidence", f.Evidence)
 	list := func(name string, lines []string) {
 		if len(lines) == 0 {
 			return

@@ -1,0 +1,185 @@
+// report.go holds the figures: statistics per scenario, the tables and the JSON report.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"text/tabwriter"
+)
+
+// ---------------------------------------------------------------------------
+// Figures.
+
+type stats struct {
+	Runs             []run              `json:"runs"`
+	Median           float64            `json:"median"`
+	Min              float64            `json:"min"`
+	Max              float64            `json:"max"`
+	MedianRequests   float64            `json:"medianRequests"`
+	MinRequests      int64              `json:"minRequests"`
+	MaxRequests      int64              `json:"maxRequests"`
+	MedianWatches    float64            `json:"medianWatches"`
+	MedianMaxRSSMiB  float64            `json:"medianMaxRSSMiB"`
+	MedianCPUSeconds float64            `json:"medianCPUSeconds"`
+	Failed           int                `json:"failed,omitempty"`
+	VllmctlRatio     map[string]float64 `json:"vllmctlRatio,omitempty"`
+	// LastRunRequests are the last good run's requests by method and path
+	// (namespace generalised).
+	LastRunRequests map[string]int `json:"lastRunRequests,omitempty"`
+}
+
+type report struct {
+	Generated    string                       `json:"generated"`
+	Quick        bool                         `json:"quick"`
+	Runs         int                          `json:"runsPerTool"`
+	Versions     map[string]string            `json:"versions"`
+	Descriptions map[string]string            `json:"descriptions"`
+	Scenarios    map[string]map[string]*stats `json:"scenarios"`
+}
+
+// scenario collects the runs of the tools compared in one scenario.
+type scenario struct {
+	name, title string
+	tools       []string
+	runs        map[string][]run
+	failed      map[string]int
+	resources   bool // show peak RSS and CPU time in the table
+}
+
+func newScenario(name, title string, tools ...string) *scenario {
+	return &scenario{name: name, title: title, tools: tools, runs: map[string][]run{}, failed: map[string]int{}}
+}
+
+// add records one run of tool; a failed run is reported and counted as a
+// failure, not as a figure.
+func (b *bench) add(s *scenario, tool string, r run, err error) {
+	n := len(s.runs[tool]) + s.failed[tool] + 1
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return
+		}
+		s.failed[tool]++
+		b.failures.Add(1)
+		r.Error = err.Error()
+		progress("%s: %s run %d FAILED: %v", s.name, tool, n, err)
+		return
+	}
+	s.runs[tool] = append(s.runs[tool], r)
+	extra := ""
+	if r.Note != "" {
+		extra = " (" + r.Note + ")"
+	}
+	progress("%s: %s run %d: %.2fs, %d requests (%d watches), exit %d, %.0f MiB, %.2f CPU-s%s",
+		s.name, tool, n, r.Seconds, r.Requests, r.Watches, r.ExitCode, r.MaxRSSMiB, r.CPUSeconds, extra)
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func summarize(runs []run) *stats {
+	st := &stats{Runs: runs}
+	if len(runs) == 0 {
+		st.Median, st.Min, st.Max = math.NaN(), math.NaN(), math.NaN()
+		return st
+	}
+	var secs, reqs, watches, rss, cpu []float64
+	st.Min, st.Max = math.Inf(1), math.Inf(-1)
+	st.MinRequests, st.MaxRequests = math.MaxInt64, 0
+	for _, r := range runs {
+		secs = append(secs, r.Seconds)
+		reqs = append(reqs, float64(r.Requests))
+		watches = append(watches, float64(r.Watches))
+		rss = append(rss, r.MaxRSSMiB)
+		cpu = append(cpu, r.CPUSeconds)
+		st.Min, st.Max = math.Min(st.Min, r.Seconds), math.Max(st.Max, r.Seconds)
+		st.MinRequests, st.MaxRequests = min(st.MinRequests, r.Requests), max(st.MaxRequests, r.Requests)
+	}
+	st.Median, st.MedianRequests, st.MedianWatches = median(secs), median(reqs), median(watches)
+	st.MedianMaxRSSMiB, st.MedianCPUSeconds = median(rss), median(cpu)
+	st.LastRunRequests = runs[len(runs)-1].byKey
+	return st
+}
+
+// finish prints the scenario's table and adds it to the report. The first
+// tool is the reference: the ratio column is its median over each other
+// tool's (wall time, requests).
+func (b *bench) finish(s *scenario) {
+	all := map[string]*stats{}
+	for _, t := range s.tools {
+		st := summarize(s.runs[t])
+		st.Failed = s.failed[t]
+		all[t] = st
+	}
+	ref := all[s.tools[0]]
+	for _, t := range s.tools[1:] {
+		all[t].VllmctlRatio = map[string]float64{
+			"wall":     ref.Median / all[t].Median,
+			"requests": ref.MedianRequests / all[t].MedianRequests,
+		}
+	}
+	b.report.Scenarios[s.name] = all
+	b.report.Descriptions[s.name] = s.title
+
+	fmt.Printf("\n%s — %s\n", s.name, s.title)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := "tool\truns\tmedian s\tmin s\tmax s\trequests\twatches\t"
+	if s.resources {
+		header += "peak RSS MiB\tCPU s\t"
+	}
+	header += fmt.Sprintf("%s/tool wall\t%s/tool requests\t", s.tools[0], s.tools[0])
+	fmt.Fprintln(tw, header)
+	for _, t := range s.tools {
+		st := all[t]
+		runs := strconv.Itoa(len(st.Runs))
+		if st.Failed > 0 {
+			runs += fmt.Sprintf(" (+%d failed)", st.Failed)
+		}
+		line := fmt.Sprintf("%s\t%s\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t", t, runs, st.Median, st.Min, st.Max, st.MedianRequests, st.MedianWatches)
+		if s.resources {
+			line += fmt.Sprintf("%.0f\t%.2f\t", st.MedianMaxRSSMiB, st.MedianCPUSeconds)
+		}
+		if r := st.VllmctlRatio; r != nil {
+			line += fmt.Sprintf("%.2fx\t%.2fx\t", r["wall"], r["requests"])
+		} else {
+			line += "-\t-\t"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	_ = tw.Flush()
+}
+
+func (b *bench) writeJSON() error {
+	if b.o.out == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(b.report, "", "  ")
+	if err != nil {
+		return err
+	}
+	// NaN (no successful run) is not JSON: it becomes null.
+	data = regexp.MustCompile(`\bNaN\b|[+-]Inf\b`).ReplaceAll(data, []byte("null"))
+	if err := os.WriteFile(b.o.out, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	progress("figures written to %s", b.o.out)
+	return nil
+}

@@ -1,0 +1,270 @@
+// The cause classifier: why a vLLM server failed, in vLLM's terms, from the
+// failing container's log, its last termination, the pod's events and the
+// pod spec. Kubernetes says only "Error, exit code 1" or "startup probe
+// failed"; most failed rollouts of an LLM server are one of a short list
+// of causes that its log names. The rules are a table, tried in order:
+// the first that matches decides the cause, the line or event it matched is
+// the evidence, and its hints name the setting to change, quoting the
+// values the pod runs with.
+
+package wait
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Cause names why a vLLM server failed: a stable, machine-readable value
+// (the result document's failure.cause). More may be added; readers must
+// accept values they do not know.
+type Cause string
+
+// The causes.
+const (
+	// CauseGPUOOM: GPU memory ran out while loading or profiling.
+	CauseGPUOOM Cause = "gpu-oom"
+	// CauseKVCache: no room left for the KV cache of one --max-model-len
+	// sequence.
+	CauseKVCache Cause = "kv-cache"
+	// CauseModelAuth: a gated or private model without a valid Hugging
+	// Face token.
+	CauseModelAuth Cause = "model-auth"
+	// CauseModelNotFound: the model name or path does not exist.
+	CauseModelNotFound Cause = "model-not-found"
+	// CauseShm: /dev/shm too small (bus error, no space for a shared
+	// memory segment).
+	CauseShm Cause = "shm"
+	// CauseNCCL: NCCL failed between tensor-parallel workers.
+	CauseNCCL Cause = "nccl"
+	// CauseDtypeUnsupported: a dtype the GPU does not support (bfloat16
+	// below compute capability 8.0).
+	CauseDtypeUnsupported Cause = "dtype-unsupported"
+	// CauseTensorParallel: the tensor-parallel size does not divide the
+	// attention heads, or does not match the GPUs of the container.
+	CauseTensorParallel Cause = "tensor-parallel"
+	// CauseGPUNotVisible: the container sees no GPU (none requested, or
+	// no device plugin).
+	CauseGPUNotVisible Cause = "gpu-not-visible"
+	// CauseCUDADriver: the node's CUDA driver is too old for the image.
+	CauseCUDADriver Cause = "cuda-driver"
+	// CauseStartupProbe: the startup probe killed a container still
+	// loading.
+	CauseStartupProbe Cause = "startup-probe"
+	// CauseUnknown: no rule matched.
+	CauseUnknown Cause = "unknown"
+)
+
+// maxEvidence bounds the length of the evidence quoted.
+const maxEvidence = 400
+
+// causeInput is what the classifier reads about the failing container.
+type causeInput struct {
+	// logs are log tails, the most telling first (the previous instance's,
+	// then the current one's), each oldest line first.
+	logs [][]string
+	// term is the container's last termination (nil when none).
+	term *corev1.ContainerStateTerminated
+	// events are the pod's events, formatted "Type Reason: message".
+	events []string
+	// spec is the container in the pod spec (nil when unknown).
+	spec *serverSpec
+}
+
+// causeMatch is what decided a cause: the rule's cause, the evidence, and
+// the submatches of the rule's expression on it.
+type causeMatch struct {
+	cause    Cause
+	evidence string
+	sub      []string
+}
+
+// causeRule recognises one cause from one source: a log line, an event or
+// the last termination (exactly one of log, event and term is set).
+type causeRule struct {
+	cause Cause
+	// log matches an error line of the container's log; lines vLLM (or
+	// Python's logging) writes at DEBUG, INFO or WARNING level, and NCCL's
+	// INFO lines, never count.
+	log *regexp.Regexp
+	// event matches a pod event, as formatted by formatEvent.
+	event *regexp.Regexp
+	// term recognises the last termination and describes it.
+	term func(t *corev1.ContainerStateTerminated) (string, bool)
+	// hints name the settings to change.
+	hints func(s *serverSpec, m causeMatch) []string
+}
+
+// causeRules is the rule table, most specific first: a cause whose log
+// also shows a more generic one comes before it (shm before nccl, an
+// invalid token before a repository "not found", the KV cache before GPU
+// memory).
+func causeRules() []causeRule {
+	re := regexp.MustCompile
+	return []causeRule{
+		{cause: CauseCUDADriver, hints: cudaDriverHints,
+			log: re(`(?i)NVIDIA driver on your system is too old|CUDA driver version is insufficient for CUDA runtime version|unsupported display driver / cuda driver combination|forward compatibility was attempted on non supported HW|requirement error: unsatisfied condition: cuda`)},
+		{cause: CauseCUDADriver, hints: cudaDriverHints,
+			event: re(`(?i)unsatisfied condition: cuda|forward compatibility was attempted|CUDA driver version is insufficient`)},
+		{cause: CauseGPUNotVisible, hints: gpuNotVisibleHints,
+			log: re(`(?i)No CUDA GPUs are available|Failed to infer device type|Found no NVIDIA driver on your system|NVML Shared Library Not Found|libcuda\.so[.0-9]*: cannot open shared object file|no CUDA-capable device is detected`)},
+		{cause: CauseShm, hints: shmHints,
+			log: re(`(?i)Error while creating shared memory segment|/dev/shm.*(No space left|too small|insufficient)|No space left on device.*/dev/shm|insufficient shared memory|^Bus error|unable to (write to|mmap) .*torch_`)},
+		{cause: CauseShm, hints: shmHints, term: busError},
+		{cause: CauseTensorParallel, hints: tensorParallelHints,
+			log: re(`(?i)number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)|World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)|is not divisible by tensor.parallel.size`)},
+		{cause: CauseDtypeUnsupported, hints: dtypeHints,
+			log: re(`(?i)Bfloat16 is only supported on GPUs with compute capability of at least 8\.0(?:\. Your (.+?) GPU has compute capability (\d+\.\d+))?`)},
+		{cause: CauseKVCache, hints: kvCacheHints,
+			log: re(`(?i)No available memory for the cache blocks|KV cache is needed, which is larger than the available KV cache memory(?:.*estimated maximum model length is (\d+))?|larger than the maximum number of tokens that can be stored in KV cache`)},
+		{cause: CauseGPUOOM, hints: gpuOOMHints,
+			log: re(`(?i)CUDA out of memory|OutOfMemoryError|CUDA (?:driver )?error: out of memory|Cuda failure 'out of memory'|(Free memory on device .* on startup is less than desired GPU memory utilization)`)},
+		{cause: CauseModelAuth, hints: modelAuthHints,
+			log: re(`(?i)GatedRepoError|Cannot access gated repo|You are trying to access a gated repo|Access to model \S+ is restricted|Invalid credentials in Authorization header|403 Client Error.*(huggingface|Forbidden)`)},
+		{cause: CauseModelNotFound, hints: modelNotFoundHints,
+			log: re(`(?i)RepositoryNotFoundError|Repository Not Found for url|Invalid repository ID or local directory specified|is not a local folder and is not a valid model identifier|does not appear to have a file named config\.json|404 Client Error.*huggingface\.co|RevisionNotFoundError`)},
+		{cause: CauseNCCL, hints: ncclHints,
+			log: re(`NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalidUsage|ncclRemoteError|DistBackendError|NCCL WARN .*(failure|failed|[Ee]rror)`)},
+		{cause: CauseStartupProbe, hints: startupProbeHints,
+			event: re(`failed startup probe, will be restarted`)},
+	}
+}
+
+// logLevel recognises the level prefix of a log line as vLLM ("INFO 10-21
+// 00:33:12 [...]", possibly after "(EngineCore_DP0 pid=268) ") or Python's
+// logging ("WARNING:huggingface_hub...") write it.
+const logLevelPattern = `^(?:\([^)]*pid=\d+\)\s+)?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?:\s+\d\d-\d\d|:)`
+
+// prefixPattern is the part of a vLLM log line before its message.
+const prefixPattern = `^(?:\([^)]*pid=\d+\)\s*)?(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\s+\[[^\]]*\]|\s+\S+\.py:\d+\])\s*)?`
+
+// classifier applies the rule table.
+type classifier struct {
+	rules  []causeRule
+	level  *regexp.Regexp
+	prefix *regexp.Regexp
+}
+
+func newClassifier() *classifier {
+	return &classifier{rules: causeRules(), level: regexp.MustCompile(logLevelPattern), prefix: regexp.MustCompile(prefixPattern)}
+}
+
+// classify returns the cause of the input, its evidence and the hints
+// (none for CauseUnknown).
+func (c *classifier) classify(in causeInput) (Cause, string, []string) {
+	msgs := make([][]string, len(in.logs))
+	for i, lines := range in.logs {
+		msgs[i] = c.messages(lines)
+	}
+	for _, r := range c.rules {
+		m, ok := c.match(r, in, msgs)
+		if !ok {
+			continue
+		}
+		spec := in.spec
+		if spec == nil {
+			spec = &serverSpec{flags: map[string]string{}}
+		}
+		var hints []string
+		if r.hints != nil {
+			hints = r.hints(spec, m)
+		}
+		return m.cause, m.evidence, hints
+	}
+	return CauseUnknown, "", nil
+}
+
+// messages returns the message of each line of a log, without vLLM's
+// prefix; "" for the lines that never count: logged at DEBUG, INFO or
+// WARNING level, NCCL's INFO lines, and the source line a Python traceback
+// quotes under each "File ..., line N" (code, not what happened).
+func (c *classifier) messages(lines []string) []string {
+	out := make([]string, len(lines))
+	frame := false
+	for i, l := range lines {
+		line := strings.TrimSpace(l)
+		msg := strings.TrimSpace(c.prefix.ReplaceAllString(line, ""))
+		quoted := frame
+		frame = strings.HasPrefix(msg, `File "`)
+		if lvl := c.level.FindStringSubmatch(line); (lvl != nil && lvl[1] != "ERROR" && lvl[1] != "CRITICAL") || strings.Contains(line, " NCCL INFO ") || quoted {
+			continue
+		}
+		out[i] = msg
+	}
+	return out
+}
+
+// match applies one rule: to the log messages (the last matching line of
+// the most telling log), the events (the most recent), or the
+// termination.
+func (c *classifier) match(r causeRule, in causeInput, msgs [][]string) (causeMatch, bool) {
+	switch {
+	case r.log != nil:
+		for _, log := range msgs {
+			for i := len(log) - 1; i >= 0; i-- {
+				if log[i] == "" {
+					continue
+				}
+				if sub := r.log.FindStringSubmatch(log[i]); sub != nil {
+					return causeMatch{cause: r.cause, evidence: clip(log[i]), sub: sub}, true
+				}
+			}
+		}
+	case r.event != nil:
+		for i := len(in.events) - 1; i >= 0; i-- {
+			if sub := r.event.FindStringSubmatch(in.events[i]); sub != nil {
+				return causeMatch{cause: r.cause, evidence: clip(in.events[i]), sub: sub}, true
+			}
+		}
+	case r.term != nil && in.term != nil:
+		if ev, ok := r.term(in.term); ok {
+			return causeMatch{cause: r.cause, evidence: ev}, true
+		}
+	}
+	return causeMatch{}, false
+}
+
+// busError recognises a container killed by SIGBUS (exit code 135): what a
+// write to a full /dev/shm does.
+func busError(t *corev1.ContainerStateTerminated) (string, bool) {
+	if t.Signal == 7 || t.ExitCode == 128+7 {
+		return fmt.Sprintf("the container was killed by SIGBUS (%s), as a write to a full /dev/shm does", terminationMessage(t)), true
+	}
+	return "", false
+}
+
+// clip bounds evidence to maxEvidence characters.
+func clip(s string) string {
+	if len(s) <= maxEvidence {
+		return s
+	}
+	cut := maxEvidence
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// podCauseInput gathers the classifier's input for container of pod: its
+// last termination, the pod's events and its spec; the logs are added by
+// the caller.
+func podCauseInput(pod *corev1.Pod, container string, events []string) causeInput {
+	in := causeInput{events: events, spec: newServerSpec(pod, container)}
+	if pod == nil {
+		return in
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		if cs.Name != container {
+			continue
+		}
+		in.term = cs.LastTerminationState.Terminated
+		if cs.State.Terminated != nil {
+			in.term = cs.State.Terminated
+		}
+	}
+	return in
+}

@@ -1,0 +1,240 @@
+// Time awareness for slow starts: the phase of each new pod as the
+// progress shows it (Scheduled, Pulling, Starting, Loading under the
+// startup probe with its remaining budget, Ready), and the warning before
+// a deploy whose --timeout is shorter than what the pods may take to start.
+
+package wait
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// The phases of a new pod, in the order a pod goes through them. A pod
+// whose container waits for another reason (CrashLoopBackOff,
+// ErrImagePull, ...) has that reason as its phase.
+const (
+	PhasePending      = "Pending"      // not scheduled yet
+	PhaseScheduled    = "Scheduled"    // on a node, containers not created yet
+	PhasePulling      = "Pulling"      // the kubelet is pulling an image
+	PhaseInitializing = "Initializing" // init containers are running
+	PhaseStarting     = "Starting"     // running, not Ready yet
+	PhaseLoading      = "Loading"      // running under its startup probe
+	PhaseExited       = "Exited"       // a container ended, not restarted yet
+	PhaseReady        = "Ready"
+)
+
+// PodPhase is where one pod of the new ReplicaSet stands.
+type PodPhase struct {
+	Pod   string `json:"pod"`
+	Phase string `json:"phase"`
+	// StartupDeadline, for a Loading pod, is when its startup probe's
+	// budget runs out and the kubelet kills the container.
+	StartupDeadline time.Time `json:"startupDeadline,omitzero"`
+}
+
+// podPhases returns the phase of every pod; pulling holds the pods the
+// kubelet reported pulling an image for (a Pulling event not followed by
+// Pulled).
+func podPhases(pods []*corev1.Pod, pulling map[string]bool) []PodPhase {
+	out := make([]PodPhase, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, podPhase(p, pulling[p.Name]))
+	}
+	return out
+}
+
+// podPhase returns where pod stands.
+func podPhase(pod *corev1.Pod, pulling bool) PodPhase {
+	ph := PodPhase{Pod: pod.Name}
+	switch {
+	case podReady(pod):
+		ph.Phase = PhaseReady
+		return ph
+	case pod.Spec.NodeName == "":
+		ph.Phase = PhasePending
+		return ph
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0 {
+			continue
+		}
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" && w.Reason != "ContainerCreating" {
+			ph.Phase = w.Reason
+			return ph
+		}
+		if cs.State.Running != nil {
+			ph.Phase = PhaseInitializing
+			return ph
+		}
+	}
+	running := false
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" && w.Reason != "ContainerCreating" {
+			ph.Phase = w.Reason
+			return ph
+		}
+		if cs.State.Terminated != nil {
+			ph.Phase = PhaseExited
+			return ph
+		}
+		if cs.State.Running == nil {
+			continue
+		}
+		running = true
+		if cs.Started != nil && *cs.Started {
+			continue
+		}
+		if probe := startupProbeOf(pod, cs.Name); probe != nil {
+			ph.Phase = PhaseLoading
+			ph.StartupDeadline = cs.State.Running.StartedAt.Add(startupBudget(probe))
+			return ph
+		}
+	}
+	switch {
+	case running:
+		ph.Phase = PhaseStarting
+	case pulling:
+		ph.Phase = PhasePulling
+	default:
+		ph.Phase = PhaseScheduled
+	}
+	return ph
+}
+
+// startupProbeOf returns the startup probe of container name of pod.
+func startupProbeOf(pod *corev1.Pod, name string) *corev1.Probe {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return pod.Spec.Containers[i].StartupProbe
+		}
+	}
+	return nil
+}
+
+// pullingPods returns the pods whose latest image event is Pulling.
+func pullingPods(events []*corev1.Event) map[string]bool {
+	latest := map[string]*corev1.Event{}
+	for _, e := range events {
+		if e.InvolvedObject.Kind != "Pod" || (e.Reason != "Pulling" && e.Reason != "Pulled") {
+			continue
+		}
+		if cur := latest[e.InvolvedObject.Name]; cur == nil || !eventTime(e).Before(eventTime(cur)) {
+			latest[e.InvolvedObject.Name] = e
+		}
+	}
+	out := map[string]bool{}
+	for name, e := range latest {
+		if e.Reason == "Pulling" {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// phasesLine summarises the pods' phases for a progress line at now:
+// "pods: 1 Loading (startup probe: 29m10s left), 1 Ready".
+func phasesLine(phases []PodPhase, now time.Time) string {
+	order := []string{PhasePending, PhaseScheduled, PhasePulling, PhaseInitializing, PhaseStarting, PhaseLoading, PhaseExited, PhaseReady}
+	counts := map[string]int{}
+	var others []string
+	var deadline time.Time
+	for _, p := range phases {
+		if counts[p.Phase] == 0 && !slices.Contains(order, p.Phase) {
+			others = append(others, p.Phase)
+		}
+		counts[p.Phase]++
+		if p.Phase == PhaseLoading && !p.StartupDeadline.IsZero() && (deadline.IsZero() || p.StartupDeadline.Before(deadline)) {
+			deadline = p.StartupDeadline
+		}
+	}
+	var parts []string
+	for _, name := range append(order, others...) {
+		n := counts[name]
+		if n == 0 {
+			continue
+		}
+		part := fmt.Sprintf("%d %s", n, name)
+		if name == PhaseLoading && !deadline.IsZero() {
+			left := deadline.Sub(now).Round(time.Second)
+			if left > 0 {
+				part += fmt.Sprintf(" (startup probe: %s left)", left)
+			} else {
+				part += " (startup probe budget spent)"
+			}
+		}
+		parts = append(parts, part)
+	}
+	return "pods: " + strings.Join(parts, ", ")
+}
+
+// newPodPhases returns the phases of dw's new pods; the events of the
+// namespace (as far as its informer has synced: it never waits) tell the
+// pods pulling an image from the merely scheduled ones.
+func (r *rolloutRun) newPodPhases(dw *deployWatch, pods []*corev1.Pod) []PodPhase {
+	phases := podPhases(pods, nil)
+	scheduled := false
+	for _, p := range phases {
+		scheduled = scheduled || p.Phase == PhaseScheduled
+	}
+	nw := r.ns[dw.namespace]
+	if !scheduled || nw == nil || !nw.podEvents.synced() {
+		return phases
+	}
+	var events []*corev1.Event
+	for _, o := range nw.podEvents.list() {
+		if e, ok := o.(*corev1.Event); ok {
+			events = append(events, e)
+		}
+	}
+	return podPhases(pods, pullingPods(events))
+}
+
+// StartupWarnings returns a warning for every Deployment of objs whose
+// pods may take longer to become Ready than timeout allows: the startup
+// probe's budget plus the readiness probe's initial delay. A pod still
+// loading its weights when the timeout passes fails the rollout as
+// Timeout, though the kubelet would have let it finish.
+func StartupWarnings(objs []*unstructured.Unstructured, timeout time.Duration) []string {
+	if timeout <= 0 {
+		return nil
+	}
+	var out []string
+	for _, obj := range objs {
+		if obj.GetKind() != "Deployment" || obj.GroupVersionKind().Group != appsv1.GroupName {
+			continue
+		}
+		var d appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if c.StartupProbe == nil {
+				continue
+			}
+			var ready time.Duration
+			if c.ReadinessProbe != nil {
+				ready = time.Duration(c.ReadinessProbe.InitialDelaySeconds) * time.Second
+			}
+			need := startupBudget(c.StartupProbe) + ready
+			if timeout >= need {
+				continue
+			}
+			readiness := ""
+			if ready > 0 {
+				readiness = fmt.Sprintf(" plus the readiness probe's initial delay of %s", ready)
+			}
+			out = append(out, fmt.Sprintf(
+				"deployment/%s container %s: --timeout %s is shorter than the startup probe's budget of %s%s: a pod still loading its weights when the timeout passes fails the rollout as Timeout, though the kubelet would let it load; raise --timeout to %s or more, or lower probes.startup.failureThreshold",
+				d.Name, c.Name, timeout, describeStartupBudget(c.StartupProbe), readiness, need))
+		}
+	}
+	return out
+}
