@@ -7,7 +7,7 @@ KUBECONFIG_E2E := $(CURDIR)/.cluster/kubeconfig
 GO ?= go
 GOTESTFLAGS ?=
 
-.PHONY: all build test unit e2e lint cluster cluster-down helm demo bench bench-peers clean
+.PHONY: all build test unit fuzz e2e lint cluster cluster-down helm demo bench bench-peers clean
 
 all: build
 
@@ -15,10 +15,19 @@ build:
 	$(GO) build -o bin/vllmctl ./cmd/vllmctl
 
 ## test: unit tests (incl. the helm comparison) and the e2e tests on the local cluster
-test: lint unit e2e
+test: lint unit fuzz e2e
 
 unit: helm
 	HELM_BIN=$$(hack/install-helm.sh) $(GO) test $(GOTESTFLAGS) ./...
+
+## fuzz: each fuzz target for a short fixed time (seeds also run as unit tests)
+FUZZTIME ?= 5s
+FUZZ_TARGETS = FuzzSetValues:./charts/ FuzzParseDocument:./charts/ FuzzDecode:./release/ FuzzParseManifest:./release/
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $${t%%:*} ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -parallel 2 $${t##*:}; \
+	done
 
 e2e: cluster
 	VLLMCTL_RELEASE_TEST_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -count=1 -run TestStoreContract $(GOTESTFLAGS) ./release/
