@@ -109,13 +109,30 @@ func newServerSpec(pod *corev1.Pod, name string) *serverSpec {
 	return s
 }
 
-// parseArgs records the flags of a vLLM command line: "--name value",
-// "--name=value", "-tp 2", and the model of `vllm serve MODEL`.
+// parseArgs records the flags and the model of a vLLM command line.
 func (s *serverSpec) parseArgs(args []string) {
+	flags, model := VLLMArgs(args)
+	for k, v := range flags {
+		s.flags[k] = v
+	}
+	if model != "" {
+		s.model = model
+	}
+	if m, ok := s.flags["model"]; ok && m != "" {
+		s.model = m
+	}
+}
+
+// VLLMArgs parses a vLLM command line: the flags ("--name value",
+// "--name=value", "-tp 2") by name without dashes and with "-" for "_"
+// (tp and pp spelled out), and the model of `vllm serve MODEL`. It is the
+// one parser for the classifier and the lint rules.
+func VLLMArgs(args []string) (flags map[string]string, model string) {
+	flags = map[string]string{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "serve" && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-			s.model = args[i+1]
+			model = args[i+1]
 			i++
 			continue
 		}
@@ -134,11 +151,9 @@ func (s *serverSpec) parseArgs(args []string) {
 			value = args[i+1]
 			i++
 		}
-		s.flags[name] = value
+		flags[name] = value
 	}
-	if m, ok := s.flags["model"]; ok && m != "" {
-		s.model = m
-	}
+	return flags, model
 }
 
 // readShm finds what container c mounts at /dev/shm.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // Thresholds of the vLLM rules.
@@ -46,26 +48,7 @@ func vllmArgs(c container) (flags map[string]string, ok bool) {
 	for _, a := range args {
 		ok = ok || strings.Contains(strings.ToLower(a), "vllm")
 	}
-	flags = map[string]string{}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
-			continue
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		name = strings.ReplaceAll(name, "_", "-")
-		switch name {
-		case "tp":
-			name = "tensor-parallel-size"
-		case "pp":
-			name = "pipeline-parallel-size"
-		}
-		if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
-			value = args[i+1]
-			i++
-		}
-		flags[name] = value
-	}
+	flags, _ = wait.VLLMArgs(args)
 	return flags, ok
 }
 
