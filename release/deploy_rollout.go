@@ -69,9 +69,15 @@ func (d *Deployer) upToDate(ctx context.Context, p *deployPlan, entries []Entry,
 	if !sameEntries(again, entries) {
 		return nil, nil
 	}
-	d.emit(p.opts.Name, current.Revision, PhaseDone, "", "up to date",
-		fmt.Sprintf("release %s is up to date (revision %d): nothing to change, no new revision", p.opts.Name, current.Revision))
-	return upToDateResult(current, start, d.clock()), nil
+	return d.upToDateResult(current, start), nil
+}
+
+// upToDateResult reports a deploy that changes nothing: a done event and
+// the result document of the healthy deployed revision current.
+func (d *Deployer) upToDateResult(current *StatusReport, start time.Time) *Result {
+	d.emit(current.Release, current.Revision, PhaseDone, "", "up to date",
+		fmt.Sprintf("release %s is up to date (revision %d): nothing to change, no new revision", current.Release, current.Revision))
+	return upToDateResult(current, start, d.clock())
 }
 
 // recheck takes the decisions made from the records before the lock again
@@ -105,9 +111,7 @@ func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *Release, bef
 	if err := d.unlock(ctx, rec, nil); err != nil {
 		return true, err
 	}
-	*res = *upToDateResult(current, start, d.clock())
-	d.emit(rec.Name, current.Revision, PhaseDone, "", "up to date",
-		fmt.Sprintf("release %s is up to date (revision %d): nothing to change, no new revision", rec.Name, current.Revision))
+	*res = *d.upToDateResult(current, start)
 	return true, nil
 }
 

@@ -72,15 +72,31 @@ func parallelism(flags map[string]string) (workers, tp, pp int64, ok bool) {
 	return tp * pp, tp, pp, okTP && okPP
 }
 
+// vllmServer is a workload's (non-init) container that runs vLLM, with
+// its flags.
+type vllmServer struct {
+	container container
+	flags     map[string]string
+}
+
+// vllmServers returns the containers of w that run vLLM, init containers
+// left out.
+func vllmServers(w *workload) []vllmServer {
+	var out []vllmServer
+	for _, c := range w.containers {
+		if flags, isVLLM := vllmArgs(c); isVLLM && !c.init {
+			out = append(out, vllmServer{container: c, flags: flags})
+		}
+	}
+	return out
+}
+
 // checkTensorParallelGPUs is VL011: a vLLM container's tensor-parallel
 // size times its pipeline-parallel size must equal its GPUs.
 func checkTensorParallelGPUs(w *workload, _ Options) []Finding {
 	var out []Finding
-	for _, c := range w.containers {
-		flags, isVLLM := vllmArgs(c)
-		if !isVLLM || c.init {
-			continue
-		}
+	for _, srv := range vllmServers(w) {
+		c, flags := srv.container, srv.flags
 		workers, tp, pp, ok := parallelism(flags)
 		if !ok || (c.gpuSet && c.gpu == 0) {
 			continue // not integers: vLLM or VL001 says so
@@ -102,11 +118,8 @@ func checkTensorParallelGPUs(w *workload, _ Options) []Finding {
 // memory segments.
 func checkTensorParallelShm(w *workload, _ Options) []Finding {
 	var out []Finding
-	for _, c := range w.containers {
-		flags, isVLLM := vllmArgs(c)
-		if !isVLLM || c.init {
-			continue
-		}
+	for _, srv := range vllmServers(w) {
+		c, flags := srv.container, srv.flags
 		workers, tp, _, ok := parallelism(flags)
 		if !ok || workers <= 1 {
 			continue

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/vllmctl/vllmctl/charts"
@@ -140,9 +138,5 @@ func (o *diffOptions) useColor(w io.Writer) bool {
 	if o.color != nil {
 		return *o.color
 	}
-	if _, set := os.LookupEnv("NO_COLOR"); set {
-		return false
-	}
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+	return colorOutput(w)
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // replicaSetsCell shows ReplicaSets as name(hash, rev N), comma-separated.
@@ -59,6 +61,15 @@ func openRecordStore(g *GlobalOptions, newStore func(string) (release.Store, err
 	if newStore != nil {
 		return newStore(namespace)
 	}
+	client, err := kubeClient(g)
+	if err != nil {
+		return nil, err
+	}
+	return release.NewSecrets(client, namespace), nil
+}
+
+// kubeClient is the typed client of the kubeconfig (rate limits applied).
+func kubeClient(g *GlobalOptions) (kubernetes.Interface, error) {
 	cfg, err := g.ConfigFlags.ToRESTConfig()
 	if err != nil {
 		return nil, recordClusterError{fmt.Errorf("kubeconfig: %w", err)}
@@ -67,7 +78,14 @@ func openRecordStore(g *GlobalOptions, newStore func(string) (release.Store, err
 	if err != nil {
 		return nil, recordClusterError{fmt.Errorf("kubernetes client: %w", err)}
 	}
-	return release.NewSecrets(client, namespace), nil
+	return client, nil
+}
+
+// colorOutput reports whether text for w gets ANSI colours: w is a
+// terminal and NO_COLOR is unset.
+func colorOutput(w io.Writer) bool {
+	_, noColor := os.LookupEnv("NO_COLOR")
+	return !noColor && wait.IsTerminal(w)
 }
 
 // recordClusterError marks a cluster that cannot be reached (exit 6).

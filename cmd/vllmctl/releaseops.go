@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
@@ -34,13 +32,9 @@ func openEngine(g *GlobalOptions, newEngine engineFactory, namespace string, ver
 // Secrets for records, server-side apply for objects, a RolloutWatcher
 // (kstatus for the objects that are not Deployments) for waits.
 func clusterEngine(g *GlobalOptions, namespace string, verdicts wait.RolloutOptions) (*release.Engine, error) {
-	cfg, err := g.ConfigFlags.ToRESTConfig()
+	client, err := kubeClient(g)
 	if err != nil {
-		return nil, recordClusterError{fmt.Errorf("kubeconfig: %w", err)}
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, recordClusterError{fmt.Errorf("kubernetes client: %w", err)}
+		return nil, err
 	}
 	applier, err := release.NewApplier(g.ConfigFlags)
 	if err != nil {
@@ -145,8 +139,7 @@ func (p *progressPrinter) Print(ev release.ProgressEvent) {
 	if ev.Phase == release.PhaseDiff && ev.Diff != nil {
 		// A diff is for people: text in every progress format.
 		p.closeWait()
-		_, noColor := os.LookupEnv("NO_COLOR")
-		if err := ev.Diff.WriteText(p.w, !noColor && wait.IsTerminal(p.w)); err != nil && p.err == nil {
+		if err := ev.Diff.WriteText(p.w, colorOutput(p.w)); err != nil && p.err == nil {
 			p.err = err
 		}
 		return
