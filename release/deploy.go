@@ -79,6 +79,9 @@ type DeployOptions struct {
 	// Diff emits what the deploy changes (a PhaseDiff event carrying the
 	// report) before anything is applied.
 	Diff bool
+	// Canary, when set, rolls the new revision out through a canary phase
+	// (see CanaryOptions); the record keeps the chart's strategy.
+	Canary *CanaryOptions
 	// Note, when set, is appended to the revision's description (e.g. what
 	// the surge policy changed for this rollout).
 	Note string
@@ -170,6 +173,13 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	}
 	if opts.RollbackTimeout <= 0 {
 		opts.RollbackTimeout = DefaultRollbackTimeout
+	}
+	if c := opts.Canary; c != nil {
+		cc := *c
+		if err := cc.Validate(opts); err != nil {
+			return nil, err
+		}
+		opts.Canary = &cc
 	}
 	if err := validateRender(ctx, opts.Name, opts.Render); err != nil {
 		return nil, err

@@ -113,10 +113,17 @@ func (p *deployPlan) build(ctx context.Context, plan Plan) error {
 		return err
 	}
 	p.objs, p.manifest = objs, manifest
-	if p.preflight != nil && p.preflight.Changed() {
+	if p.adjusts() {
 		return p.adjust()
 	}
 	return nil
+}
+
+// adjusts reports whether the preflight changes the objects' strategy:
+// never for a canary, whose transient strategy is applied at the rollout
+// and never recorded.
+func (p *deployPlan) adjusts() bool {
+	return p.preflight != nil && p.preflight.Changed() && p.opts.Canary == nil
 }
 
 // adjust applies the preflight's strategy changes to the objects.
@@ -182,13 +189,20 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 	if policy == "" {
 		policy = preflight.SurgePolicyAuto
 	}
-	report, err := preflight.Run(ctx, d.Client, p.objs, preflight.Options{
+	pfOpts := preflight.Options{
 		Namespace:      d.Namespace(),
 		Release:        opts.Name,
 		Policy:         policy,
 		MaxSurge:       opts.MaxSurge,
 		MaxUnavailable: opts.MaxUnavailable,
-	})
+	}
+	if c := opts.Canary; c != nil {
+		// The canary phase surges by the canary count with nothing
+		// unavailable: its extra pods must fit.
+		zero := intstr.FromInt32(0)
+		pfOpts.MaxSurge, pfOpts.MaxUnavailable = &c.Count, &zero
+	}
+	report, err := preflight.Run(ctx, d.Client, p.objs, pfOpts)
 	if report != nil && len(report.Deployments) > 0 {
 		d.emitEvent(ProgressEvent{Release: opts.Name, Phase: PhasePreflight, Preflight: report})
 		p.preflight = report
@@ -196,7 +210,7 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 	if err != nil {
 		return err
 	}
-	if p.preflight != nil && p.preflight.Changed() {
+	if p.adjusts() {
 		return p.adjust()
 	}
 	return nil

@@ -171,7 +171,12 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 
 	applyOpts := p.applyOptions(rec.Name)
 	applyOpts.Namespace, applyOpts.Known = d.Namespace(), p.known
-	applied, err := d.Objects.Apply(ctx, objs, applyOpts)
+	canary, err := d.planCanary(p, rec, res, install)
+	if err != nil {
+		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
+		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(), &Failure{Reason: "Internal", Message: err.Error()}, err)
+	}
+	applied, err := d.Objects.Apply(ctx, canary.applied(objs), applyOpts)
 	res.Applied = applied
 	for _, a := range applied {
 		d.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
@@ -203,11 +208,25 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 		}
 		werr = fmt.Errorf("release %s revision %d: find ReplicaSets: %w", rec.Name, rec.Revision, err)
 		f = replicaSetFailure(werr)
+	case canary != nil:
+		wres, f, werr = d.runCanary(ctx, p, rec, canary, applyOpts, remaining)
+		deadline = deadline.Add(canary.run.held)
+		opts.Note = joinNotes(opts.Note, rec.Canary.summary())
+		if werr == nil {
+			wres, werr = d.waitObjects(ctx, rec, objs, remaining())
+			canary.run.finish()
+		}
+		if lost := lockLost(werr); lost != nil {
+			return res, lost
+		}
 	default:
 		wres, werr = d.waitObjects(ctx, rec, objs, remaining())
 		if lost := lockLost(werr); lost != nil {
 			return res, lost
 		}
+	}
+	if canary == nil && rec.Canary != nil {
+		opts.Note = joinNotes(opts.Note, rec.Canary.summary())
 	}
 
 	if werr != nil {

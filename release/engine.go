@@ -123,6 +123,7 @@ const (
 	PhaseApply      Phase = "apply"
 	PhaseReplicaSet Phase = "replicaset"
 	PhaseWait       Phase = "wait"
+	PhaseCanary     Phase = "canary"
 	PhasePrune      Phase = "prune"
 	PhaseDelete     Phase = "delete"
 	PhaseRollback   Phase = "rollback"
@@ -234,6 +235,8 @@ type Result struct {
 	Rollback *Result `json:"-"`
 	// Preflight is the capacity preflight's report, when one ran.
 	Preflight *preflight.Report `json:"preflight,omitempty"`
+	// Canary is what the canary phase did (deploy --canary).
+	Canary *CanaryReport `json:"canary,omitempty"`
 }
 
 // newResult starts the result of an operation on record r.
@@ -504,6 +507,11 @@ func (hb *heartbeat) stop() error {
 // events as progress, for at most timeout, while a heartbeat keeps rec's
 // lock fresh. A lost lock is returned as a *ConflictError.
 func (e *Engine) waitObjects(ctx context.Context, rec *Release, objs []*unstructured.Unstructured, timeout time.Duration) (wait.Result, error) {
+	return e.waitWith(ctx, rec, objs, wait.Options{Timeout: timeout})
+}
+
+// waitWith is waitObjects with the wait's options (a canary phase's goal).
+func (e *Engine) waitWith(ctx context.Context, rec *Release, objs []*unstructured.Unstructured, wopts wait.Options) (wait.Result, error) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hb := e.startHeartbeat(wctx, rec, cancel)
@@ -519,7 +527,8 @@ func (e *Engine) waitObjects(ctx context.Context, rec *Release, objs []*unstruct
 			}
 		}
 	}()
-	res, err := e.Waiter.Wait(wctx, objs, wait.Options{Timeout: timeout, Namespace: e.Namespace(), Events: events})
+	wopts.Namespace, wopts.Events = e.Namespace(), events
+	res, err := e.Waiter.Wait(wctx, objs, wopts)
 	<-forwarded
 	if lost := hb.stop(); lost != nil {
 		return res, lost

@@ -158,6 +158,8 @@ type Release struct {
 	ReplicaSets []ReplicaSetRef `json:"replicaSets,omitempty"`
 	// Failure is the diagnosis when the revision failed.
 	Failure *Failure `json:"failure,omitempty"`
+	// Canary is what the revision's canary phase did (deploy --canary).
+	Canary *CanaryReport `json:"canary,omitempty"`
 	// Created is when the revision was first written (its pending record).
 	Created time.Time `json:"created"`
 	// Updated is when the revision was last written by its own operation

@@ -161,6 +161,9 @@ type deployWatch struct {
 	sent     bool
 	suspect  *podFinding
 	warned   map[string]bool
+	// canaryReady are the Ready pods of the new ReplicaSet (a canary
+	// phase only).
+	canaryReady []string
 	// released is when the watcher last saw pods of the Deployment going
 	// away (a ReplicaSet with more pods than it wants, or terminating
 	// ones), which frees their share of a quota; guarded by rolloutRun.mu.

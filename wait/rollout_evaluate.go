@@ -71,6 +71,14 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 	if err := r.followNewPods(dw, sel); err != nil {
 		return &failure{verdict: VerdictFailedCreate, dw: dw, reason: "InvalidSelector", message: err.Error()}, time.Time{}
 	}
+	if dw.done && r.opts.Canary != nil {
+		dw.canaryReady = nil
+		for _, pod := range r.newPods(dw) {
+			if podReady(pod) {
+				dw.canaryReady = append(dw.canaryReady, pod.Name)
+			}
+		}
+	}
 	if dw.done {
 		dw.progress.Pods = nil
 		r.set(dw, StatusCurrent, dw.msg, "")
@@ -173,9 +181,18 @@ func (r *rolloutRun) judgePods(dw *deployWatch, now time.Time) (fail *failure, w
 	obs := r.observations(pods)
 	keep := map[types.UID]bool{}
 	var notReady *podFinding
+	dw.canaryReady = nil
 	for i, pod := range pods {
 		keep[pod.UID] = true
 		f, suspects, again := dw.judge.judge(pod, obs[i], now)
+		if g := r.opts.Canary; g != nil {
+			if rf := g.canaryRestart(pod); rf != nil && f == nil {
+				f = rf
+			}
+			if podReady(pod) {
+				dw.canaryReady = append(dw.canaryReady, pod.Name)
+			}
+		}
 		if f != nil && fail == nil {
 			fail = &failure{verdict: f.Verdict, dw: dw, finding: f}
 			dw.suspect = f

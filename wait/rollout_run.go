@@ -22,6 +22,7 @@ type loop struct {
 	otherDone     chan otherResult // the other waiter's result; nil once received
 	othersCurrent bool             // every other object is Current
 	timeout       <-chan time.Time // opts.Timeout passed
+	until         <-chan struct{}  // a canary phase's hold; nil once closed
 	recheck       clock.Timer      // evaluate again without news
 
 	// How the loop ended.
@@ -47,6 +48,9 @@ func (r *rolloutRun) wait(ctx context.Context, objs []*unstructured.Unstructured
 	stopInformers := r.startInformers(wctx)
 	defer stopInformers()
 	l := &loop{othersCurrent: len(r.other) == 0}
+	if r.opts.Canary != nil {
+		l.until = r.opts.Canary.Until
+	}
 	stopOthers := r.startOthers(wctx, l)
 	defer stopOthers()
 	stopTimeout := r.startTimeout(l)
@@ -142,7 +146,11 @@ func (r *rolloutRun) run(wctx context.Context, l *loop) {
 			l.fail = f
 			return
 		}
-		if allDone && l.othersCurrent {
+		if r.opts.Canary != nil {
+			if l.until == nil && r.canaryReached() {
+				return
+			}
+		} else if allDone && l.othersCurrent {
 			return
 		}
 		recheckC, now := l.armRecheck(r.clk, recheck)
@@ -191,6 +199,8 @@ func (r *rolloutRun) next(wctx context.Context, l *loop, recheck <-chan time.Tim
 		return true
 	case <-r.kick:
 	case <-recheck:
+	case <-l.until:
+		l.until = nil
 	case ev, ok := <-l.otherEvents:
 		if !ok {
 			l.otherEvents = nil
@@ -235,6 +245,9 @@ func (r *rolloutRun) conclude(ctx, wctx context.Context, l *loop) (Result, error
 		return r.finish(OutcomeError, fmt.Errorf("watch rollout: %w", l.fatal))
 	case l.fail != nil:
 		return r.failed(ctx, l.fail)
+	case !l.timedOut && ctx.Err() == nil && wctx.Err() == nil && r.opts.Canary != nil:
+		r.canaryReached()
+		return r.finish(OutcomeCurrent, nil)
 	case !l.timedOut && ctx.Err() == nil && wctx.Err() == nil:
 		for _, dw := range r.deps {
 			if dw.progress.Verdict != VerdictRolledOut {
@@ -309,6 +322,10 @@ func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 		idx := len(r.res.Objects)
 		r.res.Objects = append(r.res.Objects, ObjectStatus{Object: ref, Status: StatusUnknown})
 		if !isDeployment {
+			if r.opts.Canary != nil {
+				r.res.Objects = r.res.Objects[:idx] // a canary phase waits for Deployments only
+				continue
+			}
 			r.other = append(r.other, obj)
 			continue
 		}

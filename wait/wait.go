@@ -37,6 +37,10 @@ type Options struct {
 	// Sends block until received or until the wait ends, so the receiver
 	// should keep reading until the channel is closed.
 	Events chan<- Event
+	// Canary, when set, makes a RolloutWatcher's wait one phase of a
+	// canary rollout, ending at its goal (see CanaryGoal); other Waiters
+	// ignore it.
+	Canary *CanaryGoal
 }
 
 // Status is the computed status of an object, as kstatus defines it.
@@ -134,6 +138,9 @@ type Result struct {
 	// Diagnosis, set by a RolloutWatcher when the wait failed or timed out,
 	// explains why.
 	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
+	// CanaryPods are the Ready canary pods when the wait was a canary
+	// phase (Options.Canary), by name.
+	CanaryPods []string `json:"canaryPods,omitempty"`
 }
 
 // NotCurrent returns the objects whose last status is not Current.

@@ -21,6 +21,7 @@ type deployOptions struct {
 	lock      lockFlags
 	verdicts  verdictFlags
 	preflight preflightFlags
+	canary    canaryFlags
 
 	output            string
 	timeout           time.Duration
@@ -74,6 +75,9 @@ func deployCommand(o *deployOptions) *cobra.Command {
 			if err := o.Complete(args); err != nil {
 				return err
 			}
+			if err := o.canary.Validate(cmd.Flags()); err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -86,6 +90,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	o.lock.AddFlags(f)
 	o.verdicts.AddFlags(f)
 	o.preflight.AddFlags(f)
+	o.canary.AddFlags(f)
 	f.DurationVar(&o.rollbackTimeout, "rollback-timeout", release.DefaultRollbackTimeout,
 		"time budget of the automatic rollback (its own, not what is left of --timeout)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
@@ -158,6 +163,9 @@ func (o *deployOptions) Validate() error {
 			return err
 		}
 	}
+	if o.canary.opts != nil && (o.surge != nil || o.unavailable != nil) {
+		return newUsageError("--canary sets the rollout's surge itself: it cannot be combined with --max-surge or --max-unavailable")
+	}
 	return nil
 }
 
@@ -191,6 +199,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		SkipPreflight:     o.preflight.skip,
 		SurgePolicy:       o.preflight.surgePolicy,
 		Diff:              o.diff,
+		Canary:            o.canary.opts,
 	})
 	return finishOperation(o.g.Streams.Out, o.output, printer, res, err)
 }

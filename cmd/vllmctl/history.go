@@ -86,6 +86,7 @@ type historyRow struct {
 	ReplicaSets []release.ReplicaSetRef `json:"replicaSets"`
 	RollbackOf  int                     `json:"rollbackOf,omitempty"`
 	Failure     *release.Failure        `json:"failure,omitempty"`
+	Canary      *release.CanaryReport   `json:"canary,omitempty"`
 }
 
 // Run prints the release's revisions. An unreadable record is a row with
@@ -127,6 +128,7 @@ func (o *historyOptions) Run(ctx context.Context) error {
 			ReplicaSets: rs,
 			RollbackOf:  r.RollbackOf,
 			Failure:     r.Failure,
+			Canary:      r.Canary,
 		})
 	}
 	if o.output != "table" {

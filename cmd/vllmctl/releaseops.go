@@ -224,6 +224,9 @@ func writeReleaseResult(w io.Writer, format string, res *release.Result) error {
 		}
 		field("PRUNED", strings.Join(parts, ", "))
 	}
+	if c := res.Canary; c != nil {
+		field("CANARY", recordCell(canaryCell(c)))
+	}
 	field("DURATION", formatSeconds(res.DurationSeconds))
 	if res.DryRun {
 		b.WriteString("OBJECTS:\n")
@@ -279,4 +282,20 @@ func writeFailure(b *strings.Builder, f *release.Failure) {
 // formatSeconds formats a duration in seconds, to a tenth of a second.
 func formatSeconds(s float64) string {
 	return (time.Duration(s * float64(time.Second))).Round(100 * time.Millisecond).String()
+}
+
+// canaryCell summarises a canary: outcome, pods, and each phase's time.
+func canaryCell(c *release.CanaryReport) string {
+	s := fmt.Sprintf("%s (%s", c.Outcome, c.Count)
+	if len(c.Pods) > 0 {
+		s += ": " + strings.Join(c.Pods, ", ")
+	}
+	s += ")"
+	for _, p := range c.Phases {
+		s += fmt.Sprintf("; %s %s", p.Name, formatSeconds(p.DurationSeconds))
+	}
+	if c.Reason != "" && c.Outcome != release.CanaryPromoted {
+		s += "; " + c.Reason
+	}
+	return s
 }

@@ -1,0 +1,249 @@
+// The canary gate: a deploy's rollout held at its first new pods, judged
+// by the watcher for a hold and by an optional gate command, then promoted
+// (or rolled back) — on the release's own Deployment, with no controller:
+// the new revision is applied with a transient strategy (maxSurge N,
+// maxUnavailable 0, a minReadySeconds that keeps the canary pods from
+// counting as available, so the Deployment controller creates N new pods
+// and takes no old pod down), and promoting applies the chart's strategy
+// again (no pod template change, so no new ReplicaSet).
+
+package release
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/vllmctl/vllmctl/diff"
+)
+
+// Defaults of CanaryOptions.
+const (
+	DefaultCanaryHold        = 5 * time.Minute
+	DefaultCanaryGateTimeout = 10 * time.Minute
+	// canaryMargin is added to the hold and the gate's timeout in the
+	// transient minReadySeconds, so that a canary pod Ready late in the
+	// starting phase still does not count as available before promotion.
+	canaryMargin = 10 * time.Minute
+	// defaultProgressDeadline is the Deployment default (600 s).
+	defaultProgressDeadline = 600
+)
+
+// CanaryOptions ask a deploy to roll out through a canary phase.
+type CanaryOptions struct {
+	// Count is how many new pods come first: N, or P% of the replicas
+	// (rounded up, as the Deployment controller rounds maxSurge), at least
+	// 1 and at most the replicas.
+	Count intstr.IntOrString
+	// Hold is how long the Ready canary pods are watched before the gate.
+	Hold time.Duration
+	// Gate, when set, is a shell command run once after the hold: exit 0
+	// promotes, anything else fails the rollout.
+	Gate string
+	// GateTimeout bounds the gate command.
+	GateTimeout time.Duration
+	// MaxRestarts is how many restarts a canary container may have.
+	MaxRestarts int32
+}
+
+// CanaryInputError is an invalid canary option (exit code 2).
+type CanaryInputError struct{ Msg string }
+
+func (e *CanaryInputError) Error() string { return "invalid canary: " + e.Msg }
+
+// ExitCode is 2: invalid input.
+func (e *CanaryInputError) ExitCode() int { return exitInvalid }
+
+// ParseCanaryCount parses --canary: a positive integer N or a percentage
+// P% with 0 < P ≤ 100.
+func ParseCanaryCount(s string) (intstr.IntOrString, error) {
+	s = strings.TrimSpace(s)
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 || n > 100 {
+			return intstr.IntOrString{}, &CanaryInputError{Msg: fmt.Sprintf("--canary %q: a percentage must be between 1%% and 100%%", s)}
+		}
+		return intstr.FromString(s), nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 || n > math.MaxInt32 {
+		return intstr.IntOrString{}, &CanaryInputError{Msg: fmt.Sprintf("--canary %q: want a number of pods (at least 1) or a percentage such as 25%%", s)}
+	}
+	return intstr.FromInt32(int32(n)), nil
+}
+
+// Validate checks the options (and fills the defaults).
+func (o *CanaryOptions) Validate(opts DeployOptions) error {
+	if o.Count.Type == intstr.Int && o.Count.IntVal <= 0 {
+		return &CanaryInputError{Msg: "--canary must be at least 1 pod"}
+	}
+	if o.Count.Type == intstr.String {
+		if _, err := ParseCanaryCount(o.Count.StrVal); err != nil {
+			return err
+		}
+	}
+	switch {
+	case o.Hold < 0:
+		return &CanaryInputError{Msg: "--canary-hold must not be negative"}
+	case o.GateTimeout < 0:
+		return &CanaryInputError{Msg: "--canary-gate-timeout must not be negative"}
+	case o.MaxRestarts < 0:
+		return &CanaryInputError{Msg: "--canary-max-restarts must not be negative"}
+	case opts.MaxSurge != nil || opts.MaxUnavailable != nil:
+		return &CanaryInputError{Msg: "--canary sets the rollout's surge itself: it cannot be combined with --max-surge or --max-unavailable"}
+	case opts.DryRun:
+		return nil
+	}
+	if o.GateTimeout == 0 {
+		o.GateTimeout = DefaultCanaryGateTimeout
+	}
+	if total := o.Hold + o.GateTimeout + canaryMargin; total.Seconds() > math.MaxInt32/2 {
+		return &CanaryInputError{Msg: fmt.Sprintf("--canary-hold plus --canary-gate-timeout (%s) is too long", o.Hold+o.GateTimeout)}
+	}
+	return nil
+}
+
+// CanaryReport is what a canary phase did: in the revision's record, the
+// result document and history.
+type CanaryReport struct {
+	// Count is --canary as given ("1", "34%").
+	Count string `json:"count"`
+	// Pods are the canary pods (Ready when the hold began).
+	Pods []string `json:"pods"`
+	// Hold is --canary-hold.
+	Hold string `json:"hold"`
+	// Gate is the gate command's run, when there is one.
+	Gate *GateResult `json:"gate,omitempty"`
+	// Outcome is promoted, failed, interrupted or skipped.
+	Outcome string `json:"outcome"`
+	// Reason says why the canary failed or was skipped.
+	Reason string `json:"reason,omitempty"`
+	// Phases are the phases run, in order, with their timings.
+	Phases []CanaryPhase `json:"phases"`
+}
+
+// The outcomes of a canary.
+const (
+	CanaryPromoted    = "promoted"
+	CanaryFailed      = "failed"
+	CanaryInterrupted = "interrupted"
+	CanarySkipped     = "skipped"
+)
+
+// The phases of a canary, as progress and the report name them.
+const (
+	CanaryStarting  = "starting"
+	CanaryHolding   = "holding"
+	CanaryGate      = "gate"
+	CanaryPromoting = "promoting"
+	CanaryRollout   = "rolling out"
+)
+
+// CanaryPhase is one phase of a canary and its timing.
+type CanaryPhase struct {
+	Name            string    `json:"name"`
+	Start           time.Time `json:"start"`
+	DurationSeconds float64   `json:"durationSeconds"`
+}
+
+// canaryTarget is one Deployment the canary holds.
+type canaryTarget struct {
+	ref      ObjectRef
+	replicas int32
+	pods     int32 // canary pods
+}
+
+// canaryTargets are the Deployments whose pod template the deploy changes
+// (a new ReplicaSet) and that have pods today, with their canary counts:
+// from the server-side dry run, so an HPA's live replica count counts.
+func canaryTargets(rep *diff.Report, count intstr.IntOrString, namespace string) []canaryTarget {
+	if rep == nil {
+		return nil
+	}
+	var out []canaryTarget
+	for _, o := range rep.Objects {
+		if o.Rollout == nil || o.Action != diff.ActionChange || o.Rollout.Pods <= 0 {
+			continue
+		}
+		r := o.Ref
+		ns := r.Namespace
+		if ns == "" {
+			ns = namespace
+		}
+		n, err := intstr.GetScaledValueFromIntOrPercent(&count, int(o.Rollout.Pods), true)
+		if err != nil || n < 1 {
+			n = 1
+		}
+		n = min(n, int(o.Rollout.Pods))
+		out = append(out, canaryTarget{
+			ref:      ObjectRef{Group: r.Group, Version: r.Version, Kind: r.Kind, Namespace: ns, Name: r.Name},
+			replicas: o.Rollout.Pods,
+			pods:     int32(n),
+		})
+	}
+	return out
+}
+
+// canaryObjects returns copies of objs with the transient canary strategy
+// on every target Deployment: maxSurge its canary count, maxUnavailable 0,
+// minReadySeconds above the hold and the gate (so the canary pods do not
+// count as available and no old pod is taken down), and a progress
+// deadline above that.
+func canaryObjects(objs []*unstructured.Unstructured, targets []canaryTarget, o CanaryOptions, namespace string) ([]*unstructured.Unstructured, error) {
+	minReady := int64((o.Hold + o.GateTimeout + canaryMargin).Seconds())
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, obj := range objs {
+		out[i] = obj
+		t := targetOf(targets, refIn(obj, namespace))
+		if t == nil {
+			continue
+		}
+		c := obj.DeepCopy()
+		deadline, found, _ := unstructured.NestedInt64(c.Object, "spec", "progressDeadlineSeconds")
+		if !found || deadline <= 0 {
+			deadline = defaultProgressDeadline
+		}
+		strategy := map[string]any{
+			"type":          "RollingUpdate",
+			"rollingUpdate": map[string]any{"maxSurge": int64(t.pods), "maxUnavailable": int64(0)},
+		}
+		if err := unstructured.SetNestedField(c.Object, strategy, "spec", "strategy"); err != nil {
+			return nil, fmt.Errorf("%s: set the canary strategy: %w", t.ref, err)
+		}
+		if err := unstructured.SetNestedField(c.Object, minReady, "spec", "minReadySeconds"); err != nil {
+			return nil, fmt.Errorf("%s: set the canary minReadySeconds: %w", t.ref, err)
+		}
+		if err := unstructured.SetNestedField(c.Object, minReady+deadline, "spec", "progressDeadlineSeconds"); err != nil {
+			return nil, fmt.Errorf("%s: set the canary progress deadline: %w", t.ref, err)
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// targetOf returns the target of ref, or nil.
+func targetOf(targets []canaryTarget, ref ObjectRef) *canaryTarget {
+	for i := range targets {
+		t := &targets[i].ref
+		if t.Kind == ref.Kind && t.Group == ref.Group && t.Namespace == ref.Namespace && t.Name == ref.Name {
+			return &targets[i]
+		}
+	}
+	return nil
+}
+
+// targetObjects returns the objects of objs that are targets.
+func targetObjects(objs []*unstructured.Unstructured, targets []canaryTarget, namespace string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, obj := range objs {
+		if targetOf(targets, refIn(obj, namespace)) != nil {
+			out = append(out, obj)
+		}
+	}
+	return out
+}

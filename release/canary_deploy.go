@@ -1,0 +1,153 @@
+package release
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/clock"
+
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// canaryDeploy is the canary of one deploy: the Deployments it holds, the
+// objects applied with the transient strategy, and its phase machine.
+type canaryDeploy struct {
+	targets []canaryTarget
+	objs    []*unstructured.Unstructured
+	run     *canaryRun
+}
+
+// planCanary prepares the canary of a deploy that asked for one, and
+// records its report in rec and res. There is none (nil, and the report
+// says skipped) on a first install (no pods to hold a canary next to) or
+// when no Deployment's pod template changes.
+func (d *Deployer) planCanary(p *deployPlan, rec *Release, res *Result, install bool) (*canaryDeploy, error) {
+	o := p.opts.Canary
+	if o == nil {
+		return nil, nil
+	}
+	report := newCanaryReport(*o)
+	rec.Canary, res.Canary = report, report
+	skip := func(reason string) (*canaryDeploy, error) {
+		report.Outcome, report.Reason = CanarySkipped, reason
+		d.emit(rec.Name, rec.Revision, PhaseCanary, "", CanarySkipped, reason)
+		return nil, nil
+	}
+	if install {
+		return skip("first install: there are no pods of a previous revision to hold a canary next to")
+	}
+	targets := canaryTargets(p.diff, o.Count, d.Namespace())
+	if len(targets) == 0 {
+		return skip("no Deployment's pod template changes: nothing to hold")
+	}
+	objs, err := canaryObjects(p.objs, targets, *o, d.Namespace())
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range targets {
+		d.emit(rec.Name, rec.Revision, PhaseCanary, "Deployment "+t.ref.Namespace+"/"+t.ref.Name, "planned",
+			fmt.Sprintf("%d canary pod(s) of %d first (maxSurge %d, maxUnavailable 0 until promoted)", t.pods, t.replicas, t.pods))
+	}
+	return &canaryDeploy{targets: targets, objs: objs}, nil
+}
+
+// applied returns what the deploy applies first: the transient objects
+// when there is a canary.
+func (c *canaryDeploy) applied(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	if c == nil {
+		return objs
+	}
+	return c.objs
+}
+
+// runCanary runs the canary's phases up to promotion, within the
+// deploy's timeout for the canary pods to start (the hold and the gate
+// have their own durations). It returns the failure, if any, as the
+// rollout does: the wait's result and error, and the diagnosis when the
+// canary found it itself (a refusing gate).
+func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *Release, c *canaryDeploy, applyOpts ApplyOptions,
+	remaining func() time.Duration) (wait.Result, *Failure, error) {
+	o := *p.opts.Canary
+	ns := d.Namespace()
+	goal := wait.CanaryGoal{Pods: map[string]int32{}, MaxRestarts: o.MaxRestarts}
+	for _, t := range c.targets {
+		goal.Pods[t.ref.Namespace+"/"+t.ref.Name] = t.pods
+	}
+	watched := targetObjects(c.objs, c.targets, ns)
+	c.run = &canaryRun{
+		clk:    tickerClock(d.clock()),
+		opts:   o,
+		report: rec.Canary,
+		emit: func(phase, msg string) {
+			d.emit(rec.Name, rec.Revision, PhaseCanary, "", phase, msg)
+		},
+		watch: func(ctx context.Context, until <-chan struct{}) (wait.Result, error) {
+			g := goal
+			g.Until = until
+			timeout := remaining()
+			if until != nil {
+				timeout += o.Hold + o.GateTimeout
+			}
+			return d.waitWith(ctx, rec, watched, wait.Options{Timeout: timeout, Canary: &g})
+		},
+		gate: func(ctx context.Context, pods []string) (*GateResult, error) {
+			return runGate(ctx, o.Gate, gateEnv{Release: rec.Name, Namespace: ns, Revision: rec.Revision, Pods: pods, Service: serviceOf(p.objs)}, o.GateTimeout)
+		},
+		promote: func(ctx context.Context) error {
+			applied, err := d.Objects.Apply(ctx, targetObjects(p.objs, c.targets, ns), applyOpts)
+			for _, a := range applied {
+				d.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "the chart's strategy")
+			}
+			return err
+		},
+	}
+	wres, f, err := c.run.run(ctx)
+	if f != nil && f.Object == "" && len(c.targets) > 0 {
+		f.Object = "deployment/" + c.targets[0].ref.Name
+	}
+	return wres, f, err
+}
+
+// summary is the canary's note in the revision's description.
+func (r *CanaryReport) summary() string {
+	if r == nil {
+		return ""
+	}
+	s := fmt.Sprintf("canary %s: %s", r.Count, r.Outcome)
+	if r.Outcome == CanarySkipped || r.Outcome == CanaryFailed || r.Outcome == CanaryInterrupted {
+		if r.Reason != "" {
+			s += " (" + firstLine(r.Reason) + ")"
+		}
+	}
+	return s
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// serviceOf names the first Service among objs ("" when none).
+func serviceOf(objs []*unstructured.Unstructured) string {
+	for _, o := range objs {
+		if o.GetKind() == "Service" && o.GroupVersionKind().Group == "" {
+			return o.GetName()
+		}
+	}
+	return ""
+}
+
+// tickerClock is c when it also makes timers (a fake clock in tests),
+// else the wall clock.
+func tickerClock(c Clock) clock.WithTicker {
+	if t, ok := c.(clock.WithTicker); ok {
+		return t
+	}
+	return clock.RealClock{}
+}

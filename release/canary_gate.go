@@ -1,0 +1,118 @@
+package release
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// gateTailLines is how many of the gate command's last output lines a
+// failure diagnosis holds.
+const gateTailLines = 20
+
+// gateOutputLimit bounds the gate's output kept in memory.
+const gateOutputLimit = 64 << 10
+
+// GateResult is one run of a canary gate command.
+type GateResult struct {
+	Command string `json:"command"`
+	// ExitCode is the command's exit code (-1 when it was killed).
+	ExitCode int `json:"exitCode"`
+	// TimedOut is set when --canary-gate-timeout killed it.
+	TimedOut        bool     `json:"timedOut,omitempty"`
+	DurationSeconds float64  `json:"durationSeconds"`
+	OutputTail      []string `json:"outputTail,omitempty"`
+}
+
+// Passed reports whether the gate lets the canary promote.
+func (g *GateResult) Passed() bool { return g != nil && g.ExitCode == 0 && !g.TimedOut }
+
+// gateEnv is what a gate command finds in its environment.
+type gateEnv struct {
+	Release, Namespace string
+	Revision           int
+	Pods               []string
+	Service            string
+}
+
+func (e gateEnv) vars() []string {
+	return []string{
+		"VLLMCTL_RELEASE=" + e.Release,
+		"VLLMCTL_NAMESPACE=" + e.Namespace,
+		fmt.Sprintf("VLLMCTL_REVISION=%d", e.Revision),
+		"VLLMCTL_CANARY_PODS=" + strings.Join(e.Pods, " "),
+		"VLLMCTL_SERVICE=" + e.Service,
+	}
+}
+
+// runGate runs command with sh -c, once, within timeout: its process group
+// is killed when the timeout passes or ctx ends (Ctrl-C). stdout and
+// stderr are kept (the last gateOutputLimit bytes), never printed: the
+// last lines go into the result.
+func runGate(ctx context.Context, command string, env gateEnv, timeout time.Duration) (*GateResult, error) {
+	gctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	cmd := exec.CommandContext(gctx, "/bin/sh", "-c", command)
+	cmd.Env = append(os.Environ(), env.vars()...)
+	out := &tailBuffer{limit: gateOutputLimit}
+	cmd.Stdout, cmd.Stderr = out, out
+	setProcessGroup(cmd)
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	res := &GateResult{Command: command, DurationSeconds: time.Since(start).Seconds(), OutputTail: out.lines(gateTailLines)}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		res.ExitCode = 0
+	case ctx.Err() != nil:
+		res.ExitCode = -1
+		return res, fmt.Errorf("canary gate %q: interrupted: %w", command, ctx.Err())
+	case errors.Is(gctx.Err(), context.DeadlineExceeded):
+		res.ExitCode, res.TimedOut = -1, true
+	case errors.As(err, &exit):
+		res.ExitCode = exit.ExitCode()
+	default:
+		return res, fmt.Errorf("canary gate %q: %w", command, err)
+	}
+	return res, nil
+}
+
+// tailBuffer keeps the last limit bytes written to it.
+type tailBuffer struct {
+	mu    sync.Mutex
+	limit int
+	buf   []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.limit; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// lines returns the last n non-empty lines.
+func (b *tailBuffer) lines(n int) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, l := range bytes.Split(b.buf, []byte("\n")) {
+		if s := strings.TrimRight(string(l), "\r"); strings.TrimSpace(s) != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
+}

@@ -1,0 +1,20 @@
+//go:build unix
+
+package release
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setProcessGroup runs cmd in a process group of its own, killed whole
+// when its context ends (a gate's children, such as curl, die with it).
+func setProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		if cmd.Process == nil {
+			return nil
+		}
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}

@@ -1,0 +1,202 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// canaryHoldTick is how often progress reports the hold while it lasts.
+const canaryHoldTick = 15 * time.Second
+
+// errCanaryGate is the error of a canary whose gate refused it.
+var errCanaryGate = errors.New("the canary gate refused the new revision")
+
+// canaryRun is the phase machine of one canary: starting (the canary pods
+// become Ready), holding (watched for Hold), gate (the gate command runs
+// while they are still watched), promoting (the chart's strategy applied
+// again), then the usual rollout, which the deploy watches. Each step's
+// I/O is a function, so the machine runs on a fake clock in tests.
+type canaryRun struct {
+	clk    clock.WithTicker
+	opts   CanaryOptions
+	report *CanaryReport
+	tick   time.Duration
+	// emit reports a phase's progress.
+	emit func(phase, msg string)
+	// watch waits, with every verdict applied to the canary pods, until
+	// they are Ready and until (when not nil) is closed.
+	watch func(ctx context.Context, until <-chan struct{}) (wait.Result, error)
+	// gate runs the gate command once for the Ready canary pods.
+	gate func(ctx context.Context, pods []string) (*GateResult, error)
+	// promote applies the chart's strategy again.
+	promote func(ctx context.Context) error
+
+	phaseStart time.Time
+	// held is how long holding and the gate took: not counted against the
+	// deploy's --timeout.
+	held time.Duration
+}
+
+// newCanaryReport starts the report of a canary.
+func newCanaryReport(o CanaryOptions) *CanaryReport {
+	return &CanaryReport{Count: o.Count.String(), Hold: o.Hold.String(), Pods: []string{}, Phases: []CanaryPhase{}}
+}
+
+// begin starts phase name.
+func (c *canaryRun) begin(name, msg string) {
+	c.phaseStart = c.clk.Now()
+	c.report.Phases = append(c.report.Phases, CanaryPhase{Name: name, Start: c.phaseStart.UTC()})
+	c.emit(name, msg)
+}
+
+// end ends the current phase and returns how long it took.
+func (c *canaryRun) end() time.Duration {
+	d := c.clk.Since(c.phaseStart)
+	if n := len(c.report.Phases); n > 0 {
+		c.report.Phases[n-1].DurationSeconds = d.Seconds()
+	}
+	return d
+}
+
+// run runs the canary up to and including promotion. On a failure it
+// returns the watch's result and error, and the failure when the machine
+// itself diagnosed it (a gate that refused); the report's outcome says
+// failed or interrupted.
+func (c *canaryRun) run(ctx context.Context) (wait.Result, *Failure, error) {
+	c.begin(CanaryStarting, fmt.Sprintf("waiting for %s canary pod(s) to be Ready", c.report.Count))
+	res, err := c.watch(ctx, nil)
+	c.end()
+	if err != nil {
+		return res, nil, c.failed(ctx, err)
+	}
+	c.report.Pods = append([]string{}, res.CanaryPods...)
+
+	if c.opts.Hold > 0 {
+		c.begin(CanaryHolding, fmt.Sprintf("holding %s: %s", c.opts.Hold, joinPods(c.report.Pods)))
+		until := make(chan struct{})
+		hctx, stop := context.WithCancel(ctx)
+		held := make(chan struct{})
+		go func() { defer close(held); c.hold(hctx, until) }()
+		res, err = c.watch(ctx, until)
+		stop()
+		<-held
+		c.held += c.end()
+		if err != nil {
+			return res, nil, c.failed(ctx, err)
+		}
+	}
+
+	if c.opts.Gate != "" {
+		c.begin(CanaryGate, "running the gate: "+c.opts.Gate)
+		gctx, cancelGate := context.WithCancel(ctx)
+		done := make(chan struct{})
+		var gres *GateResult
+		var gerr error
+		pods := c.report.Pods
+		go func() {
+			defer close(done)
+			gres, gerr = c.gate(gctx, pods)
+		}()
+		res, err = c.watch(ctx, done)
+		cancelGate()
+		<-done
+		c.held += c.end()
+		c.report.Gate = gres
+		switch {
+		case err != nil:
+			return res, nil, c.failed(ctx, err)
+		case gerr != nil:
+			return res, nil, c.failed(ctx, gerr)
+		case !gres.Passed():
+			c.report.Outcome, c.report.Reason = CanaryFailed, gateMessage(gres)
+			return res, gateFailure(gres), fmt.Errorf("%w: %s", errCanaryGate, gateMessage(gres))
+		}
+		c.emit(CanaryGate, fmt.Sprintf("passed in %.1fs", gres.DurationSeconds))
+	}
+
+	c.begin(CanaryPromoting, "applying the chart's strategy")
+	err = c.promote(ctx)
+	c.end()
+	if err != nil {
+		return res, nil, c.failed(ctx, err)
+	}
+	c.report.Outcome = CanaryPromoted
+	c.begin(CanaryRollout, "the rollout continues with the chart's strategy")
+	return res, nil, nil
+}
+
+// finish ends the last phase (the rollout after promotion) of a canary.
+func (c *canaryRun) finish() { c.end() }
+
+// failed records how the canary ended and returns err.
+func (c *canaryRun) failed(ctx context.Context, err error) error {
+	c.report.Outcome, c.report.Reason = CanaryFailed, err.Error()
+	if ctx.Err() != nil {
+		c.report.Outcome = CanaryInterrupted
+	}
+	return err
+}
+
+// hold closes until when the hold has passed, reporting progress every
+// tick, or returns when ctx ends.
+func (c *canaryRun) hold(ctx context.Context, until chan<- struct{}) {
+	timer := c.clk.NewTimer(c.opts.Hold)
+	defer timer.Stop()
+	tick := c.tick
+	if tick <= 0 {
+		tick = canaryHoldTick
+	}
+	ticker := c.clk.NewTicker(tick)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+			c.emit(CanaryHolding, fmt.Sprintf("held %s", c.opts.Hold))
+			close(until)
+			return
+		case <-ticker.C():
+			c.emit(CanaryHolding, fmt.Sprintf("holding %s of %s", c.clk.Since(c.phaseStart).Round(time.Second), c.opts.Hold))
+		}
+	}
+}
+
+// gateMessage says how a gate that refused ended.
+func gateMessage(g *GateResult) string {
+	if g.TimedOut {
+		return fmt.Sprintf("the canary gate %q did not finish within its timeout (%.0fs)", g.Command, g.DurationSeconds)
+	}
+	return fmt.Sprintf("the canary gate %q exited %d", g.Command, g.ExitCode)
+}
+
+// gateFailure is the diagnosis of a gate that refused the canary.
+func gateFailure(g *GateResult) *Failure {
+	f := &Failure{Reason: "CanaryGateFailed", Verdict: "CanaryGateFailed", Cause: "unknown", Message: gateMessage(g), LogTail: g.OutputTail,
+		ExitCode: int32(g.ExitCode)}
+	if g.TimedOut {
+		f.Reason, f.Verdict = "CanaryGateTimeout", "CanaryGateTimeout"
+		f.Hints = []string{"raise --canary-gate-timeout, or make the gate command finish sooner"}
+	}
+	if len(g.OutputTail) > 0 {
+		f.Evidence = g.OutputTail[len(g.OutputTail)-1]
+	}
+	return f
+}
+
+func joinPods(pods []string) string {
+	if len(pods) == 0 {
+		return "no pods"
+	}
+	s := pods[0]
+	for _, p := range pods[1:] {
+		s += ", " + p
+	}
+	return s
+}

@@ -1,0 +1,235 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// canaryHarness drives a canaryRun on a fake clock: watch blocks like the
+// watcher (until its until is closed, or fails when told), gate and
+// promote are recorded.
+type canaryHarness struct {
+	clk      *testingclock.FakeClock
+	run      *canaryRun
+	mu       sync.Mutex
+	events   []string
+	watches  int
+	gateRan  bool
+	promoted bool
+	failOn   int // the watch call (1-based) that fails
+	gateExit int
+}
+
+func newCanaryHarness(o CanaryOptions) *canaryHarness {
+	h := &canaryHarness{clk: testingclock.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))}
+	h.run = &canaryRun{
+		clk: h.clk, opts: o, report: newCanaryReport(o), tick: 15 * time.Second,
+		emit: func(phase, msg string) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.events = append(h.events, phase+": "+msg)
+		},
+		watch: func(ctx context.Context, until <-chan struct{}) (wait.Result, error) {
+			h.mu.Lock()
+			h.watches++
+			n := h.watches
+			h.mu.Unlock()
+			if n == h.failOn {
+				return wait.Result{Outcome: wait.OutcomeFailed}, errors.New("pod chat-new-a: CrashLoopBackOff")
+			}
+			if until != nil {
+				select {
+				case <-until:
+				case <-ctx.Done():
+					return wait.Result{Outcome: wait.OutcomeCanceled}, ctx.Err()
+				}
+			}
+			return wait.Result{Outcome: wait.OutcomeCurrent, CanaryPods: []string{"chat-new-a"}}, nil
+		},
+		gate: func(ctx context.Context, pods []string) (*GateResult, error) {
+			h.mu.Lock()
+			h.gateRan = true
+			h.mu.Unlock()
+			h.clk.Step(3 * time.Second)
+			return &GateResult{Command: "smoke", ExitCode: h.gateExit, DurationSeconds: 3, OutputTail: []string{"HTTP 503 from " + pods[0]}}, nil
+		},
+		promote: func(context.Context) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.promoted = true
+			return nil
+		},
+	}
+	return h
+}
+
+// start runs the machine in the background.
+func (h *canaryHarness) start(ctx context.Context) <-chan *Failure {
+	out := make(chan *Failure, 1)
+	go func() {
+		_, f, err := h.run.run(ctx)
+		if err != nil && f == nil {
+			f = &Failure{Reason: "watch", Message: err.Error()}
+		}
+		out <- f
+	}()
+	return out
+}
+
+// holdTimers waits until the hold's timer and ticker wait on the clock.
+func (h *canaryHarness) holdTimers(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool { return h.clk.HasWaiters() }, 5*time.Second, time.Millisecond)
+}
+
+func (h *canaryHarness) phases() []string {
+	var out []string
+	for _, p := range h.run.report.Phases {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func (h *canaryHarness) eventLog() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.Join(h.events, "\n")
+}
+
+func TestCanaryPhases(t *testing.T) {
+	opts := CanaryOptions{Count: intstr.FromInt32(1), Hold: time.Minute, Gate: "smoke", GateTimeout: time.Minute}
+
+	t.Run("healthy: held, gate passes, promoted", func(t *testing.T) {
+		h := newCanaryHarness(opts)
+		done := h.start(context.Background())
+		h.holdTimers(t)
+		h.clk.Step(15 * time.Second)
+		require.Eventually(t, func() bool { return strings.Contains(h.eventLog(), "holding 15s of 1m0s") }, 5*time.Second, time.Millisecond)
+		h.clk.Step(45 * time.Second)
+		f := <-done
+		assert.Nil(t, f)
+		assert.True(t, h.gateRan)
+		assert.True(t, h.promoted)
+		assert.Equal(t, []string{CanaryStarting, CanaryHolding, CanaryGate, CanaryPromoting, CanaryRollout}, h.phases())
+		assert.Equal(t, CanaryPromoted, h.run.report.Outcome)
+		assert.Equal(t, []string{"chat-new-a"}, h.run.report.Pods)
+		assert.InDelta(t, 60, h.run.report.Phases[1].DurationSeconds, 0.001, "the hold lasted a minute of the fake clock")
+		assert.InDelta(t, 3, h.run.report.Phases[2].DurationSeconds, 0.001)
+		assert.Equal(t, 63*time.Second, h.run.held, "hold and gate are not counted against --timeout")
+	})
+
+	t.Run("a canary failing during the hold is never promoted and the gate never runs", func(t *testing.T) {
+		h := newCanaryHarness(opts)
+		h.failOn = 2
+		f := <-h.start(context.Background())
+		require.NotNil(t, f)
+		assert.Contains(t, f.Message, "CrashLoopBackOff")
+		assert.False(t, h.gateRan)
+		assert.False(t, h.promoted)
+		assert.Equal(t, CanaryFailed, h.run.report.Outcome)
+		assert.Equal(t, []string{CanaryStarting, CanaryHolding}, h.phases())
+	})
+
+	t.Run("a gate that exits 1 fails the canary with its output", func(t *testing.T) {
+		h := newCanaryHarness(opts)
+		h.gateExit = 1
+		done := h.start(context.Background())
+		h.holdTimers(t)
+		h.clk.Step(time.Minute)
+		f := <-done
+		require.NotNil(t, f)
+		assert.Equal(t, "CanaryGateFailed", f.Reason)
+		assert.Contains(t, f.Message, `"smoke" exited 1`)
+		assert.Equal(t, []string{"HTTP 503 from chat-new-a"}, f.LogTail)
+		assert.False(t, h.promoted)
+		assert.Equal(t, CanaryFailed, h.run.report.Outcome)
+		require.NotNil(t, h.run.report.Gate)
+		assert.Equal(t, 1, h.run.report.Gate.ExitCode)
+	})
+
+	t.Run("Ctrl-C during the hold: interrupted, not promoted", func(t *testing.T) {
+		h := newCanaryHarness(opts)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := h.start(ctx)
+		h.holdTimers(t)
+		cancel()
+		f := <-done
+		require.NotNil(t, f)
+		assert.False(t, h.gateRan)
+		assert.False(t, h.promoted)
+		assert.Equal(t, CanaryInterrupted, h.run.report.Outcome)
+	})
+
+	t.Run("no hold, no gate: straight to promotion once the canary is Ready", func(t *testing.T) {
+		h := newCanaryHarness(CanaryOptions{Count: intstr.FromString("34%"), GateTimeout: time.Minute})
+		assert.Nil(t, <-h.start(context.Background()))
+		assert.Equal(t, []string{CanaryStarting, CanaryPromoting, CanaryRollout}, h.phases())
+		assert.Equal(t, "34%", h.run.report.Count)
+	})
+}
+
+func TestRunGate(t *testing.T) {
+	env := gateEnv{Release: "chat", Namespace: "ml", Revision: 3, Pods: []string{"a", "b"}, Service: "chat"}
+	t.Run("exit code and output, with the release in the environment", func(t *testing.T) {
+		g, err := runGate(context.Background(), `echo "$VLLMCTL_RELEASE $VLLMCTL_NAMESPACE $VLLMCTL_REVISION [$VLLMCTL_CANARY_PODS] $VLLMCTL_SERVICE"; echo oops >&2; exit 7`, env, time.Minute)
+		require.NoError(t, err)
+		assert.Equal(t, 7, g.ExitCode)
+		assert.False(t, g.Passed())
+		assert.Equal(t, []string{"chat ml 3 [a b] chat", "oops"}, g.OutputTail)
+	})
+	t.Run("a gate that hangs is killed at its timeout, children too", func(t *testing.T) {
+		start := time.Now()
+		g, err := runGate(context.Background(), `sleep 30 & sleep 30; echo never`, env, 300*time.Millisecond)
+		require.NoError(t, err)
+		assert.True(t, g.TimedOut)
+		assert.False(t, g.Passed())
+		assert.Less(t, time.Since(start), 10*time.Second)
+	})
+	t.Run("interrupted", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := runGate(ctx, `sleep 30`, env, time.Minute)
+		require.Error(t, err)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+	t.Run("exit 0 passes", func(t *testing.T) {
+		g, err := runGate(context.Background(), `true`, env, time.Minute)
+		require.NoError(t, err)
+		assert.True(t, g.Passed())
+	})
+}
+
+func TestParseCanaryCount(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+		ok   bool
+	}{
+		{"1", "1", true}, {"34%", "34%", true}, {"100%", "100%", true},
+		{"0", "", false}, {"-1", "", false}, {"0%", "", false}, {"101%", "", false}, {"x", "", false},
+		{"99999999999999999999", "", false}, {"1.5", "", false}, {"%", "", false},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseCanaryCount(tc.in)
+			if !tc.ok {
+				var ie *CanaryInputError
+				require.ErrorAs(t, err, &ie)
+				assert.Equal(t, exitInvalid, ie.ExitCode())
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got.String())
+		})
+	}
+}
