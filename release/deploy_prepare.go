@@ -86,6 +86,7 @@ func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan Plan) (
 	if err := p.build(ctx, plan); err != nil {
 		return nil, err
 	}
+	d.Redactor.AddObjects(p.objs...)
 	return p, nil
 }
 
@@ -279,6 +280,7 @@ func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, obj
 	if err != nil {
 		return nil, nil, err
 	}
+	e.Redactor.AddObjects(previous...)
 	applyOpts.Namespace = e.Namespace()
 	wanted := map[string]bool{}
 	for _, o := range objs {

@@ -124,6 +124,7 @@ func (d *Deployer) replan(ctx context.Context, p *deployPlan, rec *Release, entr
 		if err := p.build(ctx, plan); err != nil {
 			return err
 		}
+		d.Redactor.AddObjects(p.objs...)
 		rec.Manifest = p.manifest
 		if err := d.Store.Update(ctx, rec); err != nil {
 			return fmt.Errorf("record the manifest: %w", err)

@@ -70,6 +70,10 @@ type Engine struct {
 	// Heartbeat is how often a waiting operation rewrites its pending
 	// record (0: DefaultHeartbeat; negative: never).
 	Heartbeat time.Duration
+	// Redactor, when set, learns the values of every Secret an operation
+	// renders or reads from a record, so that whoever prints the
+	// operation's progress, errors and result can withhold them.
+	Redactor *diff.Redactor
 	// Lease is how long this engine's pending records may go unrenewed
 	// before another operation takes their lock over (0: DefaultLease, at
 	// least three heartbeats).

@@ -204,6 +204,8 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 		return failed(&Failure{Reason: "Internal", Message: err.Error()}, err)
 	}
 
+	r.Redactor.AddObjects(objs...)
+	r.Redactor.AddObjects(previous...)
 	applied, err := r.Objects.Apply(ctx, objs, ApplyOptions{Namespace: r.Namespace(), Release: rec.Name, Force: opts.ForceConflicts})
 	res.Applied = applied
 	for _, a := range applied {

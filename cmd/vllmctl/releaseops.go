@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -71,6 +72,7 @@ func (r *releaseTarget) complete(g *GlobalOptions, args []string) error {
 // the progress printer, writes the result document (when there is one) to
 // out, and returns the operation's error, else a write error.
 func finishOperation(out io.Writer, format string, printer *progressPrinter, res *release.Result, err error) error {
+	res = redactResult(printer.red, res)
 	return finishWith(printer, res != nil, func() error { return writeReleaseResult(out, format, res) }, err)
 }
 
@@ -87,7 +89,7 @@ func finishWith(printer *progressPrinter, hasResult bool, write func() error, er
 	if err == nil && perr != nil {
 		err = fmt.Errorf("write progress: %w", perr)
 	}
-	return err
+	return printer.red.Err(err)
 }
 
 // progressFlags is --progress, shared by the commands that change a
@@ -113,7 +115,7 @@ func (p *progressFlags) Validate() error {
 
 // printer returns the progress printer writing to w.
 func (p *progressFlags) printer(w io.Writer) *progressPrinter {
-	return &progressPrinter{w: w, format: wait.ProgressFormat(p.format)}
+	return &progressPrinter{w: w, format: wait.ProgressFormat(p.format), red: diff.NewRedactor()}
 }
 
 // progressPrinter prints release progress events: plain lines (one per
@@ -122,6 +124,10 @@ func (p *progressFlags) printer(w io.Writer) *progressPrinter {
 type progressPrinter struct {
 	w      io.Writer
 	format wait.ProgressFormat
+
+	// red withholds Secret values from every line, error and result (the
+	// engine's Redactor: it learns them as the operation renders).
+	red *diff.Redactor
 
 	mu   sync.Mutex
 	wait wait.ProgressPrinter
@@ -136,6 +142,7 @@ func (p *progressPrinter) Print(ev release.ProgressEvent) {
 	if p.err != nil {
 		return
 	}
+	ev = redactEvent(p.red, ev)
 	if ev.Phase == release.PhaseDiff && ev.Diff != nil {
 		// A diff is for people: text in every progress format.
 		p.closeWait()

@@ -117,6 +117,7 @@ func (o *waitOptions) Run(ctx context.Context) error {
 	}
 	printer := o.progress.printer(o.g.Streams.ErrOut)
 	engine.Progress = printer.Print
+	engine.Redactor = printer.red
 	res, err := release.NewWatcher(engine).Wait(ctx, release.WaitOptions{
 		Name:              o.release,
 		Timeout:           o.timeout,
