@@ -6,6 +6,9 @@ export VLLMCTL_CACHE := $(CACHE)
 KUBECONFIG_E2E := $(CURDIR)/.cluster/kubeconfig
 GO ?= go
 GOTESTFLAGS ?=
+# RACE runs the unit tests and the e2e package under the race detector
+# (cgo: gcc); `make test RACE=` runs them without it.
+RACE ?= -race
 
 .PHONY: all build test unit fuzz e2e lint cluster cluster-down helm demo bench bench-peers clean
 
@@ -18,7 +21,7 @@ build:
 test: lint unit fuzz e2e
 
 unit: helm
-	HELM_BIN=$$(hack/install-helm.sh) $(GO) test $(GOTESTFLAGS) ./...
+	HELM_BIN=$$(hack/install-helm.sh) $(GO) test $(RACE) $(GOTESTFLAGS) ./...
 
 ## fuzz: each fuzz target for a short fixed time (seeds also run as unit tests)
 FUZZTIME ?= 5s
@@ -31,7 +34,7 @@ fuzz:
 
 e2e: cluster
 	VLLMCTL_RELEASE_TEST_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -count=1 -run TestStoreContract $(GOTESTFLAGS) ./release/
-	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -tags e2e -count=1 -p 1 -timeout 30m $(GOTESTFLAGS) ./e2e/...
+	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test $(RACE) -tags e2e -count=1 -p 1 -timeout 40m $(GOTESTFLAGS) ./e2e/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi

@@ -30,6 +30,10 @@ type RenderOptions struct {
 	// render that only validates the input before the server's version is
 	// known (the constraint is checked by the render that counts).
 	SkipKubeVersionCheck bool
+	// ChartDir is the directory the chart was loaded from, if any. It is
+	// only used in messages: the command that vendors a missing
+	// dependency names it ("CHART" when empty).
+	ChartDir string
 }
 
 // ChartInfo identifies the chart a release was rendered from.
@@ -49,8 +53,22 @@ type Rendered struct {
 	Values map[string]any
 	// Objects are the rendered objects, labelled and sorted (see SortObjects).
 	Objects []*unstructured.Unstructured
+	// Sources maps each object (by SourceKey) to the template that
+	// rendered it, as Helm names it: "<chart>/templates/x.yaml", or
+	// "<chart>/charts/<subchart>/templates/x.yaml" for a subchart's. Use
+	// Source to look an object up.
+	Sources map[string]string
 	// Manifest is Objects as one YAML stream ("---" separated), in order.
 	Manifest string
 	// Notes is the rendered NOTES.txt, if the chart has one.
 	Notes string
+	// CRDs are the CustomResourceDefinitions of the crds/ directories of
+	// the chart and of its enabled subcharts (Helm's CRDObjects), parsed as
+	// written (not templated, not labelled), sorted by name. They are not
+	// part of Objects or Manifest: a deploy creates them (create-only)
+	// before anything else; `template --include-crds` prints them.
+	CRDs []*unstructured.Unstructured
+	// Warnings are notes for stderr about the render (e.g. a dependency
+	// left out because it is disabled and not vendored), one line each.
+	Warnings []string
 }

@@ -169,6 +169,33 @@ type objectHead struct {
 // not valid YAML or not a Kubernetes object, and a duplicate object, are
 // *InputErrors naming the template.
 func parseObjects(files map[string]string) ([]*unstructured.Unstructured, error) {
+	objs, _, err := parseRendered(files)
+	return objs, err
+}
+
+// SourceKey identifies an object in Rendered.Sources: its group, kind,
+// namespace and name as rendered.
+func SourceKey(o *unstructured.Unstructured) string {
+	return o.GroupVersionKind().GroupKind().String() + " " + o.GetNamespace() + "/" + o.GetName()
+}
+
+// Source returns the template that rendered o ("<chart>/templates/x.yaml",
+// "<chart>/charts/<sub>/templates/x.yaml"), or "" when o is not one of the
+// rendered objects. An object whose namespace was set after rendering
+// (SetDefaultNamespace) is found too.
+func (r *Rendered) Source(o *unstructured.Unstructured) string {
+	if r == nil || o == nil {
+		return ""
+	}
+	if s, ok := r.Sources[SourceKey(o)]; ok {
+		return s
+	}
+	return r.Sources[o.GroupVersionKind().GroupKind().String()+" /"+o.GetName()]
+}
+
+// parseRendered is parseObjects, also returning the template of every
+// object by SourceKey.
+func parseRendered(files map[string]string) ([]*unstructured.Unstructured, map[string]string, error) {
 	names := make([]string, 0, len(files))
 	for name := range files {
 		names = append(names, name)
@@ -176,7 +203,7 @@ func parseObjects(files map[string]string) ([]*unstructured.Unstructured, error)
 	slices.Sort(names)
 
 	var objs []*unstructured.Unstructured
-	seen := map[string]string{} // object key -> template
+	seen := map[string]string{} // SourceKey -> template
 	for _, name := range names {
 		content := files[name]
 		if strings.TrimSpace(content) == "" {
@@ -191,15 +218,15 @@ func parseObjects(files map[string]string) ([]*unstructured.Unstructured, error)
 			n++
 			got, err := parseDocument(doc)
 			if err != nil {
-				return nil, &InputError{
+				return nil, nil, &InputError{
 					Source: "template", File: name, Err: err,
 					Msg: fmt.Sprintf("rendered document %d: %v", n, err),
 				}
 			}
 			for _, o := range got {
-				key := o.GroupVersionKind().GroupKind().String() + " " + o.GetNamespace() + "/" + o.GetName()
+				key := SourceKey(o)
 				if prev, dup := seen[key]; dup && o.GetName() != "" {
-					return nil, &InputError{
+					return nil, nil, &InputError{
 						Source: "template", File: name,
 						Msg: fmt.Sprintf("%s is rendered twice (also by %s)", ObjectRef(o), prev),
 					}
@@ -209,7 +236,7 @@ func parseObjects(files map[string]string) ([]*unstructured.Unstructured, error)
 			}
 		}
 	}
-	return objs, nil
+	return objs, seen, nil
 }
 
 // parseDocument parses one rendered YAML document into its objects: none

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -53,6 +55,14 @@ const (
 // opts.KubeVersion) and HelmVersion.Version HelmVersion. There is no cluster:
 // lookup returns an empty map, as with `helm template`.
 //
+// Dependencies are processed as Helm processes them (condition, tags,
+// alias, import-values, globals, each subchart's values.schema.json), on a
+// copy: ch is never changed, and may be rendered again. A dependency that
+// is not in charts/ is left out with a line in Rendered.Warnings when it is
+// disabled, and is an *InputError when it is enabled (Helm refuses both).
+// Rendered.CRDs holds the CRDs of the crds/ directories of the chart and of
+// its enabled subcharts.
+//
 // Every problem with the input is an *InputError.
 func Render(ch *chart.Chart, opts RenderOptions) (*Rendered, error) {
 	return RenderContext(context.Background(), ch, opts)
@@ -84,12 +94,29 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 		return nil, err
 	}
 
-	coalesced, err := util.CoalesceValues(ch, user)
+	// Helm's order (pkg/action/install.go): dependencies first, on a copy
+	// (the caller's chart may be rendered again), then the CRDs of what
+	// remains, then the values, validated against every schema.
+	work, states, err := processDependencies(ch, user)
+	if err != nil {
+		return nil, err
+	}
+	warnings, err := missingDependencies(states, ch.Name(), opts.ChartDir)
+	if err != nil {
+		return nil, err
+	}
+	crds, crdWarnings, err := parseCRDs(work)
+	if err != nil {
+		return nil, err
+	}
+	warnings = append(warnings, crdWarnings...)
+
+	coalesced, err := util.CoalesceValues(work, user)
 	if err != nil {
 		return nil, &InputError{Source: "values", Msg: err.Error(), Err: err}
 	}
-	if err := util.ValidateAgainstSchema(ch, coalesced); err != nil {
-		return nil, schemaError(ch, err)
+	if err := util.ValidateAgainstSchema(work, coalesced); err != nil {
+		return nil, schemaError(work, coalesced, err)
 	}
 
 	revision := opts.Revision
@@ -104,13 +131,13 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 		IsUpgrade: opts.IsUpgrade,
 	}
 	// Schema validation already ran above on the same coalesced values.
-	top, err := util.ToRenderValuesWithSchemaValidation(ch, user, relOpts, caps, true)
+	top, err := util.ToRenderValuesWithSchemaValidation(work, user, relOpts, caps, true)
 	if err != nil {
 		return nil, &InputError{Source: "values", Msg: err.Error(), Err: err}
 	}
 
 	var e engine.Engine // no client: lookup returns an empty map, DNS off
-	files, err := e.RenderWithContext(ctx, ch, top)
+	files, err := e.RenderWithContext(ctx, work, top)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
@@ -125,7 +152,7 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 		}
 	}
 
-	objs, err := parseObjects(files)
+	objs, sources, err := parseRendered(files)
 	if err != nil {
 		return nil, err
 	}
@@ -157,8 +184,11 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 		UserValues: user,
 		Values:     values.AsMap(),
 		Objects:    objs,
+		Sources:    sources,
 		Manifest:   manifest,
 		Notes:      notes,
+		CRDs:       crds,
+		Warnings:   warnings,
 	}, nil
 }
 
@@ -213,6 +243,9 @@ func UserValues(opts RenderOptions) (map[string]any, error) {
 		if err := strvals.ParseInto(s, base); err != nil {
 			return nil, setError("--set", i, s, err)
 		}
+		if err := checkSetNumbers(i, s); err != nil {
+			return nil, err
+		}
 	}
 	for i, s := range opts.SetString {
 		if err := strvals.ParseIntoString(s, base); err != nil {
@@ -234,13 +267,26 @@ func setError(flag string, i int, arg string, err error) *InputError {
 			keys = append(keys, key)
 		}
 		if value != "" {
-			msg = strings.ReplaceAll(msg, value, "<value>")
+			msg = maskWord(msg, value)
 		}
 	}
 	return &InputError{
 		Source: flag,
 		Msg:    fmt.Sprintf("argument %d (keys %s): %s", i+1, strings.Join(keys, ", "), msg),
 		Err:    errors.New(msg),
+	}
+}
+
+// maskWord replaces value in msg by "<value>" where it stands as a whole
+// word (not inside another: the value "x" leaves "index" alone).
+func maskWord(msg, value string) string {
+	re := regexp.MustCompile(`(^|[^\pL\pN_])` + regexp.QuoteMeta(value) + `($|[^\pL\pN_])`)
+	for {
+		out := re.ReplaceAllString(msg, "${1}<value>${2}")
+		if out == msg {
+			return out
+		}
+		msg = out // adjacent occurrences share a separator: again
 	}
 }
 
@@ -320,58 +366,11 @@ func isDocSeparator(line string) bool {
 	return rest == "" || strings.HasPrefix(rest, "#")
 }
 
-// schemaError turns the error of Helm's schema validation into an
-// InputError naming the first offending values path (all of them are in
-// the message).
-func schemaError(ch *chart.Chart, err error) *InputError {
-	ie := &InputError{Source: "values do not match the schema of chart " + ch.Name(), Err: err}
-	vs := parseSchemaError(err.Error())
-	if len(vs) == 0 {
-		ie.Msg = strings.TrimSpace(err.Error())
-		return ie
-	}
-	ie.Path = vs[0].Path
-	if ie.Path == "" {
-		ie.Path = "(root)"
-	}
-	msgs := []string{vs[0].Msg}
-	for _, v := range vs[1:] {
-		p := v.Path
-		if p == "" {
-			p = "(root)"
-		}
-		msgs = append(msgs, p+": "+v.Msg)
-	}
-	ie.Msg = strings.Join(msgs, "; ")
-	return ie
-}
-
-// checkChart refuses what `helm template` would refuse or what needs
-// Helm's dependency processing, which vllmctl does not do.
+// checkChart refuses what `helm template` would refuse: a library chart.
+// Dependencies are processed by processDependencies.
 func checkChart(ch *chart.Chart) error {
 	if ch.Metadata.Type == "library" {
 		return &InputError{Source: "chart", File: ch.Name(), Msg: "is a library chart, which cannot be rendered"}
-	}
-	present := map[string]bool{}
-	for _, d := range ch.Dependencies() {
-		present[d.Name()] = true
-	}
-	for _, d := range ch.Metadata.Dependencies {
-		if d == nil {
-			continue
-		}
-		if d.Condition != "" || len(d.Tags) > 0 || len(d.ImportValues) > 0 || d.Alias != "" {
-			return &InputError{
-				Source: "chart", File: ch.Name(),
-				Msg: fmt.Sprintf("dependency %s uses condition, tags, import-values or alias, which vllmctl does not support", d.Name),
-			}
-		}
-		if !present[d.Name] {
-			return &InputError{
-				Source: "chart", File: ch.Name(),
-				Msg: fmt.Sprintf("dependency %s is declared in Chart.yaml but missing in charts/", d.Name),
-			}
-		}
 	}
 	return nil
 }
@@ -427,3 +426,26 @@ func KubeVersion(explicit, server string) string {
 	}
 	return DefaultKubeVersion
 }
+
+// checkSetNumbers refuses a --set value that is an integer beyond 64 bits:
+// Helm's parser keeps it as a string, which a chart's int conversion
+// turns into 0 (replicas: 0 would scale the service down to nothing).
+// --set-string passes such a string on purpose.
+func checkSetNumbers(i int, arg string) error {
+	for _, part := range strings.Split(arg, ",") {
+		key, value, ok := strings.Cut(part, "=")
+		if !ok || !bigInteger.MatchString(value) {
+			continue
+		}
+		if _, err := strconv.ParseInt(value, 10, 64); err != nil {
+			return &InputError{
+				Source: "--set", Path: strings.TrimSpace(key),
+				Msg: fmt.Sprintf("argument %d: the integer is beyond 64 bits (use --set-string if a string of digits is meant)", i+1),
+			}
+		}
+	}
+	return nil
+}
+
+// bigInteger matches an integer written in decimal.
+var bigInteger = regexp.MustCompile(`^[-+]?[0-9]+$`)

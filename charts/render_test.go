@@ -28,32 +28,44 @@ type renderCase struct {
 	name  string // golden file: testdata/golden/<name>.yaml
 	chart string
 	opts  RenderOptions
+	// setup, when set, prepares the chart directory (say, a copy with a
+	// .tgz subchart packed in) and returns it: it replaces chart.
+	setup func(t *testing.T) string
+}
+
+// chartDir returns the chart of the case, prepared by setup if any.
+func (tc renderCase) chartDir(t *testing.T) string {
+	t.Helper()
+	if tc.setup != nil {
+		return tc.setup(t)
+	}
+	return tc.chart
 }
 
 func renderCases() []renderCase {
 	vllm := func(files ...string) RenderOptions {
 		return RenderOptions{ReleaseName: "qwen", Namespace: "inference", ValueFiles: files}
 	}
-	return []renderCase{
-		{"vllm-defaults", "vllm", vllm()},
-		{"vllm-hpa", "vllm", vllm("testdata/values/hpa.yaml")},
-		{"vllm-pvc-init", "vllm", vllm("testdata/values/pvc-init.yaml")},
-		{"vllm-gpu4", "vllm", vllm("testdata/values/gpu4.yaml")},
-		{"handwritten-defaults", handwritten, RenderOptions{ReleaseName: "demo", Namespace: "apps"}},
+	return append([]renderCase{
+		{"vllm-defaults", "vllm", vllm(), nil},
+		{"vllm-hpa", "vllm", vllm("testdata/values/hpa.yaml"), nil},
+		{"vllm-pvc-init", "vllm", vllm("testdata/values/pvc-init.yaml"), nil},
+		{"vllm-gpu4", "vllm", vllm("testdata/values/gpu4.yaml"), nil},
+		{"handwritten-defaults", handwritten, RenderOptions{ReleaseName: "demo", Namespace: "apps"}, nil},
 		{"handwritten-overrides", handwritten, RenderOptions{
 			ReleaseName: "demo-handwritten",
 			Namespace:   "apps",
 			ValueFiles:  []string{"testdata/values/handwritten-extra.yaml"},
 			Set:         []string{"workers[0].port=9090", "extraEnv.MODE=fast", `greeting=hi\, {{ .Release.Name }}`},
 			SetString:   []string{"image.tag=1.28", "extraEnv.COUNT=3"},
-		}},
-	}
+		}, nil},
+	}, dependencyRenderCases()...)
 }
 
 func TestRenderGolden(t *testing.T) {
 	for _, tc := range renderCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			ch, err := Load(tc.chart)
+			ch, err := Load(tc.chartDir(t))
 			require.NoError(t, err)
 			r, err := Render(ch, tc.opts)
 			require.NoError(t, err)
@@ -393,7 +405,7 @@ func TestSortObjects(t *testing.T) {
 func TestKindOrderMatchesHelmSortManifests(t *testing.T) {
 	for _, tc := range renderCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			ch, err := Load(tc.chart)
+			ch, err := Load(tc.chartDir(t))
 			require.NoError(t, err)
 			r, err := Render(ch, tc.opts)
 			require.NoError(t, err)

@@ -139,7 +139,7 @@ func waitForGPUs(t *testing.T, e *env, want int64, total bool) (node string, fre
 		return free >= want, nil
 	})
 	if err != nil {
-		t.Skipf("the shared cluster stayed too busy for this test: wanted %d free GPUs (whole cluster: %v), the emptiest node %q has %d", want, total, node, free)
+		skipOrFail(t, "the shared cluster stayed too busy for this test: wanted %d free GPUs (whole cluster: %v), the emptiest node %q has %d", want, total, node, free)
 	}
 	return node, free
 }
@@ -272,7 +272,7 @@ func TestPreflightRoomForTheSurge(t *testing.T) {
 		byNode, err := freeGPUs(ctx, e)
 		require.NoError(t, err)
 		if byNode[node] < 1 {
-			t.Skipf("another test took the free GPUs of %s", node)
+			skipOrFail(t, "another test took the free GPUs of %s", node)
 		}
 		r, err := preflight.Run(ctx, e.client, changed, preflight.Options{Namespace: e.namespace, Policy: policy})
 		require.NoError(t, err, "policy %s", policy)

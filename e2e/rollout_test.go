@@ -250,6 +250,13 @@ const releaseSelector = "app.kubernetes.io/instance=" + relName
 // current one, with every replica Ready, and no other ReplicaSet has pods.
 func (f *relFixture) assertServing(t *testing.T, rs release.ReplicaSetRef) {
 	t.Helper()
+	f.assertServingWith(t, rs, rolloutReplicas, releaseSelector)
+}
+
+// assertServingWith is assertServing for a Deployment of replicas pods
+// whose pods selector selects.
+func (f *relFixture) assertServingWith(t *testing.T, rs release.ReplicaSetRef, replicas int32, selector string) {
+	t.Helper()
 	var why string
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		d, err := f.client.AppsV1().Deployments(f.namespace).Get(ctx, relName, metav1.GetOptions{})
@@ -257,8 +264,8 @@ func (f *relFixture) assertServing(t *testing.T, rs release.ReplicaSetRef) {
 			return false, err
 		}
 		st := d.Status
-		if st.ObservedGeneration < d.Generation || st.Replicas != rolloutReplicas || st.UpdatedReplicas != rolloutReplicas ||
-			st.ReadyReplicas != rolloutReplicas || st.AvailableReplicas != rolloutReplicas {
+		if st.ObservedGeneration < d.Generation || st.Replicas != replicas || st.UpdatedReplicas != replicas ||
+			st.ReadyReplicas != replicas || st.AvailableReplicas != replicas {
 			why = "Deployment status " + deploymentStatus(d.Status)
 			return false, nil
 		}
@@ -273,11 +280,11 @@ func (f *relFixture) assertServing(t *testing.T, rs release.ReplicaSetRef) {
 			why = "ReplicaSet " + rs.Name + " is not the Deployment's current revision"
 			return false, nil
 		}
-		if ptr.Deref(cur.Spec.Replicas, -1) != rolloutReplicas || cur.Status.ReadyReplicas != rolloutReplicas {
+		if ptr.Deref(cur.Spec.Replicas, -1) != replicas || cur.Status.ReadyReplicas != replicas {
 			why = "ReplicaSet " + rs.Name + " not scaled up and Ready"
 			return false, nil
 		}
-		pods, err := f.client.CoreV1().Pods(f.namespace).List(ctx, metav1.ListOptions{LabelSelector: releaseSelector})
+		pods, err := f.client.CoreV1().Pods(f.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, err
 		}

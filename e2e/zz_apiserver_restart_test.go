@@ -52,7 +52,7 @@ func TestZZRolloutSurvivesAPIServerRestart(t *testing.T) {
 		clusterDir = filepath.Join(filepath.Dir(kubeconfig), "kwok", "clusters", "vllmctl")
 	}
 	if _, err := os.Stat(filepath.Join(clusterDir, "pids", "kube-apiserver.pid")); err != nil {
-		t.Skipf("needs the local kwok cluster's kube-apiserver pid file (set VLLMCTL_E2E_CLUSTER_DIR): %v", err)
+		skipOrFail(t, "needs the local kwok cluster's kube-apiserver pid file (set VLLMCTL_E2E_CLUSTER_DIR): %v", err)
 	}
 
 	for _, tc := range []struct {

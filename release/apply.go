@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
@@ -71,6 +74,60 @@ type ApplyOptions struct {
 	// apply does not read them again. Deployments an HPA targets are
 	// always read (the replicas hand-over needs their current owners).
 	Known map[string]*unstructured.Unstructured
+	// LiveHPAs, when set, keeps the live HorizontalPodAutoscalers listed
+	// by the first apply of an operation for the next ones (a deploy's
+	// dry run, then its apply): one list per namespace and operation.
+	LiveHPAs *LiveHPAs
+}
+
+// LiveHPAs caches the live HorizontalPodAutoscalers of namespaces for one
+// operation. The zero value is ready to use; it is safe for concurrent use.
+type LiveHPAs struct {
+	mu   sync.Mutex
+	byNS map[string][]unstructured.Unstructured
+}
+
+// Seed records hpas as the live HPAs of namespace (listed by another part
+// of the operation, e.g. the capacity preflight), converted for the apply.
+func (c *LiveHPAs) Seed(namespace string, hpas []autoscalingv2.HorizontalPodAutoscaler) {
+	items := make([]unstructured.Unstructured, 0, len(hpas))
+	for i := range hpas {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&hpas[i])
+		if err != nil {
+			return // not seeded: the apply lists them
+		}
+		u := unstructured.Unstructured{Object: m}
+		u.SetAPIVersion("autoscaling/v2")
+		u.SetKind("HorizontalPodAutoscaler")
+		items = append(items, u)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byNS == nil {
+		c.byNS = map[string][]unstructured.Unstructured{}
+	}
+	c.byNS[namespace] = items
+}
+
+// list returns the HPAs of namespace, listing them with fn the first time.
+func (c *LiveHPAs) list(namespace string, fn func() ([]unstructured.Unstructured, error)) ([]unstructured.Unstructured, error) {
+	if c == nil {
+		return fn()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if items, ok := c.byNS[namespace]; ok {
+		return items, nil
+	}
+	items, err := fn()
+	if err != nil {
+		return nil, err
+	}
+	if c.byNS == nil {
+		c.byNS = map[string][]unstructured.Unstructured{}
+	}
+	c.byNS[namespace] = items
+	return items, nil
 }
 
 // ApplyResult reports the apply of one object.

@@ -61,12 +61,18 @@ func (a *Applier) hpaTargets(ctx context.Context, r *resolver, plan []planned, o
 		if missing[ns] {
 			continue
 		}
-		list, err := a.dynamic.Resource(mapping.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+		items, err := opts.LiveHPAs.list(ns, func() ([]unstructured.Unstructured, error) {
+			list, err := a.dynamic.Resource(mapping.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return list.Items, nil
+		})
 		if err != nil {
 			return nil, fmt.Errorf("list HorizontalPodAutoscalers in namespace %s: %w", ns, err)
 		}
-		for i := range list.Items {
-			hpa := &list.Items[i]
+		for i := range items {
+			hpa := &items[i]
 			ref := RefOf(hpa)
 			ref.Group = "autoscaling"
 			if opts.Release != "" && !applied[ref.key()] && managedBy(hpa, opts.Release) {

@@ -39,6 +39,12 @@ type DeployOptions struct {
 	// Manifest is the rendered manifest (stored in the record). When empty
 	// it is generated from Objects.
 	Manifest string
+	// CRDs are the CustomResourceDefinitions of the chart's crds/ when
+	// Render is nil (with Render: the render's). See crds.go.
+	CRDs []*unstructured.Unstructured
+	// SkipCRDs leaves the chart's crds/ alone (--skip-crds): no CRD is
+	// read or created.
+	SkipCRDs bool
 
 	// Timeout bounds the rollout: ReplicaSet discovery and the wait
 	// (0: DefaultTimeout). It is also the age after which another

@@ -70,6 +70,19 @@ type deployPlan struct {
 	diff *diff.Report
 	// known are the live objects the dry run read, for the apply.
 	known map[string]*unstructured.Unstructured
+
+	// seen are the records Acquire listed as it took the lock (nil: it
+	// took a pending record over, or has not run), and underLock the
+	// release's records other than the held one as known under the lock
+	// (nil: unknown): read once, never listed again while the lock is held.
+	seen, underLock []Entry
+	// hpas are the live HPAs the deploy's dry run listed, for its apply.
+	hpas LiveHPAs
+
+	// crdObjs are the chart's crds/ (or DeployOptions.CRDs) and crds what
+	// the deploy does with them (nil: nothing; see crds.go).
+	crdObjs []*unstructured.Unstructured
+	crds    *crdPlan
 }
 
 // prepare renders the chart (when the deploy has one) for plan and
@@ -87,6 +100,9 @@ func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan Plan) (
 		return nil, err
 	}
 	d.Redactor.AddObjects(p.objs...)
+	if err := d.planDeployCRDs(ctx, p); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -97,6 +113,7 @@ func (p *deployPlan) build(ctx context.Context, plan Plan) error {
 	p.plan = plan
 	objs, manifest := opts.Objects, opts.Manifest
 	p.chart, p.values = opts.Chart, opts.Values
+	p.crdObjs = opts.CRDs
 	if in := opts.Render; in != nil {
 		ro := in.Options
 		ro.ReleaseName = opts.Name
@@ -106,6 +123,7 @@ func (p *deployPlan) build(ctx context.Context, plan Plan) error {
 			return err
 		}
 		objs, manifest = r.Objects, r.Manifest
+		p.crdObjs = r.CRDs
 		p.chart = Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion}
 		p.values = r.UserValues
 	}
@@ -197,6 +215,7 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 		MaxSurge:       opts.MaxSurge,
 		MaxUnavailable: opts.MaxUnavailable,
 	}
+	pfOpts.OnHPAs = p.hpas.Seed
 	if c := opts.Canary; c != nil {
 		// The canary phase surges by the canary count with nothing
 		// unavailable: its extra pods must fit.
@@ -227,11 +246,11 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 // means) refuses the deploy (*OwnershipError) unless TakeOwnership adopts
 // it, which the revision's description then says.
 func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []Entry) error {
-	rep, known, err := d.diffLive(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
+	rep, known, err := d.withCRDs(p.crds).diffLive(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
 	if err != nil {
 		// Whose objects they are comes first: a refused dry run may be
 		// the consequence (another release's immutable selector).
-		if live, gerr := d.liveCopies(ctx, p.objs); gerr == nil && !p.opts.TakeOwnership {
+		if live, gerr := d.withCRDs(p.crds).liveCopies(ctx, p.objs); gerr == nil && !p.opts.TakeOwnership {
 			if foreign := foreignObjects(p.opts.Name, live); len(foreign) > 0 {
 				return &OwnershipError{Name: p.opts.Name, Objects: foreign}
 			}
@@ -261,6 +280,7 @@ func (p *deployPlan) applyOptions(name string) ApplyOptions {
 		Release:         name,
 		Force:           p.opts.ForceConflicts,
 		CreateNamespace: p.opts.CreateNamespace,
+		LiveHPAs:        &p.hpas,
 	}
 }
 

@@ -38,6 +38,7 @@ func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*Release, error) {
 		Force:   opts.ForceUnlock,
 		Clock:   d.clock(),
 		Record:  &Release{Chart: p.chart, Values: p.values, Manifest: p.manifest},
+		Seen:    &p.seen,
 	}))
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("release %s: does namespace %s exist? (--create-namespace creates it): %w", opts.Name, d.Namespace(), err)
@@ -87,11 +88,15 @@ func (d *Deployer) upToDateResult(current *StatusReport, start time.Time) *Resul
 // revision is healthy, the pending record is removed and res is the
 // up-to-date result: done is true.
 func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *Release, before []Entry, res *Result, start time.Time) (bool, error) {
-	entries, err := d.Store.List(ctx, rec.Name)
-	if err != nil {
-		return true, d.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
+	entries := p.seen
+	if entries == nil {
+		var err error
+		if entries, err = d.Store.List(ctx, rec.Name); err != nil {
+			return true, d.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
+		}
 	}
 	entries = without(entries, rec.Revision)
+	p.underLock = entries
 	if sameEntries(entries, before) {
 		return false, nil // the decisions taken before the lock stand
 	}
@@ -133,7 +138,7 @@ func (d *Deployer) replan(ctx context.Context, p *deployPlan, rec *Release, entr
 	if !p.opts.reconciles() {
 		return nil
 	}
-	rep, err := d.diff(ctx, rec.Name, entries, p.objs, p.applyOptions(rec.Name))
+	rep, err := d.withCRDs(p.crds).diff(ctx, rec.Name, entries, p.objs, p.applyOptions(rec.Name))
 	if err != nil {
 		p.diff = nil // a refusal: the apply reports it
 		return nil
@@ -159,7 +164,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	opts, objs, clk := p.opts, p.objs, d.clock()
 	install := rec.Status == StatusPendingInstall
 
-	live, err := d.liveRevisions(ctx, rec.Name, rec.Revision)
+	live, err := d.liveRevisionsAmong(ctx, p.underLock, rec.Name, rec.Revision)
 	var previous []*unstructured.Unstructured
 	if err == nil {
 		previous, err = manifestObjects(live)
@@ -176,6 +181,9 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(), &Failure{Reason: "Internal", Message: err.Error()}, err)
+	}
+	if err := d.createCRDs(ctx, p, rec, res, start); err != nil {
+		return d.crdsFailed(ctx, p, rec, res, start, install, err)
 	}
 	applied, err := d.Objects.Apply(ctx, canary.applied(objs), applyOpts)
 	res.Applied = applied
@@ -197,7 +205,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	deadline := start.Add(opts.Timeout)
 	remaining := func() time.Duration { return max(deadline.Sub(stamp(clk)), time.Millisecond) }
 	rctx, cancel := context.WithTimeout(ctx, remaining())
-	err = d.discoverReplicaSets(rctx, rec, objs)
+	err = d.discoverReplicaSets(rctx, rec, objs, applied)
 	cancel()
 	var werr error
 	var wres wait.Result
@@ -251,7 +259,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 		desc = "Install complete"
 	}
 	desc = opts.withNote(desc)
-	if err := MarkDeployed(ctx, d.Store, rec, clk, desc); err != nil {
+	if err := d.markDeployed(ctx, p, rec, desc); err != nil {
 		res.sync(rec, start, clk)
 		return res, fmt.Errorf("mark release %s revision %d deployed: %w", rec.Name, rec.Revision, err)
 	}
@@ -260,7 +268,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	pruned, err := d.pruneObjects(ctx, rec, previous, objs)
 	res.Pruned = pruned
 	errs = append(errs, err)
-	errs = append(errs, d.pruneHistory(ctx, rec, opts.HistoryMax))
+	errs = append(errs, d.pruneHistoryAmong(ctx, rec, opts.HistoryMax, p.afterDeployed(rec)))
 	res.sync(rec, start, clk)
 	return res, errors.Join(errs...)
 }
@@ -350,7 +358,7 @@ func (d *Deployer) dryRun(ctx context.Context, p *deployPlan, start time.Time) (
 	res.Description = "Dry run complete"
 	applyOpts := p.applyOptions(opts.Name)
 	applyOpts.Namespace, applyOpts.DryRun = d.Namespace(), true
-	applied, err := d.Objects.Apply(ctx, p.objs, applyOpts)
+	applied, err := d.withCRDs(p.crds).Objects.Apply(ctx, p.objs, applyOpts)
 	res.Applied = applied
 	for _, a := range applied {
 		msg := "dry run"
@@ -361,7 +369,45 @@ func (d *Deployer) dryRun(ctx context.Context, p *deployPlan, start time.Time) (
 	}
 	res.DurationSeconds = stamp(d.clock()).Sub(start).Seconds()
 	if err != nil {
-		return res, fmt.Errorf("release %s: dry run: %w", opts.Name, err)
+		// As the deploy would be refused: no result, the dry run's code
+		// (2 for an invalid object).
+		return nil, &DryRunError{Name: opts.Name, Err: err}
+	}
+	// Whose objects they are, as the deploy would check it.
+	var live []*unstructured.Unstructured
+	for _, a := range applied {
+		if a.Before != nil {
+			live = append(live, a.Before)
+		}
+	}
+	if foreign := foreignObjects(opts.Name, live); len(foreign) > 0 {
+		if !opts.TakeOwnership {
+			return nil, &OwnershipError{Name: opts.Name, Objects: foreign}
+		}
+		res.Description = joinNotes(res.Description, ownershipNote(foreign))
 	}
 	return res, nil
+}
+
+// markDeployed marks rec deployed and supersedes the deployed revision,
+// among the records known under the lock when they are.
+func (d *Deployer) markDeployed(ctx context.Context, p *deployPlan, rec *Release, desc string) error {
+	return markDeployedAmong(ctx, d.Store, rec, d.clock(), desc, p.underLock)
+}
+
+// afterDeployed returns the release's records once rec is deployed, as
+// known under the lock (nil: unknown): the deployed one superseded, rec
+// last.
+func (p *deployPlan) afterDeployed(rec *Release) []Entry {
+	if p.underLock == nil {
+		return nil
+	}
+	out := make([]Entry, 0, len(p.underLock)+1)
+	for _, e := range p.underLock {
+		if e.Status == StatusDeployed {
+			e.Status = StatusSuperseded
+		}
+		out = append(out, e)
+	}
+	return append(out, Entry{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Status: rec.Status})
 }

@@ -60,7 +60,11 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	if err != nil {
 		return nil, err
 	}
-	return d.diff(ctx, opts.Name, entries, r.Objects, ApplyOptions{
+	crds, err := d.planCRDs(ctx, opts.Name, plan.Revision, r.CRDs, r.Objects)
+	if err != nil {
+		return nil, err
+	}
+	return d.withCRDs(crds).diff(ctx, opts.Name, entries, r.Objects, ApplyOptions{
 		Release:         opts.Name,
 		Force:           opts.ForceConflicts,
 		CreateNamespace: opts.CreateNamespace,

@@ -233,6 +233,9 @@ type Result struct {
 	// Pruned are the objects deleted because the revision no longer has
 	// them.
 	Pruned []ObjectRef `json:"pruned,omitempty"`
+	// CRDs are the CustomResourceDefinitions (crds/ of the chart) the
+	// revision created.
+	CRDs []string `json:"crds,omitempty"`
 	// Applied are the per-object results of the apply.
 	Applied []ApplyResult `json:"-"`
 	// Rollback is the result of the automatic rollback, if one ran.
@@ -382,9 +385,17 @@ func liveEntries(entries []Entry, own int) []Entry {
 // be pruned): the operations that must not go on with one refuse before
 // they take the lock.
 func (e *Engine) liveRevisions(ctx context.Context, name string, own int) ([]*Release, error) {
-	entries, err := e.Store.List(ctx, name)
-	if err != nil {
-		return nil, err
+	return e.liveRevisionsAmong(ctx, nil, name, own)
+}
+
+// liveRevisionsAmong is liveRevisions over known records (nil: listed).
+func (e *Engine) liveRevisionsAmong(ctx context.Context, known []Entry, name string, own int) ([]*Release, error) {
+	entries := known
+	if entries == nil {
+		var err error
+		if entries, err = e.Store.List(ctx, name); err != nil {
+			return nil, err
+		}
 	}
 	var out []*Release
 	for _, en := range liveEntries(entries, own) {
@@ -590,8 +601,14 @@ func replicaSetFailure(err error) *Failure {
 // discoverReplicaSets finds the ReplicaSet of every Deployment among objs
 // within ctx, records them on rec (a rewrite that also refreshes the lock)
 // and reports them as progress.
-func (e *Engine) discoverReplicaSets(ctx context.Context, rec *Release, objs []*unstructured.Unstructured) error {
-	refs, err := CurrentReplicaSets(ctx, e.Client, objs, e.Namespace())
+func (e *Engine) discoverReplicaSets(ctx context.Context, rec *Release, objs []*unstructured.Unstructured, applied []ApplyResult) error {
+	live := map[string]*unstructured.Unstructured{}
+	for _, a := range applied {
+		if a.Live != nil && !a.Unvalidated {
+			live[a.Object.String()] = a.Live
+		}
+	}
+	refs, err := currentReplicaSetsFrom(ctx, e.Client, objs, e.Namespace(), live)
 	if err != nil {
 		return err
 	}
@@ -654,7 +671,18 @@ func (e *Engine) pruneObjects(ctx context.Context, rec *Release, previous, objs 
 
 // pruneHistory applies --history-max after a revision was finished.
 func (e *Engine) pruneHistory(ctx context.Context, rec *Release, keep int) error {
-	deleted, err := PruneHistory(ctx, e.Store, rec.Name, keep)
+	return e.pruneHistoryAmong(ctx, rec, keep, nil)
+}
+
+// pruneHistoryAmong is pruneHistory over known records (nil: listed).
+func (e *Engine) pruneHistoryAmong(ctx context.Context, rec *Release, keep int, known []Entry) error {
+	var deleted []int
+	var err error
+	if known == nil {
+		deleted, err = PruneHistory(ctx, e.Store, rec.Name, keep)
+	} else {
+		deleted, err = pruneHistoryAmong(ctx, e.Store, rec.Name, keep, known)
+	}
 	for _, d := range deleted {
 		e.emit(rec.Name, rec.Revision, PhaseHistory, "", "deleted", fmt.Sprintf("record of revision %d (history max %d)", d, keep))
 	}

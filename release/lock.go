@@ -98,6 +98,11 @@ type LockOptions struct {
 	// namespace, revision, status, holder, description and timestamps are
 	// set by Acquire.
 	Record *Release
+	// Seen, when set, receives the records Acquire listed when it took the
+	// lock without taking another pending record over (the records other
+	// than the new one, oldest first): under the lock nobody else writes,
+	// so the caller need not list them again. It is left nil otherwise.
+	Seen *[]Entry
 }
 
 // maxAcquireAttempts bounds how often Acquire starts over after losing a
@@ -219,7 +224,7 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 		if errors.Is(err, ErrExists) {
 			return nil, fmt.Errorf("%w: %w", errRetry, err)
 		}
-		return nil, err
+		return nil, errors.Join(err, dropLostCreate(ctx, s, r))
 	}
 
 	for _, p := range pending {
@@ -232,6 +237,9 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 			}
 			return nil, err
 		}
+	}
+	if opts.Seen != nil && len(pending) == 0 {
+		*opts.Seen = entries
 	}
 	return r, nil
 }
@@ -392,4 +400,28 @@ func DefaultHolder() string {
 // reading, so that it survives an encode/decode round trip unchanged.
 func stamp(clk Clock) time.Time {
 	return clk.Now().UTC()
+}
+
+// dropLostCreate removes the pending record r when its create reached the
+// store although the answer was lost (an interrupt or a connection cut
+// mid-request): left behind, it would hold the lock for its whole lease
+// with nobody renewing it. Only a record this very attempt wrote (same
+// holder, same creation time) is removed, on a context of its own.
+func dropLostCreate(ctx context.Context, s Store, r *Release) error {
+	fctx, cancel := finishContext(ctx)
+	defer cancel()
+	cur, err := s.Get(fctx, r.Name, r.Revision)
+	var nf *NotFoundError
+	switch {
+	case errors.As(err, &nf):
+		return nil
+	case err != nil:
+		return fmt.Errorf("release %s: check whether pending revision %d was written: %w", r.Name, r.Revision, err)
+	case !cur.Status.IsPending() || cur.Holder != r.Holder || !cur.Created.Equal(r.Created):
+		return nil
+	}
+	if err := s.Delete(fctx, r.Name, r.Revision); err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("release %s: remove pending revision %d written by an interrupted lock: %w", r.Name, r.Revision, err)
+	}
+	return nil
 }

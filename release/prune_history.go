@@ -18,6 +18,15 @@ func PruneHistory(ctx context.Context, s Store, name string, keep int) ([]int, e
 	if err != nil {
 		return nil, err
 	}
+	return pruneHistoryAmong(ctx, s, name, keep, entries)
+}
+
+// pruneHistoryAmong is PruneHistory over the records entries (every record
+// of the release, oldest first, as a caller holding the lock knows them).
+func pruneHistoryAmong(ctx context.Context, s Store, name string, keep int, entries []Entry) ([]int, error) {
+	if keep <= 0 {
+		return nil, nil
+	}
 	excess := len(entries) - keep
 	var deleted []int
 	for _, e := range entries { // oldest first

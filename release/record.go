@@ -156,6 +156,9 @@ type Release struct {
 	RollbackOf int `json:"rollbackOf,omitempty"`
 	// ReplicaSets are the ReplicaSets this revision produced.
 	ReplicaSets []ReplicaSetRef `json:"replicaSets,omitempty"`
+	// CRDs are the CustomResourceDefinitions (crds/ of the chart) this
+	// revision created, by name; vllmctl never updates or deletes them.
+	CRDs []string `json:"crds,omitempty"`
 	// Failure is the diagnosis when the revision failed.
 	Failure *Failure `json:"failure,omitempty"`
 	// Canary is what the revision's canary phase did (deploy --canary).

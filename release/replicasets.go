@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -31,6 +32,14 @@ const RevisionAnnotation = deploymentutil.RevisionAnnotation
 // [CurrentReplicaSet]. Deployments without a namespace are looked up in
 // namespace.
 func CurrentReplicaSets(ctx context.Context, client kubernetes.Interface, objs []*unstructured.Unstructured, namespace string) ([]ReplicaSetRef, error) {
+	return currentReplicaSetsFrom(ctx, client, objs, namespace, nil)
+}
+
+// currentReplicaSetsFrom is CurrentReplicaSets starting from the
+// Deployments as an apply just returned them (by ObjectRef.String(); a
+// missing one is read), so that none is read again.
+func currentReplicaSetsFrom(ctx context.Context, client kubernetes.Interface, objs []*unstructured.Unstructured, namespace string,
+	applied map[string]*unstructured.Unstructured) ([]ReplicaSetRef, error) {
 	var refs []ReplicaSetRef
 	for _, obj := range objs {
 		ref := RefOf(obj)
@@ -41,7 +50,15 @@ func CurrentReplicaSets(ctx context.Context, client kubernetes.Interface, objs [
 		if ns == "" {
 			ns = namespace
 		}
-		rs, err := CurrentReplicaSet(ctx, client, ns, ref.Name)
+		ref.Namespace = ns
+		var start *appsv1.Deployment
+		if u := applied[ref.String()]; u != nil {
+			d := &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err == nil {
+				start = d
+			}
+		}
+		rs, err := currentReplicaSet(ctx, client, ns, ref.Name, start)
 		if err != nil {
 			return refs, err
 		}
@@ -61,8 +78,14 @@ func CurrentReplicaSets(ctx context.Context, client kubernetes.Interface, objs [
 // ctx bounds the wait. A paused Deployment, or one whose controller has not
 // created the ReplicaSet, is an error.
 func CurrentReplicaSet(ctx context.Context, client kubernetes.Interface, namespace, name string) (ReplicaSetRef, error) {
+	return currentReplicaSet(ctx, client, namespace, name, nil)
+}
+
+// currentReplicaSet is CurrentReplicaSet from the Deployment start, when
+// known (else it is read).
+func currentReplicaSet(ctx context.Context, client kubernetes.Interface, namespace, name string, start *appsv1.Deployment) (ReplicaSetRef, error) {
 	obj := "Deployment " + namespace + "/" + name
-	d, err := observedDeployment(ctx, client, namespace, name)
+	d, err := observedDeployment(ctx, client, namespace, name, start)
 	if err != nil {
 		return ReplicaSetRef{}, err
 	}
@@ -104,12 +127,15 @@ func observed(d *appsv1.Deployment) bool {
 
 // observedDeployment returns the Deployment once its controller has
 // observed its latest generation, watching (not polling) until then.
-func observedDeployment(ctx context.Context, client kubernetes.Interface, namespace, name string) (*appsv1.Deployment, error) {
+func observedDeployment(ctx context.Context, client kubernetes.Interface, namespace, name string, start *appsv1.Deployment) (*appsv1.Deployment, error) {
 	obj := "Deployment " + namespace + "/" + name
 	deps := client.AppsV1().Deployments(namespace)
-	d, err := deps.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", obj, err)
+	d := start
+	if d == nil || d.ResourceVersion == "" {
+		var err error
+		if d, err = deps.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return nil, fmt.Errorf("get %s: %w", obj, err)
+		}
 	}
 	if observed(d) {
 		return d, nil

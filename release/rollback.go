@@ -230,7 +230,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 	deadline := start.Add(opts.Timeout)
 	remaining := func() time.Duration { return max(deadline.Sub(stamp(clk)), time.Millisecond) }
 	rctx, cancel := context.WithTimeout(ctx, remaining())
-	err = r.discoverReplicaSets(rctx, rec, objs)
+	err = r.discoverReplicaSets(rctx, rec, objs, applied)
 	cancel()
 	if err != nil {
 		if lost := lockLost(err); lost != nil {

@@ -38,6 +38,8 @@ type StatusReport struct {
 	Updated     time.Time `json:"updated"`
 	RollbackOf  int       `json:"rollbackOf,omitempty"`
 	Failure     *Failure  `json:"failure,omitempty"`
+	// CRDs are the CustomResourceDefinitions the revision created.
+	CRDs []string `json:"crds,omitempty"`
 	// Canary is what the revision's canary phase did, if it had one.
 	Canary *CanaryReport `json:"canary,omitempty"`
 	// Objects are the revision's objects in manifest order, with their
@@ -100,7 +102,7 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *Release) (*StatusReport, e
 	rep := &StatusReport{
 		Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Status: rec.Status,
 		Description: rec.Description, Chart: rec.Chart.String(), AppVersion: rec.Chart.AppVersion,
-		Updated: rec.Updated, RollbackOf: rec.RollbackOf, Failure: rec.Failure, Canary: rec.Canary,
+		Updated: rec.Updated, RollbackOf: rec.RollbackOf, Failure: rec.Failure, Canary: rec.Canary, CRDs: rec.CRDs,
 		Objects: []LiveObject{}, ReplicaSets: []ServingReplicaSet{}, RecordedReplicaSets: []ReplicaSetRef{},
 	}
 	if len(rec.ReplicaSets) > 0 {

@@ -12,16 +12,47 @@ import (
 // is still deployed (Deployed picks the highest) and the next MarkDeployed
 // repairs the rest. An empty description keeps r's.
 func MarkDeployed(ctx context.Context, s Store, r *Release, clk Clock, description string) error {
+	return markDeployedAmong(ctx, s, r, clk, description, nil)
+}
+
+// markDeployedAmong is MarkDeployed for a caller holding the lock, which
+// may know the release's other records (entries, as listed under the
+// lock; nil: unknown, listed): they are not listed again.
+func markDeployedAmong(ctx context.Context, s Store, r *Release, clk Clock, description string, entries []Entry) error {
 	r.Status = StatusDeployed
 	r.Failure = nil
 	if description != "" {
 		r.Description = description
 	}
 	r.Updated = stamp(clockOr(clk))
-	if err := s.Update(ctx, r); err != nil {
+	if err := updateHeld(ctx, s, r); err != nil {
 		return err
 	}
-	return supersedeDeployed(ctx, s, r)
+	if entries == nil {
+		return supersedeDeployed(ctx, s, r)
+	}
+	return supersedeAmong(ctx, s, r, entries)
+}
+
+// updateHeld writes r, a record the caller holds (pending, its holder
+// r.Holder). An earlier write of the caller may have reached the store
+// although its answer was lost (an interrupt mid-request), leaving r's
+// concurrency token behind: on a conflict the record is read again and,
+// when it is still pending and held by r.Holder, written with the fresh
+// token. Any other change is another operation's (a lock taken over), and
+// the conflict stands.
+func updateHeld(ctx context.Context, s Store, r *Release) error {
+	err := s.Update(ctx, r)
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) || r.Holder == "" {
+		return err
+	}
+	cur, gerr := s.Get(ctx, r.Name, r.Revision)
+	if gerr != nil || !cur.Status.IsPending() || cur.Holder != r.Holder {
+		return err
+	}
+	r.version = cur.version
+	return s.Update(ctx, r)
 }
 
 // MarkFailed finishes r as failed, with the diagnosis f (may be nil). The
@@ -33,7 +64,7 @@ func MarkFailed(ctx context.Context, s Store, r *Release, clk Clock, description
 		r.Description = description
 	}
 	r.Updated = stamp(clockOr(clk))
-	return s.Update(ctx, r)
+	return updateHeld(ctx, s, r)
 }
 
 // MarkUninstalled finishes r as uninstalled (uninstall --keep-history) and
@@ -45,7 +76,7 @@ func MarkUninstalled(ctx context.Context, s Store, r *Release, clk Clock, descri
 		r.Description = description
 	}
 	r.Updated = stamp(clockOr(clk))
-	if err := s.Update(ctx, r); err != nil {
+	if err := updateHeld(ctx, s, r); err != nil {
 		return err
 	}
 	return supersedeDeployed(ctx, s, r)
@@ -59,6 +90,11 @@ func supersedeDeployed(ctx context.Context, s Store, r *Release) error {
 	if err != nil {
 		return err
 	}
+	return supersedeAmong(ctx, s, r, entries)
+}
+
+// supersedeAmong is supersedeDeployed over the records entries.
+func supersedeAmong(ctx context.Context, s Store, r *Release, entries []Entry) error {
 	for _, e := range entries {
 		if e.Status != StatusDeployed || e.Revision == r.Revision {
 			continue

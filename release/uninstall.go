@@ -40,6 +40,9 @@ type UninstallResult struct {
 	// Kept are the objects left alone (not managed by the release any
 	// more, namespaces), with why.
 	Kept []PruneResult `json:"kept,omitempty"`
+	// KeptCRDs are the CustomResourceDefinitions the release's revisions
+	// created: never deleted.
+	KeptCRDs []string `json:"keptCRDs,omitempty"`
 	// KeptHistory says whether the records were kept.
 	KeptHistory bool `json:"keptHistory"`
 	// DeletedRecords are the revisions whose records were deleted.
@@ -121,6 +124,7 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 		res.Status = rec.Status
 		return res, err
 	}
+	res.KeptCRDs = u.keptCRDs(rec, entries)
 
 	if opts.KeepHistory {
 		if err := MarkUninstalled(ctx, u.Store, rec, clk, "Uninstallation complete"); err != nil {

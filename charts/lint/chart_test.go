@@ -190,3 +190,32 @@ func mustJSON(t *testing.T, v any) string {
 	require.NoError(t, err)
 	return string(data)
 }
+
+// TestSubchartObjectsAreLinted lints a chart with subcharts: the objects
+// of the subcharts (nested ones too) are checked, and each finding names
+// the template that rendered its object.
+func TestSubchartObjectsAreLinted(t *testing.T) {
+	dir := filepath.Join("..", "testdata", "charts", "umbrella")
+	ch, err := charts.Load(dir)
+	require.NoError(t, err)
+	// The cache subchart is not vendored in testdata (the charts tests
+	// pack it): its tag turns it off.
+	r, err := charts.Render(ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: lintNamespace, Set: []string{"tags.backend=false"}})
+	require.NoError(t, err)
+	got := Run(r.Objects, Options{Namespace: lintNamespace, Source: r.Source})
+	require.NotEmpty(t, got)
+	rules := map[string]bool{}
+	for _, f := range got {
+		assert.Equal(t, "Deployment inference/qwen-web", f.Object)
+		assert.Equal(t, "umbrella/charts/web/templates/deployment.yaml", f.Template, f.String())
+		assert.Contains(t, f.String(), "(umbrella/charts/web/templates/deployment.yaml)")
+		rules[f.Rule] = true
+	}
+	assert.True(t, rules["VL004"], "probes: %v", got)
+	assert.True(t, rules["VL006"], "requests: %v", got)
+
+	// Without Source, findings name no template.
+	for _, f := range Run(r.Objects, Options{Namespace: lintNamespace}) {
+		assert.Empty(t, f.Template)
+	}
+}

@@ -54,6 +54,12 @@
 // its flags are read from command and args ("--name value" or
 // "--name=value").
 //
+// The objects of a chart's subcharts are rendered with the chart
+// (charts.Render) and checked like its own; with Options.Source (e.g.
+// charts.Rendered.Source) every finding names the template that rendered
+// its object, "mychart/charts/sub/templates/deployment.yaml" for a
+// subchart's.
+//
 // Objects whose metadata.namespace is empty are taken to be in
 // Options.Namespace (the release namespace). Findings are sorted by
 // severity (errors first), then rule, object, field and message, so the

@@ -40,6 +40,11 @@ type Finding struct {
 	Severity Severity `json:"severity"`
 	// Object is "Kind namespace/name" ("Kind name" without a namespace).
 	Object string `json:"object"`
+	// Template is the chart template that rendered the object, as Helm
+	// names it: "mychart/templates/deployment.yaml", or
+	// "mychart/charts/sub/templates/deployment.yaml" for an object of a
+	// subchart. Empty when Options.Source is not set.
+	Template string `json:"template,omitempty"`
 	// Field is the JSON path of the offending field inside the object, e.g.
 	// spec.template.spec.containers[0].resources.limits.nvidia.com/gpu.
 	Field string `json:"field"`
@@ -49,6 +54,9 @@ type Finding struct {
 
 // String renders a finding on one line.
 func (f Finding) String() string {
+	if f.Template != "" {
+		return fmt.Sprintf("%s %s %s (%s) %s: %s", f.Severity, f.Rule, f.Object, f.Template, f.Field, f.Message)
+	}
 	return fmt.Sprintf("%s %s %s %s: %s", f.Severity, f.Rule, f.Object, f.Field, f.Message)
 }
 
@@ -58,6 +66,10 @@ type Options struct {
 	// metadata.namespace (the release namespace). Empty means unknown: such
 	// objects are then not checked by VL008.
 	Namespace string
+	// Source, when set, names the template that rendered an object (e.g.
+	// charts.Rendered.Source): findings carry it in Template, so that a
+	// finding on a subchart's object names the subchart's file.
+	Source func(*unstructured.Unstructured) string
 }
 
 // Rule describes one lint rule.
@@ -104,11 +116,16 @@ func Run(objs []*unstructured.Unstructured, opts Options) []Finding {
 		if w == nil {
 			continue
 		}
+		template := ""
+		if opts.Source != nil {
+			template = opts.Source(obj)
+		}
 		for _, r := range rules {
 			for _, f := range r.check(w, opts) {
 				f.Rule = r.ID
 				f.Severity = r.Severity
 				f.Object = w.display
+				f.Template = template
 				out = append(out, f)
 			}
 		}
@@ -125,6 +142,7 @@ func Sort(findings []Finding) {
 			cmp.Compare(a.Severity.rank(), b.Severity.rank()),
 			cmp.Compare(a.Rule, b.Rule),
 			cmp.Compare(a.Object, b.Object),
+			cmp.Compare(a.Template, b.Template),
 			cmp.Compare(a.Field, b.Field),
 			cmp.Compare(a.Message, b.Message),
 		)

@@ -36,6 +36,7 @@ type deployOptions struct {
 	createNamespace   bool
 	forceUnlock       bool
 	takeOwnership     bool
+	skipCRDs          bool
 	rollbackTimeout   time.Duration
 
 	namespace      string
@@ -108,6 +109,8 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	f.BoolVar(&o.forceUnlock, "force-unlock", false, "take over the lock of another operation on the release")
 	f.BoolVar(&o.takeOwnership, "take-ownership", false,
 		"adopt existing objects the chart renders that are another release's or were made by other means (refused otherwise, exit 6)")
+	f.BoolVar(&o.skipCRDs, "skip-crds", false,
+		"do not create the CustomResourceDefinitions of the chart's crds/ (by default the missing ones are created, never updated, before any other object)")
 	return cmd
 }
 
@@ -198,6 +201,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		MaxSurge:          o.surge,
 		MaxUnavailable:    o.unavailable,
 		SkipPreflight:     o.preflight.skip,
+		SkipCRDs:          o.skipCRDs,
 		SurgePolicy:       o.preflight.surgePolicy,
 		Diff:              o.diff,
 		Canary:            o.canary.opts,

@@ -65,7 +65,8 @@ func newLintCommand(g *GlobalOptions) *cobra.Command {
 		Use:   "lint [CHART]",
 		Short: "Check a chart's values against its schema and its objects against inference rules, no cluster needed",
 		Long: "Render CHART (a chart directory or a built-in chart; default \"vllm\") as `vllmctl template`\n" +
-			"does, with release name \"" + lintRelease + "\", then check the rendered workloads:\n\n" +
+			"does, with release name \"" + lintRelease + "\", then check the rendered workloads, those of its\n" +
+			"subcharts included (each finding names the template of its object):\n\n" +
 			ruleHelp.String() + "\n" +
 			"Values rejected by the chart's values.schema.json fail with exit code 2 and the values path.\n" +
 			"The exit code is 2 when any finding is an error (with --strict: an error or a warning), else 0.\n" +
@@ -97,6 +98,7 @@ func (o *lintOptions) Complete(args []string) error {
 		return err
 	}
 	o.chart, o.opts, err = o.render.Resolve(append([]string{lintRelease}, args...), ns)
+	o.opts.ChartDir = chartDir(ChartRef(append([]string{lintRelease}, args...)))
 	return err
 }
 
@@ -119,7 +121,8 @@ func (o *lintOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	findings := lint.Run(r.Objects, lint.Options{Namespace: o.opts.Namespace})
+	printWarnings(o.g.Streams.ErrOut, r.Warnings)
+	findings := lint.Run(r.Objects, lint.Options{Namespace: o.opts.Namespace, Source: r.Source})
 	promoted := 0
 	if o.strict {
 		for i := range findings {
@@ -164,9 +167,9 @@ func writeLintReport(w io.Writer, format string, findings []lint.Finding, errs, 
 			return nil
 		}
 		tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-		fmt.Fprintln(tw, "SEVERITY\tRULE\tOBJECT\tFIELD\tMESSAGE")
+		fmt.Fprintln(tw, "SEVERITY\tRULE\tOBJECT\tTEMPLATE\tFIELD\tMESSAGE")
 		for _, f := range findings {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Severity, f.Rule, f.Object, f.Field, oneLine(f.Message))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.Severity, f.Rule, f.Object, recordCell(f.Template), f.Field, oneLine(f.Message))
 		}
 		return tw.Flush()
 	}

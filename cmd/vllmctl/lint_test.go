@@ -79,12 +79,54 @@ func TestLintBadChartTable(t *testing.T) {
 	assert.Equal(t, ExitInvalid, code)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.NotEmpty(t, lines)
-	assert.Equal(t, []string{"SEVERITY", "RULE", "OBJECT", "FIELD", "MESSAGE"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{"SEVERITY", "RULE", "OBJECT", "TEMPLATE", "FIELD", "MESSAGE"}, strings.Fields(lines[0]))
 	for _, rule := range lint.Rules() {
 		assert.Contains(t, stdout, " "+rule.ID+" ")
 	}
 	assert.True(t, strings.HasPrefix(lines[1], "error "), "errors come first: %q", lines[1])
-	assert.Contains(t, stdout, "Deployment default/release-name-selector")
+	assert.Contains(t, stdout, "Deployment default/release-name-selector   bad-lint/templates/deployment-selector.yaml")
+}
+
+// TestLintSubcharts lints charts with subcharts: the subcharts' objects
+// are linted and their findings name the subchart's template; the
+// warnings of the render (dependencies left out) go to stderr.
+func TestLintSubcharts(t *testing.T) {
+	const chartsDir = "../../charts/testdata/charts/"
+	t.Run("findings on a subchart's objects name its template", func(t *testing.T) {
+		stdout, stderr, code := runLintCLI(t, "lint", chartsDir+"umbrella", "-n", "inference", "--set", "tags.backend=false", "-o", "json")
+		assert.Equal(t, ExitOK, code, "stderr: %s", stderr)
+		r := decodeLintReport(t, stdout)
+		require.NotEmpty(t, r.Findings)
+		for _, f := range r.Findings {
+			assert.Equal(t, "Deployment inference/release-name-web", f.Object)
+			assert.Equal(t, "umbrella/charts/web/templates/deployment.yaml", f.Template)
+		}
+		assert.Contains(t, stdout, `"template": "umbrella/charts/web/templates/deployment.yaml"`)
+		assert.Equal(t, "warning: dependency cache ~0.1.0 (file://../umbrella-src/cache) is not in charts/ and is disabled (tags backend): rendering without it\n"+
+			"lint umbrella: 0 error(s), 4 warning(s), 0 info\n", stderr)
+	})
+	t.Run("table", func(t *testing.T) {
+		stdout, _, code := runLintCLI(t, "lint", chartsDir+"umbrella", "-n", "inference", "--set", "tags.backend=false")
+		assert.Equal(t, ExitOK, code)
+		assert.Contains(t, stdout, "Deployment inference/release-name-web   umbrella/charts/web/templates/deployment.yaml   spec.template.spec.containers[0]")
+	})
+	t.Run("dependencies left out are warned about", func(t *testing.T) {
+		stdout, stderr, code := runLintCLI(t, "lint", chartsDir+"missingdeps", "-n", "inference")
+		assert.Equal(t, ExitOK, code, "stderr: %s", stderr)
+		assert.Empty(t, stdout)
+		assert.Equal(t, 3, strings.Count(stderr, "warning: dependency "), stderr)
+	})
+	t.Run("an enabled dependency not vendored", func(t *testing.T) {
+		stdout, stderr, code := runLintCLI(t, "lint", chartsDir+"missingdeps", "-n", "inference", "--set", "tags.extras=true")
+		assert.Equal(t, ExitInvalid, code)
+		assert.Empty(t, stdout)
+		assert.Contains(t, stderr, "vendor it with `vllmctl dependency update "+chartsDir+"missingdeps`")
+	})
+	t.Run("a subchart's schema", func(t *testing.T) {
+		_, stderr, code := runLintCLI(t, "lint", chartsDir+"umbrella", "--set", "tags.backend=false", "--set", "web.replicas=0")
+		assert.Equal(t, ExitInvalid, code)
+		assert.Equal(t, "Error: values do not match the schema of chart umbrella/charts/web: web.replicas: minimum: got 0, want 1\n", stderr)
+	})
 }
 
 func TestLintCommand(t *testing.T) {

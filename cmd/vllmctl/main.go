@@ -23,7 +23,7 @@ func main() {
 	klog.SetSlogLogger(discard)
 	slog.SetDefault(discard)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := NewRootCommand(ctx, DefaultStreams()).ExecuteContext(ctx)
+	err := Execute(ctx, NewRootCommand(ctx, DefaultStreams()))
 	stop()
 	os.Exit(ExitCode(os.Stderr, err))
 }

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/vllmctl/vllmctl/release"
@@ -72,7 +74,7 @@ func openRecordStore(g *GlobalOptions, newStore func(string) (release.Store, err
 func kubeClient(g *GlobalOptions) (kubernetes.Interface, error) {
 	cfg, err := g.ConfigFlags.ToRESTConfig()
 	if err != nil {
-		return nil, recordClusterError{fmt.Errorf("kubeconfig: %w", err)}
+		return nil, kubeconfigError(err)
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -87,6 +89,23 @@ func colorOutput(w io.Writer) bool {
 	_, noColor := os.LookupEnv("NO_COLOR")
 	return !noColor && wait.IsTerminal(w)
 }
+
+// kubeconfigError classifies an error building the REST config: a
+// kubeconfig that names a context, cluster or user it does not have, or
+// has none, is invalid input (exit 2); anything else means the cluster
+// cannot be reached (exit 6).
+func kubeconfigError(err error) error {
+	err = fmt.Errorf("kubeconfig: %w", err)
+	if clientcmd.IsConfigurationInvalid(err) || clientcmd.IsEmptyConfig(err) || unknownKubeconfigEntry.MatchString(err.Error()) {
+		return usageError{err}
+	}
+	return recordClusterError{err}
+}
+
+// unknownKubeconfigEntry matches client-go's error for a --context,
+// --cluster or --user the kubeconfig does not have (a plain error, not one
+// clientcmd.IsConfigurationInvalid recognises).
+var unknownKubeconfigEntry = regexp.MustCompile(`(context|cluster|auth info) ".*" does not exist`)
 
 // recordClusterError marks a cluster that cannot be reached (exit 6).
 type recordClusterError struct{ err error }

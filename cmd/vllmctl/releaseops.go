@@ -39,7 +39,7 @@ func clusterEngine(g *GlobalOptions, namespace string, verdicts wait.RolloutOpti
 	}
 	applier, err := release.NewApplier(g.ConfigFlags)
 	if err != nil {
-		return nil, recordClusterError{err}
+		return nil, kubeconfigError(err)
 	}
 	others := wait.NewKstatusWaiter(applier.DynamicClient(), applier.RESTMapper())
 	return &release.Engine{

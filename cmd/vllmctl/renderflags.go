@@ -59,6 +59,7 @@ func (f *RenderFlags) Resolve(args []string, namespace string) (*chart.Chart, ch
 		return nil, charts.RenderOptions{}, newUsageError("a RELEASE name is required")
 	}
 	opts := f.RenderOptions(args[0], namespace)
+	opts.ChartDir = chartDir(ChartRef(args))
 	if err := charts.ValidateReleaseName(opts.ReleaseName); err != nil {
 		return nil, opts, err
 	}

@@ -102,6 +102,7 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newListCommand,
 		newTemplateCommand,
 		newLintCommand,
+		newDependencyCommand,
 		newDiffCommand,
 		newDeployCommand,
 		newRollbackCommand,
@@ -214,4 +215,14 @@ func configFilePath() string {
 		dir = filepath.Join(home, ".config")
 	}
 	return filepath.Join(dir, "vllmctl", "config.yaml")
+}
+
+// Execute runs the command tree. cobra's own errors about the command
+// line (an unknown command) are usage errors: exit code 2.
+func Execute(ctx context.Context, cmd *cobra.Command) error {
+	err := cmd.ExecuteContext(ctx)
+	if err != nil && strings.HasPrefix(err.Error(), "unknown command ") {
+		return usageError{err}
+	}
+	return err
 }

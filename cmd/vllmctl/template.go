@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
@@ -16,6 +18,7 @@ type templateOptions struct {
 	render RenderFlags
 
 	kubeVersion string
+	includeCRDs bool
 
 	chart *chart.Chart
 	opts  charts.RenderOptions
@@ -29,9 +32,15 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 		Long: "Render CHART (a chart directory or a built-in chart; default \"vllm\") for release RELEASE\n" +
 			"as `helm template` would, label every object with app.kubernetes.io/managed-by=vllmctl and\n" +
 			"app.kubernetes.io/instance=RELEASE, sort the objects in apply order and print them as one\n" +
-			"YAML stream. The namespace is -n, else the kubeconfig's, else \"default\".",
+			"YAML stream. The namespace is -n, else the kubeconfig's, else \"default\".\n\n" +
+			"Subcharts in the chart's charts/ (directories or .tgz) render as with Helm: condition, tags,\n" +
+			"alias, import-values, globals, their own values.schema.json. A dependency that is not in\n" +
+			"charts/ is left out with a warning on stderr when it is disabled, and refused (exit 2) when it\n" +
+			"is enabled. With --include-crds the CustomResourceDefinitions of the crds/ directories of the\n" +
+			"chart and its enabled subcharts come first, as written.",
 		Example: "  vllmctl template qwen\n" +
-			"  vllmctl template qwen ./mychart -n inference -f prod.yaml --set resources.gpu=2",
+			"  vllmctl template qwen ./mychart -n inference -f prod.yaml --set resources.gpu=2\n" +
+			"  vllmctl template shop ./umbrella --include-crds",
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(args); err != nil {
@@ -47,6 +56,8 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&o.kubeVersion, "kube-version", "",
 		"Kubernetes version for .Capabilities.KubeVersion and the chart's kubeVersion constraint (default "+charts.DefaultKubeVersion+
 			"; deploy and diff use the server's)")
+	cmd.Flags().BoolVar(&o.includeCRDs, "include-crds", false,
+		"print the CRDs of the crds/ directories of the chart and its enabled subcharts before the manifest")
 	return cmd
 }
 
@@ -58,6 +69,7 @@ func (o *templateOptions) Complete(args []string) error {
 	}
 	o.chart, o.opts, err = o.render.Resolve(args, ns)
 	o.opts.KubeVersion = charts.KubeVersion(o.kubeVersion, "")
+	o.opts.ChartDir = chartDir(ChartRef(args))
 	return err
 }
 
@@ -67,7 +79,8 @@ func (o *templateOptions) Validate() error {
 	return charts.ValidateReleaseName(o.opts.ReleaseName)
 }
 
-// Run renders the chart and prints the manifest.
+// Run renders the chart and prints the manifest (the CRDs first with
+// --include-crds) to stdout, the render's warnings to stderr.
 func (o *templateOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -76,8 +89,36 @@ func (o *templateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprint(o.g.Streams.Out, r.Manifest); err != nil {
+	printWarnings(o.g.Streams.ErrOut, r.Warnings)
+	out := r.Manifest
+	if o.includeCRDs && len(r.CRDs) > 0 {
+		crds, err := charts.Manifest(r.CRDs)
+		if err != nil {
+			return err
+		}
+		if out != "" {
+			crds += "---\n"
+		}
+		out = crds + out
+	}
+	if _, err := fmt.Fprint(o.g.Streams.Out, out); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	return nil
+}
+
+// printWarnings prints the warnings of a render, one line each.
+func printWarnings(w io.Writer, warnings []string) {
+	for _, line := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", line)
+	}
+}
+
+// chartDir is the directory of the chart reference ref, for messages that
+// name a command to run on it; "" for a built-in chart.
+func chartDir(ref string) string {
+	if !strings.ContainsAny(ref, `/\`) && charts.IsBuiltin(ref) {
+		return ""
+	}
+	return ref
 }

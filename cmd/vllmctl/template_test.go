@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +16,9 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -41,7 +48,11 @@ func runTemplateCLI(t *testing.T, args ...string) (string, string, int) {
 }
 
 func TestTemplateCommand(t *testing.T) {
-	const handwritten = "../../charts/testdata/charts/handwritten"
+	const (
+		handwritten = "../../charts/testdata/charts/handwritten"
+		umbrella    = "../../charts/testdata/charts/umbrella"
+		missingDeps = "../../charts/testdata/charts/missingdeps"
+	)
 	tests := []struct {
 		name   string
 		args   []string
@@ -106,6 +117,39 @@ func TestTemplateCommand(t *testing.T) {
 			args:   []string{"template", "demo", handwritten, "--set", "image.tag="},
 			code:   ExitInvalid,
 			stderr: "Error: template handwritten/templates/deployment.yaml line 26: image.tag is required\n",
+		},
+		{
+			name:   "subcharts, CRDs first with --include-crds",
+			args:   []string{"template", "shop", umbrella, "-n", "apps", "--set", "tags.backend=false", "--include-crds"},
+			golden: "template-umbrella-crds",
+			stderr: "warning: dependency cache ~0.1.0 (file://../umbrella-src/cache) is not in charts/ and is disabled (tags backend): rendering without it\n",
+		},
+		{
+			name:   "CRDs left out without --include-crds",
+			args:   []string{"template", "shop", umbrella, "-n", "apps", "--set", "tags.backend=false,web.enabled=false"},
+			golden: "template-umbrella-no-web",
+			stderr: "warning: dependency cache ~0.1.0 (file://../umbrella-src/cache) is not in charts/ and is disabled (tags backend): rendering without it\n",
+		},
+		{
+			name:   "disabled dependencies not vendored: warnings",
+			args:   []string{"template", "shop", missingDeps, "-n", "apps"},
+			golden: "template-missingdeps",
+			stderr: "warning: dependency redis 17.3.2 (https://charts.bitnami.com/bitnami) is not in charts/ and is disabled (condition redis.enabled): rendering without it\n" +
+				"warning: dependency helper ^1.0.0 (file://../missingdeps-src/helper) is not in charts/ and is disabled (tags extras): rendering without it\n" +
+				"warning: dependency metrics 3.x (oci://registry.example.com/charts) is not in charts/api/charts/ and is disabled (condition api.metrics.enabled): rendering without it\n",
+		},
+		{
+			name: "enabled dependency not vendored",
+			args: []string{"template", "shop", missingDeps, "--set", "redis.enabled=true"},
+			code: ExitInvalid,
+			stderr: "Error: chart missingdeps: dependency redis 17.3.2 (https://charts.bitnami.com/bitnami) is enabled (condition redis.enabled) " +
+				"but not in charts/: vendor it with `helm dependency build " + missingDeps + "`\n",
+		},
+		{
+			name:   "subchart schema violation",
+			args:   []string{"template", "shop", umbrella, "--set", "tags.backend=false", "--set", "web.replicas=zero"},
+			code:   ExitInvalid,
+			stderr: "Error: values do not match the schema of chart umbrella/charts/web: web.replicas: got string, want integer\n",
 		},
 		{
 			name: "missing RELEASE",
@@ -179,6 +223,81 @@ func TestRenderFlags(t *testing.T) {
 			assert.Equal(t, tt.files, opts.ValueFiles)
 			assert.Equal(t, tt.set, opts.Set)
 			assert.Equal(t, tt.str, opts.SetString)
+		})
+	}
+}
+
+// vendoredUmbrella copies the umbrella test chart and packs its cache
+// subchart into charts/ as a .tgz (as `helm dependency update` would).
+func vendoredUmbrella(t *testing.T) string {
+	t.Helper()
+	const src = "../../charts/testdata/charts/"
+	dir := filepath.Join(t.TempDir(), "umbrella")
+	require.NoError(t, os.CopyFS(dir, os.DirFS(src+"umbrella")))
+	cache, err := loader.LoadDir(src + "umbrella-src/cache")
+	require.NoError(t, err)
+	_, err = chartutil.Save(cache, filepath.Join(dir, "charts"))
+	require.NoError(t, err)
+	return dir
+}
+
+// decodeStream decodes a YAML stream into objects keyed by "Kind name",
+// without the labels vllmctl adds.
+func decodeStream(t *testing.T, stream string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(stream), 4096)
+	for {
+		var obj map[string]any
+		err := dec.Decode(&obj)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		require.NoError(t, err)
+		if obj == nil {
+			continue
+		}
+		if md, ok := obj["metadata"].(map[string]any); ok {
+			if labels, ok := md["labels"].(map[string]any); ok {
+				delete(labels, "app.kubernetes.io/managed-by")
+				delete(labels, "app.kubernetes.io/instance")
+				if len(labels) == 0 {
+					delete(md, "labels")
+				}
+			}
+			out[fmt.Sprint(obj["kind"], " ", md["name"])] = obj
+		}
+	}
+}
+
+// TestTemplateIncludeCRDsMatchesHelm compares `vllmctl template
+// --include-crds` with `helm template --include-crds` on a chart whose
+// subcharts (a directory, a .tgz, a nested one) bring CRDs: the same
+// objects, CRDs first in both.
+func TestTemplateIncludeCRDsMatchesHelm(t *testing.T) {
+	bin := os.Getenv("HELM_BIN")
+	if bin == "" {
+		t.Skip("HELM_BIN is not set: run with HELM_BIN=$(hack/install-helm.sh)")
+	}
+	dir := vendoredUmbrella(t)
+	for _, set := range []string{"web.replicas=3", "web.enabled=false"} {
+		t.Run(set, func(t *testing.T) {
+			ours, stderr, code := runTemplateCLI(t, "template", "shop", dir, "-n", "apps", "--include-crds", "--set", set)
+			require.Equal(t, ExitOK, code, stderr)
+			assert.Empty(t, stderr)
+
+			home := t.TempDir()
+			cmd := exec.Command(bin, "template", "shop", dir, "-n", "apps", "--include-crds", "--set", set)
+			cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home,
+				"KUBECONFIG="+filepath.Join(home, "kubeconfig"))
+			theirs, err := cmd.Output()
+			require.NoError(t, err)
+
+			want, got := decodeStream(t, string(theirs)), decodeStream(t, ours)
+			assert.Equal(t, want, got)
+			assert.True(t, strings.HasPrefix(ours, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"))
+			firstOther := strings.Index(ours, "kind: ConfigMap")
+			assert.Greater(t, firstOther, strings.LastIndex(ours, "kind: CustomResourceDefinition"), "CRDs come first")
 		})
 	}
 }

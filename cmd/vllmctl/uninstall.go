@@ -129,6 +129,9 @@ func (o *uninstallOptions) write(res *release.UninstallResult) error {
 			fmt.Fprintf(&b, "  %s: %s\n", k.Object, recordCell(k.Reason))
 		}
 	}
+	if len(res.KeptCRDs) > 0 {
+		fmt.Fprintf(&b, "CRDS KEPT: %s\n", strings.Join(res.KeptCRDs, ", "))
+	}
 	_, err := fmt.Fprint(o.g.Streams.Out, b.String())
 	return err
 }

@@ -44,13 +44,18 @@ func Of(err error) int {
 		return ec.ExitCode()
 	}
 	var status apierrors.APIStatus
-	var urlErr *url.Error
-	var netErr net.Error
-	if errors.As(err, &status) || errors.As(err, &urlErr) || errors.As(err, &netErr) {
+	if errors.As(err, &status) {
 		return Cluster
 	}
+	// An interrupt that cancelled a request in flight surfaces as a
+	// network error: it is still an interrupt, not the cluster's doing.
 	if errors.Is(err, context.Canceled) {
 		return Interrupted
+	}
+	var urlErr *url.Error
+	var netErr net.Error
+	if errors.As(err, &urlErr) || errors.As(err, &netErr) {
+		return Cluster
 	}
 	return Internal
 }

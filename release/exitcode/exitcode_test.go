@@ -31,6 +31,7 @@ func TestOf(t *testing.T) {
 		{"API error", fmt.Errorf("apply: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "deployments"}, "x", nil)), exitcode.Cluster},
 		{"network error", &url.Error{Op: "Get", URL: "https://127.0.0.1:1", Err: errors.New("connection refused")}, exitcode.Cluster},
 		{"interrupted", fmt.Errorf("wait: %w", context.Canceled), exitcode.Interrupted},
+		{"interrupted mid-request", fmt.Errorf("create Secret: %w", &url.Error{Op: "Post", URL: "https://127.0.0.1:1", Err: context.Canceled}), exitcode.Interrupted},
 		{"anything else", errors.New("boom"), exitcode.Internal},
 	}
 	for _, tc := range cases {

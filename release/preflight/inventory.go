@@ -106,6 +106,9 @@ func (p *preflighter) hpaFor(ctx context.Context, ns, name string) (*hpaInfo, er
 		case err != nil:
 			return nil, fmt.Errorf("preflight: list HorizontalPodAutoscalers in namespace %s: %w", ns, err)
 		default:
+			if p.opts.OnHPAs != nil {
+				p.opts.OnHPAs(ns, list.Items)
+			}
 			for _, h := range list.Items {
 				gv, _ := schema.ParseGroupVersion(h.Spec.ScaleTargetRef.APIVersion)
 				if h.Spec.ScaleTargetRef.Kind != "Deployment" || gv.Group != "apps" {

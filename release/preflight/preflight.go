@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +42,10 @@ type Options struct {
 	MaxUnavailable *intstr.IntOrString
 	// Skip checks nothing: the report only carries the overrides.
 	Skip bool
+	// OnHPAs, when set, receives the live HorizontalPodAutoscalers of each
+	// namespace the preflight listed, so that the operation need not list
+	// them again.
+	OnHPAs func(namespace string, hpas []autoscalingv2.HorizontalPodAutoscaler)
 }
 
 // Run checks, before anything is applied, that the rollout of every

@@ -1,0 +1,1 @@
+{{- define "library.name" -}}lib{{- end -}}
