@@ -302,7 +302,7 @@ func missingDependencies(states []depState, chartName, chartDir string) ([]strin
 }
 
 // describeDependency names a dependency for messages: "redis 17.3.2
-// (https://charts.bitnami.com/bitnami)", with " as ALIAS" when aliased.
+// (https://charts.example.com/stable)", with " as ALIAS" when aliased.
 func describeDependency(d *chart.Dependency) string {
 	repo := d.Repository
 	if repo == "" {

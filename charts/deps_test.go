@@ -265,12 +265,12 @@ func TestMissingDependencies(t *testing.T) {
 		err      []string // substrings of the error; nil: no error
 	}{
 		{name: "all disabled: rendered without them", warnings: []string{
-			"dependency redis 17.3.2 (https://charts.bitnami.com/bitnami) is not in charts/ and is disabled (condition redis.enabled): rendering without it",
+			"dependency redis 17.3.2 (https://charts.example.com/stable) is not in charts/ and is disabled (condition redis.enabled): rendering without it",
 			"dependency helper ^1.0.0 (file://../missingdeps-src/helper) is not in charts/ and is disabled (tags extras): rendering without it",
 			"dependency metrics 3.x (oci://registry.example.com/charts) is not in charts/api/charts/ and is disabled (condition api.metrics.enabled): rendering without it",
 		}},
 		{name: "remote dependency enabled", set: []string{"redis.enabled=true"}, chartDir: "./missingdeps", err: []string{
-			"chart missingdeps: dependency redis 17.3.2 (https://charts.bitnami.com/bitnami) is enabled (condition redis.enabled) but not in charts/: vendor it with `helm dependency build ./missingdeps`",
+			"chart missingdeps: dependency redis 17.3.2 (https://charts.example.com/stable) is enabled (condition redis.enabled) but not in charts/: vendor it with `helm dependency build ./missingdeps`",
 		}},
 		{name: "file dependency enabled by its tag", set: []string{"tags.extras=true"}, err: []string{
 			"dependency helper ^1.0.0 (file://../missingdeps-src/helper) is enabled (tags extras) but not in charts/: vendor it with `vllmctl dependency update CHART`",

@@ -276,3 +276,15 @@ func TestPointerToPath(t *testing.T) {
 		})
 	}
 }
+
+func TestMaskWord(t *testing.T) {
+	for _, tc := range []struct{ msg, value, want string }{
+		{"index of 99999999 is greater than maximum supported index", "x", "index of 99999999 is greater than maximum supported index"},
+		{`key "tok" has no value`, "tok", `key "<value>" has no value`},
+		{"tok tok,tok", "tok", "<value> <value>,<value>"},
+		{"atok tok_ tok", "tok", "atok tok_ <value>"},
+		{"é=\x93 \x93", "\x93", "é=<value> <value>"},
+	} {
+		assert.Equal(t, tc.want, maskWord(tc.msg, tc.value), "%q in %q", tc.value, tc.msg)
+	}
+}

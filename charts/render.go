@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -278,17 +280,51 @@ func setError(flag string, i int, arg string, err error) *InputError {
 }
 
 // maskWord replaces value in msg by "<value>" where it stands as a whole
-// word (not inside another: the value "x" leaves "index" alone).
+// word (not inside another: the value "x" leaves "index" alone). Any bytes
+// work, valid UTF-8 or not.
 func maskWord(msg, value string) string {
-	re := regexp.MustCompile(`(^|[^\pL\pN_])` + regexp.QuoteMeta(value) + `($|[^\pL\pN_])`)
-	for {
-		out := re.ReplaceAllString(msg, "${1}<value>${2}")
-		if out == msg {
-			return out
+	var b strings.Builder
+	i := 0
+	for i < len(msg) {
+		j := strings.Index(msg[i:], value)
+		if j < 0 {
+			break
 		}
-		msg = out // adjacent occurrences share a separator: again
+		j += i
+		end := j + len(value)
+		if !wordBefore(msg, j) && !wordAt(msg, end) {
+			b.WriteString(msg[i:j])
+			b.WriteString("<value>")
+			i = end
+			continue
+		}
+		_, size := utf8.DecodeRuneInString(msg[j:])
+		b.WriteString(msg[i : j+size])
+		i = j + size
 	}
+	b.WriteString(msg[i:])
+	return b.String()
 }
+
+// wordAt reports whether a letter, digit or '_' starts at msg[i:].
+func wordAt(msg string, i int) bool {
+	if i >= len(msg) {
+		return false
+	}
+	r, _ := utf8.DecodeRuneInString(msg[i:])
+	return isWordRune(r)
+}
+
+// wordBefore reports whether a letter, digit or '_' ends at msg[:i].
+func wordBefore(msg string, i int) bool {
+	if i <= 0 {
+		return false
+	}
+	r, _ := utf8.DecodeLastRuneInString(msg[:i])
+	return isWordRune(r)
+}
+
+func isWordRune(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) }
 
 // errMsg is err's message without the *PathError operation prefix, which
 // the InputError's File already names.

@@ -97,7 +97,7 @@ func TestDependencyUpdateRefuses(t *testing.T) {
 	}{
 		{"remote repositories", []string{"dependency", "update", remote}, []string{
 			"Error: chart " + remote + ": dependencies in remote repositories are out of scope of vllmctl (it vendors file:// repositories only): " +
-				"redis 17.3.2 (https://charts.bitnami.com/bitnami); fetch them with `helm dependency build " + remote + "`",
+				"redis 17.3.2 (https://charts.example.com/stable); fetch them with `helm dependency build " + remote + "`",
 		}},
 		{"a built-in chart", []string{"dependency", "update", "vllm"}, []string{"Error: chart vllm: is a built-in chart"}},
 		{"not a directory", []string{"dependency", "update", "./nope"}, []string{"Error: chart ./nope: no such file or directory"}},

@@ -134,7 +134,7 @@ func TestTemplateCommand(t *testing.T) {
 			name:   "disabled dependencies not vendored: warnings",
 			args:   []string{"template", "shop", missingDeps, "-n", "apps"},
 			golden: "template-missingdeps",
-			stderr: "warning: dependency redis 17.3.2 (https://charts.bitnami.com/bitnami) is not in charts/ and is disabled (condition redis.enabled): rendering without it\n" +
+			stderr: "warning: dependency redis 17.3.2 (https://charts.example.com/stable) is not in charts/ and is disabled (condition redis.enabled): rendering without it\n" +
 				"warning: dependency helper ^1.0.0 (file://../missingdeps-src/helper) is not in charts/ and is disabled (tags extras): rendering without it\n" +
 				"warning: dependency metrics 3.x (oci://registry.example.com/charts) is not in charts/api/charts/ and is disabled (condition api.metrics.enabled): rendering without it\n",
 		},
@@ -142,7 +142,7 @@ func TestTemplateCommand(t *testing.T) {
 			name: "enabled dependency not vendored",
 			args: []string{"template", "shop", missingDeps, "--set", "redis.enabled=true"},
 			code: ExitInvalid,
-			stderr: "Error: chart missingdeps: dependency redis 17.3.2 (https://charts.bitnami.com/bitnami) is enabled (condition redis.enabled) " +
+			stderr: "Error: chart missingdeps: dependency redis 17.3.2 (https://charts.example.com/stable) is enabled (condition redis.enabled) " +
 				"but not in charts/: vendor it with `helm dependency build " + missingDeps + "`\n",
 		},
 		{
