@@ -138,6 +138,9 @@ func conflictError(ref ObjectRef, err error) *FieldConflictError {
 	if len(conflicts) == 0 {
 		return nil
 	}
+	// The server lists them in no fixed order: by field, for output that
+	// does not change from run to run.
+	sort.SliceStable(conflicts, func(i, j int) bool { return conflicts[i].Field < conflicts[j].Field })
 	return &FieldConflictError{Object: ref, Conflicts: conflicts, Err: err}
 }
 

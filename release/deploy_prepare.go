@@ -78,6 +78,9 @@ type deployPlan struct {
 	seen, underLock []Entry
 	// hpas are the live HPAs the deploy's dry run listed, for its apply.
 	hpas LiveHPAs
+	// renderWarnings are the render's notes for stderr (e.g. a dependency
+	// left out because it is disabled and not vendored).
+	renderWarnings []string
 
 	// crdObjs are the chart's crds/ (or DeployOptions.CRDs) and crds what
 	// the deploy does with them (nil: nothing; see crds.go).
@@ -123,6 +126,7 @@ func (p *deployPlan) build(ctx context.Context, plan Plan) error {
 			return err
 		}
 		objs, manifest = r.Objects, r.Manifest
+		p.renderWarnings = r.Warnings
 		p.crdObjs = r.CRDs
 		p.chart = Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion}
 		p.values = r.UserValues

@@ -60,6 +60,9 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	if err != nil {
 		return nil, err
 	}
+	for _, w := range r.Warnings {
+		d.emit(opts.Name, 0, PhaseRender, "", "warning", w)
+	}
 	crds, err := d.planCRDs(ctx, opts.Name, plan.Revision, r.CRDs, r.Objects)
 	if err != nil {
 		return nil, err

@@ -121,6 +121,7 @@ type Phase string
 
 // The phases of the release operations, in the order they happen.
 const (
+	PhaseRender     Phase = "render"
 	PhasePreflight  Phase = "preflight"
 	PhaseDiff       Phase = "diff"
 	PhaseLock       Phase = "lock"

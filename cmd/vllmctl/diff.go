@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -102,6 +103,12 @@ func (o *diffOptions) Run(ctx context.Context) error {
 	engine, err := openEngine(o.g, o.newEngine, o.namespace, wait.RolloutOptions{})
 	if err != nil {
 		return err
+	}
+	// stdout is the diff: the render's warnings go to stderr, as template's.
+	engine.Progress = func(ev release.ProgressEvent) {
+		if ev.Phase == release.PhaseRender {
+			fmt.Fprintln(o.g.Streams.ErrOut, "warning: "+ev.Message)
+		}
 	}
 	rep, err := release.NewDiffer(engine).Diff(ctx, release.DiffOptions{
 		Name:            o.opts.ReleaseName,
