@@ -133,7 +133,6 @@ func TestCRDsCreatedFirstAndNeverChanged(t *testing.T) {
 
 	r := f.run(t, "deploy", relName, c.dir, "--progress", "plain", "-o", "json")
 	require.Equal(t, 0, r.code, "%s", r)
-	t.Logf("DEPLOY1 %s", r.stderr)
 	at := func(s string) int {
 		t.Helper()
 		i := strings.Index(r.stderr, s)
@@ -180,7 +179,6 @@ func TestCRDsCreatedFirstAndNeverChanged(t *testing.T) {
 
 	// Uninstall leaves the CRD and says so on stderr.
 	r = f.run(t, "uninstall", relName, "--progress", "plain")
-	t.Logf("UNINSTALL %s", r)
 	require.Equal(t, 0, r.code, "%s", r)
 	assert.Contains(t, r.stderr, "kept: CustomResourceDefinitions are left in place, vllmctl never deletes one")
 	assert.Contains(t, r.stderr, c.name)
