@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -194,9 +195,5 @@ func joinPods(pods []string) string {
 	if len(pods) == 0 {
 		return "no pods"
 	}
-	s := pods[0]
-	for _, p := range pods[1:] {
-		s += ", " + p
-	}
-	return s
+	return strings.Join(pods, ", ")
 }
