@@ -355,17 +355,25 @@ func TestDeployLock(t *testing.T) {
 func TestDeployLosesItsLockWhileWaiting(t *testing.T) {
 	ctx := context.Background()
 	f := newEngFixture(t)
-	f.engine.Heartbeat = 5 * time.Millisecond
+	f.engine.Heartbeat = 50 * time.Millisecond // several beats, but not back to back under -race
 	waiting := make(chan struct{})
+	takeoverFailed := make(chan error, 1)
 	f.waiter.Script = func(ctx context.Context, objs []wait.ObjectStatus, _ wait.Options) (wait.Result, error) {
 		close(waiting)
-		<-ctx.Done()
-		return wait.Result{Outcome: wait.OutcomeCanceled, Objects: objs}, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return wait.Result{Outcome: wait.OutcomeCanceled, Objects: objs}, ctx.Err()
+		case err := <-takeoverFailed:
+			// Never wait forever for a takeover that did not happen.
+			return wait.Result{Outcome: wait.OutcomeFailed, Objects: objs}, err
+		}
 	}
 	go func() {
 		<-waiting
 		_, err := release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{Holder: "bob", Force: true})
-		assert.NoError(t, err)
+		if !assert.NoError(t, err, "a forced takeover succeeds while the holder keeps renewing") {
+			takeoverFailed <- err
+		}
 	}()
 	_, err := release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
 	var ce *release.ConflictError
