@@ -194,8 +194,18 @@ func stopEtcd(t *testing.T, pid int, d time.Duration) {
 	defer cont()
 	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
 	t.Logf("etcd pid %d stopped (SIGSTOP) at %s", pid, time.Now().Format("15:04:05.000"))
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	require.NoError(t, err)
+	// The stop is delivered asynchronously: a thread running on another
+	// core shows state R until it next enters the kernel.
+	var stat []byte
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		var err error
+		stat, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		require.NoError(t, err)
+		if strings.Contains(string(stat), ") T ") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	assert.Contains(t, string(stat), ") T ", "etcd is stopped")
 	time.Sleep(d)
 	cont()

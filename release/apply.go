@@ -109,6 +109,26 @@ func (c *LiveHPAs) Seed(namespace string, hpas []autoscalingv2.HorizontalPodAuto
 	c.byNS[namespace] = items
 }
 
+// Listed returns the HPAs of namespace when they were listed (or seeded)
+// already, for the capacity preflight.
+func (c *LiveHPAs) Listed(namespace string) ([]autoscalingv2.HorizontalPodAutoscaler, bool) {
+	c.mu.Lock()
+	items, ok := c.byNS[namespace]
+	c.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	out := make([]autoscalingv2.HorizontalPodAutoscaler, 0, len(items))
+	for i := range items {
+		var h autoscalingv2.HorizontalPodAutoscaler
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(items[i].Object, &h); err != nil {
+			return nil, false // the preflight lists them itself
+		}
+		out = append(out, h)
+	}
+	return out, true
+}
+
 // list returns the HPAs of namespace, listing them with fn the first time.
 func (c *LiveHPAs) list(namespace string, fn func() ([]unstructured.Unstructured, error)) ([]unstructured.Unstructured, error) {
 	if c == nil {

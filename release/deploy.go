@@ -140,13 +140,14 @@ func NewDeployer(engine *Engine) *Deployer { return &Deployer{Engine: engine} }
 //  1. the records are read and the chart rendered for the revision they
 //     imply; every problem with the input is an error with exit code 2,
 //     before anything is applied or recorded;
-//  2. the capacity preflight checks the rollout against the free capacity
-//     and quotas, and may steer the strategy (SurgePolicy); a refusal is
-//     exit code 2;
-//  3. with DryRun every object is applied with a server-side dry run and
-//     nothing is recorded;
-//  4. a server-side dry run computes what the deploy changes (a PhaseDiff
+//  2. with DryRun the capacity preflight runs, every object is applied
+//     with a server-side dry run and nothing is recorded;
+//  3. a server-side dry run computes what the deploy changes (a PhaseDiff
 //     event with Diff);
+//  4. the capacity preflight checks the rollout against the free capacity
+//     and quotas, from the live Deployments and dry-run outcomes step 3
+//     read, and may steer the strategy (SurgePolicy), after which step 3
+//     is redone; a refusal is exit code 2;
 //  5. the lock is taken: the next revision is written pending-install or
 //     pending-upgrade; a stale or (ForceUnlock) any pending record is taken
 //     over. When nothing would change and the deployed revision is healthy,
@@ -201,16 +202,29 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	if err != nil {
 		return nil, err
 	}
-	if err := d.preflight(ctx, p); err != nil {
-		return nil, err
-	}
-	d.warnStartup(p)
 	if opts.DryRun {
+		if err := d.preflight(ctx, p); err != nil {
+			return nil, err
+		}
+		d.warnStartup(p)
 		return p.withPreflight(d.dryRun(ctx, p, start))
 	}
+	// The dry run of the changes comes first: the preflight takes the live
+	// Deployments and their dry-run outcome from it. A strategy the
+	// preflight then steers changes the objects: their dry run is redone.
 	if err := d.changes(ctx, p, entries); err != nil {
 		return nil, err
 	}
+	switch adjusted, err := d.preflightAdjusts(ctx, p); {
+	case err != nil:
+		return nil, err
+	case adjusted:
+		if err := d.changes(ctx, p, entries); err != nil {
+			return nil, err
+		}
+	}
+	d.warnStartup(p)
+	d.emitDiff(p)
 	if res, err := d.upToDate(ctx, p, entries, start); res != nil || err != nil {
 		return res, err
 	}

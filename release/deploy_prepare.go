@@ -68,8 +68,9 @@ type deployPlan struct {
 	// diff is what the deploy changes (nil: not computed, or the dry run
 	// was refused: the apply reports it).
 	diff *diff.Report
-	// known are the live objects the dry run read, for the apply.
-	known map[string]*unstructured.Unstructured
+	// known are the live objects the dry run read, for the apply, and
+	// dryRun the dry run's outcomes (both by ObjectRef.String()).
+	known, dryRun map[string]*unstructured.Unstructured
 
 	// seen are the records Acquire listed as it took the lock (nil: it
 	// took a pending record over, or has not run), and underLock the
@@ -149,6 +150,25 @@ func (p *deployPlan) adjusts() bool {
 	return p.preflight != nil && p.preflight.Changed() && p.opts.Canary == nil
 }
 
+// knownDeployment returns the preflight's view of what the deploy's dry
+// run read of a Deployment: its live copy and the dry run's outcome.
+func (p *deployPlan) knownDeployment(namespace string) func(ns, name string) (live, applied *unstructured.Unstructured, ok bool) {
+	refs := map[[2]string]string{}
+	for _, o := range p.objs {
+		if r := refIn(o, namespace); isDeployment(r) {
+			refs[[2]string{r.Namespace, r.Name}] = r.String()
+		}
+	}
+	return func(ns, name string) (*unstructured.Unstructured, *unstructured.Unstructured, bool) {
+		key, ok := refs[[2]string{ns, name}]
+		if !ok {
+			return nil, nil, false
+		}
+		live, ok := p.known[key]
+		return live, p.dryRun[key], ok
+	}
+}
+
 // adjust applies the preflight's strategy changes to the objects.
 func (p *deployPlan) adjust() error {
 	objs, err := preflight.ApplyOverrides(p.objs, p.preflight)
@@ -220,6 +240,11 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 		MaxUnavailable: opts.MaxUnavailable,
 	}
 	pfOpts.OnHPAs = p.hpas.Seed
+	if p.known != nil {
+		// The deploy's dry run already read the Deployments and listed
+		// the HPAs: the preflight reads neither again.
+		pfOpts.Known, pfOpts.HPAs = p.knownDeployment(d.Namespace()), p.hpas.Listed
+	}
 	if c := opts.Canary; c != nil {
 		// The canary phase surges by the canary count with nothing
 		// unavailable: its extra pods must fit.
@@ -240,6 +265,15 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 	return nil
 }
 
+// preflightAdjusts is preflight, reporting whether it changed the objects.
+func (d *Deployer) preflightAdjusts(ctx context.Context, p *deployPlan) (bool, error) {
+	before := p.manifest
+	if err := d.preflight(ctx, p); err != nil {
+		return false, err
+	}
+	return p.manifest != before, nil
+}
+
 // changes computes what the deploy changes, from one server-side dry run
 // of every object: emitted with Diff, and the base of the up-to-date
 // check. A dry run the cluster refuses refuses the deploy before the lock,
@@ -250,7 +284,7 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 // means) refuses the deploy (*OwnershipError) unless TakeOwnership adopts
 // it, which the revision's description then says.
 func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []Entry) error {
-	rep, known, err := d.withCRDs(p.crds).diffLive(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
+	rep, known, dry, err := d.withCRDs(p.crds).diffLive(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
 	if err != nil {
 		// Whose objects they are comes first: a refused dry run may be
 		// the consequence (another release's immutable selector).
@@ -271,11 +305,15 @@ func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []Entry) 
 		}
 		p.opts.Note = joinNotes(p.opts.Note, ownershipNote(foreign))
 	}
-	p.diff, p.known = rep, known
-	if p.opts.Diff {
-		d.emitEvent(ProgressEvent{Release: p.opts.Name, Phase: PhaseDiff, Diff: rep})
-	}
+	p.diff, p.known, p.dryRun = rep, known, dry
 	return nil
+}
+
+// emitDiff emits what the deploy changes (a PhaseDiff event), when asked.
+func (d *Deployer) emitDiff(p *deployPlan) {
+	if p.opts.Diff && p.diff != nil {
+		d.emitEvent(ProgressEvent{Release: p.opts.Name, Phase: PhaseDiff, Diff: p.diff})
+	}
 }
 
 // applyOptions are the options of the deploy's apply (and of its dry runs).
@@ -292,17 +330,19 @@ func (p *deployPlan) applyOptions(name string) ApplyOptions {
 // run against the live objects, and which objects of the live revisions of
 // entries the deploy would prune.
 func (e *Engine) diff(ctx context.Context, name string, entries []Entry, objs []*unstructured.Unstructured, applyOpts ApplyOptions) (*diff.Report, error) {
-	rep, _, err := e.diffLive(ctx, name, entries, objs, applyOpts)
+	rep, _, _, err := e.diffLive(ctx, name, entries, objs, applyOpts)
 	return rep, err
 }
 
 // diffLive is diff, also returning the live copies of objs it read, by
 // ObjectRef.String() (a nil value: absent): what the deploy's apply need
-// not read again, and whose owner the deploy checks.
-func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, objs []*unstructured.Unstructured, applyOpts ApplyOptions) (*diff.Report, map[string]*unstructured.Unstructured, error) {
+// not read again, and whose owner the deploy checks; and the dry run's
+// outcome for each object it validated, for the capacity preflight.
+func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, objs []*unstructured.Unstructured,
+	applyOpts ApplyOptions) (rep *diff.Report, known, dry map[string]*unstructured.Unstructured, err error) {
 	previous, err := PreviousObjects(entries)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	e.Redactor.AddObjects(previous...)
 	applyOpts.Namespace = e.Namespace()
@@ -312,7 +352,7 @@ func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, obj
 	}
 	cluster := NewDiffCluster(e.Objects, applyOpts)
 	var mu sync.Mutex
-	known := map[string]*unstructured.Unstructured{}
+	known, dry = map[string]*unstructured.Unstructured{}, map[string]*unstructured.Unstructured{}
 	note := func(ref string, live *unstructured.Unstructured) {
 		if wanted[ref] {
 			mu.Lock()
@@ -324,8 +364,17 @@ func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, obj
 	cluster.DryRun = func(ctx context.Context, objs []*unstructured.Unstructured) ([]diff.DryRunResult, error) {
 		results, err := dryRun(ctx, objs)
 		for _, r := range results {
-			if r.LiveRead && r.Object != nil {
-				note(RefOf(r.Object).String(), r.Live)
+			if r.Object == nil {
+				continue
+			}
+			ref := RefOf(r.Object).String()
+			if r.LiveRead {
+				note(ref, r.Live)
+			}
+			if !r.Unvalidated && wanted[ref] {
+				mu.Lock()
+				dry[ref] = r.Object
+				mu.Unlock()
 			}
 		}
 		return results, err
@@ -337,12 +386,12 @@ func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, obj
 		}
 		return l, err
 	}
-	rep, err := diff.Compute(ctx, cluster, objs, diff.Options{
+	rep, err = diff.Compute(ctx, cluster, objs, diff.Options{
 		Release:   name,
 		Namespace: e.Namespace(),
 		Previous:  previous,
 	})
-	return rep, known, err
+	return rep, known, dry, err
 }
 
 // liveCopies reads the live copies of objs (absent ones left out).

@@ -14,11 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -570,6 +573,59 @@ func TestDeployRefusesObjectsOfOthers(t *testing.T) {
 			require.NoError(t, err)
 			assert.Contains(t, f.record(t, res.Revision).Description, "took ownership of v1 ConfigMap ml/chat-config ("+tc.owner+")")
 			assert.Equal(t, engRelease, f.configMap("chat-config").GetLabels()[release.LabelInstance])
+		})
+	}
+}
+
+// TestDeployPreflightReusesTheDryRun: the capacity preflight takes the live
+// Deployment and the dry-run outcome from the deploy's own dry run: with
+// the preflight the Deployment is read and applied through the clientset
+// exactly as often as without it, and whether its pod template changes is
+// still told apart.
+func TestDeployPreflightReusesTheDryRun(t *testing.T) {
+	// deploymentCalls upgrades to s and counts the gets and apply patches
+	// of Deployments on the clientset.
+	deploymentCalls := func(t *testing.T, s spec, skip bool) (gets, applies int, res *release.Result) {
+		f := newEngFixture(t)
+		ctx := context.Background()
+		_, err := release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
+		require.NoError(t, err)
+		f.cluster.Client.ClearActions()
+		opts := s.options()
+		opts.SkipPreflight = skip
+		res, err = release.NewDeployer(f.engine).Deploy(ctx, opts)
+		require.NoError(t, err)
+		for _, a := range f.cluster.Client.Actions() {
+			if a.GetResource().Resource != "deployments" {
+				continue
+			}
+			if a.GetVerb() == "get" {
+				gets++
+			}
+			if pa, ok := a.(k8stesting.PatchAction); ok && pa.GetPatchType() == types.ApplyPatchType {
+				applies++
+			}
+		}
+		return gets, applies, res
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*spec)
+		want   preflight.TemplateChange
+	}{
+		{name: "image changes", mutate: func(s *spec) { s.image = "vllm/vllm-openai:v0.11.0" }, want: preflight.ChangeChanged},
+		{name: "only a ConfigMap changes", mutate: func(s *spec) { s.greeting = "bye" }, want: preflight.ChangeUnchanged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := baseSpec()
+			tc.mutate(&s)
+			gets, applies, res := deploymentCalls(t, s, false)
+			require.NotNil(t, res.Preflight)
+			require.Len(t, res.Preflight.Deployments, 1)
+			assert.Equal(t, tc.want, res.Preflight.Deployments[0].Change)
+			skipGets, skipApplies, _ := deploymentCalls(t, s, true)
+			assert.Equal(t, skipGets, gets, "the preflight read the Deployment again")
+			assert.Equal(t, skipApplies, applies, "the preflight dry-ran the Deployment again")
 		})
 	}
 }

@@ -185,11 +185,11 @@ func (r *rolloutRun) newPodPhases(dw *deployWatch, pods []*corev1.Pod) []PodPhas
 		scheduled = scheduled || p.Phase == PhaseScheduled
 	}
 	nw := r.ns[dw.namespace]
-	if !scheduled || nw == nil || !nw.podEvents.synced() {
+	if !scheduled || nw == nil || !nw.events.synced() {
 		return phases
 	}
 	var events []*corev1.Event
-	for _, o := range nw.podEvents.list() {
+	for _, o := range nw.events.list() {
 		if e, ok := o.(*corev1.Event); ok {
 			events = append(events, e)
 		}

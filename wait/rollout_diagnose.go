@@ -20,7 +20,7 @@ func (r *rolloutRun) podEvents(ctx context.Context, namespace string, pod *corev
 	if nw == nil {
 		return nil
 	}
-	return r.eventsOf(ctx, nw.podEvents, "Pod", pod.Name, pod.UID)
+	return r.eventsOf(ctx, nw.events, "Pod", pod.Name, pod.UID)
 }
 
 func (r *rolloutRun) eventsOf(ctx context.Context, i *informer, kind, name string, uid types.UID) []*corev1.Event {
@@ -59,7 +59,7 @@ func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *Diagnosis {
 	case f.rs != nil:
 		d = &Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: dw.object, Namespace: dw.namespace, Message: fmt.Sprintf("ReplicaSet %s: %s", f.rs.Name, f.message)}
 		if nw := r.ns[dw.namespace]; nw != nil {
-			d.Events = formatEvents(r.eventsOf(ctx, nw.rsEvents, "ReplicaSet", f.rs.Name, f.rs.UID), r.o.MaxEvents)
+			d.Events = formatEvents(r.eventsOf(ctx, nw.events, "ReplicaSet", f.rs.Name, f.rs.UID), r.o.MaxEvents)
 		}
 		d.LogNote = "no pod was created: there are no logs"
 		d.Hints = hints(d, nil, f.reason)

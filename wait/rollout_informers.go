@@ -30,9 +30,12 @@ type informer struct {
 	cancel context.CancelFunc
 }
 
-// nsWatch holds a namespace's event informers.
+// nsWatch holds a namespace's event informer: one watch for the events of
+// pods and of ReplicaSets (two field-selected watches cost a request more
+// per deploy; the few other events of the namespace are dropped by the
+// handler and cost little).
 type nsWatch struct {
-	podEvents, rsEvents *informer
+	events *informer
 }
 
 // synced reports whether the informer listed, and its handler received,
@@ -177,46 +180,42 @@ func (r *rolloutRun) startPods(dw *deployWatch, sel labels.Selector, hash string
 	return nil
 }
 
-// startEvents starts the informers of the events of pods and of
+// startEvents starts the informer of the events of pods and of
 // ReplicaSets in a namespace.
 func (r *rolloutRun) startEvents(namespace string) *nsWatch {
 	c := r.client.CoreV1().Events(namespace)
-	kindSelector := func(kind string) func(*metav1.ListOptions) {
-		s := fields.OneTermEqualSelector("involvedObject.kind", kind).String()
-		return func(o *metav1.ListOptions) { o.FieldSelector = s }
-	}
 	return &nsWatch{
-		podEvents: r.newInformer("watch the pod events in namespace "+namespace,
-			listWatch(c.List, c.Watch, kindSelector("Pod")), &corev1.Event{}, r.eventHandler("Pod")),
-		rsEvents: r.newInformer("watch the ReplicaSet events in namespace "+namespace,
-			listWatch(c.List, c.Watch, kindSelector("ReplicaSet")), &corev1.Event{}, r.eventHandler("ReplicaSet")),
+		events: r.newInformer("watch the events in namespace "+namespace,
+			listWatch(c.List, c.Watch, func(*metav1.ListOptions) {}), &corev1.Event{}, r.eventHandler()),
 	}
 }
 
-// eventHandler notes the events about objects of kind that happen during
-// the wait: Warnings to report, and FailedCreate events of ReplicaSets.
-func (r *rolloutRun) eventHandler(kind string) cache.ResourceEventHandler {
+// eventHandler notes the events about pods and ReplicaSets that happen
+// during the wait: Warnings to report, and FailedCreate events of
+// ReplicaSets.
+func (r *rolloutRun) eventHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			// Events from before the wait are history, not news.
 			if e, ok := obj.(*corev1.Event); ok && !initial {
-				r.noteEvent(kind, e)
+				r.noteEvent(e)
 			}
 		},
 		UpdateFunc: func(old, cur any) {
 			o, _ := old.(*corev1.Event)
 			e, ok := cur.(*corev1.Event)
 			if ok && (o == nil || o.Count != e.Count || o.Message != e.Message || !eventTime(o).Equal(eventTime(e))) {
-				r.noteEvent(kind, e)
+				r.noteEvent(e)
 			}
 		},
 	}
 }
 
-// noteEvent records e, an event of an object of kind, and wakes the main
-// loop.
-func (r *rolloutRun) noteEvent(kind string, e *corev1.Event) {
-	if e.InvolvedObject.Kind != kind {
+// noteEvent records e, an event of a pod or a ReplicaSet, and wakes the
+// main loop; events of other kinds are ignored.
+func (r *rolloutRun) noteEvent(e *corev1.Event) {
+	kind := e.InvolvedObject.Kind
+	if kind != "Pod" && kind != "ReplicaSet" {
 		return
 	}
 	r.mu.Lock()

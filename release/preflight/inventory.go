@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -27,6 +29,45 @@ import (
 // This file holds what the preflight reads from the cluster: the live
 // Deployments and their pod templates, nodes, pods, ResourceQuotas,
 // PodDisruptionBudgets and HorizontalPodAutoscalers.
+
+// liveDeployment reads the live copy of d's Deployment and whether the
+// apply changes its pod template: from what the operation already knows
+// (Options.Known), else by a GET and a dry-run apply.
+func (p *preflighter) liveDeployment(ctx context.Context, d *deploymentInput, ref objectRef) error {
+	e := d.entry
+	if p.opts.Known != nil {
+		if live, applied, ok := p.opts.Known(e.Namespace, e.Name); ok {
+			if live == nil {
+				e.Change = ChangeNew
+				return nil
+			}
+			d.live = &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.UnstructuredContent(), d.live); err != nil {
+				return fmt.Errorf("preflight: read %s: %w", ref, err)
+			}
+			e.Change = ChangeChanged
+			var dry appsv1.Deployment
+			if applied != nil && runtime.DefaultUnstructuredConverter.FromUnstructured(applied.UnstructuredContent(), &dry) == nil &&
+				apiequality.Semantic.DeepEqual(dry.Spec.Template, d.live.Spec.Template) {
+				e.Change = ChangeUnchanged
+			}
+			return nil
+		}
+	}
+	live, err := p.client.AppsV1().Deployments(e.Namespace).Get(ctx, e.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		e.Change = ChangeNew
+	case err != nil:
+		return fmt.Errorf("preflight: get %s: %w", ref, err)
+	default:
+		d.live = live
+		if e.Change, err = p.templateChange(ctx, d, ref); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // templateChange compares the pod template the apply would produce (a
 // server-side dry-run apply) with the live one.
@@ -99,7 +140,7 @@ func (p *preflighter) hpaFor(ctx context.Context, ns, name string) (*hpaInfo, er
 	}
 	live, ok := p.liveHPAs[ns]
 	if !ok {
-		list, err := p.client.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, metav1.ListOptions{})
+		list, err := p.listHPAs(ctx, ns)
 		switch {
 		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
 			p.note("HorizontalPodAutoscalers in namespace %s not readable (%v): replica counts come from the chart", ns, err)
@@ -127,6 +168,17 @@ func (p *preflighter) hpaFor(ctx context.Context, ns, name string) (*hpaInfo, er
 		return &live[i], nil
 	}
 	return nil, nil
+}
+
+// listHPAs lists the HPAs of namespace ns, or takes those the operation
+// already listed (Options.HPAs).
+func (p *preflighter) listHPAs(ctx context.Context, ns string) (*autoscalingv2.HorizontalPodAutoscalerList, error) {
+	if p.opts.HPAs != nil {
+		if items, ok := p.opts.HPAs(ns); ok {
+			return &autoscalingv2.HorizontalPodAutoscalerList{Items: items}, nil
+		}
+	}
+	return p.client.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, metav1.ListOptions{})
 }
 
 // beingPruned reports whether a live object carries this release's labels

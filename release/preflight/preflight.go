@@ -8,8 +8,6 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,6 +44,16 @@ type Options struct {
 	// namespace the preflight listed, so that the operation need not list
 	// them again.
 	OnHPAs func(namespace string, hpas []autoscalingv2.HorizontalPodAutoscaler)
+	// Known, when set, gives what the operation already read of a
+	// Deployment (ok true): its live copy (nil: absent) and the outcome of
+	// the server-side dry-run apply of the rendered one (nil: the dry run
+	// did not validate it). The preflight then neither reads nor dry-runs
+	// that Deployment itself.
+	Known func(namespace, name string) (live, applied *unstructured.Unstructured, ok bool)
+	// HPAs, when set, gives the live HorizontalPodAutoscalers of a
+	// namespace the operation already listed (ok true): the preflight then
+	// does not list them again.
+	HPAs func(namespace string) (hpas []autoscalingv2.HorizontalPodAutoscaler, ok bool)
 }
 
 // Run checks, before anything is applied, that the rollout of every
@@ -246,17 +254,8 @@ func (p *preflighter) prepare(ctx context.Context, d *deploymentInput) error {
 			e.ReplicasFrom = "default"
 		}
 	} else {
-		live, err := p.client.AppsV1().Deployments(e.Namespace).Get(ctx, e.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			e.Change = ChangeNew
-		case err != nil:
-			return fmt.Errorf("preflight: get %s: %w", ref, err)
-		default:
-			d.live = live
-			if e.Change, err = p.templateChange(ctx, d, ref); err != nil {
-				return err
-			}
+		if err := p.liveDeployment(ctx, d, ref); err != nil {
+			return err
 		}
 		if err := p.replicas(ctx, d); err != nil {
 			return err
