@@ -202,6 +202,11 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	if err != nil {
 		return nil, err
 	}
+	// A strategy the API server would refuse is the preflight's refusal,
+	// named as the preflight names it, before any dry run.
+	if err := preflight.CheckStrategies(p.objs, d.Namespace()); err != nil {
+		return nil, err
+	}
 	if opts.DryRun {
 		if err := d.preflight(ctx, p); err != nil {
 			return nil, err

@@ -24,7 +24,7 @@ const DefaultTimeout = 10 * time.Minute
 // DefaultHeartbeat is how often an operation rewrites its pending record
 // while it waits, so that the lock never looks stale while its holder is
 // alive.
-const DefaultHeartbeat = 30 * time.Second
+const DefaultHeartbeat = DefaultLease / 3
 
 // finishTimeout bounds the writes that finish a record after the
 // operation's own context ended (an interrupted deploy is still marked

@@ -845,3 +845,22 @@ func TestRolloutWatcherForbidden(t *testing.T) {
 	assert.True(t, apierrors.IsForbidden(err), "got %v", err)
 	assert.Contains(t, err.Error(), "watch the pods of apps/v1 Deployment llm/chat")
 }
+
+// A rollout whose evaluation is cheap is judged at once after each change;
+// a costly one (a thousand pods) lets changes pile up for nine times the
+// cost, at most maxSettle, so judging takes at most a tenth of a core.
+func TestSettleAfter(t *testing.T) {
+	for _, tc := range []struct {
+		cost, want time.Duration
+	}{
+		{0, 0},
+		{20 * time.Microsecond, 0},
+		{time.Millisecond, 9 * time.Millisecond},
+		{20 * time.Millisecond, 180 * time.Millisecond},
+		{time.Second, maxSettle},
+	} {
+		t.Run(tc.cost.String(), func(t *testing.T) {
+			assert.Equal(t, tc.want, settleAfter(tc.cost))
+		})
+	}
+}

@@ -88,7 +88,7 @@ type lockFlags struct {
 // AddFlags registers --lock-lease on fs.
 func (l *lockFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&l.lease, "lock-lease", release.DefaultLease,
-		"how long this operation's lock survives without renewal (renewed every quarter of it) before another operation takes it over")
+		"how long this operation's lock survives without renewal (renewed every third of it) before another operation takes it over")
 }
 
 // Validate checks the lease.
@@ -99,9 +99,9 @@ func (l *lockFlags) Validate() error {
 	return nil
 }
 
-// apply sets the lease (and a renewal every quarter of it) on engine.
+// apply sets the lease (and a renewal every third of it) on engine.
 func (l *lockFlags) apply(engine *release.Engine) {
 	if l.lease != release.DefaultLease {
-		engine.Lease, engine.Heartbeat = l.lease, l.lease/4
+		engine.Lease, engine.Heartbeat = l.lease, l.lease/3
 	}
 }

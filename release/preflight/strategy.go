@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 	"k8s.io/utils/ptr"
@@ -201,4 +202,32 @@ func ApplyOverrides(objs []*unstructured.Unstructured, report *Report) ([]*unstr
 		out[i] = c
 	}
 	return out, nil
+}
+
+// CheckStrategies refuses, with no cluster access, a rendered Deployment
+// whose rollout strategy (with the overrides already set on it) the API
+// server would refuse: maxSurge and maxUnavailable both 0, maxUnavailable
+// over 100%, an unknown type or a value that does not parse. The error is
+// a *StrategyInputError naming the Deployment, as [Run] reports it; a
+// deploy checks this before its server-side dry run, so the refusal is
+// the preflight's, not the server's. Objects without a namespace take
+// namespace.
+func CheckStrategies(objs []*unstructured.Unstructured, namespace string) error {
+	for _, obj := range objs {
+		ref := refOf(obj)
+		if !ref.isDeployment() {
+			continue
+		}
+		if ref.Namespace == "" {
+			ref.Namespace = namespace
+		}
+		d := &appsv1.Deployment{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, d); err != nil {
+			return &StrategyInputError{Object: ref.String(), Reason: fmt.Sprintf("read Deployment: %v", err)}
+		}
+		if _, err := resolveStrategy(d.Spec.Strategy, nil, nil, ptr.Deref(d.Spec.Replicas, 1)); err != nil {
+			return &StrategyInputError{Object: ref.String(), Reason: err.Error()}
+		}
+	}
+	return nil
 }

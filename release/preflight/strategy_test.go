@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -30,4 +31,46 @@ func TestSetStrategy(t *testing.T) {
 
 	err := SetStrategy(dep("bogus"), ptr.To(intstr.FromInt32(0)), nil)
 	assert.ErrorContains(t, err, "apps/v1 Deployment llm/web: set strategy")
+}
+
+func TestCheckStrategies(t *testing.T) {
+	strategy := func(s, u intstr.IntOrString) func(*appsv1.Deployment) {
+		return func(d *appsv1.Deployment) {
+			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxSurge: &s, MaxUnavailable: &u}
+		}
+	}
+	tests := []struct {
+		name string
+		dep  *appsv1.Deployment
+		want string
+	}{
+		{name: "valid", dep: pfDeploy("web", 3, 1)},
+		{name: "both zero", dep: pfDeploy("web", 3, 1, strategy(intstr.FromInt32(0), intstr.FromString("0%"))),
+			want: "apps/v1 Deployment " + pfNS + "/web: maxSurge and maxUnavailable may not both be 0"},
+		{name: "unavailable over 100%", dep: pfDeploy("web", 3, 1, strategy(intstr.FromInt32(1), intstr.FromString("150%"))),
+			want: "apps/v1 Deployment " + pfNS + "/web: maxUnavailable 150% is more than 100%"},
+		{name: "unknown type", dep: pfDeploy("web", 3, 1, func(d *appsv1.Deployment) { d.Spec.Strategy.Type = "BlueGreen" }),
+			want: `apps/v1 Deployment ` + pfNS + `/web: unknown strategy type "BlueGreen"`},
+		{name: "recreate", dep: pfDeploy("web", 3, 1, func(d *appsv1.Deployment) {
+			d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+		})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckStrategies([]*unstructured.Unstructured{pfUnstructured(t, tt.dep)}, "")
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			var se *StrategyInputError
+			require.ErrorAs(t, err, &se)
+			assert.EqualError(t, err, tt.want)
+		})
+	}
+	t.Run("namespace of the release", func(t *testing.T) {
+		dep := pfDeploy("web", 3, 1, strategy(intstr.FromInt32(0), intstr.FromInt32(0)))
+		dep.Namespace = ""
+		err := CheckStrategies([]*unstructured.Unstructured{pfUnstructured(t, dep)}, "serving")
+		assert.EqualError(t, err, "apps/v1 Deployment serving/web: maxSurge and maxUnavailable may not both be 0")
+	})
 }
