@@ -855,8 +855,8 @@ func TestSettleAfter(t *testing.T) {
 	}{
 		{0, 0},
 		{20 * time.Microsecond, 0},
-		{time.Millisecond, 9 * time.Millisecond},
-		{20 * time.Millisecond, 180 * time.Millisecond},
+		{time.Millisecond, 19 * time.Millisecond},
+		{20 * time.Millisecond, 380 * time.Millisecond},
 		{time.Second, maxSettle},
 	} {
 		t.Run(tc.cost.String(), func(t *testing.T) {

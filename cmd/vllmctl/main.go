@@ -5,9 +5,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -23,7 +25,30 @@ func main() {
 	klog.SetSlogLogger(discard)
 	slog.SetDefault(discard)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopProfile := startProfile(os.Getenv("VLLMCTL_CPUPROFILE"))
 	err := Execute(ctx, NewRootCommand(ctx, DefaultStreams()))
+	stopProfile()
 	stop()
 	os.Exit(ExitCode(os.Stderr, err))
+}
+
+// startProfile writes a CPU profile of the run to path.PID
+// (VLLMCTL_CPUPROFILE=path, for `go tool pprof`), when set; the returned
+// func ends it.
+func startProfile(path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%d", path, os.Getpid()))
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
 }

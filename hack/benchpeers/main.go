@@ -243,6 +243,10 @@ current-context: bench
 		return nil, err
 	}
 	b.env = []string{"HOME=" + home, "KUBECONFIG=" + b.kcfg, "PATH=" + os.Getenv("PATH"), "LANG=C", "TZ=UTC"}
+	if p := os.Getenv("VLLMCTL_CPUPROFILE"); p != "" {
+		// vllmctl's CPU profile of its last run, for `go tool pprof`.
+		b.env = append(b.env, "VLLMCTL_CPUPROFILE="+p)
+	}
 	progress("proxy on https://%s in front of %s; tools run with HOME=%s", p.addr, cfg.Host, home)
 	return b, nil
 }
