@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"sync"
@@ -57,9 +58,15 @@ func (f *relFixture) podUIDs(t *testing.T, hash string) map[types.UID]bool {
 // podCounter samples the release's pods by ReplicaSet while started.
 type podCounter struct {
 	mu      sync.Mutex
-	samples []map[string]int // pod-template-hash → non-terminating pods
+	samples []podSample
 	stop    chan struct{}
 	done    chan struct{}
+}
+
+// podSample is one list of the release's pods.
+type podSample struct {
+	at   time.Time      // when the list's answer arrived
+	pods map[string]int // pod-template-hash → non-terminating pods
 }
 
 func (f *relFixture) countPods(t *testing.T) *podCounter {
@@ -77,7 +84,7 @@ func (f *relFixture) countPods(t *testing.T) *podCounter {
 					}
 				}
 				c.mu.Lock()
-				c.samples = append(c.samples, s)
+				c.samples = append(c.samples, podSample{at: time.Now(), pods: s})
 				c.mu.Unlock()
 			}
 			select {
@@ -100,25 +107,58 @@ func (c *podCounter) end() {
 	<-c.done
 }
 
-// assertHeld checks every sample: the old ReplicaSet kept want old pods and
-// the new one had exactly canary pods.
-func (c *podCounter) assertHeld(t *testing.T, oldHash string, old, canary int) {
+// assertHeld checks every sample whose answer arrived before the hold
+// ended (until: the stamp of the "held" progress event, written before the
+// promotion starts): the old ReplicaSet kept want old pods and the new one
+// had exactly canary pods. A later sample may already see the promotion.
+func (c *podCounter) assertHeld(t *testing.T, oldHash string, old, canary int, until time.Time) {
 	t.Helper()
 	c.end()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	require.NotEmpty(t, c.samples)
-	for i, s := range c.samples {
+	var held []podSample
+	for _, s := range c.samples {
+		if s.at.Before(until) {
+			held = append(held, s)
+		}
+	}
+	require.NotEmpty(t, held, "samples before the hold ended at %s (of %d)", until, len(c.samples))
+	for i, s := range held {
 		newPods := 0
-		for h, n := range s {
+		for h, n := range s.pods {
 			if h != oldHash {
 				newPods += n
 			}
 		}
-		require.Equal(t, old, s[oldHash], "sample %d of %d: old pods (%v)", i, len(c.samples), s)
-		require.Equal(t, canary, newPods, "sample %d of %d: canary pods (%v)", i, len(c.samples), s)
+		require.Equal(t, old, s.pods[oldHash], "sample %d of %d: old pods (%v)", i, len(held), s.pods)
+		require.Equal(t, canary, newPods, "sample %d of %d: canary pods (%v)", i, len(held), s.pods)
 	}
-	t.Logf("%d samples during the hold: %d old and %d canary pods throughout", len(c.samples), old, canary)
+	t.Logf("%d samples during the hold: %d old and %d canary pods throughout", len(held), old, canary)
+}
+
+// Marks of the canary hold in --progress json lines.
+const (
+	jsonHolding = `"phase":"canary","status":"holding"`
+	jsonHeld    = `"status":"holding","message":"held `
+)
+
+// heldAt is the stamp of p's canary "held HOLD" progress event
+// (--progress json).
+func (p *running) heldAt(t *testing.T, hold string) time.Time {
+	t.Helper()
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		var ev struct {
+			Time    time.Time `json:"time"`
+			Phase   string    `json:"phase"`
+			Status  string    `json:"status"`
+			Message string    `json:"message"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Phase == "canary" && ev.Status == "holding" && ev.Message == "held "+hold {
+			return ev.Time
+		}
+	}
+	require.Failf(t, "no canary held event", "held %s not in the progress:\n%s", hold, p.stderr.String())
+	return time.Time{}
 }
 
 // assertOldKept checks that revision 1's pods are the same pods (UIDs) and
@@ -140,11 +180,11 @@ func TestCanaryPromotes(t *testing.T) {
 
 	upgrade := []string{"--set", "image.tag=v0.11.1", "--canary", "1", "--canary-hold", "10s", "--canary-gate",
 		`test "$VLLMCTL_RELEASE" = ` + relName + ` && test -n "$VLLMCTL_CANARY_PODS" && echo "smoke ok $VLLMCTL_CANARY_PODS via $VLLMCTL_SERVICE"`}
-	p := f.start(t, canaryArgs(append(upgrade, "-o", "json")...)...)
-	p.waitProgress(t, relName+"#2 canary: holding")
+	p := f.start(t, canaryArgs(append(upgrade, "-o", "json", "--progress", "json")...)...)
+	p.waitProgress(t, jsonHolding)
 	counter := f.countPods(t)
-	p.waitProgress(t, relName+"#2 canary: holding: held 10s")
-	counter.assertHeld(t, oldHash, canaryReplicas, 1)
+	p.waitProgress(t, jsonHeld+`10s"`)
+	counter.assertHeld(t, oldHash, canaryReplicas, 1, p.heldAt(t, "10s"))
 	r := p.wait(t)
 	require.Equal(t, 0, r.code, "%s", r)
 
@@ -256,11 +296,11 @@ func TestCanaryInterrupted(t *testing.T) {
 func TestCanaryPercent(t *testing.T) {
 	f := newRelFixture(t)
 	rev1, _ := f.canaryInstall(t)
-	p := f.start(t, canaryArgs("--set", "image.tag=v0.11.1", "--canary", "34%", "--canary-hold", "4s", "-o", "json")...)
-	p.waitProgress(t, relName+"#2 canary: holding")
+	p := f.start(t, canaryArgs("--set", "image.tag=v0.11.1", "--canary", "34%", "--canary-hold", "4s", "-o", "json", "--progress", "json")...)
+	p.waitProgress(t, jsonHolding)
 	counter := f.countPods(t)
-	p.waitProgress(t, relName+"#2 canary: holding: held 4s")
-	counter.assertHeld(t, rev1.ReplicaSets[0].PodTemplateHash, canaryReplicas, 2)
+	p.waitProgress(t, jsonHeld+`4s"`)
+	counter.assertHeld(t, rev1.ReplicaSets[0].PodTemplateHash, canaryReplicas, 2, p.heldAt(t, "4s"))
 	r := p.wait(t)
 	require.Equal(t, 0, r.code, "%s", r)
 	res := result(t, r)
@@ -328,11 +368,11 @@ func TestCanaryHPA(t *testing.T) {
 		d := f.deployment(t)
 		return ptr.Deref(d.Spec.Replicas, 0) == 3 && d.Status.AvailableReplicas == 3, nil
 	})
-	p := f.start(t, canaryArgs(append(hpa, "--set", "image.tag=v0.11.1", "--canary", "34%", "--canary-hold", "3s", "-o", "json")...)...)
-	p.waitProgress(t, relName+"#2 canary: holding")
+	p := f.start(t, canaryArgs(append(hpa, "--set", "image.tag=v0.11.1", "--canary", "34%", "--canary-hold", "3s", "-o", "json", "--progress", "json")...)...)
+	p.waitProgress(t, jsonHolding)
 	counter := f.countPods(t)
-	p.waitProgress(t, relName+"#2 canary: holding: held 3s")
-	counter.assertHeld(t, rev1.ReplicaSets[0].PodTemplateHash, 3, 2)
+	p.waitProgress(t, jsonHeld+`3s"`)
+	counter.assertHeld(t, rev1.ReplicaSets[0].PodTemplateHash, 3, 2, p.heldAt(t, "3s"))
 	r = p.wait(t)
 	require.Equal(t, 0, r.code, "%s", r)
 	res := result(t, r)
