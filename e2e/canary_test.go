@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"strings"
 	"sync"
@@ -136,29 +135,12 @@ func (c *podCounter) assertHeld(t *testing.T, oldHash string, old, canary int, u
 	t.Logf("%d samples during the hold: %d old and %d canary pods throughout", len(held), old, canary)
 }
 
-// Marks of the canary hold in --progress json lines.
-const (
-	jsonHolding = `"phase":"canary","status":"holding"`
-	jsonHeld    = `"status":"holding","message":"held `
-)
-
-// heldAt is the stamp of p's canary "held HOLD" progress event
-// (--progress json).
-func (p *running) heldAt(t *testing.T, hold string) time.Time {
-	t.Helper()
-	for _, line := range strings.Split(p.stderr.String(), "\n") {
-		var ev struct {
-			Time    time.Time `json:"time"`
-			Phase   string    `json:"phase"`
-			Status  string    `json:"status"`
-			Message string    `json:"message"`
-		}
-		if json.Unmarshal([]byte(line), &ev) == nil && ev.Phase == "canary" && ev.Status == "holding" && ev.Message == "held "+hold {
-			return ev.Time
-		}
+// canaryHolding matches the canary's holding events whose message is
+// message ("": any of them).
+func canaryHolding(message string) func(release.ProgressEvent) bool {
+	return func(ev release.ProgressEvent) bool {
+		return ev.Phase == release.PhaseCanary && ev.Status == release.CanaryHolding && (message == "" || ev.Message == message)
 	}
-	require.Failf(t, "no canary held event", "held %s not in the progress:\n%s", hold, p.stderr.String())
-	return time.Time{}
 }
 
 // assertOldKept checks that revision 1's pods are the same pods (UIDs) and
@@ -181,10 +163,10 @@ func TestCanaryPromotes(t *testing.T) {
 	upgrade := []string{"--set", "image.tag=v0.11.1", "--canary", "1", "--canary-hold", "10s", "--canary-gate",
 		`test "$VLLMCTL_RELEASE" = ` + relName + ` && test -n "$VLLMCTL_CANARY_PODS" && echo "smoke ok $VLLMCTL_CANARY_PODS via $VLLMCTL_SERVICE"`}
 	p := f.start(t, canaryArgs(append(upgrade, "-o", "json", "--progress", "json")...)...)
-	p.waitProgress(t, jsonHolding)
+	p.waitEvent(t, "canary holding", canaryHolding(""))
 	counter := f.countPods(t)
-	p.waitProgress(t, jsonHeld+`10s"`)
-	counter.assertHeld(t, oldHash, canaryReplicas, 1, p.heldAt(t, "10s"))
+	held := p.waitEvent(t, "held 10s", canaryHolding("held 10s"))
+	counter.assertHeld(t, oldHash, canaryReplicas, 1, held.Time)
 	r := p.wait(t)
 	require.Equal(t, 0, r.code, "%s", r)
 
@@ -297,10 +279,10 @@ func TestCanaryPercent(t *testing.T) {
 	f := newRelFixture(t)
 	rev1, _ := f.canaryInstall(t)
 	p := f.start(t, canaryArgs("--set", "image.tag=v0.11.1", "--canary", "34%", "--canary-hold", "4s", "-o", "json", "--progress", "json")...)
-	p.waitProgress(t, jsonHolding)
+	p.waitEvent(t, "canary holding", canaryHolding(""))
 	counter := f.countPods(t)
-	p.waitProgress(t, jsonHeld+`4s"`)
-	counter.assertHeld(t, rev1.ReplicaSets[0].PodTemplateHash, canaryReplicas, 2, p.heldAt(t, "4s"))
+	held := p.waitEvent(t, "held 4s", canaryHolding("held 4s"))
+	counter.assertHeld(t, rev1.ReplicaSets[0].PodTemplateHash, canaryReplicas, 2, held.Time)
 	r := p.wait(t)
 	require.Equal(t, 0, r.code, "%s", r)
 	res := result(t, r)
@@ -369,10 +351,10 @@ func TestCanaryHPA(t *testing.T) {
 		return ptr.Deref(d.Spec.Replicas, 0) == 3 && d.Status.AvailableReplicas == 3, nil
 	})
 	p := f.start(t, canaryArgs(append(hpa, "--set", "image.tag=v0.11.1", "--canary", "34%", "--canary-hold", "3s", "-o", "json", "--progress", "json")...)...)
-	p.waitProgress(t, jsonHolding)
+	p.waitEvent(t, "canary holding", canaryHolding(""))
 	counter := f.countPods(t)
-	p.waitProgress(t, jsonHeld+`3s"`)
-	counter.assertHeld(t, rev1.ReplicaSets[0].PodTemplateHash, 3, 2, p.heldAt(t, "3s"))
+	held := p.waitEvent(t, "held 3s", canaryHolding("held 3s"))
+	counter.assertHeld(t, rev1.ReplicaSets[0].PodTemplateHash, 3, 2, held.Time)
 	r = p.wait(t)
 	require.Equal(t, 0, r.code, "%s", r)
 	res := result(t, r)

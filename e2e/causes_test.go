@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"bufio"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -66,13 +64,7 @@ type progressTimes struct {
 func readProgress(t *testing.T, stderr string) progressTimes {
 	t.Helper()
 	var pt progressTimes
-	sc := bufio.NewScanner(strings.NewReader(stderr))
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		var ev release.ProgressEvent
-		if !strings.HasPrefix(sc.Text(), "{") || json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
-		}
+	for _, ev := range progressEvents(stderr) {
 		switch {
 		case ev.Phase == release.PhaseWait && ev.Revision == 2 && ev.Rollout != nil && ev.Rollout.Warning != "" && pt.firstSignal.IsZero():
 			pt.firstSignal = ev.Time

@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -559,6 +561,37 @@ func (p *running) waitProgress(t *testing.T, marks ...string) {
 			return
 		}
 		require.True(t, time.Now().Before(deadline), "progress %q not printed; stderr:\n%s", marks, s)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// progressEvents are the --progress json events of stderr, in order.
+func progressEvents(stderr string) []release.ProgressEvent {
+	var out []release.ProgressEvent
+	sc := bufio.NewScanner(strings.NewReader(stderr))
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		var ev release.ProgressEvent
+		if strings.HasPrefix(sc.Text(), "{") && json.Unmarshal(sc.Bytes(), &ev) == nil {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// waitEvent waits until the process has printed a --progress json event
+// that match accepts (what names it), and returns the first one.
+func (p *running) waitEvent(t *testing.T, what string, match func(release.ProgressEvent) bool) release.ProgressEvent {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		s := p.stderr.String()
+		for _, ev := range progressEvents(s) {
+			if match(ev) {
+				return ev
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "progress event %s not printed; stderr:\n%s", what, s)
 		time.Sleep(50 * time.Millisecond)
 	}
 }

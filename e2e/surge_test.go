@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -321,15 +320,9 @@ func (rw *replicaSetWatch) mostPods() int32 {
 // preflightLine returns the preflight report of a --progress json run.
 func preflightLine(t *testing.T, r relRun) *preflight.Report {
 	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(r.stderr))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var line struct {
-			Phase     string            `json:"phase"`
-			Preflight *preflight.Report `json:"preflight"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Phase == "preflight" && line.Preflight != nil {
-			return line.Preflight
+	for _, ev := range progressEvents(r.stderr) {
+		if ev.Phase == release.PhasePreflight && ev.Preflight != nil {
+			return ev.Preflight
 		}
 	}
 	require.Fail(t, "no preflight line", "%s", r)

@@ -68,7 +68,7 @@ type Engine struct {
 	// called concurrently.
 	Progress func(ProgressEvent)
 	// Heartbeat is how often a waiting operation rewrites its pending
-	// record (0: DefaultHeartbeat; negative: never).
+	// record (0: a third of the lease; negative: never).
 	Heartbeat time.Duration
 	// Redactor, when set, learns the values of every Secret an operation
 	// renders or reads from a record, so that whoever prints the
@@ -456,7 +456,7 @@ type heartbeat struct {
 // lockTerms sets the lease and renewal terms of this engine's pending
 // records on opts.
 func (e *Engine) lockTerms(opts LockOptions) LockOptions {
-	opts.Renew = e.Heartbeat
+	opts.Renew = e.heartbeat()
 	if opts.Renew <= 0 {
 		opts.Renew = DefaultHeartbeat
 	}
@@ -464,15 +464,25 @@ func (e *Engine) lockTerms(opts LockOptions) LockOptions {
 	return opts
 }
 
+// heartbeat is how often this engine rewrites its pending records:
+// Heartbeat, else a third of the lease (negative: never).
+func (e *Engine) heartbeat() time.Duration {
+	if e.Heartbeat != 0 {
+		return e.Heartbeat
+	}
+	lease := e.Lease
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	return lease / 3
+}
+
 // startHeartbeat starts rewriting rec; the caller must not touch rec until
 // stop returns. cancel is called, with the *ConflictError, when the lock is
 // lost.
 func (e *Engine) startHeartbeat(ctx context.Context, rec *Release, cancel context.CancelCauseFunc) *heartbeat {
 	hb := &heartbeat{stopCh: make(chan struct{}), done: make(chan struct{})}
-	interval := e.Heartbeat
-	if interval == 0 {
-		interval = DefaultHeartbeat
-	}
+	interval := e.heartbeat()
 	if interval < 0 {
 		close(hb.done)
 		return hb

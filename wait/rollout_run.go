@@ -24,7 +24,6 @@ type loop struct {
 	timeout       <-chan time.Time // opts.Timeout passed
 	until         <-chan struct{}  // a canary phase's hold; nil once closed
 	recheck       clock.Timer      // evaluate again without news
-	settle        time.Duration    // pause after a change before evaluating again
 
 	// How the loop ended.
 	fail     *failure
@@ -144,7 +143,7 @@ func (r *rolloutRun) run(wctx context.Context, l *loop) {
 	for {
 		began := r.clk.Now()
 		f, allDone, recheck := r.evaluate()
-		l.settle = settleAfter(r.clk.Since(began))
+		settle := settleAfter(r.clk.Since(began))
 		if f != nil {
 			l.fail = f
 			return
@@ -160,7 +159,7 @@ func (r *rolloutRun) run(wctx context.Context, l *loop) {
 		if now {
 			continue
 		}
-		if r.next(wctx, l, recheckC) {
+		if r.next(wctx, l, recheckC, settle) {
 			return
 		}
 	}
@@ -189,8 +188,8 @@ func (l *loop) stopRecheck() {
 }
 
 // next waits for the next thing to happen, and reports whether it ends
-// the loop.
-func (r *rolloutRun) next(wctx context.Context, l *loop, recheck <-chan time.Time) (end bool) {
+// the loop. A change is followed by a pause of settle (see settleAfter).
+func (r *rolloutRun) next(wctx context.Context, l *loop, recheck <-chan time.Time, settle time.Duration) (end bool) {
 	select {
 	case <-wctx.Done():
 		return true
@@ -201,7 +200,7 @@ func (r *rolloutRun) next(wctx context.Context, l *loop, recheck <-chan time.Tim
 		l.fatal = err
 		return true
 	case <-r.kick:
-		return r.settle(wctx, l)
+		return r.settle(wctx, settle)
 	case <-recheck:
 	case <-l.until:
 		l.until = nil
@@ -234,15 +233,15 @@ func settleAfter(cost time.Duration) time.Duration {
 	return min(19*cost, maxSettle)
 }
 
-// settle waits l.settle after a change, so that the changes meanwhile are
+// settle waits d after a change, so that the changes meanwhile are
 // evaluated together; it reports whether the wait ended meanwhile. The
 // timeout, a fatal error and the other objects' news are taken up by the
 // next wait for news.
-func (r *rolloutRun) settle(wctx context.Context, l *loop) (end bool) {
-	if l.settle <= 0 {
+func (r *rolloutRun) settle(wctx context.Context, d time.Duration) (end bool) {
+	if d <= 0 {
 		return false
 	}
-	t := r.clk.NewTimer(l.settle)
+	t := r.clk.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-wctx.Done():

@@ -99,9 +99,7 @@ func (l *lockFlags) Validate() error {
 	return nil
 }
 
-// apply sets the lease (and a renewal every third of it) on engine.
+// apply sets the lease on engine (which renews every third of it).
 func (l *lockFlags) apply(engine *release.Engine) {
-	if l.lease != release.DefaultLease {
-		engine.Lease, engine.Heartbeat = l.lease, l.lease/3
-	}
+	engine.Lease = l.lease
 }

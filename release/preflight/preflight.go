@@ -265,9 +265,9 @@ func (p *preflighter) prepare(ctx context.Context, d *deploymentInput) error {
 			d.added = max(0, e.Replicas-d.liveReplicas)
 		}
 	}
-	chart, err := resolveStrategy(d.rendered.Spec.Strategy, nil, nil, e.Replicas)
+	chart, err := d.resolve(nil, nil, e.Replicas)
 	if err != nil {
-		return &StrategyInputError{Object: ref.String(), Reason: err.Error()}
+		return err
 	}
 	e.Strategy = chart
 	d.strategy = chart
@@ -275,9 +275,9 @@ func (p *preflighter) prepare(ctx context.Context, d *deploymentInput) error {
 		if chart.recreate() {
 			return &StrategyInputError{Object: ref.String(), Reason: "--max-surge/--max-unavailable given, but the Deployment uses the Recreate strategy"}
 		}
-		eff, err := resolveStrategy(d.rendered.Spec.Strategy, p.opts.MaxSurge, p.opts.MaxUnavailable, e.Replicas)
+		eff, err := d.resolve(p.opts.MaxSurge, p.opts.MaxUnavailable, e.Replicas)
 		if err != nil {
-			return &StrategyInputError{Object: ref.String(), Reason: err.Error()}
+			return err
 		}
 		d.strategy = eff
 		e.Overridden = true
@@ -293,6 +293,19 @@ func (p *preflighter) prepare(ctx context.Context, d *deploymentInput) error {
 		}
 	}
 	return nil
+}
+
+// resolve resolves the rendered Deployment's strategy with the overrides
+// for replicas (resolveStrategy); an error is a *StrategyInputError naming
+// the Deployment.
+func (d *deploymentInput) resolve(maxSurge, maxUnavailable *intstr.IntOrString, replicas int32) (Strategy, error) {
+	s, err := resolveStrategy(d.rendered.Spec.Strategy, maxSurge, maxUnavailable, replicas)
+	if err != nil {
+		ref := refOf(d.obj)
+		ref.Namespace = d.entry.Namespace
+		return s, &StrategyInputError{Object: ref.String(), Reason: err.Error()}
+	}
+	return s, nil
 }
 
 // msgUnchanged is the message of a Deployment whose apply adds no pod.

@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 	"k8s.io/utils/ptr"
@@ -207,26 +206,20 @@ func ApplyOverrides(objs []*unstructured.Unstructured, report *Report) ([]*unstr
 // CheckStrategies refuses, with no cluster access, a rendered Deployment
 // whose rollout strategy (with the overrides already set on it) the API
 // server would refuse: maxSurge and maxUnavailable both 0, maxUnavailable
-// over 100%, an unknown type or a value that does not parse. The error is
-// a *StrategyInputError naming the Deployment, as [Run] reports it; a
-// deploy checks this before its server-side dry run, so the refusal is
-// the preflight's, not the server's. Objects without a namespace take
-// namespace.
+// over 100%, an unknown type or a value that does not parse. It is the
+// check [Run] starts with, and its error is the same *StrategyInputError
+// naming the Deployment; a deploy runs it before its server-side dry run,
+// so that the refusal is the preflight's, not the server's. Objects
+// without a namespace take namespace.
 func CheckStrategies(objs []*unstructured.Unstructured, namespace string) error {
-	for _, obj := range objs {
-		ref := refOf(obj)
-		if !ref.isDeployment() {
-			continue
-		}
-		if ref.Namespace == "" {
-			ref.Namespace = namespace
-		}
-		d := &appsv1.Deployment{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, d); err != nil {
-			return &StrategyInputError{Object: ref.String(), Reason: fmt.Sprintf("read Deployment: %v", err)}
-		}
-		if _, err := resolveStrategy(d.Spec.Strategy, nil, nil, ptr.Deref(d.Spec.Replicas, 1)); err != nil {
-			return &StrategyInputError{Object: ref.String(), Reason: err.Error()}
+	p := &preflighter{opts: Options{Namespace: namespace}}
+	deps, err := p.collect(objs)
+	if err != nil {
+		return err
+	}
+	for _, d := range deps {
+		if _, err := d.resolve(nil, nil, ptr.Deref(d.rendered.Spec.Replicas, 1)); err != nil {
+			return err
 		}
 	}
 	return nil
