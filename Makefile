@@ -14,8 +14,11 @@ RACE ?= -race
 
 all: build
 
+# A static binary, as kubectl's releases: without cgo the linker does not
+# export every symbol for Go plugins (kustomize, under cli-runtime, imports
+# "plugin"), which keeps ~20 MiB of the binary out of every run's memory.
 build:
-	$(GO) build -o bin/vllmctl ./cmd/vllmctl
+	CGO_ENABLED=0 $(GO) build -ldflags '-s -w' -o bin/vllmctl ./cmd/vllmctl
 
 ## test: unit tests (incl. the helm comparison) and the e2e tests on the local cluster
 test: lint unit fuzz e2e

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -118,6 +119,7 @@ type diagnoser struct {
 // are the pod's events (any order). Logs are read (with ctx, within
 // logReadTimeout) when the container has run, and the cause classified.
 func (g diagnoser) fromPod(ctx context.Context, v Verdict, object, namespace string, f *podFinding, events []*corev1.Event) *Diagnosis {
+	f = g.withSpec(ctx, f)
 	d := &Diagnosis{
 		Verdict:      v,
 		Reason:       f.Reason,
@@ -153,6 +155,26 @@ func (g diagnoser) fromPod(ctx context.Context, v Verdict, object, namespace str
 		d.Hints = hints(d, f.Pod, f.Reason)
 	}
 	return d
+}
+
+// withSpec returns f with its pod's whole spec, read from the cluster: the
+// informers keep only part of it (slimPod), and the causes and hints read
+// the containers' arguments, environment, resources and mounts, and the
+// volumes. When the read fails (the pod is gone, or is another pod by now),
+// f is kept as it is.
+func (g diagnoser) withSpec(ctx context.Context, f *podFinding) *podFinding {
+	if f.Pod == nil || g.client == nil {
+		return f
+	}
+	pod, err := g.client.CoreV1().Pods(f.Pod.Namespace).Get(ctx, f.Pod.Name, metav1.GetOptions{})
+	if err != nil || pod.UID != f.Pod.UID {
+		return f
+	}
+	cp := *f
+	cp.Pod = f.Pod.DeepCopy()
+	cp.Pod.Spec = pod.Spec
+	cp.Pod.Annotations = pod.Annotations
+	return &cp
 }
 
 // Bounds of the log reads of a diagnosis: the lines and bytes read of one

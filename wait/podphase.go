@@ -194,7 +194,14 @@ func (r *rolloutRun) newPodPhases(dw *deployWatch, pods []*corev1.Pod) []PodPhas
 			events = append(events, e)
 		}
 	}
-	return podPhases(pods, pullingPods(events))
+	// Pulling tells apart only the pods that would otherwise be Scheduled.
+	pulling := pullingPods(events)
+	for i := range phases {
+		if phases[i].Phase == PhaseScheduled && pulling[phases[i].Pod] {
+			phases[i].Phase = PhasePulling
+		}
+	}
+	return phases
 }
 
 // StartupWarnings returns a warning for every Deployment of objs whose

@@ -6,7 +6,7 @@ package wait
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 	"k8s.io/utils/ptr"
 )
@@ -179,17 +178,16 @@ func (r *rolloutRun) judgePods(dw *deployWatch, now time.Time) (fail *failure, w
 	pods := r.newPods(dw)
 	dw.progress.Pods = r.newPodPhases(dw, pods)
 	obs := r.observations(pods)
-	keep := map[types.UID]bool{}
 	var notReady *podFinding
 	dw.canaryReady = nil
 	for i, pod := range pods {
-		keep[pod.UID] = true
 		f, suspects, again := dw.judge.judge(pod, obs[i], now)
+		ready := podReady(pod)
 		if g := r.opts.Canary; g != nil {
 			if rf := g.canaryRestart(pod); rf != nil && f == nil {
 				f = rf
 			}
-			if podReady(pod) {
+			if ready {
 				dw.canaryReady = append(dw.canaryReady, pod.Name)
 			}
 		}
@@ -207,11 +205,11 @@ func (r *rolloutRun) judgePods(dw *deployWatch, now time.Time) (fail *failure, w
 		if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
 			recheck = again
 		}
-		if notReady == nil && !podReady(pod) {
+		if notReady == nil && !ready {
 			notReady = notReadyFinding(pod)
 		}
 	}
-	dw.judge.forget(keep)
+	dw.judge.sweep()
 	if dw.suspect == nil {
 		dw.suspect = notReady
 	}
@@ -242,18 +240,19 @@ func deadlineFailure(dw *deployWatch, d *appsv1.Deployment) *failure {
 // newPods returns the pods of dw's new ReplicaSet that are not being
 // deleted, by name.
 func (r *rolloutRun) newPods(dw *deployWatch) []*corev1.Pod {
-	var pods []*corev1.Pod
-	for _, o := range dw.pods.list() {
+	all := dw.pods.list()
+	pods := make([]*corev1.Pod, 0, len(all))
+	for _, o := range all {
 		pod, ok := o.(*corev1.Pod)
 		if !ok || pod.DeletionTimestamp != nil || pod.Namespace != dw.namespace || pod.Labels[podTemplateHashLabel] != dw.podHash {
 			continue
 		}
-		if ref := metav1.GetControllerOf(pod); ref != nil && dw.newRS != nil && ref.UID != dw.newRS.UID {
+		if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && dw.newRS != nil && ref.UID != dw.newRS.UID {
 			continue
 		}
 		pods = append(pods, pod)
 	}
-	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	return pods
 }
 

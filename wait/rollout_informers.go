@@ -68,9 +68,9 @@ func (r *rolloutRun) newInformer(what string, lw *cache.ListWatch, example runti
 	// The client says whether it supports streaming lists (WatchList); the
 	// fake clientset of the tests does not.
 	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, r.client), example, 0, cache.Indexers{})
-	// The verdicts never read managedFields: a big release's pods hold far
-	// less without them.
-	_ = inf.SetTransform(stripManagedFields)
+	// The verdicts never read managedFields, nor most of a pod's spec: a
+	// big release's pods hold far less without them.
+	_ = inf.SetTransform(slim)
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		// An expired resourceVersion (410 Gone) makes the reflector
 		// re-list, a dropped connection re-watch; refusals are final.
@@ -101,13 +101,40 @@ func (r *rolloutRun) newInformer(what string, lw *cache.ListWatch, example runti
 	return &informer{inf: inf, reg: reg, cancel: cancel}
 }
 
-// stripManagedFields is the informers' transform: it drops managedFields,
-// which no verdict reads, before an object enters the cache.
-func stripManagedFields(obj any) (any, error) {
+// slim is the informers' transform: before an object enters the cache, it
+// drops its managedFields, which no verdict reads, and a pod's spec but for
+// what the verdicts and the progress read (see slimPod).
+func slim(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
 		m.SetManagedFields(nil)
 	}
+	if p, ok := obj.(*corev1.Pod); ok {
+		slimPod(p)
+	}
 	return obj, nil
+}
+
+// slimPod keeps of pod's spec its node and its containers' names and
+// startup probes (the phase Loading), and drops its annotations: a
+// diagnosis reads the whole pod again (diagnoser.withSpec).
+func slimPod(pod *corev1.Pod) {
+	pod.Annotations = nil
+	pod.Spec = corev1.PodSpec{
+		NodeName:       pod.Spec.NodeName,
+		Containers:     slimContainers(pod.Spec.Containers),
+		InitContainers: slimContainers(pod.Spec.InitContainers),
+	}
+}
+
+func slimContainers(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, StartupProbe: c.StartupProbe}
+	}
+	return out
 }
 
 // listWatch returns a ListWatch calling list and watch with the options

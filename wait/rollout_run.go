@@ -221,16 +221,15 @@ func (r *rolloutRun) next(wctx context.Context, l *loop, recheck <-chan time.Tim
 const maxSettle = 500 * time.Millisecond
 
 // settleAfter is how long the loop lets changes pile up after an
-// evaluation that took cost before it evaluates again: nineteen times the
-// cost (at most maxSettle), so that judging every pod on each of the
-// thousands of pod updates of a big rollout takes at most a twentieth of
-// a core, while a small one (microseconds per evaluation) is judged at
-// once.
+// evaluation that took cost before it evaluates again: 99 times the cost
+// (at most maxSettle), so that judging every pod on each of the thousands
+// of pod updates of a big rollout takes at most a hundredth of a core,
+// while a small one (microseconds per evaluation) is judged at once.
 func settleAfter(cost time.Duration) time.Duration {
 	if cost < 100*time.Microsecond {
 		return 0
 	}
-	return min(19*cost, maxSettle)
+	return min(99*cost, maxSettle)
 }
 
 // settle waits d after a change, so that the changes meanwhile are

@@ -430,6 +430,28 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 			},
 		},
 		{
+			// The informer keeps a slim copy of the pod, without its
+			// resources: the GPU hint proves the diagnosis read the pod.
+			name: "unschedulable: the diagnosis reads the pod's whole spec",
+			opts: harnessOptions{rollout: RolloutOptions{UnschedulableTimeout: 5 * time.Second}},
+			drive: func(h *harness) {
+				p := unschedulablePod()
+				p.Name, p.UID, p.Labels, p.OwnerReferences = "chat-new-a", "chat-new-a", h.newRS.Spec.Template.Labels, testPod(h.newRS, "a").OwnerReferences
+				p.Spec.Containers = []corev1.Container{{Name: "vllm", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}
+				p.Status.Conditions[0].Message = "0/2 nodes are available: 2 Insufficient cpu."
+				h.createPod(p)
+				h.await("unschedulable", h.warned("Unschedulable"))
+				require.Eventually(h.t, h.clock.HasWaiters, 5*time.Second, time.Millisecond)
+				h.clock.Step(6 * time.Second)
+			},
+			verdict: VerdictUnschedulable,
+			check: func(t *testing.T, h *harness, d *Diagnosis) {
+				assert.Equal(t, "chat-new-a", d.Pod)
+				assert.Contains(t, d.Message, "Insufficient cpu")
+				assert.Contains(t, strings.Join(d.Hints, "\n"), "GPU capacity")
+			},
+		},
+		{
 			name: "unschedulable longer than UnschedulableTimeout, by the clock",
 			opts: harnessOptions{rollout: RolloutOptions{UnschedulableTimeout: 5 * time.Second}},
 			drive: func(h *harness) {
@@ -855,12 +877,49 @@ func TestSettleAfter(t *testing.T) {
 	}{
 		{0, 0},
 		{20 * time.Microsecond, 0},
-		{time.Millisecond, 19 * time.Millisecond},
-		{20 * time.Millisecond, 380 * time.Millisecond},
+		{time.Millisecond, 99 * time.Millisecond},
+		{4 * time.Millisecond, 396 * time.Millisecond},
+		{10 * time.Millisecond, maxSettle},
 		{time.Second, maxSettle},
 	} {
 		t.Run(tc.cost.String(), func(t *testing.T) {
 			assert.Equal(t, tc.want, settleAfter(tc.cost))
 		})
 	}
+}
+
+// TestSlim checks the informers' transform: no managedFields anywhere, and
+// of a pod only what the verdicts and the progress read.
+func TestSlim(t *testing.T) {
+	d := testDeployment("vllm/vllm-openai:v0.9.1")
+	rs := testReplicaSet(d, "new", "vllm/vllm-openai:v0.9.1", 1)
+	pod := testPod(rs, "a", running("vllm", 0))
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	pod.Annotations = map[string]string{"sim.vllmctl.io/ready-delay": "1s"}
+	pod.Spec.Containers[0].StartupProbe = &corev1.Probe{FailureThreshold: 60, PeriodSeconds: 10}
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "HF_TOKEN", Value: "hf_secret"}}
+	pod.Spec.InitContainers = []corev1.Container{{Name: "fetch", Image: "busybox", Args: []string{"sh"}}}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}
+	pod.Spec.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	want := pod.DeepCopy()
+
+	out, err := slim(pod)
+	require.NoError(t, err)
+	got := out.(*corev1.Pod)
+	assert.Nil(t, got.ManagedFields)
+	assert.Nil(t, got.Annotations)
+	assert.Equal(t, want.ObjectMeta.Labels, got.Labels)
+	assert.Equal(t, want.OwnerReferences, got.OwnerReferences)
+	assert.Equal(t, want.Status, got.Status)
+	assert.Equal(t, corev1.PodSpec{
+		NodeName:       "gpu-node-1",
+		Containers:     []corev1.Container{{Name: "vllm", StartupProbe: want.Spec.Containers[0].StartupProbe}},
+		InitContainers: []corev1.Container{{Name: "fetch"}},
+	}, got.Spec)
+	assert.Equal(t, PhaseReady, podPhase(got, false).Phase)
+
+	rsOut, err := slim(rs.DeepCopy())
+	require.NoError(t, err)
+	assert.Equal(t, rs.Spec, rsOut.(*appsv1.ReplicaSet).Spec, "only pods lose their spec")
 }

@@ -213,6 +213,8 @@ type podMemory struct {
 	// unschedulableSince is when the pod was first seen unschedulable (zero
 	// when it is not).
 	unschedulableSince time.Time
+	// gen is the judge's generation when the pod was last judged.
+	gen uint64
 }
 
 // podJudge applies the pod verdicts of RolloutOptions to the pods of one
@@ -220,6 +222,9 @@ type podMemory struct {
 type podJudge struct {
 	opts RolloutOptions
 	mem  map[types.UID]*podMemory
+	// gen counts the sweeps: the memory of a pod not judged since the last
+	// one is dropped by the next.
+	gen uint64
 }
 
 func newPodJudge(opts RolloutOptions) *podJudge {
@@ -229,19 +234,22 @@ func newPodJudge(opts RolloutOptions) *podJudge {
 func (j *podJudge) memory(uid types.UID) *podMemory {
 	m, ok := j.mem[uid]
 	if !ok {
-		m = &podMemory{pullStreak: map[string]int{}, ooms: map[string]map[string]bool{}}
+		m = &podMemory{}
 		j.mem[uid] = m
 	}
+	m.gen = j.gen
 	return m
 }
 
-// forget drops the memory of pods not in keep.
-func (j *podJudge) forget(keep map[types.UID]bool) {
-	for uid := range j.mem {
-		if !keep[uid] {
+// sweep drops the memory of the pods not judged since the last sweep:
+// gone from the new ReplicaSet.
+func (j *podJudge) sweep() {
+	for uid, m := range j.mem {
+		if m.gen != j.gen {
 			delete(j.mem, uid)
 		}
 	}
+	j.gen++
 }
 
 // judge evaluates pod at now. obs counts the versions of the pod observed
@@ -254,21 +262,20 @@ func (j *podJudge) judge(pod *corev1.Pod, obs int, now time.Time) (fail *podFind
 	fresh := obs == 0 || obs != m.seen
 	m.seen = obs
 
-	statuses := make([]corev1.ContainerStatus, 0, len(pod.Status.InitContainerStatuses)+len(pod.Status.ContainerStatuses))
-	statuses = append(statuses, pod.Status.InitContainerStatuses...)
-	statuses = append(statuses, pod.Status.ContainerStatuses...)
-	for _, cs := range statuses {
-		f := j.judgeContainer(pod, cs, m, fresh)
-		if f == nil {
-			continue
-		}
-		if f.Verdict.Failed() {
-			if fail == nil {
-				fail = f
+	for _, statuses := range [2][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range statuses {
+			f := j.judgeContainer(pod, &statuses[i], m, fresh)
+			if f == nil {
+				continue
 			}
-			continue
+			if f.Verdict.Failed() {
+				if fail == nil {
+					fail = f
+				}
+				continue
+			}
+			suspects = append(suspects, *f)
 		}
-		suspects = append(suspects, *f)
 	}
 	if fail != nil {
 		return fail, suspects, time.Time{}
@@ -292,7 +299,15 @@ func (j *podJudge) judge(pod *corev1.Pod, obs int, now time.Time) (fail *podFind
 }
 
 // judgeContainer evaluates one container status of pod.
-func (j *podJudge) judgeContainer(pod *corev1.Pod, cs corev1.ContainerStatus, m *podMemory, fresh bool) *podFinding {
+func (j *podJudge) judgeContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, m *podMemory, fresh bool) *podFinding {
+	if cs.State.Waiting == nil && cs.State.Terminated == nil && cs.LastTerminationState.Terminated == nil && cs.RestartCount == 0 {
+		// Running (or not started) and never restarted: nothing to say, and
+		// the common case of a big rollout, so without allocating.
+		if fresh && m.pullStreak[cs.Name] != 0 {
+			delete(m.pullStreak, cs.Name)
+		}
+		return nil
+	}
 	f := &podFinding{Verdict: VerdictProgressing, Pod: pod, Container: cs.Name, RestartCount: cs.RestartCount}
 	last := cs.LastTerminationState.Terminated
 	f.restarted = last != nil || cs.RestartCount > 0
@@ -306,6 +321,9 @@ func (j *podJudge) judgeContainer(pod *corev1.Pod, cs corev1.ContainerStatus, m 
 	// Image pulls: only consecutive observations count.
 	if isImagePullReason(waiting) {
 		if fresh {
+			if m.pullStreak == nil {
+				m.pullStreak = map[string]int{}
+			}
 			m.pullStreak[cs.Name]++
 		}
 		f.Reason, f.Message = waiting, cs.State.Waiting.Message
@@ -315,7 +333,7 @@ func (j *podJudge) judgeContainer(pod *corev1.Pod, cs corev1.ContainerStatus, m 
 		return f
 	}
 	if fresh {
-		m.pullStreak[cs.Name] = 0
+		delete(m.pullStreak, cs.Name)
 	}
 
 	if isContainerErrorReason(waiting) {
@@ -330,6 +348,9 @@ func (j *podJudge) judgeContainer(pod *corev1.Pod, cs corev1.ContainerStatus, m 
 		}
 		seen := m.ooms[cs.Name]
 		if seen == nil {
+			if m.ooms == nil {
+				m.ooms = map[string]map[string]bool{}
+			}
 			seen = map[string]bool{}
 			m.ooms[cs.Name] = seen
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
 
@@ -24,6 +25,12 @@ func main() {
 	discard := slog.New(slog.DiscardHandler)
 	klog.SetSlogLogger(discard)
 	slog.SetDefault(discard)
+	// Half the Go default, unless GOGC says otherwise: the informers of a
+	// big rollout hold thousands of pods, and the heap may then grow to 1.5
+	// times what is live instead of 2 times, for a little more GC work.
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(50)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	stopProfile := startProfile(os.Getenv("VLLMCTL_CPUPROFILE"))
 	err := Execute(ctx, NewRootCommand(ctx, DefaultStreams()))

@@ -206,33 +206,50 @@ func (p *preflighter) beingPruned(l map[string]string, kind, name, ns string) bo
 
 // listAll lists objects a page at a time with k8s.io/client-go/tools/pager
 // (500 per page, falling back to one full list should a continue token
-// expire) and calls each for every item. The error is list's, unwrapped.
-func listAll[T runtime.Object](ctx context.Context, opts metav1.ListOptions, list pager.ListPageFunc, each func(T)) error {
-	obj, _, err := pager.New(list).List(ctx, opts)
-	if err != nil {
-		return err
-	}
-	return meta.EachListItem(obj, func(o runtime.Object) error {
+// expire) and returns what keep makes of each item it keeps. A page is
+// dropped once read, so keep can make a big list's items smaller. The
+// error is list's, unwrapped.
+func listAll[T runtime.Object](ctx context.Context, opts metav1.ListOptions, list pager.ListPageFunc, keep func(T) (T, bool)) ([]T, error) {
+	var out []T
+	collect := func(o runtime.Object) error {
 		item, ok := o.(T)
 		if !ok {
 			return fmt.Errorf("list returned a %T", o)
 		}
-		each(item)
+		if v, ok := keep(item); ok {
+			out = append(out, v)
+		}
 		return nil
-	})
+	}
+	pg := pager.New(list)
+	pg.PageBufferSize = 0
+	err := pg.EachListItem(ctx, opts, collect)
+	if apierrors.IsResourceExpired(err) {
+		// As pager.List does: the pages so far are dropped, and one full
+		// list replaces them.
+		out = nil
+		full := opts
+		full.Limit, full.Continue = 0, ""
+		var obj runtime.Object
+		if obj, err = list(ctx, full); err == nil {
+			err = meta.EachListItem(obj, collect)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // listNodes lists every node.
 func (p *preflighter) listNodes(ctx context.Context) ([]*corev1.Node, error) {
-	var out []*corev1.Node
-	err := listAll(ctx, metav1.ListOptions{}, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	return listAll(ctx, metav1.ListOptions{}, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		list, err := p.client.CoreV1().Nodes().List(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
 		return list, nil
-	}, func(n *corev1.Node) { out = append(out, n) })
-	return out, err
+	}, func(n *corev1.Node) (*corev1.Node, bool) { return n, true })
 }
 
 // loadCluster lists nodes and the pods holding resources on them.
@@ -299,20 +316,20 @@ func (p *preflighter) loadCluster(ctx context.Context) error {
 // listPods lists the pods of ns ("" for all namespaces) that are not
 // Succeeded or Failed. A Forbidden error is returned as it is.
 func (p *preflighter) listPods(ctx context.Context, ns string) ([]*corev1.Pod, error) {
-	var out []*corev1.Pod
 	opts := metav1.ListOptions{FieldSelector: "status.phase!=Succeeded,status.phase!=Failed"}
-	err := listAll(ctx, opts, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	out, err := listAll(ctx, opts, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		list, err := p.client.CoreV1().Pods(ns).List(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
 		return list, nil
-	}, func(pod *corev1.Pod) {
+	}, func(pod *corev1.Pod) (*corev1.Pod, bool) {
 		// The field selector already leaves these out; a server (or fake)
 		// that ignores it does not.
-		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-			out = append(out, pod)
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			return nil, false
 		}
+		return compactPod(pod), true
 	})
 	switch {
 	case err == nil:
@@ -323,6 +340,38 @@ func (p *preflighter) listPods(ctx context.Context, ns string) ([]*corev1.Pod, e
 		return nil, fmt.Errorf("preflight: list pods: %w", err)
 	}
 	return nil, fmt.Errorf("preflight: list pods in namespace %s: %w", ns, err)
+}
+
+// compactPod is what the preflight reads of a listed pod: its name,
+// labels and deletion, node, phase, and what its requests and the quotas'
+// scopes depend on. A namespace of 1000 pods holds a fraction of the
+// memory the listed pods (managedFields, environment, probes, volumes)
+// did, and the list's pages are freed once read.
+func compactPod(pod *corev1.Pod) *corev1.Pod {
+	spec := pod.Spec
+	spec.Volumes, spec.Affinity, spec.Tolerations, spec.ReadinessGates = nil, nil, nil, nil
+	spec.Containers = compactContainers(pod.Spec.Containers)
+	spec.InitContainers = compactContainers(pod.Spec.InitContainers)
+	spec.EphemeralContainers = nil
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, Labels: pod.Labels,
+			DeletionTimestamp: pod.DeletionTimestamp, OwnerReferences: pod.OwnerReferences,
+		},
+		Spec:   spec,
+		Status: corev1.PodStatus{Phase: pod.Status.Phase},
+	}
+}
+
+func compactContainers(cs []corev1.Container) []corev1.Container {
+	if cs == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+	}
+	return out
 }
 
 // podsIn returns the pods of ns that are not terminated.

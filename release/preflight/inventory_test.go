@@ -7,10 +7,12 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 )
 
 // pagedLists serves node and pod lists two items a page, as an API server
@@ -72,4 +74,46 @@ func TestListsArePaged(t *testing.T) {
 			assert.Len(t, *calls, want)
 		})
 	}
+}
+
+// TestCompactPod checks that a listed pod, made small, still counts the
+// same: its requests (containers, sidecars, init containers, overhead), the
+// quota scopes it falls in, its node, phase and deletion.
+func TestCompactPod(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	req := func(cpu, mem string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}
+	}
+	now := metav1.Now()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: "llm", Labels: map[string]string{"app": "chat"}, DeletionTimestamp: &now,
+			Annotations: map[string]string{"a": "b"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+		Spec: corev1.PodSpec{
+			NodeName: "gpu-node-1", PriorityClassName: "high", ActiveDeadlineSeconds: ptr.To[int64](60),
+			Overhead: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+			InitContainers: []corev1.Container{
+				{Name: "fetch", Resources: req("2", "1Gi"), Args: []string{"download"}},
+				{Name: "proxy", RestartPolicy: &always, Resources: req("250m", "64Mi")},
+			},
+			Containers: []corev1.Container{{Name: "vllm", Resources: req("1", "4Gi"),
+				Env: []corev1.EnvVar{{Name: "HF_TOKEN", Value: "x"}}, ReadinessProbe: &corev1.Probe{PeriodSeconds: 5}}},
+			Volumes: []corev1.Volume{{Name: "shm"}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady}}},
+	}
+	got := compactPod(pod)
+	assert.Equal(t, podRequests(&pod.Spec), podRequests(&got.Spec))
+	assert.Equal(t, usageOf(&pod.Spec), usageOf(&got.Spec))
+	assert.Equal(t, "gpu-node-1", got.Spec.NodeName)
+	assert.Equal(t, "high", got.Spec.PriorityClassName)
+	assert.Equal(t, ptr.To[int64](60), got.Spec.ActiveDeadlineSeconds)
+	assert.Equal(t, corev1.PodRunning, got.Status.Phase)
+	assert.Equal(t, pod.Labels, got.Labels)
+	assert.Equal(t, &now, got.DeletionTimestamp)
+	assert.Nil(t, got.ManagedFields)
+	assert.Nil(t, got.Annotations)
+	assert.Nil(t, got.Spec.Volumes)
+	assert.Nil(t, got.Spec.Containers[0].Env)
+	assert.Nil(t, got.Spec.Containers[0].ReadinessProbe)
+	assert.Equal(t, "download", pod.Spec.InitContainers[0].Args[0], "the listed pod is not modified")
 }
