@@ -40,13 +40,23 @@ type PodPhase struct {
 	StartupDeadline time.Time `json:"startupDeadline,omitzero"`
 }
 
-// podPhases returns the phase of every pod; pulling holds the pods the
-// kubelet reported pulling an image for (a Pulling event not followed by
-// Pulled).
-func podPhases(pods []*corev1.Pod, pulling map[string]bool) []PodPhase {
+// podPhases returns the phase of every pod. pulling (nil: none) returns
+// the pods the kubelet reported pulling an image for (a Pulling event not
+// followed by Pulled); it is called at most once, and only when a pod
+// would otherwise be Scheduled, the one phase that tells apart.
+func podPhases(pods []*corev1.Pod, pulling func() map[string]bool) []PodPhase {
 	out := make([]PodPhase, 0, len(pods))
+	var pull map[string]bool
 	for _, p := range pods {
-		out = append(out, podPhase(p, pulling[p.Name]))
+		ph := podPhase(p, false)
+		if ph.Phase == PhaseScheduled && pulling != nil {
+			if pull == nil {
+				pull = pulling()
+				pulling = nil
+			}
+			ph = podPhase(p, pull[p.Name])
+		}
+		out = append(out, ph)
 	}
 	return out
 }
@@ -179,29 +189,19 @@ func phasesLine(phases []PodPhase, now time.Time) string {
 // namespace (as far as its informer has synced: it never waits) tell the
 // pods pulling an image from the merely scheduled ones.
 func (r *rolloutRun) newPodPhases(dw *deployWatch, pods []*corev1.Pod) []PodPhase {
-	phases := podPhases(pods, nil)
-	scheduled := false
-	for _, p := range phases {
-		scheduled = scheduled || p.Phase == PhaseScheduled
-	}
 	nw := r.ns[dw.namespace]
-	if !scheduled || nw == nil || !nw.events.synced() {
-		return phases
+	if nw == nil || !nw.events.synced() {
+		return podPhases(pods, nil)
 	}
-	var events []*corev1.Event
-	for _, o := range nw.events.list() {
-		if e, ok := o.(*corev1.Event); ok {
-			events = append(events, e)
+	return podPhases(pods, func() map[string]bool {
+		var events []*corev1.Event
+		for _, o := range nw.events.list() {
+			if e, ok := o.(*corev1.Event); ok {
+				events = append(events, e)
+			}
 		}
-	}
-	// Pulling tells apart only the pods that would otherwise be Scheduled.
-	pulling := pullingPods(events)
-	for i := range phases {
-		if phases[i].Phase == PhaseScheduled && pulling[phases[i].Pod] {
-			phases[i].Phase = PhasePulling
-		}
-	}
-	return phases
+		return pullingPods(events)
+	})
 }
 
 // StartupWarnings returns a warning for every Deployment of objs whose

@@ -300,22 +300,17 @@ func (j *podJudge) judge(pod *corev1.Pod, obs int, now time.Time) (fail *podFind
 
 // judgeContainer evaluates one container status of pod.
 func (j *podJudge) judgeContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, m *podMemory, fresh bool) *podFinding {
-	if cs.State.Waiting == nil && cs.State.Terminated == nil && cs.LastTerminationState.Terminated == nil && cs.RestartCount == 0 {
-		// Running (or not started) and never restarted: nothing to say, and
-		// the common case of a big rollout, so without allocating.
-		if fresh && m.pullStreak[cs.Name] != 0 {
-			delete(m.pullStreak, cs.Name)
-		}
-		return nil
-	}
-	f := &podFinding{Verdict: VerdictProgressing, Pod: pod, Container: cs.Name, RestartCount: cs.RestartCount}
 	last := cs.LastTerminationState.Terminated
-	f.restarted = last != nil || cs.RestartCount > 0
-	f.ran = f.restarted || cs.State.Running != nil || cs.State.Terminated != nil
-	f.crashed = last != nil || cs.State.Terminated != nil
 	waiting := ""
 	if cs.State.Waiting != nil {
 		waiting = cs.State.Waiting.Reason
+	}
+	finding := func() *podFinding {
+		f := &podFinding{Verdict: VerdictProgressing, Pod: pod, Container: cs.Name, RestartCount: cs.RestartCount}
+		f.restarted = last != nil || cs.RestartCount > 0
+		f.ran = f.restarted || cs.State.Running != nil || cs.State.Terminated != nil
+		f.crashed = last != nil || cs.State.Terminated != nil
+		return f
 	}
 
 	// Image pulls: only consecutive observations count.
@@ -326,6 +321,7 @@ func (j *podJudge) judgeContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, m
 			}
 			m.pullStreak[cs.Name]++
 		}
+		f := finding()
 		f.Reason, f.Message = waiting, cs.State.Waiting.Message
 		if m.pullStreak[cs.Name] >= j.opts.ImagePullObservations {
 			f.Verdict = VerdictImagePull
@@ -335,6 +331,12 @@ func (j *podJudge) judgeContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, m
 	if fresh {
 		delete(m.pullStreak, cs.Name)
 	}
+	if waiting == "" && cs.State.Terminated == nil && last == nil && cs.RestartCount == 0 {
+		// Running (or not started) and never restarted: nothing to say.
+		// The common case of a big rollout, so nothing is allocated.
+		return nil
+	}
+	f := finding()
 
 	if isContainerErrorReason(waiting) {
 		f.Verdict, f.Reason, f.Message = VerdictContainerError, waiting, cs.State.Waiting.Message

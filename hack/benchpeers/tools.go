@@ -82,7 +82,7 @@ func (b *bench) exec(ctx context.Context, argv []string) result {
 
 // sampleHWM reads the peak resident set size (VmHWM, KiB) of process pid
 // every 5 ms until stop is closed or the process is gone, and returns the
-// last value read (0: none). VmHWM only grows, so what the sampling misses
+// highest value read (0: none). VmHWM only grows, so what the sampling misses
 // is the growth in the process's last milliseconds.
 func sampleHWM(pid int, stop <-chan struct{}) int64 {
 	path := fmt.Sprintf("/proc/%d/status", pid)
