@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io/fs"
@@ -65,10 +66,12 @@ type badStep struct {
 		Kind string `json:"kind"`
 		Name string `json:"name"`
 	} `json:"create,omitempty"`
-	// Corrupt replaces the data of a release record with garbage.
+	// Corrupt replaces the data of a release record with garbage, or
+	// with a gzip bomb: a small record that decompresses to 256 MiB.
 	Corrupt *struct {
 		Release  string `json:"release"`
 		Revision int    `json:"revision"`
+		Bomb     bool   `json:"bomb,omitempty"`
 	} `json:"corrupt,omitempty"`
 }
 
@@ -319,6 +322,9 @@ func prepareBadSetup(t, parent *testing.T, r *badRunner, name string, s badSetup
 			s, err := secrets.Get(ctx, release.SecretName(step.Corrupt.Release, step.Corrupt.Revision), metav1.GetOptions{})
 			require.NoError(t, err, "setup %s step %d", name, i+1)
 			s.Data["release"] = []byte("garbage, not gzip")
+			if step.Corrupt.Bomb {
+				s.Data["release"] = gzipBomb(t, 256<<20)
+			}
 			_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
 			require.NoError(t, err, "setup %s step %d", name, i+1)
 		default:
@@ -343,6 +349,20 @@ func prepareBadSetup(t, parent *testing.T, r *badRunner, name string, s badSetup
 	})
 	t.Logf("setup %s in namespace %s (%s): %d objects", name, e.namespace, time.Since(start).Round(100*time.Millisecond), len(last))
 	return &badNamespace{env: e, name: e.namespace}
+}
+
+// gzipBomb returns gzip data that decompresses to n zero bytes (n a
+// multiple of 1 MiB): one member of 1 MiB of zeros, repeated (a gzip stream
+// may hold several members, which a reader reads as one).
+func gzipBomb(t *testing.T, n int) []byte {
+	t.Helper()
+	var member bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&member, gzip.BestCompression)
+	require.NoError(t, err)
+	_, err = zw.Write(make([]byte, 1<<20))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return bytes.Repeat(member.Bytes(), n>>20)
 }
 
 func createByHand(t *testing.T, client kubernetes.Interface, ns, kind, name string) {

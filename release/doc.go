@@ -11,7 +11,9 @@
 // [Store] is the storage abstraction; [Secrets] keeps records in Secrets
 // through client-go, [Memory] keeps them in memory for unit tests. Listing is
 // lazy: [Store.List] returns [Entry] values that carry the revision and the
-// status from the labels and decode the record only when asked.
+// status from the labels and decode the record only when asked; the entries
+// of one listing share a decompressor, and a record decompresses to at most
+// [MaxDecodedBytes].
 //
 // A pending record (pending-install, pending-upgrade, pending-rollback) is the
 // lock of its release: [Acquire] creates the next revision as pending, and

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,10 @@ const (
 	// MaxRecordBytes bounds the compressed record so that the Secret stays
 	// well below the API server's 1 MiB object limit.
 	MaxRecordBytes = 900 << 10
+	// MaxDecodedBytes bounds a record's decompressed JSON. A record within
+	// MaxRecordBytes that vllmctl wrote stays far below it; a Secret crafted
+	// to decompress to gigabytes fails to decode instead of exhausting memory.
+	MaxDecodedBytes = 64 << 20
 )
 
 // Status is the state of one release revision.
@@ -239,17 +244,47 @@ func Encode(r *Release) ([]byte, error) {
 
 // Decode parses what Encode produced.
 func Decode(data []byte) (*Release, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(data))
+	return new(decoder).decode(data)
+}
+
+// decoder decodes records with one decompressor and one buffer, reused from
+// record to record: listing a namespace's releases then allocates gzip's
+// window and tables once, not once per record. It is safe for concurrent use.
+type decoder struct {
+	// limit bounds a record's decompressed size; 0: MaxDecodedBytes.
+	limit int64
+
+	mu  sync.Mutex
+	zr  *gzip.Reader
+	buf bytes.Buffer
+}
+
+func (d *decoder) decode(data []byte) (*Release, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var err error
+	if d.zr == nil {
+		d.zr, err = gzip.NewReader(bytes.NewReader(data))
+	} else {
+		err = d.zr.Reset(bytes.NewReader(data))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("decompress release record: %w", err)
 	}
-	defer zr.Close()
-	raw, err := io.ReadAll(zr)
+	limit := d.limit
+	if limit <= 0 {
+		limit = MaxDecodedBytes
+	}
+	d.buf.Reset()
+	n, err := d.buf.ReadFrom(io.LimitReader(d.zr, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("decompress release record: %w", err)
+	}
+	if n > limit {
+		return nil, fmt.Errorf("decompress release record: it decompresses to more than %d bytes", limit)
 	}
 	r := &Release{}
-	if err := json.Unmarshal(raw, r); err != nil {
+	if err := json.Unmarshal(d.buf.Bytes(), r); err != nil {
 		return nil, fmt.Errorf("parse release record: %w", err)
 	}
 	return r, nil
@@ -281,7 +316,7 @@ func ToSecret(r *Release) (*corev1.Secret, error) {
 // and status of the result come from the Secret's metadata, which is what
 // selectors see.
 func FromSecret(s *corev1.Secret) (*Release, error) {
-	e, err := entryFromSecret(s)
+	e, err := entryFromSecret(s, new(decoder))
 	if err != nil {
 		return nil, err
 	}
@@ -289,8 +324,9 @@ func FromSecret(s *corev1.Secret) (*Release, error) {
 }
 
 // entryFromSecret reads a record Secret's identity from its metadata,
-// leaving its body to decode on demand.
-func entryFromSecret(s *corev1.Secret) (Entry, error) {
+// leaving its body to decode on demand, by d (which the entries of one list
+// share).
+func entryFromSecret(s *corev1.Secret, d *decoder) (Entry, error) {
 	obj := s.Namespace + "/" + s.Name
 	if s.Type != SecretType {
 		return Entry{}, fmt.Errorf("Secret %s: type %q is not %q", obj, s.Type, SecretType)
@@ -311,7 +347,7 @@ func entryFromSecret(s *corev1.Secret) (Entry, error) {
 		Revision:  rev,
 		Status:    status,
 		decode: func() (*Release, error) {
-			r, err := Decode(data)
+			r, err := d.decode(data)
 			if err != nil {
 				return nil, fmt.Errorf("Secret %s: %w", obj, err)
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -79,14 +80,145 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 	}
 }
 
-func gzipString(t *testing.T, s string) []byte {
+// TestDecodeBoundsTheDecompressedSize: a record that decompresses to more
+// than the decoder's limit (MaxDecodedBytes unless set) fails with an error
+// saying so; valid JSON padded to exactly the limit still decodes.
+func TestDecodeBoundsTheDecompressedSize(t *testing.T) {
+	r := sampleRecord(t, "chat", 1, StatusDeployed)
+	doc, err := json.Marshal(r)
+	require.NoError(t, err)
+	const limit = 1 << 20
+	padded := func(n int) []byte { // valid JSON of n bytes: doc then spaces
+		return gzipBytes(t, append(doc, bytes.Repeat([]byte(" "), n-len(doc))...))
+	}
+	t.Run("at the limit", func(t *testing.T) {
+		got, err := (&decoder{limit: limit}).decode(padded(limit))
+		require.NoError(t, err)
+		assert.Equal(t, r.Manifest, got.Manifest)
+	})
+	t.Run("one byte over", func(t *testing.T) {
+		_, err := (&decoder{limit: limit}).decode(padded(limit + 1))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "decompresses to more than 1048576 bytes")
+	})
+	t.Run("a bomb over MaxDecodedBytes, by default", func(t *testing.T) {
+		bomb := gzipZeros(t, MaxDecodedBytes+1)
+		assert.Less(t, len(bomb), MaxRecordBytes, "it fits in a record Secret")
+		_, err := Decode(bomb)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "decompresses to more than 67108864 bytes")
+	})
+}
+
+// TestDecoderIsReusable: one decoder, as the entries of one list share it,
+// decodes each record right whatever came before it, failures included, and
+// may be used from several goroutines.
+func TestDecoderIsReusable(t *testing.T) {
+	d := new(decoder)
+	records := make([]*Release, 4)
+	data := make([][]byte, 4)
+	for i := range records {
+		records[i] = sampleRecord(t, "chat", i+1, StatusSuperseded)
+		var err error
+		data[i], err = Encode(records[i])
+		require.NoError(t, err)
+	}
+	d.limit = 1 << 20
+	bomb := gzipZeros(t, 2<<20)
+	sequence := []struct {
+		data []byte
+		want *Release // nil: an error
+	}{
+		{data[0], records[0]},
+		{[]byte("garbage, not gzip"), nil},
+		{data[1], records[1]},
+		{bomb, nil},
+		{data[2], records[2]},
+		{gzipString(t, `{"name": "chat", "revision": `), nil},
+		{data[3], records[3]},
+		{data[0], records[0]},
+	}
+	for i, s := range sequence {
+		got, err := d.decode(s.data)
+		if s.want == nil {
+			assert.Error(t, err, "record %d", i)
+			continue
+		}
+		require.NoError(t, err, "record %d", i)
+		assert.Equal(t, s.want, got, "record %d", i)
+	}
+
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				got, err := d.decode(data[g])
+				if assert.NoError(t, err) {
+					assert.Equal(t, records[g].Revision, got.Revision)
+					assert.Equal(t, records[g].Values, got.Values)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkDecodeList: decoding the latest records of 100 releases, as
+// `list` does, with one decoder shared by the list or a new one per record.
+func BenchmarkDecodeList(b *testing.B) {
+	data := make([][]byte, 100)
+	for i := range data {
+		var err error
+		data[i], err = Encode(sampleRecord(b, "r"+strconv.Itoa(i), 1, StatusDeployed))
+		require.NoError(b, err)
+	}
+	b.Run("shared", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			d := new(decoder)
+			for _, p := range data {
+				if _, err := d.decode(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("one per record", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, p := range data {
+				if _, err := Decode(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+func gzipBytes(t *testing.T, p []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
-	_, err := zw.Write([]byte(s))
+	_, err := zw.Write(p)
 	require.NoError(t, err)
 	require.NoError(t, zw.Close())
 	return buf.Bytes()
+}
+
+// gzipZeros returns gzip data that decompresses to at least n zero bytes:
+// one member of 1 MiB of zeros, repeated (a gzip stream may hold several
+// members, which a reader reads as one).
+func gzipZeros(t *testing.T, n int) []byte {
+	t.Helper()
+	member := gzipBytes(t, make([]byte, 1<<20))
+	return bytes.Repeat(member, (n+1<<20-1)/(1<<20))
+}
+
+func gzipString(t *testing.T, s string) []byte {
+	t.Helper()
+	return gzipBytes(t, []byte(s))
 }
 
 func TestToSecretFollowsContract(t *testing.T) {

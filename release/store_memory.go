@@ -125,7 +125,7 @@ func (m *Memory) Get(ctx context.Context, name string, revision int) (*Release, 
 	if !ok {
 		return nil, notFound(ctx, m, name, revision)
 	}
-	return m.entry(m.key(name, revision), rec).Release()
+	return m.entry(m.key(name, revision), rec, new(decoder)).Release()
 }
 
 // List returns the records of release name.
@@ -147,9 +147,10 @@ func (m *Memory) list(ctx context.Context, match func(memoryKey) bool) ([]Entry,
 	}
 	m.db.mu.Lock()
 	var entries []Entry
+	d := new(decoder)
 	for k, rec := range m.db.records {
 		if match(k) {
-			entries = append(entries, m.entry(k, rec))
+			entries = append(entries, m.entry(k, rec, d))
 		}
 	}
 	m.db.mu.Unlock()
@@ -158,14 +159,14 @@ func (m *Memory) list(ctx context.Context, match func(memoryKey) bool) ([]Entry,
 }
 
 // entry makes the lazily decoded Entry of a stored record.
-func (m *Memory) entry(k memoryKey, rec memoryRecord) Entry {
+func (m *Memory) entry(k memoryKey, rec memoryRecord, d *decoder) Entry {
 	return Entry{
 		Namespace: k.namespace,
 		Name:      k.name,
 		Revision:  k.revision,
 		Status:    rec.status,
 		decode: func() (*Release, error) {
-			r, err := Decode(rec.data)
+			r, err := d.decode(rec.data)
 			if err != nil {
 				return nil, err
 			}

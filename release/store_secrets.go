@@ -127,12 +127,13 @@ func (s *Secrets) list(ctx context.Context, namespace, name string) ([]Entry, er
 		return nil, fmt.Errorf("list release record Secrets (%s) in %s: %w", sel, where, err)
 	}
 	entries := make([]Entry, 0, len(list.Items))
+	d := new(decoder) // one for the whole list
 	for i := range list.Items {
 		sec := &list.Items[i]
 		if sec.Type != SecretType {
 			continue // labelled like ours but not a record: not ours to read
 		}
-		e, err := entryFromSecret(sec)
+		e, err := entryFromSecret(sec, d)
 		if err != nil {
 			return nil, err
 		}
