@@ -12,9 +12,27 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"k8s.io/klog/v2"
 )
+
+// gcTightenAfter is when a command that is still running gets GOGC=50.
+const gcTightenAfter = 250 * time.Millisecond
+
+// tightenGCLater sets GOGC=50 after the given time, unless GOGC is set in
+// the environment (then it returns nil). The informers of a big rollout
+// hold thousands of pods, and the heap may then grow to 1.5 times what is
+// live instead of 2 times, for a little more GC work. Until then, short
+// commands (list, diff, an up-to-date deploy) and a deploy's rendering run
+// at the default: GOGC=50 would halve the 4 MB minimum heap goal and double
+// the collections (15 instead of 8 in an up-to-date deploy, 13 ms more).
+func tightenGCLater(lookupEnv func(string) (string, bool), after time.Duration) *time.Timer {
+	if _, set := lookupEnv("GOGC"); set {
+		return nil
+	}
+	return time.AfterFunc(after, func() { debug.SetGCPercent(50) })
+}
 
 func main() {
 	// client-go logs through klog to stderr (e.g. a reflector's "watch
@@ -25,12 +43,7 @@ func main() {
 	discard := slog.New(slog.DiscardHandler)
 	klog.SetSlogLogger(discard)
 	slog.SetDefault(discard)
-	// Half the Go default, unless GOGC says otherwise: the informers of a
-	// big rollout hold thousands of pods, and the heap may then grow to 1.5
-	// times what is live instead of 2 times, for a little more GC work.
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(50)
-	}
+	tightenGCLater(os.LookupEnv, gcTightenAfter)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	stopProfile := startProfile(os.Getenv("VLLMCTL_CPUPROFILE"))
 	err := Execute(ctx, NewRootCommand(ctx, DefaultStreams()))
