@@ -321,10 +321,11 @@ func prepareBadSetup(t, parent *testing.T, r *badRunner, name string, s badSetup
 			secrets := e.client.CoreV1().Secrets(e.namespace)
 			s, err := secrets.Get(ctx, release.SecretName(step.Corrupt.Release, step.Corrupt.Revision), metav1.GetOptions{})
 			require.NoError(t, err, "setup %s step %d", name, i+1)
-			s.Data["release"] = []byte("garbage, not gzip")
+			data := []byte("garbage, not gzip")
 			if step.Corrupt.Bomb {
-				s.Data["release"] = gzipBomb(t, 256<<20)
+				data = gzipBomb(t, 256<<20)
 			}
+			s.Data["release"] = data
 			_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
 			require.NoError(t, err, "setup %s step %d", name, i+1)
 		default:

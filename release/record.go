@@ -251,9 +251,6 @@ func Decode(data []byte) (*Release, error) {
 // record to record: listing a namespace's releases then allocates gzip's
 // window and tables once, not once per record. It is safe for concurrent use.
 type decoder struct {
-	// limit bounds a record's decompressed size; 0: MaxDecodedBytes.
-	limit int64
-
 	mu  sync.Mutex
 	zr  *gzip.Reader
 	buf bytes.Buffer
@@ -271,17 +268,13 @@ func (d *decoder) decode(data []byte) (*Release, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decompress release record: %w", err)
 	}
-	limit := d.limit
-	if limit <= 0 {
-		limit = MaxDecodedBytes
-	}
 	d.buf.Reset()
-	n, err := d.buf.ReadFrom(io.LimitReader(d.zr, limit+1))
+	n, err := d.buf.ReadFrom(io.LimitReader(d.zr, MaxDecodedBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("decompress release record: %w", err)
 	}
-	if n > limit {
-		return nil, fmt.Errorf("decompress release record: it decompresses to more than %d bytes", limit)
+	if n > MaxDecodedBytes {
+		return nil, fmt.Errorf("decompress release record: it decompresses to more than %d bytes", MaxDecodedBytes)
 	}
 	r := &Release{}
 	if err := json.Unmarshal(d.buf.Bytes(), r); err != nil {

@@ -81,27 +81,23 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 }
 
 // TestDecodeBoundsTheDecompressedSize: a record that decompresses to more
-// than the decoder's limit (MaxDecodedBytes unless set) fails with an error
-// saying so; valid JSON padded to exactly the limit still decodes.
+// than MaxDecodedBytes fails with an error saying so; valid JSON padded to
+// exactly MaxDecodedBytes still decodes.
 func TestDecodeBoundsTheDecompressedSize(t *testing.T) {
 	r := sampleRecord(t, "chat", 1, StatusDeployed)
 	doc, err := json.Marshal(r)
 	require.NoError(t, err)
-	const limit = 1 << 20
-	padded := func(n int) []byte { // valid JSON of n bytes: doc then spaces
-		return gzipBytes(t, append(doc, bytes.Repeat([]byte(" "), n-len(doc))...))
-	}
 	t.Run("at the limit", func(t *testing.T) {
-		got, err := (&decoder{limit: limit}).decode(padded(limit))
+		got, err := Decode(gzipPadded(t, doc, MaxDecodedBytes))
 		require.NoError(t, err)
 		assert.Equal(t, r.Manifest, got.Manifest)
 	})
 	t.Run("one byte over", func(t *testing.T) {
-		_, err := (&decoder{limit: limit}).decode(padded(limit + 1))
+		_, err := Decode(gzipPadded(t, doc, MaxDecodedBytes+1))
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "decompresses to more than 1048576 bytes")
+		assert.Contains(t, err.Error(), "decompresses to more than 67108864 bytes")
 	})
-	t.Run("a bomb over MaxDecodedBytes, by default", func(t *testing.T) {
+	t.Run("a bomb", func(t *testing.T) {
 		bomb := gzipZeros(t, MaxDecodedBytes+1)
 		assert.Less(t, len(bomb), MaxRecordBytes, "it fits in a record Secret")
 		_, err := Decode(bomb)
@@ -123,8 +119,7 @@ func TestDecoderIsReusable(t *testing.T) {
 		data[i], err = Encode(records[i])
 		require.NoError(t, err)
 	}
-	d.limit = 1 << 20
-	bomb := gzipZeros(t, 2<<20)
+	bomb := gzipZeros(t, MaxDecodedBytes+1)
 	sequence := []struct {
 		data []byte
 		want *Release // nil: an error
@@ -207,13 +202,27 @@ func gzipBytes(t *testing.T, p []byte) []byte {
 	return buf.Bytes()
 }
 
-// gzipZeros returns gzip data that decompresses to at least n zero bytes:
-// one member of 1 MiB of zeros, repeated (a gzip stream may hold several
-// members, which a reader reads as one).
+// gzipZeros returns gzip data that decompresses to n zero bytes.
 func gzipZeros(t *testing.T, n int) []byte {
 	t.Helper()
-	member := gzipBytes(t, make([]byte, 1<<20))
-	return bytes.Repeat(member, (n+1<<20-1)/(1<<20))
+	return gzipRepeated(t, 0, n)
+}
+
+// gzipPadded returns gzip data that decompresses to doc followed by spaces,
+// n bytes in all.
+func gzipPadded(t *testing.T, doc []byte, n int) []byte {
+	t.Helper()
+	return append(gzipBytes(t, doc), gzipRepeated(t, ' ', n-len(doc))...)
+}
+
+// gzipRepeated returns gzip data that decompresses to n bytes c, made
+// cheaply: one member of 1 MiB, repeated (a gzip stream may hold several
+// members, which a reader reads as one), and one member for the rest.
+func gzipRepeated(t *testing.T, c byte, n int) []byte {
+	t.Helper()
+	const mib = 1 << 20
+	out := bytes.Repeat(gzipBytes(t, bytes.Repeat([]byte{c}, mib)), n/mib)
+	return append(out, gzipBytes(t, bytes.Repeat([]byte{c}, n%mib))...)
 }
 
 func gzipString(t *testing.T, s string) []byte {
