@@ -155,6 +155,14 @@ func (o *deployOptions) Validate() error {
 	if o.rollbackSetBy && o.noRollbackSets && o.rollbackOnFailure {
 		return newUsageError("--rollback-on-failure and --no-rollback contradict each other")
 	}
+	// One of them on the command line wins over the other's value from
+	// the environment or the config file.
+	switch {
+	case o.rollbackSetBy && !o.noRollbackSets:
+		o.noRollback = false
+	case o.noRollbackSets && !o.rollbackSetBy:
+		o.rollbackOnFailure = true
+	}
 	var err error
 	if o.maxSurge != "" {
 		if o.surge, err = preflight.ParseIntOrPercent("--max-surge", o.maxSurge); err != nil {

@@ -131,6 +131,12 @@ func wrapArgs(c *cobra.Command) {
 // bindConfig applies, for every flag the user did not set, the value from
 // VLLMCTL_<FLAG> or the config file ($XDG_CONFIG_HOME/vllmctl/config.yaml).
 // Precedence: flags > environment > config file > defaults.
+//
+// Such a value is a default, not a flag given: it is set on the flag's
+// Value, and the flag stays unchanged (pflag's Changed, FlagSet.Changed),
+// so that checks of the command line ("--canary-hold needs --canary",
+// "--rollback-on-failure and --no-rollback contradict each other") see
+// only what was typed.
 func (g *GlobalOptions) bindConfig(cmd *cobra.Command) error {
 	v := g.v
 	v.SetEnvPrefix("VLLMCTL")
@@ -166,8 +172,8 @@ func (g *GlobalOptions) bindConfig(cmd *cobra.Command) error {
 		default:
 			s = fmt.Sprint(x)
 		}
-		if err := cmd.Flags().Set(f.Name, s); err != nil {
-			errs = append(errs, fmt.Errorf("--%s from environment or config file: %w", f.Name, err))
+		if err := f.Value.Set(s); err != nil {
+			errs = append(errs, fmt.Errorf("--%s %q from environment or config file: %w", f.Name, s, err))
 		}
 	})
 	if len(errs) > 0 {
