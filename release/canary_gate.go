@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -51,10 +52,20 @@ func (e gateEnv) vars() []string {
 	}
 }
 
-// runGate runs command with sh -c, once, within timeout: its process group
-// is killed when the timeout passes or ctx ends (Ctrl-C). stdout and
-// stderr are kept (the last gateOutputLimit bytes), never printed: the
-// last lines go into the result.
+// gateDrainDelay is how long, once the shell has exited and its process
+// group is killed, the gate's output is still read: what the shell wrote
+// is in the pipe already; only a child that left the group (setsid) can
+// hold the pipe open longer, and its output is not waited for.
+const gateDrainDelay = time.Second
+
+// runGate runs command with sh -c, once, within timeout. The verdict is
+// the shell's exit status: once the shell exits, its process group is
+// killed (a background child, such as `kubectl port-forward … &`, never
+// outlives the gate) and the output is read for at most gateDrainDelay
+// more. The process group is killed as well when the timeout passes or
+// ctx ends (Ctrl-C). stdout and stderr are kept (the last
+// gateOutputLimit bytes), never printed: the last lines go into the
+// result.
 func runGate(ctx context.Context, command string, env gateEnv, timeout time.Duration) (*GateResult, error) {
 	gctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -62,14 +73,13 @@ func runGate(ctx context.Context, command string, env gateEnv, timeout time.Dura
 	cmd := exec.CommandContext(gctx, "/bin/sh", "-c", command)
 	cmd.Env = append(os.Environ(), env.vars()...)
 	out := &tailBuffer{limit: gateOutputLimit}
-	cmd.Stdout, cmd.Stderr = out, out
-	setProcessGroup(cmd)
-	cmd.WaitDelay = 2 * time.Second
-	err := cmd.Run()
+	err := runShell(cmd, out)
 	res := &GateResult{Command: command, DurationSeconds: time.Since(start).Seconds(), OutputTail: out.lines(gateTailLines)}
 	var exit *exec.ExitError
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success():
+		// Pipes still held open by a background child after a clean exit
+		// are no failure of the gate.
 		res.ExitCode = 0
 	case ctx.Err() != nil:
 		res.ExitCode = -1
@@ -82,6 +92,47 @@ func runGate(ctx context.Context, command string, env gateEnv, timeout time.Dura
 		return res, fmt.Errorf("canary gate %q: %w", command, err)
 	}
 	return res, nil
+}
+
+// runShell runs cmd in a process group of its own with stdout and stderr
+// going to out through a pipe vllmctl owns, so that Wait returns when the
+// shell exits, whoever else holds the pipe. Then the group is killed and
+// the pipe read until its end or for gateDrainDelay, whichever comes
+// first. The error is Wait's.
+func runShell(cmd *exec.Cmd, out io.Writer) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("gate output pipe: %w", err)
+	}
+	defer r.Close()
+	cmd.Stdout, cmd.Stderr = w, w
+	setProcessGroup(cmd)
+	// When the context ends, Cancel kills the group; a shell that still
+	// has not exited WaitDelay later is killed on its own.
+	cmd.WaitDelay = 2 * time.Second
+	err = cmd.Start()
+	w.Close() // the children hold the write end now
+	if err != nil {
+		return err
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(out, r)
+	}()
+	err = cmd.Wait()
+	killProcessGroup(cmd)
+	drain := time.NewTimer(gateDrainDelay)
+	defer drain.Stop()
+	select {
+	case <-copied:
+	case <-drain.C:
+		// A child outside the group still holds the pipe: stop reading.
+		if r.SetReadDeadline(time.Now()) == nil {
+			<-copied
+		}
+	}
+	return err
 }
 
 // tailBuffer keeps the last limit bytes written to it.

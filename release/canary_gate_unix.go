@@ -18,3 +18,13 @@ func setProcessGroup(cmd *exec.Cmd) {
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
+
+// killProcessGroup kills what is left of cmd's process group once its
+// shell has exited: the gate's background children never outlive it. The
+// group keeps the shell's pid as its id while any member lives; an empty
+// group is ESRCH, nothing to kill.
+func killProcessGroup(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
