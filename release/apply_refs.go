@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -100,6 +101,14 @@ func (r *resolver) locate(ctx context.Context, obj *unstructured.Unstructured, d
 	ref := RefOf(obj)
 	mapping, err := r.mapping(ctx, obj.GroupVersionKind())
 	if err != nil {
+		if ctxErr := ctx.Err(); errors.Is(ctxErr, context.Canceled) {
+			// Discovery cut short by an interrupt says nothing about the
+			// kind (and its error need not wrap the cancellation).
+			if !errors.Is(err, ctxErr) {
+				err = fmt.Errorf("%w: %w", err, ctxErr)
+			}
+			return nil, "", fmt.Errorf("%s: map kind %s in %s: %w", ref, ref.Kind, ref.APIVersion(), err)
+		}
 		return nil, "", &UnknownKindError{Object: ref, Err: err}
 	}
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {

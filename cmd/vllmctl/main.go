@@ -5,7 +5,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -44,12 +46,30 @@ func main() {
 	klog.SetSlogLogger(discard)
 	slog.SetDefault(discard)
 	tightenGCLater(os.LookupEnv, gcTightenAfter)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP (the terminal or the SSH session went away) ends a command
+	// as SIGTERM and SIGINT do: cleanly, lock released, instead of killing
+	// it with its pending record left behind.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	stopProfile := startProfile(os.Getenv("VLLMCTL_CPUPROFILE"))
 	err := Execute(ctx, NewRootCommand(ctx, DefaultStreams()))
 	stopProfile()
+	signalled := ctx.Err() // before stop(), which cancels ctx too
 	stop()
-	os.Exit(ExitCode(os.Stderr, err))
+	os.Exit(exitCode(os.Stderr, signalled, err))
+}
+
+// exitCode prints err and returns its exit code (ExitCode), except that
+// when a signal ended the command's context (ctxErr is not nil) an error
+// that would be 6 (the cluster refused) or 1 (internal) is 130: what
+// failed was cut short by the interrupt, whatever its error says. The
+// codes of an outcome stand: 2, 3, 4, 5, and diff's 1 for changes found.
+func exitCode(stderr io.Writer, ctxErr, err error) int {
+	code := ExitCode(stderr, err)
+	var changes silentError
+	if ctxErr != nil && (code == ExitClusterErr || code == ExitInternal) && !errors.As(err, &changes) {
+		return exitInterrupted
+	}
+	return code
 }
 
 // startProfile writes a CPU profile of the run to path.PID

@@ -33,24 +33,33 @@ type Coder interface {
 }
 
 // Of returns the exit code of err: 0 for nil, its own ExitCode (the
-// outermost in its chain), Cluster for an API or network error,
-// Interrupted for a cancelled context, else Internal.
+// outermost in its chain), Interrupted for a cancelled context, Cluster for
+// an API or network error, else Internal. A cancelled context is an
+// interrupt, never the cluster's doing: an error whose own code is Cluster
+// or Internal but that wraps context.Canceled (a request the interrupt cut
+// short) is Interrupted too; the other codes (a rollout's outcome, invalid
+// input) stand.
 func Of(err error) int {
 	if err == nil {
 		return OK
 	}
+	canceled := errors.Is(err, context.Canceled)
 	var ec Coder
 	if errors.As(err, &ec) {
-		return ec.ExitCode()
+		code := ec.ExitCode()
+		if canceled && (code == Cluster || code == Internal) {
+			return Interrupted
+		}
+		return code
+	}
+	// An interrupt that cancelled a request in flight surfaces as a
+	// network error: it is still an interrupt, not the cluster's doing.
+	if canceled {
+		return Interrupted
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		return Cluster
-	}
-	// An interrupt that cancelled a request in flight surfaces as a
-	// network error: it is still an interrupt, not the cluster's doing.
-	if errors.Is(err, context.Canceled) {
-		return Interrupted
 	}
 	var urlErr *url.Error
 	var netErr net.Error

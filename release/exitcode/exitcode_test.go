@@ -19,6 +19,21 @@ type coded struct{ code int }
 func (c coded) Error() string { return "coded" }
 func (c coded) ExitCode() int { return c.code }
 
+// codedCause carries its own code and wraps its cause, as
+// release.UnknownKindError (6) wraps the RESTMapper's error.
+type codedCause struct {
+	code int
+	err  error
+}
+
+func (c codedCause) Error() string { return "coded: " + c.err.Error() }
+func (c codedCause) Unwrap() error { return c.err }
+func (c codedCause) ExitCode() int { return c.code }
+
+// cancelledRequest is what a request in flight returns when its context
+// is cancelled.
+var cancelledRequest = &url.Error{Op: "Get", URL: "https://127.0.0.1:1/api", Err: context.Canceled}
+
 func TestOf(t *testing.T) {
 	cases := []struct {
 		name string
@@ -33,6 +48,16 @@ func TestOf(t *testing.T) {
 		{"interrupted", fmt.Errorf("wait: %w", context.Canceled), exitcode.Interrupted},
 		{"interrupted mid-request", fmt.Errorf("create Secret: %w", &url.Error{Op: "Post", URL: "https://127.0.0.1:1", Err: context.Canceled}), exitcode.Interrupted},
 		{"anything else", errors.New("boom"), exitcode.Internal},
+
+		// A cancelled context is an interrupt, never the cluster refusing.
+		{"kind not served, discovery cancelled", fmt.Errorf("apply: %w", codedCause{exitcode.Cluster, cancelledRequest}), exitcode.Interrupted},
+		{"own internal code, cancelled", codedCause{exitcode.Internal, fmt.Errorf("read: %w", context.Canceled)}, exitcode.Interrupted},
+		{"API error and a cancelled request", errors.Join(apierrors.NewForbidden(schema.GroupResource{}, "x", nil), cancelledRequest), exitcode.Interrupted},
+		{"own cluster code, deadline", codedCause{exitcode.Cluster, context.DeadlineExceeded}, exitcode.Cluster},
+		{"rolled back, cancelled", codedCause{exitcode.RolledBack, context.Canceled}, exitcode.RolledBack},
+		{"failed, cancelled", codedCause{exitcode.Failed, context.Canceled}, exitcode.Failed},
+		{"in progress, cancelled", codedCause{exitcode.InProgress, context.Canceled}, exitcode.InProgress},
+		{"invalid, cancelled", codedCause{exitcode.Invalid, context.Canceled}, exitcode.Invalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
