@@ -96,9 +96,21 @@ type LockedError struct {
 	Description string
 	// Age is how long ago the pending record was last written.
 	Age time.Duration
-	// Timeout is the age after which the lock may be taken over; 0 when
-	// only a forced unlock can take it over.
+	// Timeout is the pending record's own lease (Release.Lease): an
+	// operation that takes locks over does so once it has watched the
+	// record go unrenewed that long; 0 when only a forced unlock can take
+	// it over.
 	Timeout time.Duration
+	// NoTakeover names the refused operation when it never takes a lock
+	// over (wait): the message then says to run it again instead.
+	NoTakeover Operation
+}
+
+// refusing marks e as the refusal of op, an operation that takes no lock
+// and never takes one over.
+func (e *LockedError) refusing(op Operation) *LockedError {
+	e.NoTakeover = op
+	return e
 }
 
 func (e *LockedError) Error() string {
@@ -113,9 +125,16 @@ func (e *LockedError) Error() string {
 		holder = "unknown holder"
 	}
 	fmt.Fprintf(&b, ", held by %s for %s", holder, e.Age.Truncate(time.Second))
-	if e.Timeout > 0 {
+	switch {
+	case e.NoTakeover != "":
+		fmt.Fprintf(&b, "; %s takes no lock and never takes one over: run it again once that operation ends, or see `vllmctl history %s -n %s`",
+			e.NoTakeover, e.Name, e.Namespace)
+		if e.Timeout > 0 {
+			fmt.Fprintf(&b, " (deploy, rollback and uninstall take the lock over once they watched it unrenewed for its lease of %s)", e.Timeout)
+		}
+	case e.Timeout > 0:
 		fmt.Fprintf(&b, "; it is taken over once watched unrenewed for its lease of %s, or now with --force-unlock", e.Timeout)
-	} else {
+	default:
 		b.WriteString("; use --force-unlock to take it over")
 	}
 	return b.String()

@@ -160,7 +160,7 @@ func (w *Watcher) current(ctx context.Context, entries []Entry, opts WaitOptions
 		if err != nil {
 			return nil, err
 		}
-		locked := lockedBy(p, stamp(w.clock()).Sub(p.Updated), opts.Timeout)
+		locked := lockedBy(p, stamp(w.clock()).Sub(p.Updated), leaseOf(p)).refusing(OpWait)
 		return nil, fmt.Errorf("wait on release %s: another operation is in progress (wait for it to finish): %w", opts.Name, locked)
 	}
 	top := entries[len(entries)-1]
@@ -229,7 +229,7 @@ func (w *Watcher) changedMeanwhile(ctx context.Context, rec *Release, opts WaitO
 			if err != nil {
 				return nil
 			}
-			return lockedBy(p, stamp(w.clock()).Sub(p.Updated), opts.Timeout)
+			return lockedBy(p, stamp(w.clock()).Sub(p.Updated), leaseOf(p)).refusing(OpWait)
 		}
 		if e.Revision > rec.Revision {
 			return &ConflictError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision,
