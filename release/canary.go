@@ -12,23 +12,23 @@ package release
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/vllmctl/vllmctl/diff"
 )
 
 // Defaults of CanaryOptions.
 const (
 	DefaultCanaryHold        = 5 * time.Minute
 	DefaultCanaryGateTimeout = 10 * time.Minute
-	// canaryMargin is added to the hold and the gate's timeout in the
-	// transient minReadySeconds, so that a canary pod Ready late in the
-	// starting phase still does not count as available before promotion.
+	// canaryMargin is what the hold and the gate's timeout leave at least
+	// below the transient minReadySeconds (canaryMinReadySeconds), so that
+	// a canary pod Ready late in the starting phase still does not count
+	// as available before promotion.
 	canaryMargin = 10 * time.Minute
 	// defaultProgressDeadline is the Deployment default (600 s).
 	defaultProgressDeadline = 600
@@ -102,7 +102,7 @@ func (o *CanaryOptions) Validate(opts DeployOptions) error {
 	if o.GateTimeout == 0 {
 		o.GateTimeout = DefaultCanaryGateTimeout
 	}
-	if total := o.Hold + o.GateTimeout + canaryMargin; total.Seconds() > math.MaxInt32/2 {
+	if total := o.Hold + o.GateTimeout + canaryMargin; total.Seconds() > canaryMinReadySeconds {
 		return &CanaryInputError{Msg: fmt.Sprintf("--canary-hold plus --canary-gate-timeout (%s) is too long", o.Hold+o.GateTimeout)}
 	}
 	return nil
@@ -158,44 +158,95 @@ type canaryTarget struct {
 	pods     int32 // canary pods
 }
 
+// CanaryAnnotation marks a Deployment that carries a canary's transient
+// strategy; its value is the revision whose canary it holds. Promotion
+// applies the chart's objects again, which removes it (server-side apply
+// drops what the field manager no longer applies); a canary that was
+// refused without a rollback, or whose deploy died, leaves it behind.
+const CanaryAnnotation = "vllmctl.io/canary-revision"
+
+// canaryMinReadySeconds is the transient minReadySeconds: so long that a
+// canary pod never counts as available, so that the Deployment controller
+// never takes an old pod down by itself, even when the deploy that holds
+// the canary is gone (killed, or refused with --no-rollback). Only
+// promotion (the chart's strategy) or a rollback moves the rollout on.
+const canaryMinReadySeconds = math.MaxInt32 / 2
+
 // canaryTargets are the Deployments whose pod template the deploy changes
-// (a new ReplicaSet) and that have pods today, with their canary counts:
-// from the server-side dry run, so an HPA's live replica count counts.
-func canaryTargets(rep *diff.Report, count intstr.IntOrString, namespace string) []canaryTarget {
-	if rep == nil {
-		return nil
+// against the release's deployed revision (deployed: its objects; none on
+// a first install) and that have pods today, with their canary counts.
+// The decision is never taken against the live object: after a refused or
+// interrupted canary the live template already is the new one, and the
+// canary must still hold. The replica count is the server-side dry run's
+// (live when there is none), so an HPA's live replica count counts.
+func canaryTargets(objs, deployed []*unstructured.Unstructured, live, dryRun map[string]*unstructured.Unstructured, count intstr.IntOrString, namespace string) []canaryTarget {
+	before := map[string]*unstructured.Unstructured{}
+	for _, o := range deployed {
+		if r := refIn(o, namespace); isDeployment(r) {
+			before[r.String()] = o
+		}
 	}
 	var out []canaryTarget
-	for _, o := range rep.Objects {
-		if o.Rollout == nil || o.Action != diff.ActionChange || o.Rollout.Pods <= 0 {
+	for _, o := range objs {
+		ref := refIn(o, namespace)
+		if !isDeployment(ref) {
 			continue
 		}
-		r := o.Ref
-		ns := r.Namespace
-		if ns == "" {
-			ns = namespace
+		key := ref.String()
+		prev, cur := before[key], live[key]
+		if prev == nil || cur == nil || sameTemplate(prev, o) {
+			continue // a new Deployment, or the deployed pod template
 		}
-		n, err := intstr.GetScaledValueFromIntOrPercent(&count, int(o.Rollout.Pods), true)
+		replicas := replicasOf(dryRun[key])
+		if dryRun[key] == nil {
+			replicas = replicasOf(cur)
+		}
+		if replicas <= 0 {
+			continue
+		}
+		n, err := intstr.GetScaledValueFromIntOrPercent(&count, int(replicas), true)
 		if err != nil || n < 1 {
 			n = 1
 		}
-		n = min(n, int(o.Rollout.Pods))
-		out = append(out, canaryTarget{
-			ref:      ObjectRef{Group: r.Group, Version: r.Version, Kind: r.Kind, Namespace: ns, Name: r.Name},
-			replicas: o.Rollout.Pods,
-			pods:     int32(n),
-		})
+		out = append(out, canaryTarget{ref: ref, replicas: replicas, pods: int32(min(n, int(replicas)))})
 	}
 	return out
 }
 
+// sameTemplate reports whether two Deployments have the same pod template.
+func sameTemplate(a, b *unstructured.Unstructured) bool {
+	ta, _, _ := unstructured.NestedFieldNoCopy(a.Object, "spec", "template")
+	tb, _, _ := unstructured.NestedFieldNoCopy(b.Object, "spec", "template")
+	return reflect.DeepEqual(ta, tb)
+}
+
+// replicasOf is a Deployment's spec.replicas (1 when unset, 0 for nil).
+func replicasOf(o *unstructured.Unstructured) int32 {
+	if o == nil {
+		return 0
+	}
+	n, found, err := unstructured.NestedInt64(o.Object, "spec", "replicas")
+	if err != nil || !found {
+		return 1
+	}
+	return int32(min(max(n, 0), math.MaxInt32))
+}
+
+// canaryPods is the number of canary pods of targets.
+func canaryPods(targets []canaryTarget) int32 {
+	var n int32
+	for _, t := range targets {
+		n += t.pods
+	}
+	return n
+}
+
 // canaryObjects returns copies of objs with the transient canary strategy
 // on every target Deployment: maxSurge its canary count, maxUnavailable 0,
-// minReadySeconds above the hold and the gate (so the canary pods do not
-// count as available and no old pod is taken down), and a progress
-// deadline above that.
-func canaryObjects(objs []*unstructured.Unstructured, targets []canaryTarget, o CanaryOptions, namespace string) ([]*unstructured.Unstructured, error) {
-	minReady := int64((o.Hold + o.GateTimeout + canaryMargin).Seconds())
+// a minReadySeconds no canary pod reaches (canaryMinReadySeconds: no old
+// pod is ever taken down before promotion), a progress deadline above
+// that, and CanaryAnnotation naming revision.
+func canaryObjects(objs []*unstructured.Unstructured, targets []canaryTarget, revision int, namespace string) ([]*unstructured.Unstructured, error) {
 	out := make([]*unstructured.Unstructured, len(objs))
 	for i, obj := range objs {
 		out[i] = obj
@@ -215,12 +266,19 @@ func canaryObjects(objs []*unstructured.Unstructured, targets []canaryTarget, o 
 		if err := unstructured.SetNestedField(c.Object, strategy, "spec", "strategy"); err != nil {
 			return nil, fmt.Errorf("%s: set the canary strategy: %w", t.ref, err)
 		}
-		if err := unstructured.SetNestedField(c.Object, minReady, "spec", "minReadySeconds"); err != nil {
+		if err := unstructured.SetNestedField(c.Object, int64(canaryMinReadySeconds), "spec", "minReadySeconds"); err != nil {
 			return nil, fmt.Errorf("%s: set the canary minReadySeconds: %w", t.ref, err)
 		}
-		if err := unstructured.SetNestedField(c.Object, minReady+deadline, "spec", "progressDeadlineSeconds"); err != nil {
+		progress := min(int64(canaryMinReadySeconds)+deadline, math.MaxInt32)
+		if err := unstructured.SetNestedField(c.Object, progress, "spec", "progressDeadlineSeconds"); err != nil {
 			return nil, fmt.Errorf("%s: set the canary progress deadline: %w", t.ref, err)
 		}
+		annotations := c.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[CanaryAnnotation] = strconv.Itoa(revision)
+		c.SetAnnotations(annotations)
 		out[i] = c
 	}
 	return out, nil

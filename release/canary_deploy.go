@@ -3,6 +3,7 @@ package release
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,7 +24,7 @@ type canaryDeploy struct {
 // planCanary prepares the canary of a deploy that asked for one, and
 // records its report in rec and res. There is none (nil, and the report
 // says skipped) on a first install (no pods to hold a canary next to) or
-// when no Deployment's pod template changes.
+// when no Deployment's pod template differs from the deployed revision's.
 func (d *Deployer) planCanary(p *deployPlan, rec *Release, res *Result, install bool) (*canaryDeploy, error) {
 	o := p.opts.Canary
 	if o == nil {
@@ -39,11 +40,11 @@ func (d *Deployer) planCanary(p *deployPlan, rec *Release, res *Result, install 
 	if install {
 		return skip("first install: there are no pods of a previous revision to hold a canary next to")
 	}
-	targets := canaryTargets(p.diff, o.Count, d.Namespace())
+	targets := p.canaryTargets(d.Namespace())
 	if len(targets) == 0 {
-		return skip("no Deployment's pod template changes: nothing to hold")
+		return skip("no Deployment's pod template differs from the deployed revision's: nothing to hold")
 	}
-	objs, err := canaryObjects(p.objs, targets, *o, d.Namespace())
+	objs, err := canaryObjects(p.objs, targets, rec.Revision, d.Namespace())
 	if err != nil {
 		return nil, err
 	}
@@ -52,6 +53,35 @@ func (d *Deployer) planCanary(p *deployPlan, rec *Release, res *Result, install 
 			fmt.Sprintf("%d canary pod(s) of %d first (maxSurge %d, maxUnavailable 0 until promoted)", t.pods, t.replicas, t.pods))
 	}
 	return &canaryDeploy{targets: targets, objs: objs}, nil
+}
+
+// canaryTargets are the Deployments a canary of this deploy holds (none
+// without --canary): see the function of the same name.
+func (p *deployPlan) canaryTargets(namespace string) []canaryTarget {
+	if p.opts.Canary == nil {
+		return nil
+	}
+	return canaryTargets(p.objs, p.deployed, p.known, p.dryRun, p.opts.Canary.Count, namespace)
+}
+
+// deployedObjects returns the objects of the deployed revision among
+// entries (the highest one; nil when none is deployed).
+func deployedObjects(entries []Entry) ([]*unstructured.Unstructured, error) {
+	for _, e := range slices.Backward(entries) {
+		if e.Status != StatusDeployed {
+			continue
+		}
+		r, err := e.Release()
+		if err != nil {
+			return nil, err
+		}
+		objs, err := ParseManifest(r.Manifest)
+		if err != nil {
+			return nil, fmt.Errorf("release %s revision %d: %w", r.Name, r.Revision, err)
+		}
+		return objs, nil
+	}
+	return nil, nil
 }
 
 // applied returns what the deploy applies first: the transient objects
@@ -80,6 +110,7 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *Release, c
 	c.run = &canaryRun{
 		clk:    tickerClock(d.clock()),
 		opts:   o,
+		pods:   canaryPods(c.targets),
 		report: rec.Canary,
 		emit: func(phase, msg string) {
 			d.emit(rec.Name, rec.Revision, PhaseCanary, "", phase, msg)

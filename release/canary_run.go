@@ -24,8 +24,10 @@ var errCanaryGate = errors.New("the canary gate refused the new revision")
 // again), then the usual rollout, which the deploy watches. Each step's
 // I/O is a function, so the machine runs on a fake clock in tests.
 type canaryRun struct {
-	clk    clock.WithTicker
-	opts   CanaryOptions
+	clk  clock.WithTicker
+	opts CanaryOptions
+	// pods is how many canary pods the targets hold in all.
+	pods   int32
 	report *CanaryReport
 	tick   time.Duration
 	// emit reports a phase's progress.
@@ -70,7 +72,7 @@ func (c *canaryRun) end() time.Duration {
 // itself diagnosed it (a gate that refused); the report's outcome says
 // failed or interrupted.
 func (c *canaryRun) run(ctx context.Context) (wait.Result, *Failure, error) {
-	c.begin(CanaryStarting, fmt.Sprintf("waiting for %s canary pod(s) to be Ready", c.report.Count))
+	c.begin(CanaryStarting, fmt.Sprintf("waiting for %d canary pod(s) to be Ready", c.pods))
 	res, err := c.watch(ctx, nil)
 	c.end()
 	if err != nil {

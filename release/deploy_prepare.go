@@ -72,6 +72,11 @@ type deployPlan struct {
 	// dryRun the dry run's outcomes (both by ObjectRef.String()).
 	known, dryRun map[string]*unstructured.Unstructured
 
+	// deployed are the objects of the release's deployed revision (nil on
+	// a first install): what a canary's decision compares the pod
+	// templates with.
+	deployed []*unstructured.Unstructured
+
 	// seen are the records Acquire listed as it took the lock (nil: it
 	// took a pending record over, or has not run), and underLock the
 	// release's records other than the held one as known under the lock
@@ -245,11 +250,18 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 		// the HPAs: the preflight reads neither again.
 		pfOpts.Known, pfOpts.HPAs = p.knownDeployment(d.Namespace()), p.hpas.Listed
 	}
-	if c := opts.Canary; c != nil {
-		// The canary phase surges by the canary count with nothing
-		// unavailable: its extra pods must fit.
+	if targets := p.canaryTargets(d.Namespace()); len(targets) > 0 {
+		// The canary phase surges by each target's canary count with
+		// nothing unavailable: its extra pods must fit.
 		zero := intstr.FromInt32(0)
-		pfOpts.MaxSurge, pfOpts.MaxUnavailable = &c.Count, &zero
+		pfOpts.Overrides = func(ns, name string) (*intstr.IntOrString, *intstr.IntOrString) {
+			t := targetOf(targets, ObjectRef{Group: "apps", Kind: "Deployment", Namespace: ns, Name: name})
+			if t == nil {
+				return nil, nil
+			}
+			surge := intstr.FromInt32(t.pods)
+			return &surge, &zero
+		}
 	}
 	report, err := preflight.Run(ctx, d.Client, p.objs, pfOpts)
 	if report != nil && len(report.Deployments) > 0 {

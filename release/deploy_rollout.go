@@ -37,7 +37,7 @@ func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*Release, error) {
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
 		Clock:   d.clock(),
-		Record:  &Release{Chart: p.chart, Values: p.values, Manifest: p.manifest},
+		Record:  &Release{Chart: p.chart, Values: p.values, Manifest: p.manifest, CRDManifest: d.crdRecord(p)},
 		Seen:    &p.seen,
 	}))
 	if apierrors.IsNotFound(err) {
@@ -100,6 +100,11 @@ func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *Release, bef
 	if sameEntries(entries, before) {
 		return false, nil // the decisions taken before the lock stand
 	}
+	deployed, err := deployedObjects(entries)
+	if err != nil {
+		return true, d.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
+	}
+	p.deployed = deployed
 	if err := d.replan(ctx, p, rec, entries); err != nil {
 		return true, d.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
 	}
@@ -182,7 +187,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(), &Failure{Reason: "Internal", Message: err.Error()}, err)
 	}
-	if err := d.createCRDs(ctx, p, rec, res, start); err != nil {
+	if err := d.createCRDs(ctx, p.crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
 		return d.crdsFailed(ctx, p, rec, res, start, install, err)
 	}
 	applied, err := d.Objects.Apply(ctx, canary.applied(objs), applyOpts)
@@ -190,6 +195,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	for _, a := range applied {
 		d.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
 	}
+	d.emitCanaryLeftovers(rec, beforeObjects(applied), "this deploy replaced that strategy with its own")
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 		f := applyFailure(err)

@@ -42,6 +42,9 @@ type StatusReport struct {
 	CRDs []string `json:"crds,omitempty"`
 	// Canary is what the revision's canary phase did, if it had one.
 	Canary *CanaryReport `json:"canary,omitempty"`
+	// CanaryLeftovers are the revision's Deployments that still carry a
+	// canary's transient strategy (see canary_leftover.go).
+	CanaryLeftovers []CanaryLeftover `json:"canaryLeftovers,omitempty"`
 	// Objects are the revision's objects in manifest order, with their
 	// live kstatus.
 	Objects []LiveObject `json:"objects"`
@@ -137,6 +140,10 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *Release) (*StatusReport, e
 				lo.Status, lo.Message = string(kstatus.UnknownStatus), cerr.Error()
 			} else {
 				lo.Status, lo.Message = string(res.Status), res.Message
+			}
+			if l, ok := canaryLeftoverOf(live); ok {
+				rep.CanaryLeftovers = append(rep.CanaryLeftovers, l)
+				lo.Message = "canary held (not promoted): " + lo.Message
 			}
 		}
 		rep.Objects = append(rep.Objects, lo)

@@ -43,6 +43,15 @@ func TestSecretValuesNeverPrinted(t *testing.T) {
 				}
 				assert.Contains(t, stdout+stderr, "(redacted)", "the lines are kept, the value replaced")
 				assert.Contains(t, stdout, "401 Unauthorized", "what is not secret stays")
+
+				// The record holds what deploy printed: status prints it.
+				for _, o := range []string{"table", "json", "yaml"} {
+					stdout, stderr, code := f.run(t, "status", "chat", "-o", o)
+					require.Equal(t, 0, code, "status -o %s: %s", o, stderr)
+					assert.NotContains(t, stdout+stderr, token, "status -o %s", o)
+					assert.NotContains(t, stdout+stderr, token[:12], "status -o %s", o)
+					assert.Contains(t, stdout, "401 Unauthorized", "status -o %s", o)
+				}
 			})
 		}
 	}

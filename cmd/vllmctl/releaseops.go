@@ -72,7 +72,7 @@ func (r *releaseTarget) complete(g *GlobalOptions, args []string) error {
 // the progress printer, writes the result document (when there is one) to
 // out, and returns the operation's error, else a write error.
 func finishOperation(out io.Writer, format string, printer *progressPrinter, res *release.Result, err error) error {
-	res = redactResult(printer.red, res)
+	res = release.RedactResult(printer.red, res)
 	return finishWith(printer, res != nil, func() error { return writeReleaseResult(out, format, res) }, err)
 }
 
@@ -250,7 +250,8 @@ func writeReleaseResult(w io.Writer, format string, res *release.Result) error {
 	return err
 }
 
-// writeFailure prints a failure diagnosis as an indented block.
+// writeFailure prints a failure diagnosis as an indented block, every
+// value sanitised (recordCell, wait.SanitizeLine).
 func writeFailure(b *strings.Builder, f *release.Failure) {
 	if f == nil {
 		return
@@ -277,7 +278,7 @@ func writeFailure(b *strings.Builder, f *release.Failure) {
 		}
 		fmt.Fprintf(b, "  %s:\n", name)
 		for _, l := range lines {
-			fmt.Fprintf(b, "    %s\n", strings.TrimRight(l, "\r\n"))
+			fmt.Fprintf(b, "    %s\n", wait.SanitizeLine(strings.TrimRight(l, "\r\n")))
 		}
 	}
 	list("events", f.Events)

@@ -91,7 +91,7 @@ func (o *uninstallOptions) Run(ctx context.Context) error {
 	}
 	printer := o.progress.printer(o.g.Streams.ErrOut)
 	engine.Progress = printer.Print
-	engine.Redactor = printer.red
+	engine.UseRedactor(printer.red)
 	res, err := release.NewUninstaller(engine).Uninstall(ctx, release.UninstallOptions{
 		Name: o.release, KeepHistory: o.keepHistory, Timeout: o.timeout, ForceUnlock: o.forceUnlock,
 	})

@@ -38,6 +38,10 @@ type Options struct {
 	// user gave.
 	MaxSurge       *intstr.IntOrString
 	MaxUnavailable *intstr.IntOrString
+	// Overrides, when set, gives one Deployment's overrides (a canary's
+	// surge for the Deployments it holds); both nil leaves MaxSurge and
+	// MaxUnavailable in force for it.
+	Overrides func(namespace, name string) (maxSurge, maxUnavailable *intstr.IntOrString)
 	// Skip checks nothing: the report only carries the overrides.
 	Skip bool
 	// OnHPAs, when set, receives the live HorizontalPodAutoscalers of each
@@ -271,11 +275,17 @@ func (p *preflighter) prepare(ctx context.Context, d *deploymentInput) error {
 	}
 	e.Strategy = chart
 	d.strategy = chart
-	if p.opts.MaxSurge != nil || p.opts.MaxUnavailable != nil {
+	surge, unavailable := p.opts.MaxSurge, p.opts.MaxUnavailable
+	if p.opts.Overrides != nil {
+		if s, u := p.opts.Overrides(ref.Namespace, ref.Name); s != nil || u != nil {
+			surge, unavailable = s, u
+		}
+	}
+	if surge != nil || unavailable != nil {
 		if chart.recreate() {
 			return &StrategyInputError{Object: ref.String(), Reason: "--max-surge/--max-unavailable given, but the Deployment uses the Recreate strategy"}
 		}
-		eff, err := d.resolve(p.opts.MaxSurge, p.opts.MaxUnavailable, e.Replicas)
+		eff, err := d.resolve(surge, unavailable, e.Replicas)
 		if err != nil {
 			return err
 		}

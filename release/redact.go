@@ -1,0 +1,109 @@
+package release
+
+import (
+	"context"
+
+	"github.com/vllmctl/vllmctl/diff"
+)
+
+// The one redaction rule for what an operation records and returns: the
+// text that comes from outside vllmctl (a container's log tail, events,
+// messages, a canary gate's command and output, and the descriptions made
+// from them) passes through the operation's Redactor, which knows the
+// values of every Secret the operation rendered or read. A record is
+// redacted before it is written (see redactingStore), so that every reader
+// (status, history, a later operation) prints what the record holds, and
+// never a Secret value or its base64 form. The values and the manifest of
+// a record are not text from outside: they are stored as given (the record
+// is itself a Secret), and no output prints them.
+
+// UseRedactor makes red the engine's Redactor: every progress line, error
+// and result the caller prints passes through it, and every record the
+// engine writes from now on is redacted before it is written.
+func (e *Engine) UseRedactor(red *diff.Redactor) {
+	e.Redactor = red
+	if red == nil || e.Store == nil {
+		return
+	}
+	if rs, ok := e.Store.(*redactingStore); ok {
+		rs.red = red
+		return
+	}
+	e.Store = &redactingStore{Store: e.Store, red: red}
+}
+
+// redactingStore is a Store that writes a redacted copy of every record
+// (the caller's record is left as it is, and gets the copy's concurrency
+// token).
+type redactingStore struct {
+	Store
+	red *diff.Redactor
+}
+
+// Create writes a redacted copy of r.
+func (s *redactingStore) Create(ctx context.Context, r *Release) error {
+	c := redactedRecord(s.red, r)
+	err := s.Store.Create(ctx, c)
+	r.Namespace, r.version = c.Namespace, c.version
+	return err
+}
+
+// Update writes a redacted copy of r.
+func (s *redactingStore) Update(ctx context.Context, r *Release) error {
+	c := redactedRecord(s.red, r)
+	err := s.Store.Update(ctx, c)
+	r.version = c.version
+	return err
+}
+
+// redactedRecord returns a copy of r whose text from outside passed
+// through red.
+func redactedRecord(red *diff.Redactor, r *Release) *Release {
+	c := *r
+	c.Description = red.Line(c.Description)
+	c.Failure = redactFailure(red, c.Failure)
+	c.Canary = redactCanary(red, c.Canary)
+	return &c
+}
+
+// RedactResult returns a copy of res whose text from outside (description,
+// failure diagnosis, canary report, and the same in the rollback's result)
+// passed through red.
+func RedactResult(red *diff.Redactor, res *Result) *Result {
+	if red == nil || res == nil {
+		return res
+	}
+	c := *res
+	c.Description = red.Line(c.Description)
+	c.Failure = redactFailure(red, c.Failure)
+	c.Canary = redactCanary(red, c.Canary)
+	c.Rollback = RedactResult(red, c.Rollback)
+	return &c
+}
+
+// redactFailure returns a redacted copy of f (nil stays nil).
+func redactFailure(red *diff.Redactor, f *Failure) *Failure {
+	if f == nil {
+		return nil
+	}
+	c := *f
+	c.Message, c.Evidence, c.LogNote = red.Line(c.Message), red.Line(c.Evidence), red.Line(c.LogNote)
+	c.Events, c.LogTail, c.Hints = red.Lines(c.Events), red.Lines(c.LogTail), red.Lines(c.Hints)
+	return &c
+}
+
+// redactCanary returns a redacted copy of r (nil stays nil).
+func redactCanary(red *diff.Redactor, r *CanaryReport) *CanaryReport {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Reason = red.Line(c.Reason)
+	if c.Gate != nil {
+		g := *c.Gate
+		g.Command = red.Line(g.Command)
+		g.OutputTail = red.Lines(g.OutputTail)
+		c.Gate = &g
+	}
+	return &c
+}
