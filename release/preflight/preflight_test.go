@@ -568,6 +568,21 @@ func TestPreflight(t *testing.T) {
 			rendered: []runtime.Object{pfDeploy("q", 2, 2)}, want: VerdictFits,
 		},
 		{
+			// QoS counts cpu and memory only: a pod whose only resource
+			// is a GPU is BestEffort, and the API server admits it under
+			// a NotBestEffort quota whatever that quota's GPU limit.
+			name: "quota scoped to NotBestEffort pods does not count a GPU-only pod",
+			cluster: []runtime.Object{pfNode("a"), func() *corev1.ResourceQuota {
+				q := gpuQuota("not-be", 0, 0)
+				q.Spec.Scopes = []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeNotBestEffort}
+				return q
+			}()},
+			rendered: []runtime.Object{pfDeploy("q", 2, 2, func(d *appsv1.Deployment) {
+				delete(d.Spec.Template.Spec.Containers[0].Resources.Requests, corev1.ResourceCPU)
+			})},
+			policies: []SurgePolicy{SurgePolicyStrict}, want: VerdictFits,
+		},
+		{
 			name:     "PDB allowing no disruption stops auto",
 			cluster:  fullNodes,
 			rendered: []runtime.Object{pfDeploy("web", 2, 8, image("v2")), pdb("web", ptr.To(intstr.FromInt32(2)), nil, "web")},

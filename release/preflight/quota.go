@@ -1,6 +1,7 @@
 package preflight
 
 import (
+	"k8s.io/kubectl/pkg/util/qos"
 	"sort"
 	"strings"
 
@@ -133,13 +134,9 @@ func scopeMatches(scope corev1.ResourceQuotaScope, op corev1.ScopeSelectorOperat
 	return true
 }
 
+// isBestEffort is Kubernetes' own QoS rule: only cpu and memory count, so
+// a pod whose only resource is nvidia.com/gpu is BestEffort (and a
+// NotBestEffort quota does not apply to it).
 func isBestEffort(spec *corev1.PodSpec) bool {
-	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for _, c := range cs {
-			if len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0 {
-				return false
-			}
-		}
-	}
-	return true
+	return qos.ComputePodQOS(&corev1.Pod{Spec: *spec}) == corev1.PodQOSBestEffort
 }
