@@ -46,10 +46,15 @@ type DeployOptions struct {
 	// read or created.
 	SkipCRDs bool
 
-	// Timeout bounds the rollout: ReplicaSet discovery and the wait
-	// (0: DefaultTimeout). It is also the age after which another
-	// operation's pending record counts as stale.
+	// Timeout bounds the rollout: ReplicaSet discovery and the wait. It is
+	// also the age after which another operation's pending record counts
+	// as stale. 0 (no --timeout given): it follows the rendered objects'
+	// start-up budget (StartupTimeout: DefaultTimeout at least), and no
+	// warning says it is too short.
 	Timeout time.Duration
+	// timeoutFollowsStartup is set by Deploy when Timeout was 0: the
+	// rendered objects settle it (warnStartup).
+	timeoutFollowsStartup bool
 	// HistoryMax is how many records to keep (0: unlimited).
 	HistoryMax int
 	// DryRun applies every object with a server-side dry run and records
@@ -176,7 +181,8 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 		return nil, err
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
+		// Until the objects are rendered; warnStartup settles it.
+		opts.Timeout, opts.timeoutFollowsStartup = DefaultTimeout, true
 	}
 	if opts.RollbackTimeout <= 0 {
 		opts.RollbackTimeout = DefaultRollbackTimeout

@@ -19,8 +19,10 @@ type RollbackOptions struct {
 	// ToRevision is the revision to restore; 0 restores the newest
 	// deployed or superseded revision before the current (highest) one.
 	ToRevision int
-	// Timeout bounds the rollout (0: DefaultTimeout) and is the age after
-	// which another operation's pending record counts as stale.
+	// Timeout bounds the rollout and is the age after which another
+	// operation's pending record counts as stale. 0 (no --timeout given):
+	// it follows the restored objects' start-up budget (StartupTimeout:
+	// DefaultTimeout at least).
 	Timeout time.Duration
 	// HistoryMax is how many records to keep (0: unlimited).
 	HistoryMax int
@@ -155,13 +157,13 @@ func (r *Rollbacker) target(ctx context.Context, entries []Entry, opts RollbackO
 func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, opts RollbackOptions) (*Result, error) {
 	clk := r.clock()
 	start := stamp(clk)
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
 	n := target.Revision
 	objs, err := ParseManifest(target.Manifest)
 	if err != nil {
 		return nil, &InvalidManifestError{Name: target.Name, Err: fmt.Errorf("revision %d: %w", n, err)}
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = r.followStartup(target.Name, 0, PhaseRollback, objs)
 	}
 	desc := fmt.Sprintf("Rollback to %d", n)
 

@@ -20,7 +20,8 @@ const OpWait Operation = "wait"
 type WaitOptions struct {
 	// Name is the release name.
 	Name string
-	// Timeout bounds the wait (0: DefaultTimeout).
+	// Timeout bounds the wait. 0 (no --timeout given): it follows the
+	// revision's start-up budget (StartupTimeout: DefaultTimeout at least).
 	Timeout time.Duration
 	// RollbackOnFailure restores the newest good revision (deployed or
 	// superseded, at or below the waited one) when the wait fails or times
@@ -72,9 +73,6 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	}
 	clk := w.clock()
 	start := stamp(clk)
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
 	entries, err := listExisting(ctx, w.Store, opts.Name)
 	if err != nil {
 		return nil, err
@@ -87,12 +85,17 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	if err != nil {
 		return nil, &InvalidManifestError{Name: rec.Name, Err: fmt.Errorf("revision %d: %w", rec.Revision, err)}
 	}
+	timeoutNote := ""
+	if opts.Timeout <= 0 {
+		opts.Timeout = StartupTimeout(objs)
+		timeoutNote = followingNote(opts.Timeout)
+	}
 	res := newResult(rec)
 	if len(rec.ReplicaSets) > 0 {
 		res.ReplicaSets = slices.Clone(rec.ReplicaSets)
 	}
 	w.emit(rec.Name, rec.Revision, PhaseWait, "", "waiting",
-		fmt.Sprintf("revision %d (%s: %s), %d object(s), timeout %s", rec.Revision, rec.Status, rec.Description, len(objs), opts.Timeout))
+		fmt.Sprintf("revision %d (%s: %s), %d object(s), timeout %s%s", rec.Revision, rec.Status, rec.Description, len(objs), opts.Timeout, timeoutNote))
 
 	wres, werr := w.watch(ctx, rec, objs, opts.Timeout)
 	finish := func() { res.DurationSeconds = stamp(clk).Sub(start).Seconds() }

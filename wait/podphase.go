@@ -204,6 +204,18 @@ func (r *rolloutRun) newPodPhases(dw *deployWatch, pods []*corev1.Pod) []PodPhas
 	})
 }
 
+// StartupBudget is how long the pods of objs' Deployments may take to
+// become Ready as their probes allow: the largest startup probe budget
+// plus readiness probe initial delay among their containers (0: no
+// container has a startup probe).
+func StartupBudget(objs []*unstructured.Unstructured) time.Duration {
+	var budget time.Duration
+	startupNeeds(objs, func(_ *appsv1.Deployment, _ *corev1.Container, _, need time.Duration) {
+		budget = max(budget, need)
+	})
+	return budget
+}
+
 // StartupWarnings returns a warning for every Deployment of objs whose
 // pods may take longer to become Ready than timeout allows: the startup
 // probe's budget plus the readiness probe's initial delay. A pod still
@@ -214,6 +226,26 @@ func StartupWarnings(objs []*unstructured.Unstructured, timeout time.Duration) [
 		return nil
 	}
 	var out []string
+	startupNeeds(objs, func(d *appsv1.Deployment, c *corev1.Container, ready, need time.Duration) {
+		if timeout >= need {
+			return
+		}
+		readiness := ""
+		if ready > 0 {
+			readiness = fmt.Sprintf(" plus the readiness probe's initial delay of %s", ready)
+		}
+		out = append(out, fmt.Sprintf(
+			"deployment/%s container %s: --timeout %s is shorter than the startup probe's budget of %s%s: a pod still loading its weights when the timeout passes fails the rollout as Timeout, though the kubelet would let it load; raise --timeout to %s or more, or lower probes.startup.failureThreshold",
+			d.Name, c.Name, timeout, describeStartupBudget(c.StartupProbe), readiness, need))
+	})
+	return out
+}
+
+// startupNeeds calls fn for every container with a startup probe in the
+// Deployments of objs, with the readiness probe's initial delay and what
+// the container may take to become Ready: the startup probe's budget plus
+// that delay.
+func startupNeeds(objs []*unstructured.Unstructured, fn func(d *appsv1.Deployment, c *corev1.Container, ready, need time.Duration)) {
 	for _, obj := range objs {
 		if obj.GetKind() != "Deployment" || obj.GroupVersionKind().Group != appsv1.GroupName {
 			continue
@@ -222,7 +254,8 @@ func StartupWarnings(objs []*unstructured.Unstructured, timeout time.Duration) [
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
 			continue
 		}
-		for _, c := range d.Spec.Template.Spec.Containers {
+		for i := range d.Spec.Template.Spec.Containers {
+			c := &d.Spec.Template.Spec.Containers[i]
 			if c.StartupProbe == nil {
 				continue
 			}
@@ -230,18 +263,7 @@ func StartupWarnings(objs []*unstructured.Unstructured, timeout time.Duration) [
 			if c.ReadinessProbe != nil {
 				ready = time.Duration(c.ReadinessProbe.InitialDelaySeconds) * time.Second
 			}
-			need := startupBudget(c.StartupProbe) + ready
-			if timeout >= need {
-				continue
-			}
-			readiness := ""
-			if ready > 0 {
-				readiness = fmt.Sprintf(" plus the readiness probe's initial delay of %s", ready)
-			}
-			out = append(out, fmt.Sprintf(
-				"deployment/%s container %s: --timeout %s is shorter than the startup probe's budget of %s%s: a pod still loading its weights when the timeout passes fails the rollout as Timeout, though the kubelet would let it load; raise --timeout to %s or more, or lower probes.startup.failureThreshold",
-				d.Name, c.Name, timeout, describeStartupBudget(c.StartupProbe), readiness, need))
+			fn(&d, c, ready, startupBudget(c.StartupProbe)+ready)
 		}
 	}
-	return out
 }

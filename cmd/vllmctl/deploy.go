@@ -25,6 +25,7 @@ type deployOptions struct {
 
 	output            string
 	timeout           time.Duration
+	timeoutGiven      bool // --timeout chosen by the user (flagGiven)
 	rollbackOnFailure bool
 	noRollback        bool
 	maxSurge          string
@@ -73,6 +74,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.rollbackSetBy = cmd.Flags().Changed("rollback-on-failure")
 			o.noRollbackSets = cmd.Flags().Changed("no-rollback")
+			o.timeoutGiven = flagGiven(cmd, o.g, "timeout")
 			if err := o.Complete(args); err != nil {
 				return err
 			}
@@ -96,7 +98,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 		"time budget of the automatic rollback (its own, not what is left of --timeout)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout,
-		"how long to wait for the rollout (and, at most, to watch another operation's lock for renewals)")
+		"how long to wait for the rollout (and, at most, to watch another operation's lock for renewals); "+timeoutFollowsHelp)
 	f.BoolVar(&o.rollbackOnFailure, "rollback-on-failure", true, "roll back to the previous good revision when the rollout fails")
 	f.BoolVar(&o.noRollback, "no-rollback", false, "do not roll back when the rollout fails (--rollback-on-failure=false)")
 	f.StringVar(&o.maxSurge, "max-surge", "", "override the Deployments' rolling-update maxSurge (integer or percentage)")
@@ -197,7 +199,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 	res, err := release.NewDeployer(engine).Deploy(ctx, release.DeployOptions{
 		Name:              o.opts.ReleaseName,
 		Render:            &release.RenderInput{Chart: o.chart, Options: o.opts},
-		Timeout:           o.timeout,
+		Timeout:           givenTimeout(o.timeoutGiven, o.timeout),
 		HistoryMax:        o.historyMax,
 		DryRun:            o.dryRun,
 		CreateNamespace:   o.createNamespace,
@@ -215,4 +217,31 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		Canary:            o.canary.opts,
 	})
 	return finishOperation(o.g.Streams.Out, o.output, printer, res, err)
+}
+
+// timeoutFollowsHelp ends the help of the --timeout flags of deploy,
+// rollback and wait.
+const timeoutFollowsHelp = "without one (flag, VLLMCTL_TIMEOUT or config file) it follows the pods' start-up budget " +
+	"(the largest startup probe budget plus readiness initial delay, plus 1m) when that is longer than the default"
+
+// flagGiven reports whether the user chose the value of the flag name: on
+// the command line, in VLLMCTL_<NAME> or in the config file. A value from
+// the environment or the config file leaves the flag unchanged (see
+// bindConfig): viper knows it was set.
+func flagGiven(cmd *cobra.Command, g *GlobalOptions, name string) bool {
+	f := cmd.Flags().Lookup(name)
+	if f == nil {
+		return false
+	}
+	return f.Changed || (g != nil && g.v != nil && g.v.IsSet(name)) || f.Value.String() != f.DefValue
+}
+
+// givenTimeout is the timeout an operation passes to the release engine:
+// the --timeout the user chose, or 0 when none was given, for the engine
+// to follow the objects' start-up budget (release.StartupTimeout).
+func givenTimeout(given bool, timeout time.Duration) time.Duration {
+	if given {
+		return timeout
+	}
+	return 0
 }

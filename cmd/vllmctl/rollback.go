@@ -19,6 +19,7 @@ type rollbackOptions struct {
 	output         string
 	toRevision     int
 	timeout        time.Duration
+	timeoutGiven   bool // --timeout chosen by the user (flagGiven)
 	historyMax     int
 	forceUnlock    bool
 	forceConflicts bool
@@ -47,6 +48,7 @@ func rollbackCommand(o *rollbackOptions) *cobra.Command {
 			"  vllmctl rollback qwen --to-revision 3 -o json",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.timeoutGiven = flagGiven(cmd, o.g, "timeout")
 			if err := o.Complete(args); err != nil {
 				return err
 			}
@@ -62,7 +64,7 @@ func rollbackCommand(o *rollbackOptions) *cobra.Command {
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 	f.IntVar(&o.toRevision, "to-revision", 0, "revision to restore (0: the previous good revision)")
 	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout,
-		"how long to wait for the rollout (and, at most, to watch another operation's lock for renewals)")
+		"how long to wait for the rollout (and, at most, to watch another operation's lock for renewals); "+timeoutFollowsHelp)
 	f.IntVar(&o.historyMax, "history-max", 10, "release records to keep (0: unlimited)")
 	f.BoolVar(&o.forceUnlock, "force-unlock", false, "take over the lock of another operation on the release")
 	f.BoolVar(&o.forceConflicts, "force-conflicts", false, "take over fields other field managers own")
@@ -116,7 +118,7 @@ func (o *rollbackOptions) Run(ctx context.Context) error {
 	res, err := release.NewRollbacker(engine).Rollback(ctx, release.RollbackOptions{
 		Name:           o.release,
 		ToRevision:     o.toRevision,
-		Timeout:        o.timeout,
+		Timeout:        givenTimeout(o.timeoutGiven, o.timeout),
 		HistoryMax:     o.historyMax,
 		ForceUnlock:    o.forceUnlock,
 		ForceConflicts: o.forceConflicts,

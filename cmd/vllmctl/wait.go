@@ -17,6 +17,7 @@ type waitOptions struct {
 
 	output            string
 	timeout           time.Duration
+	timeoutGiven      bool // --timeout chosen by the user (flagGiven)
 	rollbackOnFailure bool
 	rollbackTimeout   time.Duration
 	historyMax        int
@@ -52,6 +53,7 @@ func waitCommand(o *waitOptions) *cobra.Command {
 			"  vllmctl wait qwen --rollback-on-failure -o json",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.timeoutGiven = flagGiven(cmd, o.g, "timeout")
 			if err := o.Complete(args); err != nil {
 				return err
 			}
@@ -65,7 +67,7 @@ func waitCommand(o *waitOptions) *cobra.Command {
 	o.progress.AddFlags(f)
 	o.verdicts.AddFlags(f)
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
-	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout, "how long to wait for the revision's objects to become ready")
+	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout, "how long to wait for the revision's objects to become ready; "+timeoutFollowsHelp)
 	f.BoolVar(&o.rollbackOnFailure, "rollback-on-failure", false,
 		"roll back to the newest good revision when the wait fails or times out")
 	f.DurationVar(&o.rollbackTimeout, "rollback-timeout", release.DefaultRollbackTimeout,
@@ -120,7 +122,7 @@ func (o *waitOptions) Run(ctx context.Context) error {
 	engine.Redactor = printer.red
 	res, err := release.NewWatcher(engine).Wait(ctx, release.WaitOptions{
 		Name:              o.release,
-		Timeout:           o.timeout,
+		Timeout:           givenTimeout(o.timeoutGiven, o.timeout),
 		RollbackOnFailure: o.rollbackOnFailure,
 		RollbackTimeout:   o.rollbackTimeout,
 		HistoryMax:        o.historyMax,

@@ -65,7 +65,7 @@ func TestWaitCommandHealthy(t *testing.T) {
 	assert.Contains(t, stdout, "REVISION: 1\n")
 	assert.Contains(t, stdout, "STATUS: deployed\n")
 	assert.NotContains(t, stdout, "FAILURE")
-	assert.Contains(t, stderr, "chat#1 wait: waiting: revision 1 (deployed: Install complete), 2 object(s), timeout 10m0s")
+	assert.Contains(t, stderr, "chat#1 wait: waiting: revision 1 (deployed: Install complete), 2 object(s), timeout 31m0s, following the startup probe's budget (no --timeout given)\n")
 	assert.Contains(t, stderr, "chat#1 done: deployed: healthy")
 
 	stdout, stderr, code = f.runWait(t, "chat", "-o", "json", "--progress", "json")
