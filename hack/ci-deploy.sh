@@ -16,7 +16,17 @@
 #                cluster-refused or error
 # The summary is appended to $GITHUB_STEP_SUMMARY and outcome/exit-code are
 # written to $GITHUB_OUTPUT when they are set (GitHub Actions), and printed
-# at the end of the job log. The script exits with vllmctl's exit code, so a
+# at the end of the job log.
+#
+# The diagnosis quotes whoever controls the image or the cluster (log
+# lines, events, messages). vllmctl escapes control characters and what CI
+# runners take for commands in it; this script does not rely on that: in
+# summary.md, one-line fields are Markdown-escaped (or code spans), events
+# and log tail go in fenced blocks whose fence is longer than any run of
+# backticks they hold, and no line starts with "::" or holds "##[" (GitHub
+# workflow commands). On GitHub Actions ($GITHUB_ACTIONS=true) the whole
+# job log of the step also goes between ::stop-commands:: and a random
+# resume token. The script exits with vllmctl's exit code, so a
 # pipeline can branch on it: 0 deployed, 2 bad input, 3 failed and rolled
 # back, 4 failed and not rolled back, 5 locked by another operation, 6 the
 # cluster refused or could not be reached.
@@ -34,6 +44,13 @@ command -v jq >/dev/null || { echo "ci-deploy.sh: jq is needed to read the resul
 mkdir -p "$out"
 rm -f "$out/result.json" "$out/deploy.log" "$out/summary.md" "$out/outcome"
 
+resume=
+if [ "${GITHUB_ACTIONS:-}" = true ]; then
+  resume=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  echo "::stop-commands::$resume" >&2
+  trap 'echo "::$resume::" >&2' EXIT
+fi
+
 # stdout (the result document) to result.json; stderr (progress, errors) to
 # the job log and deploy.log. -o json comes last: it wins over the caller's.
 { "$vllmctl" deploy "$@" -o json 2>&1 1>&3 3>&- | tee "$out/deploy.log" >&2; } 3>"$out/result.json"
@@ -50,8 +67,32 @@ case $code in
 esac
 echo "$outcome" >"$out/outcome"
 
+# jq definitions for untrusted text:
+#   text    one line: line breaks are spaces, other control characters "?",
+#           a leading "::" and the '[' of "##[" and "##vso[" escaped
+#           (\x3a, \x5b) as vllmctl escapes them;
+#   md      text in Markdown prose or a table cell: the characters that make
+#           links, images, HTML, entities, code, emphasis, math, headings
+#           or cell ends are backslash-escaped;
+#   code    text as a code span in a table cell, its fence longer than any
+#           run of backticks in it;
+#   fenced  an array of lines as a fenced code block that no line can close
+#           (the fence is longer than any run of backticks, 3 at least);
+#   block(T; L)  the lines L, if any, as a fenced block in <details> titled T.
+jqdefs='
+def text: tostring | gsub("[\r\n]"; " ") | gsub("[\u0000-\u0008\u000b-\u001f\u007f]"; "?")
+  | sub("^(?<s>[ \t]*)::"; "\(.s)\\x3a:") | gsub("##(?<v>([vV][sS][oO])?)\\["; "##\(.v)\\x5b");
+def md: text | gsub("(?<c>[\\\\`*_\\[\\]<>!|~&$#])"; "\\\(.c)");
+def runs: [scan("`+") | length] | max // 0;
+def code: text | ("`" * (runs + 1)) as $f | $f + " " + gsub("\\|"; "\\|") + " " + $f;
+def fenced: map(text) as $l | ("`" * ([([$l[] | runs] | max // 0) + 1, 3] | max)) as $f | $f, $l[], $f;
+def block($title; $lines):
+  if ($lines | length) == 0 then empty
+  else "", "<details><summary>\($title)</summary>", "", ($lines | fenced), "</details>" end;
+'
+
 # r FILTER: a field of the result document ("" when there is none).
-r() { [ -s "$out/result.json" ] && jq -r "$1 // empty" "$out/result.json" 2>/dev/null; }
+r() { [ -s "$out/result.json" ] && jq -r "$jqdefs $1 // empty" "$out/result.json" 2>/dev/null; }
 
 release=$(r .release); release=${release:-$1}
 {
@@ -61,28 +102,23 @@ release=$(r .release); release=${release:-$1}
   echo
   if [ -s "$out/result.json" ]; then
     r '"release \(.release), namespace \(.namespace), revision \(.revision): \(.status)" +
-       (if .description then " (\(.description))" else "" end) +
+       (if .description then " (\(.description | md))" else "" end) +
        (if .rolledBackTo then ", rolled back to revision \(.rolledBackTo)" else "" end)'
     if [ -n "$(r .failure)" ]; then
       echo
       r '.failure | "| | |", "|---|---|",
-        ([["reason", .reason], ["cause", .cause],
-          ["evidence", (if (.evidence // "") != "" then "`\(.evidence)`" else "" end)],
-          ["object", .object], ["pod", .pod],
+        ([["reason", .reason], ["cause", .cause], ["evidence", .evidence], ["object", .object], ["pod", .pod],
           ["container", (if .container then "\(.container): exit code \(.exitCode // 0), \(.restartCount // 0) restarts" else "" end)],
           ["message", .message]][]
-         | select((.[1] // "") != "") | "| \(.[0]) | \(.[1] | gsub("\\|"; "\\|")) |")'
-      hints=$(r '.failure.hints[]? | "- \(.)"')
+         | select((.[1] // "") != "") | "| \(.[0]) | \(if .[0] == "evidence" then .[1] | code else .[1] | md end) |")'
+      hints=$(r '.failure.hints[]? | "- \(md)"')
       [ -n "$hints" ] && printf '\nHints:\n%s\n' "$hints"
-      events=$(r '.failure.events[]?')
-      [ -n "$events" ] && printf '\n<details><summary>events</summary>\n\n```\n%s\n```\n</details>\n' "$events"
-      logs=$(r '.failure.logTail[]?')
-      [ -n "$logs" ] && printf '\n<details><summary>log tail</summary>\n\n```\n%s\n```\n</details>\n' "$logs"
+      r 'block("events"; .failure.events // [])'
+      r 'block("log tail"; .failure.logTail // [])'
     fi
   fi
   if [ "$code" -ne 0 ]; then
-    errors=$(grep -E '^(Error|warning): ' "$out/deploy.log" | tail -n 5)
-    [ -n "$errors" ] && printf '\n```\n%s\n```\n' "$errors"
+    grep -aE '^(Error|warning): ' "$out/deploy.log" | tail -n 5 | jq -Rrn "$jqdefs [inputs] | if length > 0 then \"\", fenced else empty end"
   fi
 } >"$out/summary.md"
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // gateTailLines is how many of the gate command's last output lines a
@@ -152,7 +154,8 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// lines returns the last n non-empty lines.
+// lines returns the last n non-empty lines, sanitised (wait.SanitizeLine):
+// the gate's output is untrusted text bound for the record and terminals.
 func (b *tailBuffer) lines(n int) []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -165,5 +168,5 @@ func (b *tailBuffer) lines(n int) []string {
 	if len(out) > n {
 		out = out[len(out)-n:]
 	}
-	return out
+	return wait.SanitizeLines(out)
 }

@@ -175,17 +175,18 @@ func (ev ProgressEvent) String() string {
 		fmt.Fprintf(&b, "#%d", ev.Revision)
 	}
 	fmt.Fprintf(&b, " %s:", ev.Phase)
+	// Object, status and message may quote the cluster: sanitised.
 	if ev.Object != "" {
-		b.WriteString(" " + ev.Object + ":")
+		b.WriteString(" " + wait.SanitizeLine(ev.Object) + ":")
 	}
 	if ev.Status != "" {
-		b.WriteString(" " + ev.Status)
+		b.WriteString(" " + wait.SanitizeLine(ev.Status))
 	}
 	if ev.Message != "" {
 		if ev.Status != "" {
 			b.WriteString(":")
 		}
-		b.WriteString(" " + strings.Join(strings.Fields(ev.Message), " "))
+		b.WriteString(" " + wait.SanitizeLine(strings.Join(strings.Fields(ev.Message), " ")))
 	}
 	return strings.TrimSuffix(b.String(), ":")
 }

@@ -109,6 +109,22 @@ func (d *Diagnosis) Summary() string {
 	return s
 }
 
+// sanitize makes every text of d safe to print and to record, at its
+// source: log lines, event and termination messages, what the classifier
+// quoted and what the hints repeat come from whoever controls the image or
+// the cluster, so each goes through SanitizeLine (controls escaped, valid
+// UTF-8, clipped to MaxLineBytes). Every Diagnosis a wait returns is
+// sanitised.
+func (d *Diagnosis) sanitize() {
+	if d == nil {
+		return
+	}
+	d.Reason, d.Object, d.Namespace = SanitizeLine(d.Reason), SanitizeLine(d.Object), SanitizeLine(d.Namespace)
+	d.Pod, d.Node, d.Container = SanitizeLine(d.Pod), SanitizeLine(d.Node), SanitizeLine(d.Container)
+	d.Message, d.Evidence, d.LogNote = SanitizeLine(d.Message), SanitizeLine(d.Evidence), SanitizeLine(d.LogNote)
+	d.Events, d.LogTail, d.Hints = SanitizeLines(d.Events), SanitizeLines(d.LogTail), SanitizeLines(d.Hints)
+}
+
 // diagnoser turns findings into Diagnoses, reading logs from the cluster.
 type diagnoser struct {
 	client kubernetes.Interface

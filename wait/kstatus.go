@@ -128,6 +128,8 @@ func (w *KstatusWaiter) Wait(ctx context.Context, objs []*unstructured.Unstructu
 			if rs.Error != nil {
 				st, msg = StatusUnknown, rs.Error.Error()
 			}
+			// The message quotes the object's conditions: untrusted.
+			msg = SanitizeLine(msg)
 			set(i, st, msg)
 			if st == StatusFailed {
 				outcome = OutcomeFailed

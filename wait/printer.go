@@ -1,5 +1,6 @@
 // Progress printers (plain, live, JSON) of a wait's events, and
-// WriteDiagnosis, the rendering of a Diagnosis.
+// WriteDiagnosis, the rendering of a Diagnosis. The text printers pass
+// every line through SanitizeLine: events quote the cluster and the logs.
 
 package wait
 
@@ -124,7 +125,7 @@ func eventLine(ev Event) string {
 }
 
 // failureLines are the lines that follow the line of a failure verdict:
-// its cause and evidence, then its hints.
+// its cause and evidence, then its hints, sanitised.
 //
 //	cause: gpu-oom: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.
 //	hint: lower `--gpu-memory-utilization` (model.gpuMemoryUtilization, now 0.95) or ...
@@ -139,10 +140,10 @@ func failureLines(ev Event) []string {
 		if p.Evidence != "" {
 			c += ": " + p.Evidence
 		}
-		out = append(out, c)
+		out = append(out, SanitizeLine(c))
 	}
 	for _, h := range p.Hints {
-		out = append(out, "hint: "+h)
+		out = append(out, SanitizeLine("hint: "+h))
 	}
 	return out
 }
@@ -166,11 +167,11 @@ func NewPlainPrinter(w io.Writer) *PlainPrinter {
 func (p *PlainPrinter) Print(ev Event) error {
 	stamp := ev.Time.UTC().Format(time.RFC3339)
 	if ev.Rollout != nil && ev.Rollout.Warning != "" {
-		if _, err := fmt.Fprintf(p.w, "%s %s: warning: %s\n", stamp, objectName(ev.Object), ev.Rollout.Warning); err != nil {
+		if _, err := fmt.Fprintf(p.w, "%s %s: warning: %s\n", stamp, objectName(ev.Object), SanitizeLine(ev.Rollout.Warning)); err != nil {
 			return err
 		}
 	}
-	line := eventLine(ev)
+	line := SanitizeLine(eventLine(ev))
 	key := eventKey(ev)
 	if p.last[key] == line {
 		return nil
@@ -208,11 +209,11 @@ func NewLivePrinter(w io.Writer) *LivePrinter {
 // Print updates ev's object line, prints ev's warning if any, and redraws.
 func (p *LivePrinter) Print(ev Event) error {
 	key := eventKey(ev)
-	line := eventLine(ev)
+	line := SanitizeLine(eventLine(ev))
 	stamp := ev.Time.UTC().Format(time.RFC3339)
 	var scroll []string
 	if ev.Rollout != nil && ev.Rollout.Warning != "" {
-		scroll = append(scroll, fmt.Sprintf("%s %s: warning: %s", stamp, objectName(ev.Object), ev.Rollout.Warning))
+		scroll = append(scroll, fmt.Sprintf("%s %s: warning: %s", stamp, objectName(ev.Object), SanitizeLine(ev.Rollout.Warning)))
 	}
 	for _, l := range failureLines(ev) {
 		scroll = append(scroll, fmt.Sprintf("%s %s: %s", stamp, objectName(ev.Object), l))
@@ -260,7 +261,7 @@ func (p *JSONPrinter) Print(ev Event) error { return p.enc.Encode(ev) }
 // Close does nothing.
 func (p *JSONPrinter) Close() error { return nil }
 
-// WriteDiagnosis writes d for people:
+// WriteDiagnosis writes d for people, every value sanitised (SanitizeLine):
 //
 //	rollout failed: OOMKilled
 //	  object:    deployment/chat
@@ -283,10 +284,10 @@ func WriteDiagnosis(w io.Writer, d *Diagnosis) error {
 	if d.Verdict == VerdictTimeout {
 		head = "rollout timed out"
 	}
-	fmt.Fprintf(&b, "%s: %s\n", head, d.Reason)
+	fmt.Fprintf(&b, "%s: %s\n", head, SanitizeLine(d.Reason))
 	field := func(name, value string) {
 		if value != "" {
-			fmt.Fprintf(&b, "  %-10s %s\n", name+":", value)
+			fmt.Fprintf(&b, "  %-10s %s\n", name+":", SanitizeLine(value))
 		}
 	}
 	field("verdict", string(d.Verdict))
@@ -314,7 +315,7 @@ func WriteDiagnosis(w io.Writer, d *Diagnosis) error {
 		}
 		fmt.Fprintf(&b, "  %s:\n", name)
 		for _, it := range items {
-			fmt.Fprintf(&b, "    %s%s\n", bullet, it)
+			fmt.Fprintf(&b, "    %s%s\n", bullet, SanitizeLine(it))
 		}
 	}
 	list("events", d.Events, "")

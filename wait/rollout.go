@@ -206,6 +206,9 @@ func (r *rolloutRun) emit(ev Event) {
 // set records a Deployment's status and sends an event when it, or the
 // rollout's progress, changed; warning, when set, is sent in any case.
 func (r *rolloutRun) set(dw *deployWatch, st Status, msg, warning string) {
+	// Both may quote the cluster (conditions, events, termination
+	// messages): sanitised here, the one way into the events and results.
+	msg, warning = SanitizeLine(msg), SanitizeLine(warning)
 	cur := &r.res.Objects[dw.idx]
 	p := dw.progress
 	p.OldReplicaSets = append([]string(nil), p.OldReplicaSets...)

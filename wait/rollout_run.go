@@ -301,6 +301,7 @@ func (r *rolloutRun) conclude(ctx, wctx context.Context, l *loop) (Result, error
 // failed ends the wait on failure f, with its diagnosis.
 func (r *rolloutRun) failed(ctx context.Context, f *failure) (Result, error) {
 	d := r.diagnose(ctx, f)
+	d.sanitize()
 	if d.Cause == "" {
 		d.Cause = CauseUnknown
 	}
@@ -323,6 +324,7 @@ func (r *rolloutRun) failed(ctx context.Context, f *failure) (Result, error) {
 // ctx's deadline), with a diagnosis.
 func (r *rolloutRun) timedOut(ctx context.Context, timer bool) (Result, error) {
 	d := r.diagnoseTimeout(ctx)
+	d.sanitize()
 	if d.Cause == "" {
 		d.Cause = CauseUnknown
 	}

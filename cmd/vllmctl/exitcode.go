@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/vllmctl/vllmctl/release/exitcode"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // Exit codes of the contract (shared/design/contract.md).
@@ -50,7 +51,9 @@ func ExitCode(stderr io.Writer, err error) int {
 	}
 	var s silentError
 	if !errors.As(err, &s) {
-		fmt.Fprintf(stderr, "Error: %v\n", err)
+		// Errors quote the cluster (API and webhook messages, failure
+		// diagnoses): escaped, line by line.
+		fmt.Fprintf(stderr, "Error: %s\n", wait.SanitizeText(err.Error()))
 	}
 	return exitcode.Of(err)
 }

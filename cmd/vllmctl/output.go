@@ -165,10 +165,13 @@ func recordTime(t time.Time, loc *time.Location) string {
 	return t.In(loc).Format("2006-01-02 15:04:05 MST")
 }
 
-// recordCell makes s fit a table cell: one line, no tabs, "<none>" when empty.
+// recordCell makes s fit a table cell: one line, no tabs, "<none>" when
+// empty. Line breaks and runs of spaces become one space; everything else
+// goes through wait.SanitizeLine (controls escaped, valid UTF-8, clipped):
+// records and statuses quote the cluster and the containers' logs.
 func recordCell(s string) string {
 	if s == "" {
 		return "<none>"
 	}
-	return strings.Join(strings.Fields(s), " ")
+	return strings.Join(strings.Fields(wait.SanitizeLine(strings.ReplaceAll(s, "\n", " "))), " ")
 }
