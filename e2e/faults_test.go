@@ -350,12 +350,12 @@ var signalPhases = []signalPhase{
 	},
 }
 
-// TestFaultSignals: SIGTERM and SIGINT in each phase of an upgrade. Before
+// TestFaultSignals: SIGTERM, SIGINT and SIGHUP in each phase of an upgrade. Before
 // the apply nothing is applied and no lock is left; from the apply on the
 // upgrade is rolled back (exit 3, revision 1 serving), also when the
 // signal comes during the rollback itself. The next deploy works.
 func TestFaultSignals(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		for _, ph := range signalPhases {
 			t.Run(fmt.Sprintf("%s/%s", ph.name, sig), func(t *testing.T) {
 				t.Parallel()
