@@ -210,3 +210,25 @@ func TestCanarySecretNeverStored(t *testing.T) {
 		assert.NotContains(t, text, b64, "revision %d's record", rec.Revision)
 	}
 }
+
+// TestCanaryCountClamped: --canary above the replicas holds every replica
+// (the preflight, the plan and the progress say 3, not 40), and a canary
+// with no pod template change to hold says so without a preflight note.
+func TestCanaryCountClamped(t *testing.T) {
+	f := newRelFixture(t)
+	f.canaryInstall(t)
+	r := f.run(t, canaryArgs("--set", "image.tag=v0.11.1", "--canary", "40", "--canary-hold", "1s", "-o", "json")...)
+	require.Equal(t, 0, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "waiting for 3 canary pod(s)")
+	assert.Contains(t, r.stderr, "3 canary pod(s) of 3 first")
+	assert.NotContains(t, r.stderr, "40 canary")
+	assert.NotContains(t, r.stderr, "→40", "the preflight's surge is the clamped count")
+	assert.Len(t, result(t, r).Canary.Pods, 3)
+
+	r = f.run(t, canaryArgs("--set", "image.tag=v0.11.1", "--canary", "1", "--set", "service.annotations.note=x", "-o", "json")...)
+	require.Equal(t, 0, r.code, "%s", r)
+	res := result(t, r)
+	require.NotNil(t, res.Canary)
+	assert.Equal(t, release.CanarySkipped, res.Canary.Outcome, "only the Service changes")
+	assert.NotContains(t, r.stderr, "NOTE: strategy override", "no canary runs: no canary surge in the preflight")
+}

@@ -217,7 +217,7 @@ func lastLine(s string) string {
 }
 
 // signalPhase is a phase of a deploy (an upgrade of revision 1) in which
-// the deploy is sent SIGTERM or SIGINT.
+// the deploy is sent SIGTERM, SIGINT or SIGHUP.
 type signalPhase struct {
 	name string
 	// install are revision 1's values.

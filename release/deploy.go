@@ -208,16 +208,27 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	if err != nil {
 		return nil, err
 	}
+	if p.deployed, err = deployedObjects(entries); err != nil {
+		return nil, err
+	}
 	// A strategy the API server would refuse is the preflight's refusal,
 	// named as the preflight names it, before any dry run.
 	if err := preflight.CheckStrategies(p.objs, d.Namespace()); err != nil {
 		return nil, err
 	}
 	if opts.DryRun {
+		if opts.Diff {
+			// --dry-run --diff: what the deploy would change, from the
+			// same server-side dry run a deploy computes it with.
+			if err := d.changes(ctx, p, entries); err != nil {
+				return nil, err
+			}
+		}
 		if err := d.preflight(ctx, p); err != nil {
 			return nil, err
 		}
 		d.warnStartup(p)
+		d.emitDiff(p)
 		return p.withPreflight(d.dryRun(ctx, p, start))
 	}
 	// The dry run of the changes comes first: the preflight takes the live
@@ -274,6 +285,9 @@ type DryRunError struct {
 }
 
 func (e *DryRunError) Error() string {
+	if errors.Is(e.Err, context.Canceled) {
+		return fmt.Sprintf("release %s: interrupted during the server-side dry run, nothing was applied: %v", e.Name, e.Err)
+	}
 	return fmt.Sprintf("release %s: the server-side dry run refused the deploy, nothing was applied: %v", e.Name, e.Err)
 }
 

@@ -97,8 +97,22 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	w.emit(rec.Name, rec.Revision, PhaseWait, "", "waiting",
 		fmt.Sprintf("revision %d (%s: %s), %d object(s), timeout %s%s", rec.Revision, rec.Status, rec.Description, len(objs), opts.Timeout, timeoutNote))
 
-	wres, werr := w.watch(ctx, rec, objs, opts.Timeout)
 	finish := func() { res.DurationSeconds = stamp(clk).Sub(start).Seconds() }
+	// A canary left behind can never finish rolling out by itself: say so
+	// now, rather than time out on pods that never count as available.
+	leftovers, err := w.liveCanaryLeftovers(ctx, objs)
+	if err != nil {
+		return nil, fmt.Errorf("wait on release %s revision %d: %w", rec.Name, rec.Revision, err)
+	}
+	var wres wait.Result
+	var werr error
+	var f *Failure
+	if len(leftovers) > 0 {
+		f = canaryLeftoverFailure(rec.Name, leftovers[0])
+		werr = errors.New(f.Message)
+	} else {
+		wres, werr = w.watch(ctx, rec, objs, opts.Timeout)
+	}
 	if werr == nil {
 		msg := "healthy"
 		if rec.Status != StatusDeployed {
@@ -113,7 +127,9 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 		return res, fmt.Errorf("wait on release %s revision %d: interrupted: %w", rec.Name, rec.Revision, werr)
 	}
 
-	f := waitFailure(wres, werr)
+	if f == nil {
+		f = waitFailure(wres, werr)
+	}
 	res.Failure = f
 	rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: OpWait, Failure: f, Err: werr}
 
@@ -164,7 +180,7 @@ func (w *Watcher) current(ctx context.Context, entries []Entry, opts WaitOptions
 			return nil, err
 		}
 		locked := lockedBy(p, stamp(w.clock()).Sub(p.Updated), leaseOf(p)).refusing(OpWait)
-		return nil, fmt.Errorf("wait on release %s: another operation is in progress (wait for it to finish): %w", opts.Name, locked)
+		return nil, fmt.Errorf("wait on release %s: another operation is in progress (wait for it to finish)%s: %w", opts.Name, w.pendingCanaryNote(ctx, p), locked)
 	}
 	top := entries[len(entries)-1]
 	if top.Status == StatusUninstalled {
@@ -277,4 +293,20 @@ func (w *Watcher) rollback(ctx context.Context, rec *Release, entries []Entry, f
 		return res, fmt.Errorf("roll back to revision %d: %w", target, err)
 	}
 	return res, nil
+}
+
+// pendingCanaryNote says, for a pending revision p, whether its Deployments
+// hold a canary ("" when not, or when that cannot be read): a deploy that
+// died during its canary leaves both its lock and its canary behind.
+func (w *Watcher) pendingCanaryNote(ctx context.Context, p *Release) string {
+	objs, err := ParseManifest(p.Manifest)
+	if err != nil {
+		return ""
+	}
+	leftovers, err := w.liveCanaryLeftovers(ctx, objs)
+	if err != nil || len(leftovers) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %s. If that deploy died, a deploy takes its lock over once the lease has run out (or at once with --force-unlock) and holds the canary again; vllmctl rollback %s restores the deployed revision",
+		leftovers[0], p.Name)
 }

@@ -195,7 +195,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 	o.lock.apply(engine)
 	printer := o.progress.printer(o.g.Streams.ErrOut)
 	engine.Progress = printer.Print
-	engine.Redactor = printer.red
+	engine.UseRedactor(printer.red)
 	res, err := release.NewDeployer(engine).Deploy(ctx, release.DeployOptions{
 		Name:              o.opts.ReleaseName,
 		Render:            &release.RenderInput{Chart: o.chart, Options: o.opts},

@@ -272,3 +272,18 @@ func TestDeployCommandDiff(t *testing.T) {
 	assert.NotContains(t, stdout, "apps/v1 Deployment", "the diff goes to stderr, the result to stdout")
 	assert.Contains(t, stdout, "REVISION: 2")
 }
+
+// TestDeployCommandDryRunDiff: `deploy --dry-run --diff` (deploy --help's
+// example) prints what would change, and records nothing.
+func TestDeployCommandDryRunDiff(t *testing.T) {
+	f := newReleaseFakes()
+	_, stderr, code := f.run(t, deployArgs()...)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	_, stderr, code = f.run(t, deployArgs("--set", "image.tag=v0.11.1", "--dry-run", "--diff", "--progress", "plain")...)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assert.Contains(t, stderr, "~ apps/v1 Deployment ml/chat")
+	assert.Contains(t, stderr, "+        image: vllm/vllm-openai:v0.11.1")
+	all, err := f.store.ListAll(context.Background(), "")
+	require.NoError(t, err)
+	assert.Len(t, all, 1, "nothing recorded")
+}

@@ -114,7 +114,7 @@ func (o *rollbackOptions) Run(ctx context.Context) error {
 	o.lock.apply(engine)
 	printer := o.progress.printer(o.g.Streams.ErrOut)
 	engine.Progress = printer.Print
-	engine.Redactor = printer.red
+	engine.UseRedactor(printer.red)
 	res, err := release.NewRollbacker(engine).Rollback(ctx, release.RollbackOptions{
 		Name:           o.release,
 		ToRevision:     o.toRevision,

@@ -99,6 +99,9 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	field("APP VERSION", recordCell(rep.AppVersion))
 	field("UPDATED", recordTime(rep.Updated, o.loc))
 	writeFailure(&b, rep.Failure)
+	for _, l := range rep.CanaryLeftovers {
+		field("CANARY HELD", recordCell(l.String()))
+	}
 	if _, err := fmt.Fprint(o.g.Streams.Out, b.String()); err != nil {
 		return err
 	}

@@ -119,7 +119,7 @@ func (o *waitOptions) Run(ctx context.Context) error {
 	}
 	printer := o.progress.printer(o.g.Streams.ErrOut)
 	engine.Progress = printer.Print
-	engine.Redactor = printer.red
+	engine.UseRedactor(printer.red)
 	res, err := release.NewWatcher(engine).Wait(ctx, release.WaitOptions{
 		Name:              o.release,
 		Timeout:           givenTimeout(o.timeoutGiven, o.timeout),
