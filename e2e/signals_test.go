@@ -15,7 +15,7 @@ import (
 	"github.com/vllmctl/vllmctl/release"
 )
 
-// Signals (issue 22, defect 9): SIGINT, SIGTERM and SIGHUP end a command
+// Signals: SIGINT, SIGTERM and SIGHUP end a command
 // the same way. TestFaultSignals (faults_test.go) sends each in every phase
 // of an upgrade with rollback on failure; these cases add what it leaves
 // open: the exact code of an interrupt before anything is applied, and an

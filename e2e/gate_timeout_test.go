@@ -19,7 +19,7 @@ import (
 	"github.com/vllmctl/vllmctl/release"
 )
 
-// Issue 22, defect 5: a canary gate that exits 0 but leaves a background
+// A canary gate that exits 0 but leaves a background
 // child (a `kubectl port-forward … &` in a smoke test) passes, at once,
 // and the child does not outlive the gate.
 func TestCanaryGateBackgroundChild(t *testing.T) {
@@ -59,7 +59,7 @@ func TestCanaryGateBackgroundChild(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "the gate's background child %d outlives it", pid)
 }
 
-// Issue 22, defect 13: a deploy of the built-in chart given no --timeout
+// A deploy of the built-in chart given no --timeout
 // follows the startup probe's budget (30m, plus 1m) and warns about
 // nothing; a --timeout chosen shorter warns; wait and rollback follow the
 // budget too.
