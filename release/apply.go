@@ -63,6 +63,10 @@ type ApplyOptions struct {
 	DryRun bool
 	// CreateNamespace creates Namespace when it does not exist.
 	CreateNamespace bool
+	// NoCreateNamespaceFlag says the operation has no --create-namespace
+	// flag (a rollback): the error of an object whose namespace does not
+	// exist does not suggest it.
+	NoCreateNamespaceFlag bool
 	// ForceOnConflict, honoured only with DryRun and without Force, dry-runs
 	// an object whose apply conflicts with another field manager again with
 	// force and reports the conflict in its result's Conflict: a preview of
@@ -430,13 +434,31 @@ func (a *Applier) applyOne(ctx context.Context, p planned, opts ApplyOptions, hp
 		if ce := conflictError(p.ref, err); ce != nil {
 			return ApplyResult{}, ce
 		}
-		if apierrors.IsNotFound(err) && p.ref.Namespace != "" && live == nil {
-			return ApplyResult{}, fmt.Errorf("apply %s (does namespace %s exist? --create-namespace creates it): %w", p.ref, p.ref.Namespace, err)
+		if apierrors.IsNotFound(err) && live == nil {
+			return ApplyResult{}, applyNotFound(p.ref, opts, err)
 		}
 		return ApplyResult{}, fmt.Errorf("apply %s: %w", p.ref, err)
 	}
 	return ApplyResult{Object: p.ref, Action: classify(live, applied, opts.DryRun), Live: applied, Conflict: conflict,
 		Before: live, BeforeRead: true}, nil
+}
+
+// applyNotFound is the error of an apply of ref the server answered
+// NotFound (server-side apply creates an absent object): a bare 404 (no
+// Status) is a kind the cluster no longer serves (its CRD was deleted
+// while a cached discovery still mapped it), else the object's namespace
+// does not exist (--create-namespace creates the release namespace, when
+// the operation has that flag).
+func applyNotFound(ref ObjectRef, opts ApplyOptions, err error) error {
+	switch {
+	case apierrors.IsUnexpectedServerError(err):
+		return &UnknownKindError{Object: ref, Err: err}
+	case ref.Namespace == "":
+		return fmt.Errorf("apply %s: %w", ref, err)
+	case !opts.NoCreateNamespaceFlag && ref.Namespace == opts.Namespace:
+		return fmt.Errorf("apply %s (does namespace %s exist? --create-namespace creates it): %w", ref, ref.Namespace, err)
+	}
+	return fmt.Errorf("apply %s (does namespace %s exist?): %w", ref, ref.Namespace, err)
 }
 
 // classify tells created, configured and unchanged apart. An apply that

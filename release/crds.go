@@ -350,7 +350,7 @@ func (e *Engine) planCRDs(ctx context.Context, name string, revision int, crds, 
 	}
 	if len(waiting) > 0 {
 		e.emit(name, revision, PhaseCRDs, "", "not dry-run", fmt.Sprintf(
-			"%s: their kinds' CRDs are not in the cluster yet, so they count as to be created; the deploy creates the CRDs under the lock, before any other object",
+			"%s: their kinds' CRDs are not in the cluster yet, so they count as to be created; the CRDs are created under the lock, before any other object",
 			strings.Join(waiting, ", ")))
 	}
 	return plan, nil
@@ -479,21 +479,21 @@ func (e *CRDError) ExitCode() int {
 	return exitcode.Cluster
 }
 
-// createCRDs creates the CRDs of the plan under the lock of rec, before
-// any other object: one created meanwhile by someone else is left as it
-// is. The record (and res) list the CRDs the revision created. It then
-// waits, within what is left of the deploy's Timeout, until every CRD is
-// Established and discovery maps the kinds the objects use.
-func (d *Deployer) createCRDs(ctx context.Context, p *deployPlan, rec *Release, res *Result, start time.Time) error {
-	if p.crds.empty() {
+// createCRDs creates the CRDs of plan under the lock of rec (a deploy's,
+// or a rollback's: crds_rollback.go), before any other object of objs:
+// one created meanwhile by someone else is left as it is. The record (and
+// res) list the CRDs the revision created. It then waits, until deadline
+// (the operation's Timeout), until every CRD is Established and discovery
+// maps the kinds objs use.
+func (e *Engine) createCRDs(ctx context.Context, plan *crdPlan, objs []*unstructured.Unstructured, rec *Release, res *Result, deadline time.Time) error {
+	if plan.empty() {
 		return nil
 	}
-	client, err := d.crdClient()
+	client, err := e.crdClient()
 	if err != nil {
 		return err
 	}
-	deadline := start.Add(p.opts.Timeout)
-	ctx, cancel := context.WithTimeout(ctx, max(deadline.Sub(stamp(d.clock())), time.Millisecond))
+	ctx, cancel := context.WithTimeout(ctx, max(deadline.Sub(stamp(e.clock())), time.Millisecond))
 	defer cancel()
 
 	var created []string
@@ -503,8 +503,8 @@ func (d *Deployer) createCRDs(ctx context.Context, p *deployPlan, rec *Release, 
 			return nil
 		}
 		rec.CRDs, res.CRDs = slices.Clone(created), slices.Clone(created)
-		rec.Updated = stamp(d.clock())
-		if err := d.Store.Update(ctx, rec); err != nil {
+		rec.Updated = stamp(e.clock())
+		if err := e.Store.Update(ctx, rec); err != nil {
 			return fmt.Errorf("release %s revision %d: record the CRDs it created: %w", rec.Name, rec.Revision, err)
 		}
 		return nil
@@ -516,12 +516,12 @@ func (d *Deployer) createCRDs(ctx context.Context, p *deployPlan, rec *Release, 
 		}
 		return err
 	}
-	for _, cr := range p.crds.create {
+	for _, cr := range plan.create {
 		ref := cr.def.ref().String()
 		live, err := client.CreateCRD(ctx, cr.def.obj, false)
 		switch {
 		case apierrors.IsAlreadyExists(err):
-			d.emit(rec.Name, rec.Revision, PhaseCRDs, ref, "exists", "created meanwhile by another client: left as it is")
+			e.emit(rec.Name, rec.Revision, PhaseCRDs, ref, "exists", "created meanwhile by another client: left as it is")
 			if live, err = client.GetCRD(ctx, cr.def.name); err != nil {
 				return fail(&CRDError{Release: rec.Name, CRD: cr.def.name, Reason: ReasonCRDNotEstablished, Err: err})
 			}
@@ -529,7 +529,7 @@ func (d *Deployer) createCRDs(ctx context.Context, p *deployPlan, rec *Release, 
 			return fail(&CRDError{Release: rec.Name, CRD: cr.def.name, Reason: ReasonCRDRefused, Err: err})
 		default:
 			created = append(created, cr.def.name)
-			d.emit(rec.Name, rec.Revision, PhaseCRDs, ref, string(ActionCreated), "")
+			e.emit(rec.Name, rec.Revision, PhaseCRDs, ref, string(ActionCreated), "")
 		}
 		wait = append(wait, live)
 	}
@@ -544,16 +544,16 @@ func (d *Deployer) createCRDs(ctx context.Context, p *deployPlan, rec *Release, 
 			}
 			return err
 		}
-		d.emit(rec.Name, rec.Revision, PhaseCRDs, RefOf(crd).String(), "Established", "")
+		e.emit(rec.Name, rec.Revision, PhaseCRDs, RefOf(crd).String(), "Established", "")
 	}
-	return d.waitKinds(ctx, client, rec.Name, p)
+	return waitKinds(ctx, client, rec.Name, plan, objs)
 }
 
 // waitKinds waits until discovery maps the kinds of the objects the new
 // CRDs define (the API server serves a CRD shortly after it is
 // Established).
-func (d *Deployer) waitKinds(ctx context.Context, client CRDClient, name string, p *deployPlan) error {
-	gvks := p.crds.pendingKinds(p.objs)
+func waitKinds(ctx context.Context, client CRDClient, name string, plan *crdPlan, objs []*unstructured.Unstructured) error {
+	gvks := plan.pendingKinds(objs)
 	if len(gvks) == 0 {
 		return nil
 	}
@@ -573,7 +573,7 @@ func (d *Deployer) waitKinds(ctx context.Context, client CRDClient, name string,
 			if len(missing) > 0 {
 				gvk = missing[0]
 			}
-			def := p.crds.pending[gvk.GroupKind()]
+			def := plan.pending[gvk.GroupKind()]
 			return &CRDError{Release: name, CRD: def.name, Reason: ReasonCRDNotEstablished,
 				Err: fmt.Errorf("Established, but the API server did not serve kind %s in %s within the deploy's --timeout: %w",
 					gvk.Kind, gvk.GroupVersion(), context.Cause(ctx))}

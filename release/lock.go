@@ -206,6 +206,7 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 		r.Chart = t.Chart
 		r.Values = t.Values
 		r.Manifest = t.Manifest
+		r.CRDManifest = t.CRDManifest
 		r.RollbackOf = t.RollbackOf
 		r.ReplicaSets = t.ReplicaSets
 	}

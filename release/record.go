@@ -164,6 +164,11 @@ type Release struct {
 	// CRDs are the CustomResourceDefinitions (crds/ of the chart) this
 	// revision created, by name; vllmctl never updates or deletes them.
 	CRDs []string `json:"crds,omitempty"`
+	// CRDManifest holds the CustomResourceDefinitions of the chart's crds/
+	// the revision was deployed with (one YAML stream; none with
+	// --skip-crds), so that a rollback to it creates the ones deleted
+	// since, as the deploy did (crds_rollback.go).
+	CRDManifest string `json:"crdManifest,omitempty"`
 	// Failure is the diagnosis when the revision failed.
 	Failure *Failure `json:"failure,omitempty"`
 	// Canary is what the revision's canary phase did (deploy --canary).

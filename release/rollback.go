@@ -165,6 +165,10 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 	if opts.Timeout <= 0 {
 		opts.Timeout = r.followStartup(target.Name, 0, PhaseRollback, objs)
 	}
+	crds, err := r.planRollbackCRDs(ctx, target, objs) // crds_rollback.go
+	if err != nil {
+		return nil, err
+	}
 	desc := fmt.Sprintf("Rollback to %d", n)
 
 	rec, err := Acquire(ctx, r.Store, target.Name, OpRollback, r.lockTerms(LockOptions{
@@ -174,7 +178,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 		Force:       opts.ForceUnlock,
 		Clock:       clk,
 		Held:        held,
-		Record:      &Release{Chart: target.Chart, Values: target.Values, Manifest: target.Manifest, RollbackOf: n},
+		Record:      &Release{Chart: target.Chart, Values: target.Values, Manifest: target.Manifest, CRDManifest: target.CRDManifest, RollbackOf: n},
 	}))
 	if err != nil {
 		return nil, err
@@ -208,7 +212,10 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 
 	r.Redactor.AddObjects(objs...)
 	r.Redactor.AddObjects(previous...)
-	applied, err := r.Objects.Apply(ctx, objs, ApplyOptions{Namespace: r.Namespace(), Release: rec.Name, Force: opts.ForceConflicts})
+	if err := r.createCRDs(ctx, crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
+		return r.restoreCRDsFailed(ctx, rec, res, start, desc, err)
+	}
+	applied, err := r.Objects.Apply(ctx, objs, ApplyOptions{Namespace: r.Namespace(), Release: rec.Name, Force: opts.ForceConflicts, NoCreateNamespaceFlag: true})
 	res.Applied = applied
 	for _, a := range applied {
 		r.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
