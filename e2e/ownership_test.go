@@ -16,7 +16,7 @@ import (
 	"github.com/vllmctl/vllmctl/release"
 )
 
-// Issue 12, defect 2: objects of another release, or made by hand, are
+// Objects of another release, or made by hand, are
 // never taken over silently.
 func TestOwnershipIsNeverTakenSilently(t *testing.T) {
 	f := newRelFixture(t)

@@ -440,7 +440,7 @@ func TestReleaseKilledDeployLeavesItsLock(t *testing.T) {
 	assert.Contains(t, killed.Description, "not renewed for 6s as watched by this operation, lease 6s")
 }
 
-// Issue 12, defect 1: a live lock is never stolen by a short --timeout:
+// A live lock is never stolen by a short --timeout:
 // deploy A (a 25 s rollout, lease 8s renewed every 2.7s) holds the lock;
 // deploy B with --timeout 5s, 10 s later, exits 5 and A finishes deployed.
 func TestReleaseLiveLockIsNeverStolen(t *testing.T) {

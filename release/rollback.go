@@ -220,6 +220,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 	for _, a := range applied {
 		r.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
 	}
+	r.emitCanaryLeftovers(rec, beforeObjects(applied), fmt.Sprintf("the rollback restored revision %d's pod template and strategy", rec.RollbackOf))
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 		if mf := r.markFailed(ctx, rec, desc+" failed: "+applyFailure(err).Reason, applyFailure(err)); mf != nil {
