@@ -64,6 +64,20 @@ func (p *deployPlan) canaryTargets(namespace string) []canaryTarget {
 	return canaryTargets(p.objs, p.deployed, p.known, p.dryRun, p.opts.Canary.Count, namespace)
 }
 
+// readDeployed sets p.deployed from entries when the deploy asked for a
+// canary (only a canary's decision needs the deployed revision's objects).
+func (p *deployPlan) readDeployed(entries []Entry) error {
+	if p.opts.Canary == nil {
+		return nil
+	}
+	deployed, err := deployedObjects(entries)
+	if err != nil {
+		return err
+	}
+	p.deployed = deployed
+	return nil
+}
+
 // deployedObjects returns the objects of the deployed revision among
 // entries (the highest one; nil when none is deployed).
 func deployedObjects(entries []Entry) ([]*unstructured.Unstructured, error) {

@@ -208,7 +208,7 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	if err != nil {
 		return nil, err
 	}
-	if p.deployed, err = deployedObjects(entries); err != nil {
+	if err := p.readDeployed(entries); err != nil {
 		return nil, err
 	}
 	// A strategy the API server would refuse is the preflight's refusal,

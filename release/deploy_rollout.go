@@ -100,11 +100,9 @@ func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *Release, bef
 	if sameEntries(entries, before) {
 		return false, nil // the decisions taken before the lock stand
 	}
-	deployed, err := deployedObjects(entries)
-	if err != nil {
+	if err := p.readDeployed(entries); err != nil {
 		return true, d.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
 	}
-	p.deployed = deployed
 	if err := d.replan(ctx, p, rec, entries); err != nil {
 		return true, d.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
 	}
