@@ -8,11 +8,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release/exitcode"
@@ -127,14 +126,15 @@ func TestWaitFailsAtOnceOnACanaryLeftBehind(t *testing.T) {
 		"    spec:\n      containers:\n      - {name: vllm, image: 'vllm:refuseme'}\n"
 	require.NoError(t, store.Create(ctx, &Release{Name: "chat", Revision: 1, Status: StatusDeployed, Manifest: manifest}))
 	require.NoError(t, store.Create(ctx, &Release{Name: "chat", Revision: 2, Status: StatusFailed, Manifest: manifest}))
-	live := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "chat", Namespace: "ml", Annotations: map[string]string{CanaryAnnotation: "2"}}}
-	live.Spec.MinReadySeconds = canaryMinReadySeconds
+	live := canaryDeployment("vllm:refuseme", 2)
+	live.SetAnnotations(map[string]string{CanaryAnnotation: "2"})
+	require.NoError(t, unstructured.SetNestedField(live.Object, int64(canaryMinReadySeconds), "spec", "minReadySeconds"))
 	watched := false
 	waiter := waiterFunc(func(context.Context, []*unstructured.Unstructured, wait.Options) (wait.Result, error) {
 		watched = true
 		return wait.Result{}, nil
 	})
-	w := NewWatcher(&Engine{Store: store, Waiter: waiter, Client: fake.NewClientset(live)})
+	w := NewWatcher(&Engine{Store: store, Waiter: waiter, Objects: liveObjects{live}})
 	res, err := w.Wait(ctx, WaitOptions{Name: "chat"})
 	require.Error(t, err)
 	assert.False(t, watched, "nothing to wait for")
@@ -201,4 +201,23 @@ type waiterFunc func(context.Context, []*unstructured.Unstructured, wait.Options
 
 func (f waiterFunc) Wait(ctx context.Context, objs []*unstructured.Unstructured, opts wait.Options) (wait.Result, error) {
 	return f(ctx, objs, opts)
+}
+
+// liveObjects is an ObjectClient whose Get answers the one live object
+// it holds (NotFound for any other); it applies and prunes nothing.
+type liveObjects struct{ obj *unstructured.Unstructured }
+
+func (l liveObjects) Apply(context.Context, []*unstructured.Unstructured, ApplyOptions) ([]ApplyResult, error) {
+	return nil, nil
+}
+
+func (l liveObjects) Prune(context.Context, []*unstructured.Unstructured, []*unstructured.Unstructured, PruneOptions) ([]PruneResult, error) {
+	return nil, nil
+}
+
+func (l liveObjects) Get(_ context.Context, obj *unstructured.Unstructured, _ string) (*unstructured.Unstructured, error) {
+	if obj.GetKind() == l.obj.GetKind() && obj.GetName() == l.obj.GetName() {
+		return l.obj.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "deployments"}, obj.GetName())
 }

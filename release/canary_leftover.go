@@ -6,9 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -97,37 +95,25 @@ func beforeObjects(applied []ApplyResult) []*unstructured.Unstructured {
 // liveCanaryLeftovers reads the live copies of the Deployments among objs
 // and returns those that carry a canary's transient strategy.
 func (e *Engine) liveCanaryLeftovers(ctx context.Context, objs []*unstructured.Unstructured) ([]CanaryLeftover, error) {
-	if e.Client == nil {
+	if e.Objects == nil {
 		return nil, nil
 	}
-	var out []CanaryLeftover
+	var live []*unstructured.Unstructured
 	for _, o := range objs {
 		ref := refIn(o, e.Namespace())
 		if !isDeployment(ref) {
 			continue
 		}
-		d, err := e.Client.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		l, err := e.Objects.Get(ctx, o, e.Namespace())
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("get %s: %w", ref, err)
 		}
-		if l, ok := deploymentCanaryLeftover(d); ok {
-			out = append(out, l)
-		}
+		live = append(live, l)
 	}
-	return out, nil
-}
-
-// deploymentCanaryLeftover is canaryLeftoverOf for a typed Deployment.
-func deploymentCanaryLeftover(d *appsv1.Deployment) (CanaryLeftover, bool) {
-	v, ok := d.Annotations[CanaryAnnotation]
-	if !ok {
-		return CanaryLeftover{}, false
-	}
-	rev, _ := strconv.Atoi(v)
-	return CanaryLeftover{Deployment: d.Namespace + "/" + d.Name, Revision: rev, MinReadySeconds: int64(d.Spec.MinReadySeconds)}, true
+	return canaryLeftovers(live), nil
 }
 
 // canaryLeftoverFailure is the diagnosis of a wait on a revision whose
