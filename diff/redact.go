@@ -8,7 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/vllmctl/vllmctl/release/exitcode"
+	"github.com/vllmctl/vllmctl/internal/exitcode"
 )
 
 // gramLen is the length of the value fragments looked for in messages:

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/vllmctl/vllmctl/internal/vllm"
 	"github.com/vllmctl/vllmctl/release/preflight"
 )
 
@@ -48,8 +49,8 @@ func preflightDeployment(name, image string, replicas int32, gpus int64, node st
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To[int64](0),
 					Containers: []corev1.Container{{Name: "vllm", Image: image, Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{preflight.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI), corev1.ResourceCPU: resource.MustParse("1")},
-						Limits:   corev1.ResourceList{preflight.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI)},
+						Requests: corev1.ResourceList{vllm.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI), corev1.ResourceCPU: resource.MustParse("1")},
+						Limits:   corev1.ResourceList{vllm.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)},
 					}}},
 				},
 			},
@@ -84,7 +85,7 @@ func freeGPUs(ctx context.Context, e *env) (map[string]int64, error) {
 	}
 	free := map[string]int64{}
 	for _, n := range nodes.Items {
-		q, ok := n.Status.Allocatable[preflight.ResourceGPU]
+		q, ok := n.Status.Allocatable[vllm.GPUResource]
 		if !ok || n.Spec.Unschedulable || len(n.Spec.Taints) > 0 || !preflightNodeReady(&n) {
 			continue
 		}
@@ -99,7 +100,7 @@ func freeGPUs(ctx context.Context, e *env) (map[string]int64, error) {
 			continue
 		}
 		for _, c := range p.Spec.Containers {
-			q := c.Resources.Requests[preflight.ResourceGPU]
+			q := c.Resources.Requests[vllm.GPUResource]
 			free[p.Spec.NodeName] -= q.Value()
 		}
 	}
@@ -162,7 +163,7 @@ func waitAvailable(t *testing.T, e *env, name string) {
 func gpuCheck(t *testing.T, d preflight.DeploymentPreflight, step string) preflight.CapacityCheck {
 	t.Helper()
 	for _, c := range d.Checks {
-		if c.Step == step && c.Resource == string(preflight.ResourceGPU) {
+		if c.Step == step && c.Resource == string(vllm.GPUResource) {
 			return c
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
+	"github.com/vllmctl/vllmctl/internal/vllm"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
 )
@@ -65,7 +66,7 @@ func requireIsolatedPool(t *testing.T, e *env) {
 	for _, name := range isolatedNodes {
 		n, err := e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err, "the local cluster has no isolated GPU pool: restart it with `make cluster-down cluster`")
-		gpus := n.Status.Allocatable[preflight.ResourceGPU]
+		gpus := n.Status.Allocatable[vllm.GPUResource]
 		require.Equal(t, int64(isolatedGPUsPerNode), gpus.Value(), "GPUs of %s", name)
 		require.Equal(t, "isolated", n.Labels["vllmctl.io/pool"], "label of %s", name)
 		require.True(t, preflightNodeReady(n), "%s Ready", name)

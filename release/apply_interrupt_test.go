@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 
-	"github.com/vllmctl/vllmctl/release/exitcode"
+	"github.com/vllmctl/vllmctl/internal/exitcode"
 )
 
 // failingMapper fails every mapping with err, as a discovery cut short

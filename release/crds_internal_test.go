@@ -18,7 +18,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/vllmctl/vllmctl/release/exitcode"
+	"github.com/vllmctl/vllmctl/internal/exitcode"
 )
 
 const testCRD = "loraadapters.demo.vllmctl.io"

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/release"
-	"github.com/vllmctl/vllmctl/release/exitcode"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 )
 

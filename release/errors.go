@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vllmctl/vllmctl/release/exitcode"
+	"github.com/vllmctl/vllmctl/internal/exitcode"
 )
 
 // Exit codes of the contract that this package's errors carry.

@@ -12,10 +12,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-)
 
-// gpuResource is the extended resource name of NVIDIA GPUs.
-const gpuResource corev1.ResourceName = "nvidia.com/gpu"
+	"github.com/vllmctl/vllmctl/internal/vllm"
+)
 
 // Probe defaults of the Kubernetes API (a field left at zero).
 const (
@@ -111,7 +110,7 @@ func newServerSpec(pod *corev1.Pod, name string) *serverSpec {
 
 // parseArgs records the flags and the model of a vLLM command line.
 func (s *serverSpec) parseArgs(args []string) {
-	flags, model := VLLMArgs(args)
+	flags, model := vllm.Args(args)
 	for k, v := range flags {
 		s.flags[k] = v
 	}
@@ -121,39 +120,6 @@ func (s *serverSpec) parseArgs(args []string) {
 	if m, ok := s.flags["model"]; ok && m != "" {
 		s.model = m
 	}
-}
-
-// VLLMArgs parses a vLLM command line: the flags ("--name value",
-// "--name=value", "-tp 2") by name without dashes and with "-" for "_"
-// (tp and pp spelled out), and the model of `vllm serve MODEL`. It is the
-// one parser for the classifier and the lint rules.
-func VLLMArgs(args []string) (flags map[string]string, model string) {
-	flags = map[string]string{}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "serve" && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-			model = args[i+1]
-			i++
-			continue
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
-			continue
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		name = strings.ReplaceAll(name, "_", "-")
-		switch name {
-		case "tp":
-			name = "tensor-parallel-size"
-		case "pp":
-			name = "pipeline-parallel-size"
-		}
-		if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
-			value = args[i+1]
-			i++
-		}
-		flags[name] = value
-	}
-	return flags, model
 }
 
 // readShm finds what container c mounts at /dev/shm.
@@ -181,7 +147,7 @@ func (s *serverSpec) readShm(pod *corev1.Pod, c *corev1.Container) {
 // whether a non-zero one is set.
 func containerGPUCount(c *corev1.Container) (int64, bool) {
 	for _, list := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
-		if q, ok := list[gpuResource]; ok && !q.IsZero() {
+		if q, ok := list[vllm.GPUResource]; ok && !q.IsZero() {
 			return q.Value(), true
 		}
 	}

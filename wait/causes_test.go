@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 var updateLogs = flag.Bool("update", false, "rewrite the simulated logs of the local cluster from testdata/causes")
@@ -40,8 +42,8 @@ func chartPod(edit func(p *corev1.Pod, c *corev1.Container)) *corev1.Pod {
 				Args: []string{"--model", "Qwen/Qwen3-0.6B", "--served-model-name", "Qwen/Qwen3-0.6B", "--host", "0.0.0.0", "--port", "8000",
 					"--tensor-parallel-size", "1", "--gpu-memory-utilization", "0.9"},
 				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{gpuResource: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("32Gi")},
-					Limits:   corev1.ResourceList{gpuResource: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("32Gi")},
+					Requests: corev1.ResourceList{vllm.GPUResource: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("32Gi")},
+					Limits:   corev1.ResourceList{vllm.GPUResource: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("32Gi")},
 				},
 				StartupProbe: &corev1.Probe{
 					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("http")}},
@@ -173,7 +175,7 @@ func TestClassifyFixtures(t *testing.T) {
 		{name: "tensor parallel size not dividing the heads", logs: []string{"tp-attention-heads.log"},
 			pod: chartPod(func(_ *corev1.Pod, c *corev1.Container) {
 				setArg(c, "--tensor-parallel-size", "3")
-				c.Resources.Limits[gpuResource] = resource.MustParse("3")
+				c.Resources.Limits[vllm.GPUResource] = resource.MustParse("3")
 			}),
 			cause:    CauseTensorParallel,
 			evidence: "Value error, Total number of attention heads (64) must be divisible by tensor parallel size (3).",
@@ -185,8 +187,8 @@ func TestClassifyFixtures(t *testing.T) {
 			hints:    []string{"needs 2 GPUs but the container sees 1 (`gpu`, resources.gpu, now 1)"}},
 		{name: "no GPU requested", logs: []string{"gpu-not-visible.log"},
 			pod: chartPod(func(_ *corev1.Pod, c *corev1.Container) {
-				delete(c.Resources.Limits, gpuResource)
-				delete(c.Resources.Requests, gpuResource)
+				delete(c.Resources.Limits, vllm.GPUResource)
+				delete(c.Resources.Requests, vllm.GPUResource)
 			}),
 			cause:    CauseGPUNotVisible,
 			evidence: "RuntimeError: Failed to infer device type",

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 // Diagnosis explains why a rollout failed: the verdict, the object and pod
@@ -393,7 +395,7 @@ func hints(d *Diagnosis, pod *corev1.Pod, cause string) []string {
 			fmt.Sprintf("the container runtime could not create or start the container: check command, args, volume mounts and securityContext (kubectl describe pod %s%s)", podName, ns),
 		}
 	case reason == reasonUnschedulable || d.Verdict == VerdictUnschedulable:
-		if requestsGPU(pod) || strings.Contains(d.Message, "nvidia.com/gpu") {
+		if requestsGPU(pod) || strings.Contains(d.Message, string(vllm.GPUResource)) {
 			return []string{
 				"GPU capacity: the cluster lacks free nvidia.com/gpu for this pod; compare its request with the nodes' allocatable GPUs (kubectl describe nodes); a rolling update with maxSurge > 0 needs a spare GPU for the surge pod — with full GPUs use maxSurge 0, maxUnavailable 1",
 				"taints and tolerations: GPU nodes are often tainted (nvidia.com/gpu:NoSchedule); the pod needs the matching toleration, and its nodeSelector/affinity must match the GPU nodes",

@@ -141,29 +141,29 @@ func TestRules(t *testing.T) {
 	tests := []ruleTest{
 		// VL001: GPU integer, requests == limits.
 		{name: "VL001 fires when requests differ from limits", rule: "VL001",
-			edit: func(u *unstructured.Unstructured) { resources(u, 0, "requests")[GPUResource] = int64(2) },
+			edit: func(u *unstructured.Unstructured) { resources(u, 0, "requests")[gpuResource] = int64(2) },
 			want: []string{serverPath + ".resources.requests.nvidia.com/gpu"}},
 		{name: "VL001 fires on a fractional GPU", rule: "VL001",
 			edit: func(u *unstructured.Unstructured) {
-				delete(resources(u, 0, "requests"), GPUResource)
-				resources(u, 0, "limits")[GPUResource] = "500m"
+				delete(resources(u, 0, "requests"), gpuResource)
+				resources(u, 0, "limits")[gpuResource] = "500m"
 			},
 			want: []string{serverPath + ".resources.limits.nvidia.com/gpu"}},
 		{name: "VL001 fires on a float GPU in both sections", rule: "VL001",
 			edit: func(u *unstructured.Unstructured) {
-				resources(u, 0, "requests")[GPUResource] = 0.5
-				resources(u, 0, "limits")[GPUResource] = 0.5
+				resources(u, 0, "requests")[gpuResource] = 0.5
+				resources(u, 0, "limits")[gpuResource] = 0.5
 			},
 			want: []string{serverPath + ".resources.limits.nvidia.com/gpu", serverPath + ".resources.requests.nvidia.com/gpu"}},
 		{name: "VL001 fires on a GPU request without limit", rule: "VL001",
-			edit: func(u *unstructured.Unstructured) { delete(resources(u, 0, "limits"), GPUResource) },
+			edit: func(u *unstructured.Unstructured) { delete(resources(u, 0, "limits"), gpuResource) },
 			want: []string{serverPath + ".resources.limits.nvidia.com/gpu"}},
 		{name: "VL001 fires on an unparsable GPU value", rule: "VL001",
-			edit: func(u *unstructured.Unstructured) { resources(u, 0, "limits")[GPUResource] = "one" },
+			edit: func(u *unstructured.Unstructured) { resources(u, 0, "limits")[gpuResource] = "one" },
 			want: []string{serverPath + ".resources.limits.nvidia.com/gpu"}},
 		{name: "VL001 quiet on equal whole GPUs", rule: "VL001"},
 		{name: "VL001 quiet on a GPU limit alone", rule: "VL001",
-			edit: func(u *unstructured.Unstructured) { delete(resources(u, 0, "requests"), GPUResource) }},
+			edit: func(u *unstructured.Unstructured) { delete(resources(u, 0, "requests"), gpuResource) }},
 
 		// VL002: Guaranteed QoS on GPU pods.
 		{name: "VL002 fires when memory request is below limit", rule: "VL002",
@@ -181,8 +181,8 @@ func TestRules(t *testing.T) {
 			}},
 		{name: "VL002 quiet on a Burstable pod without GPUs", rule: "VL002",
 			edit: func(u *unstructured.Unstructured) {
-				delete(resources(u, 0, "requests"), GPUResource)
-				delete(resources(u, 0, "limits"), GPUResource)
+				delete(resources(u, 0, "requests"), gpuResource)
+				delete(resources(u, 0, "limits"), gpuResource)
 				resources(u, 0, "requests")["memory"] = "1Gi"
 			}},
 
@@ -198,8 +198,8 @@ func TestRules(t *testing.T) {
 		{name: "VL003 quiet with a memory emptyDir", rule: "VL003"},
 		{name: "VL003 quiet on a pod without GPUs", rule: "VL003",
 			edit: func(u *unstructured.Unstructured) {
-				delete(resources(u, 0, "requests"), GPUResource)
-				delete(resources(u, 0, "limits"), GPUResource)
+				delete(resources(u, 0, "requests"), gpuResource)
+				delete(resources(u, 0, "limits"), gpuResource)
 				delete(ctr(u, 0), "volumeMounts")
 			}},
 
@@ -233,8 +233,8 @@ func TestRules(t *testing.T) {
 			edit: func(u *unstructured.Unstructured) { resources(u, 0, "limits")["cpu"] = int64(4) }},
 		{name: "VL005 quiet on a small non-GPU container", rule: "VL005",
 			edit: func(u *unstructured.Unstructured) {
-				delete(resources(u, 0, "requests"), GPUResource)
-				delete(resources(u, 0, "limits"), GPUResource)
+				delete(resources(u, 0, "requests"), gpuResource)
+				delete(resources(u, 0, "limits"), gpuResource)
 				resources(u, 0, "limits")["cpu"] = "500m"
 			}},
 
@@ -415,7 +415,7 @@ func TestRunSortsDeterministically(t *testing.T) {
 	bad := good(t)
 	bad.SetName("a-bad")
 	bad.SetNamespace("default")
-	resources(bad, 0, "requests")[GPUResource] = int64(2)
+	resources(bad, 0, "requests")[gpuResource] = int64(2)
 	ctr(bad, 0)["image"] = "vllm/vllm-openai:latest"
 	require.NoError(t, unstructured.SetNestedField(bad.Object, int64(1), "spec", "strategy", "rollingUpdate", "maxSurge"))
 	other := good(t)

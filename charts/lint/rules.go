@@ -21,8 +21,8 @@ const minServerCPU = 4
 func checkGPUInteger(w *workload, _ Options) []Finding {
 	var out []Finding
 	for _, c := range w.containers {
-		req, hasReq := resourceValue(c.raw, "requests", GPUResource)
-		lim, hasLim := resourceValue(c.raw, "limits", GPUResource)
+		req, hasReq := resourceValue(c.raw, "requests", gpuResource)
+		lim, hasLim := resourceValue(c.raw, "limits", gpuResource)
 		if !hasReq && !hasLim {
 			continue
 		}
@@ -35,33 +35,33 @@ func checkGPUInteger(w *workload, _ Options) []Finding {
 			if !s.set {
 				continue
 			}
-			field := fmt.Sprintf("%s.resources.%s.%s", c.path, s.section, GPUResource)
+			field := fmt.Sprintf("%s.resources.%s.%s", c.path, s.section, gpuResource)
 			q, err := parseQuantity(s.v)
 			switch {
 			case err != nil:
 				out = append(out, Finding{Field: field, Message: fmt.Sprintf(
-					"container %q: %s %s %q is not a quantity (%v)", c.name, GPUResource, s.section, formatValue(s.v), err)})
+					"container %q: %s %s %q is not a quantity (%v)", c.name, gpuResource, s.section, formatValue(s.v), err)})
 			case q.MilliValue()%1000 != 0 || q.Sign() < 0:
 				out = append(out, Finding{Field: field, Message: fmt.Sprintf(
 					"container %q: %s %s is %s; GPUs are indivisible, use a whole number (share a card with MIG or time-slicing instead)",
-					c.name, GPUResource, s.section, q.String())})
+					c.name, gpuResource, s.section, q.String())})
 			default:
 				parsed[i] = &q
 			}
 		}
 		if hasReq && !hasLim {
 			out = append(out, Finding{
-				Field: fmt.Sprintf("%s.resources.limits.%s", c.path, GPUResource),
+				Field: fmt.Sprintf("%s.resources.limits.%s", c.path, gpuResource),
 				Message: fmt.Sprintf("container %q requests %s %s without a limit; extended resources need limits equal to requests",
-					c.name, formatValue(req), GPUResource),
+					c.name, formatValue(req), gpuResource),
 			})
 			continue
 		}
 		if parsed[0] != nil && parsed[1] != nil && parsed[0].Cmp(*parsed[1]) != 0 {
 			out = append(out, Finding{
-				Field: fmt.Sprintf("%s.resources.requests.%s", c.path, GPUResource),
+				Field: fmt.Sprintf("%s.resources.requests.%s", c.path, gpuResource),
 				Message: fmt.Sprintf("container %q: %s requests (%s) differ from limits (%s); GPUs cannot be overcommitted, set them equal",
-					c.name, GPUResource, parsed[0].String(), parsed[1].String()),
+					c.name, gpuResource, parsed[0].String(), parsed[1].String()),
 			})
 		}
 	}
@@ -382,6 +382,6 @@ func checkSurge(w *workload, _ Options) []Finding {
 	return []Finding{{
 		Field: field,
 		Message: fmt.Sprintf("maxSurge %s lets the rollout run %d extra pod(s), needing %d spare %s beyond the running replicas or the surge pods stay Pending; with no spare GPUs use maxSurge 0 and maxUnavailable >= 1",
-			surge.String(), n, int64(n)*gpus, GPUResource),
+			surge.String(), n, int64(n)*gpus, gpuResource),
 	}}
 }

@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vllmctl/vllmctl/wait"
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 // Thresholds of the vLLM rules.
@@ -48,7 +48,7 @@ func vllmArgs(c container) (flags map[string]string, ok bool) {
 	for _, a := range args {
 		ok = ok || strings.Contains(strings.ToLower(a), "vllm")
 	}
-	flags, _ = wait.VLLMArgs(args)
+	flags, _ = vllm.Args(args)
 	return flags, ok
 }
 
@@ -107,7 +107,7 @@ func checkTensorParallelGPUs(w *workload, _ Options) []Finding {
 		out = append(out, Finding{
 			Field: c.path + ".args",
 			Message: fmt.Sprintf("container %q runs --tensor-parallel-size %d × --pipeline-parallel-size %d = %d vLLM worker(s) with %d %s: vLLM needs one GPU per worker (fewer fail the start: \"World size is larger than the number of available GPUs\"), more sit idle; make them equal (in the built-in chart model.tensorParallelSize 0 follows resources.gpu)",
-				c.name, tp, pp, workers, c.gpu, GPUResource),
+				c.name, tp, pp, workers, c.gpu, gpuResource),
 		})
 	}
 	return out

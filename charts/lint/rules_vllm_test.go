@@ -12,8 +12,8 @@ func setArgs(u *unstructured.Unstructured, args ...any) { ctr(u, 0)["args"] = ar
 
 // setGPUs sets the server container's GPU request and limit.
 func setGPUs(u *unstructured.Unstructured, n int64) {
-	resources(u, 0, "requests")[GPUResource] = n
-	resources(u, 0, "limits")[GPUResource] = n
+	resources(u, 0, "requests")[gpuResource] = n
+	resources(u, 0, "limits")[gpuResource] = n
 }
 
 // vllmRuleTests are the TestRules cases of VL011–VL015, the rules for the
@@ -49,8 +49,8 @@ func vllmRuleTests() []ruleTest {
 			}},
 		{name: "VL011 quiet on a fractional GPU (VL001's)", rule: "VL011",
 			edit: func(u *unstructured.Unstructured) {
-				delete(resources(u, 0, "requests"), GPUResource)
-				resources(u, 0, "limits")[GPUResource] = "500m"
+				delete(resources(u, 0, "requests"), gpuResource)
+				resources(u, 0, "limits")[gpuResource] = "500m"
 			}},
 
 		// VL012: /dev/shm with tensor parallelism.
@@ -141,8 +141,8 @@ func vllmRuleTests() []ruleTest {
 			}},
 		{name: "VL015 quiet without GPUs", rule: "VL015",
 			edit: func(u *unstructured.Unstructured) {
-				delete(resources(u, 0, "requests"), GPUResource)
-				delete(resources(u, 0, "limits"), GPUResource)
+				delete(resources(u, 0, "requests"), gpuResource)
+				delete(resources(u, 0, "limits"), gpuResource)
 				ctr(u, 0)["startupProbe"] = map[string]any{"exec": map[string]any{"command": []any{"true"}}}
 			}},
 		{name: "VL015 quiet without a startup probe (VL004's)", rule: "VL015",

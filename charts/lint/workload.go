@@ -6,10 +6,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
-// GPUResource is the extended resource name of NVIDIA GPUs.
-const GPUResource = "nvidia.com/gpu"
+// gpuResource is the GPU resource's name as a key of a container's
+// resources map.
+const gpuResource = string(vllm.GPUResource)
 
 // workload is an object with a pod template, as the rules see it.
 type workload struct {
@@ -188,7 +191,7 @@ func containerGPUs(raw map[string]any) (int64, bool) {
 	set := false
 	var n int64
 	for _, section := range []string{"requests", "limits"} {
-		v, ok := resourceValue(raw, section, GPUResource)
+		v, ok := resourceValue(raw, section, gpuResource)
 		if !ok {
 			continue
 		}

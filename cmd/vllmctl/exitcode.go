@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/vllmctl/vllmctl/release/exitcode"
+	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/wait"
 )
 

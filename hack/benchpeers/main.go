@@ -65,6 +65,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 const (
@@ -280,7 +282,7 @@ func (b *bench) runAll(ctx context.Context) error {
 	// The bench GPU pool: pods of the vllm releases land only here.
 	err := b.addNodes(ctx, "bench-gpu", b.pool, 2, corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi"),
-		corev1.ResourcePods: resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("8"),
+		corev1.ResourcePods: resource.MustParse("110"), vllm.GPUResource: resource.MustParse("8"),
 		corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
 	})
 	if err != nil {

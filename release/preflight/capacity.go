@@ -7,14 +7,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 // This file holds the capacity arithmetic of the preflight: resource
 // vectors, what one pod requests (the way Kubernetes computes it), and
 // node headroom.
-
-// ResourceGPU is the extended resource of NVIDIA GPUs.
-const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
 
 // resVec is an amount of resources, every resource in milli-units (a pod
 // count of 1 is 1000), so that cpu, memory, GPUs and pods share one
@@ -78,7 +77,7 @@ func (v resVec) names() []corev1.ResourceName {
 
 func resourceRank(name corev1.ResourceName) int {
 	switch name {
-	case ResourceGPU:
+	case vllm.GPUResource:
 		return 0
 	case corev1.ResourceCPU:
 		return 1

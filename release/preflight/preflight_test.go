@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 const pfNS = "llm"
@@ -41,7 +42,7 @@ func pfNode(name string, mods ...func(*corev1.Node)) *corev1.Node {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
 		Status: corev1.NodeStatus{
 			Allocatable: corev1.ResourceList{
-				ResourceGPU: resource.MustParse("8"), corev1.ResourceCPU: resource.MustParse("64"),
+				vllm.GPUResource: resource.MustParse("8"), corev1.ResourceCPU: resource.MustParse("64"),
 				corev1.ResourceMemory: resource.MustParse("512Gi"), corev1.ResourcePods: resource.MustParse("110"),
 			},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
@@ -58,7 +59,7 @@ func pfPod(name, node string, gpus int64, podLabels map[string]string, mods ...f
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pfNS, Labels: podLabels},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI), corev1.ResourceCPU: resource.MustParse("1")},
+			Requests: corev1.ResourceList{vllm.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI), corev1.ResourceCPU: resource.MustParse("1")},
 		}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
@@ -84,8 +85,8 @@ func pfDeploy(name string, replicas int32, gpus int64, mods ...func(*appsv1.Depl
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: l},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:v1", Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI), corev1.ResourceCPU: resource.MustParse("1")},
-					Limits:   corev1.ResourceList{ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI)},
+					Requests: corev1.ResourceList{vllm.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI), corev1.ResourceCPU: resource.MustParse("1")},
+					Limits:   corev1.ResourceList{vllm.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)},
 				}}}},
 			},
 		},
@@ -120,7 +121,7 @@ func pfUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructured
 func pfOldPods(d *appsv1.Deployment, nodes ...string) []runtime.Object {
 	var out []runtime.Object
 	for i, n := range nodes {
-		q := d.Spec.Template.Spec.Containers[0].Resources.Requests[ResourceGPU]
+		q := d.Spec.Template.Spec.Containers[0].Resources.Requests[vllm.GPUResource]
 		out = append(out, pfPod(fmt.Sprintf("%s-old-%d", d.Name, i), n, q.Value(), d.Spec.Template.Labels))
 	}
 	return out

@@ -10,7 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/vllmctl/vllmctl/release/exitcode"
+	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 // exitInvalid is the contract's exit code for invalid input, which a
@@ -288,7 +289,7 @@ func printedChecks(d DeploymentPreflight) []CapacityCheck {
 	}
 	var out []CapacityCheck
 	for _, c := range d.Checks {
-		gpu := strings.HasSuffix(c.Resource, string(ResourceGPU))
+		gpu := strings.HasSuffix(c.Resource, string(vllm.GPUResource))
 		// The pod-count row on nodes combines all requests: print it when
 		// it is the only one failing.
 		pods := c.Resource == string(corev1.ResourcePods) && c.Quota == ""

@@ -35,6 +35,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/vllm"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -101,7 +102,7 @@ func fakeGPUNode() *corev1.Node {
 		corev1.ResourceCPU:    resource.MustParse("64"),
 		corev1.ResourceMemory: resource.MustParse("512Gi"),
 		corev1.ResourcePods:   resource.MustParse("110"),
-		"nvidia.com/gpu":      resource.MustParse("8"),
+		vllm.GPUResource:      resource.MustParse("8"),
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1", Labels: map[string]string{"kubernetes.io/hostname": "gpu-node-1"}},
