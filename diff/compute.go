@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // DryRunResult is one object of a dry-run apply.
@@ -71,23 +72,13 @@ type Options struct {
 
 // entry is one object whose before and after differ, before rendering.
 type entry struct {
-	ref    Ref
+	ref    object.Ref
 	action Action
 	// before and after are the live object and the object the deploy
 	// would leave, noise stripped; nil for a create / a prune.
 	before, after map[string]any
 	// conflicts are the fields other field managers own (a change only).
 	conflicts []FieldConflict
-}
-
-// key is an object's identity: group, kind, namespace and name.
-type key struct{ group, kind, namespace, name string }
-
-func (r Ref) key() key { return key{r.Group, r.Kind, r.Namespace, r.Name} }
-
-func refOf(obj *unstructured.Unstructured) Ref {
-	gvk := obj.GroupVersionKind()
-	return Ref{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }
 
 // Compute reports what deploying objs (the rendered objects of the
@@ -122,24 +113,24 @@ func compute(ctx context.Context, c Cluster, objs []*unstructured.Unstructured, 
 	if err != nil {
 		return nil, err
 	}
-	rendered := map[key]*unstructured.Unstructured{}
+	rendered := map[object.ID]*unstructured.Unstructured{}
 	for _, o := range objs {
-		ref := refOf(o)
-		rendered[ref.key()] = o
+		ref := object.RefOf(o)
+		rendered[ref.ID()] = o
 		if ref.Namespace == "" {
 			ref.Namespace = opts.Namespace
-			rendered[ref.key()] = o
+			rendered[ref.ID()] = o
 		}
 	}
 
 	var entries []entry
-	current := map[key]bool{}
+	current := map[object.ID]bool{}
 	for _, r := range results {
 		if r.Object == nil {
 			continue
 		}
-		ref := refOf(r.Object)
-		current[ref.key()] = true
+		ref := object.RefOf(r.Object)
+		current[ref.ID()] = true
 		var live *unstructured.Unstructured
 		switch {
 		case r.Unvalidated:
@@ -152,7 +143,7 @@ func compute(ctx context.Context, c Cluster, objs []*unstructured.Unstructured, 
 		}
 		after := StripNoise(r.Object)
 		if live == nil {
-			stripAllocated(after, rendered[ref.key()])
+			stripAllocated(after, rendered[ref.ID()])
 			entries = append(entries, entry{ref: ref, action: ActionCreate, after: after})
 			continue
 		}
@@ -223,24 +214,24 @@ func build(entries []entry) (*Report, error) {
 // prunes returns the objects of opts.Previous that current no longer has
 // and that are live with the release's labels, as a deploy would prune
 // them.
-func (c Cluster) prunes(ctx context.Context, current map[key]bool, opts Options) ([]entry, error) {
+func (c Cluster) prunes(ctx context.Context, current map[object.ID]bool, opts Options) ([]entry, error) {
 	var out []entry
-	seen := map[key]bool{}
+	seen := map[object.ID]bool{}
 	for _, obj := range opts.Previous {
-		ref := refOf(obj)
+		ref := object.RefOf(obj)
 		if ref.Group == "" && ref.Kind == "Namespace" {
 			continue // never pruned
 		}
 		// Still rendered? Its namespace is the written one, or the
 		// release namespace, or none (cluster-scoped): a kind has one
 		// scope, so any match is the object.
-		written := ref.key()
+		written := ref.ID()
 		defaulted := written
-		if defaulted.namespace == "" {
-			defaulted.namespace = opts.Namespace
+		if defaulted.Namespace == "" {
+			defaulted.Namespace = opts.Namespace
 		}
 		scoped := written
-		scoped.namespace = ""
+		scoped.Namespace = ""
 		if current[written] || current[defaulted] || current[scoped] {
 			continue
 		}
@@ -252,10 +243,10 @@ func (c Cluster) prunes(ctx context.Context, current map[key]bool, opts Options)
 			continue // gone, or another owner took it over: a deploy keeps it
 		}
 		ref.Namespace = live.GetNamespace()
-		if current[ref.key()] || seen[ref.key()] {
+		if current[ref.ID()] || seen[ref.ID()] {
 			continue
 		}
-		seen[ref.key()] = true
+		seen[ref.ID()] = true
 		out = append(out, entry{ref: ref, action: ActionPrune, before: StripNoise(live)})
 	}
 	return out, nil
@@ -291,7 +282,7 @@ func sortEntries(entries []entry) {
 func refNames(objs []*unstructured.Unstructured, namespace string) []string {
 	var out []string
 	for _, o := range objs {
-		ref := refOf(o)
+		ref := object.RefOf(o)
 		out = append(out, ref.String())
 		if ref.Namespace == "" {
 			ref.Namespace = namespace

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 func computeScenario(t *testing.T, sc scenario) *Report {
@@ -290,7 +292,7 @@ func TestComputeGetErrorNamesTheObject(t *testing.T) {
 	c := fakeCluster(t, sc.live, nil)
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "web-config", errors.New("no"))
 	c.Get = func(_ context.Context, obj *unstructured.Unstructured, _ string) (*unstructured.Unstructured, error) {
-		return nil, fmt.Errorf("get %s: %w", refOf(obj), forbidden)
+		return nil, fmt.Errorf("get %s: %w", object.RefOf(obj), forbidden)
 	}
 	_, err := Compute(context.Background(), c, sc.rendered[1:2], Options{Release: "web", Namespace: "ns1"})
 	require.Error(t, err)

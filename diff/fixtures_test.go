@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/diff")
@@ -48,21 +50,21 @@ func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) 
 // have no namespace.
 func fakeCluster(t *testing.T, live []*unstructured.Unstructured, dryRun DryRunFunc) Cluster {
 	t.Helper()
-	byKey := map[key]*unstructured.Unstructured{}
+	byKey := map[object.ID]*unstructured.Unstructured{}
 	for _, o := range live {
-		byKey[refOf(o).key()] = o.DeepCopy()
+		byKey[object.RefOf(o).ID()] = o.DeepCopy()
 	}
 	if dryRun == nil {
 		dryRun = mergeDryRun(live, "ns1")
 	}
 	get := func(_ context.Context, obj *unstructured.Unstructured, namespace string) (*unstructured.Unstructured, error) {
-		ref := refOf(obj)
+		ref := object.RefOf(obj)
 		if clusterScoped(ref.Kind) {
 			ref.Namespace = ""
 		} else if ref.Namespace == "" {
 			ref.Namespace = namespace
 		}
-		if o, ok := byKey[ref.key()]; ok {
+		if o, ok := byKey[ref.ID()]; ok {
 			return o.DeepCopy(), nil
 		}
 		return nil, nil
@@ -77,9 +79,9 @@ func clusterScoped(kind string) bool { return kind == "Namespace" || kind == "Cl
 // replaced), with fresh server metadata; a new object gets a uid and, for
 // a Service, the placeholder cluster IP a real dry run answers with.
 func mergeDryRun(live []*unstructured.Unstructured, namespace string) DryRunFunc {
-	byKey := map[key]*unstructured.Unstructured{}
+	byKey := map[object.ID]*unstructured.Unstructured{}
 	for _, o := range live {
-		byKey[refOf(o).key()] = o
+		byKey[object.RefOf(o).ID()] = o
 	}
 	return func(_ context.Context, objs []*unstructured.Unstructured) ([]DryRunResult, error) {
 		var out []DryRunResult
@@ -89,7 +91,7 @@ func mergeDryRun(live []*unstructured.Unstructured, namespace string) DryRunFunc
 				body.SetNamespace(namespace)
 			}
 			var after *unstructured.Unstructured
-			if l, ok := byKey[refOf(body).key()]; ok {
+			if l, ok := byKey[object.RefOf(body).ID()]; ok {
 				after = &unstructured.Unstructured{Object: merge(l.DeepCopy().Object, body.DeepCopy().Object)}
 				if d, ok := body.Object["data"]; ok {
 					after.Object["data"] = d // owned by the applier: keys it drops go

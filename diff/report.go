@@ -8,8 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // Action says what a deploy would do with one object.
@@ -41,36 +42,12 @@ func (a Action) Symbol() string {
 	return "?"
 }
 
-// Ref identifies an object: group, version, kind, namespace and name.
-type Ref struct {
-	Group     string
-	Version   string
-	Kind      string
-	Namespace string
-	Name      string
-}
-
-// APIVersion returns group/version, or the version alone for the core group.
-func (r Ref) APIVersion() string {
-	return schema.GroupVersion{Group: r.Group, Version: r.Version}.String()
-}
-
-// String formats the reference as "apps/v1 Deployment ns/name" (or
-// "v1 Namespace name" for a cluster-scoped object).
-func (r Ref) String() string {
-	name := r.Name
-	if r.Namespace != "" {
-		name = r.Namespace + "/" + r.Name
-	}
-	return r.APIVersion() + " " + r.Kind + " " + name
-}
-
 // ObjectDiff is what a deploy would do with one object.
 type ObjectDiff struct {
 	// Ref identifies the object; Object is its String form.
-	Ref    Ref    `json:"-"`
-	Object string `json:"object"`
-	Action Action `json:"action"`
+	Ref    object.Ref `json:"-"`
+	Object string     `json:"object"`
+	Action Action     `json:"action"`
 	// Diff is a unified diff (3 lines of context) of the object's YAML,
 	// live against dry run, noise removed and Secret values masked. A
 	// created object is all additions, a pruned one all removals.

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // Labels and names the applier relies on (contract: "Release records").
@@ -74,7 +76,7 @@ type ApplyOptions struct {
 	// a conflict is an error.
 	ForceOnConflict bool
 	// Known are live copies of the objects read earlier in the same
-	// operation (a nil value: known absent), by ObjectRef.String(): the
+	// operation (a nil value: known absent), by object.Ref.String(): the
 	// apply does not read them again. Deployments an HPA targets are
 	// always read (the replicas hand-over needs their current owners).
 	Known map[string]*unstructured.Unstructured
@@ -156,7 +158,7 @@ func (c *LiveHPAs) list(namespace string, fn func() ([]unstructured.Unstructured
 
 // ApplyResult reports the apply of one object.
 type ApplyResult struct {
-	Object ObjectRef
+	Object object.Ref
 	Action Action
 	// Live is the object as the server returned it (for a dry run: as it
 	// would be). For an Unvalidated result it is the object that would be
@@ -231,7 +233,7 @@ func (a *Applier) RESTMapper() meta.RESTMapper { return a.mapper }
 
 // planned is one object ready to apply.
 type planned struct {
-	ref     ObjectRef
+	ref     object.Ref
 	mapping *meta.RESTMapping
 	body    *unstructured.Unstructured
 }
@@ -259,25 +261,25 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	}
 	r := a.resolver()
 	plan := make([]planned, 0, len(objs))
-	seen := map[objectKey]bool{}
+	seen := map[object.ID]bool{}
 	for _, obj := range objs {
 		p, err := a.prepare(ctx, r, obj, opts.Namespace)
 		if err != nil {
 			return nil, err
 		}
-		if seen[p.ref.key()] {
+		if seen[p.ref.ID()] {
 			return nil, fmt.Errorf("%s: appears more than once", p.ref)
 		}
-		seen[p.ref.key()] = true
+		seen[p.ref.ID()] = true
 		plan = append(plan, p)
 	}
-	sort.SliceStable(plan, func(i, j int) bool { return isNamespace(plan[i].ref) && !isNamespace(plan[j].ref) })
+	sort.SliceStable(plan, func(i, j int) bool { return plan[i].ref.IsNamespace() && !plan[j].ref.IsNamespace() })
 
 	var results []ApplyResult
 	// missing holds namespaces that a dry run would create: the server
 	// cannot dry-run objects into them.
 	missing := map[string]bool{}
-	if opts.CreateNamespace && opts.Namespace != "" && !seen[objectKey{kind: "Namespace", name: opts.Namespace}] {
+	if opts.CreateNamespace && opts.Namespace != "" && !seen[object.Ref{Kind: "Namespace", Name: opts.Namespace}.ID()] {
 		res, err := a.ensureNamespace(ctx, opts)
 		if err != nil {
 			return nil, err
@@ -300,11 +302,11 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 			results = append(results, ApplyResult{Object: p.ref, Action: ActionCreated, Live: p.body, Unvalidated: true})
 			continue
 		}
-		res, err := a.applyOne(ctx, p, opts, targets[p.ref.key()])
+		res, err := a.applyOne(ctx, p, opts, targets[p.ref.ID()])
 		if err != nil {
 			return results, err
 		}
-		if opts.DryRun && isNamespace(p.ref) && res.Action == ActionCreated {
+		if opts.DryRun && p.ref.IsNamespace() && res.Action == ActionCreated {
 			missing[p.ref.Name] = true
 		}
 		results = append(results, res)
@@ -315,7 +317,7 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 // prepare resolves obj and builds the body to apply: a copy with the
 // namespace set (or cleared) and server-owned metadata removed.
 func (a *Applier) prepare(ctx context.Context, r *resolver, obj *unstructured.Unstructured, defaultNS string) (planned, error) {
-	ref := RefOf(obj)
+	ref := object.RefOf(obj)
 	if ref.Kind == "" || ref.Version == "" {
 		return planned{}, fmt.Errorf("object %q: apiVersion and kind are required", ref.Name)
 	}
@@ -339,7 +341,7 @@ func (a *Applier) prepare(ctx context.Context, r *resolver, obj *unstructured.Un
 // ensureNamespace creates opts.Namespace when it does not exist. It returns
 // a result only when the namespace is (or, in a dry run, would be) created.
 func (a *Applier) ensureNamespace(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
-	ref := ObjectRef{Version: "v1", Kind: "Namespace", Name: opts.Namespace}
+	ref := object.Ref{Version: "v1", Kind: "Namespace", Name: opts.Namespace}
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	client := a.dynamic.Resource(gvr)
 	_, err := client.Get(ctx, opts.Namespace, metav1.GetOptions{})
@@ -379,7 +381,7 @@ func managedBy(obj *unstructured.Unstructured, release string) bool {
 func (a *Applier) applyOne(ctx context.Context, p planned, opts ApplyOptions, hpaTargeted bool) (ApplyResult, error) {
 	client := a.resource(p.mapping, p.ref.Namespace)
 	live, known := opts.Known[p.ref.String()]
-	if !known || (hpaTargeted && isDeployment(p.ref)) {
+	if !known || (hpaTargeted && p.ref.IsDeployment()) {
 		var err error
 		live, err = client.Get(ctx, p.ref.Name, metav1.GetOptions{})
 		switch {
@@ -392,7 +394,7 @@ func (a *Applier) applyOne(ctx context.Context, p planned, opts ApplyOptions, hp
 
 	body := p.body
 	handover := opts.FieldManager + HandoverManagerSuffix
-	if hpaTargeted && isDeployment(p.ref) {
+	if hpaTargeted && p.ref.IsDeployment() {
 		body = body.DeepCopy()
 		unstructured.RemoveNestedField(body.Object, "spec", "replicas")
 		if live != nil && ownsField(live, opts.FieldManager, "spec", "replicas") {
@@ -449,7 +451,7 @@ func (a *Applier) applyOne(ctx context.Context, p planned, opts ApplyOptions, hp
 // while a cached discovery still mapped it), else the object's namespace
 // does not exist (--create-namespace creates the release namespace, when
 // the operation has that flag).
-func applyNotFound(ref ObjectRef, opts ApplyOptions, err error) error {
+func applyNotFound(ref object.Ref, opts ApplyOptions, err error) error {
 	switch {
 	case apierrors.IsUnexpectedServerError(err):
 		return &UnknownKindError{Object: ref, Err: err}

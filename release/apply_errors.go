@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // exitCluster is the contract's exit code for "the cluster refused".
@@ -32,7 +33,7 @@ type FieldConflict struct {
 // fields another field manager owns (exit code 6). Re-applying with
 // ApplyOptions.Force (--force-conflicts) takes them over.
 type FieldConflictError struct {
-	Object    ObjectRef
+	Object    object.Ref
 	Conflicts []FieldConflict
 	// Err is the API server's error.
 	Err error
@@ -109,7 +110,7 @@ var conflictMessage = regexp.MustCompile(`^conflict with ("(?:[^"\\]|\\.)*")(?: 
 
 // conflictError turns an apply conflict into a *FieldConflictError, or
 // returns nil when err is not a field-manager conflict.
-func conflictError(ref ObjectRef, err error) *FieldConflictError {
+func conflictError(ref object.Ref, err error) *FieldConflictError {
 	if !apierrors.IsConflict(err) {
 		return nil
 	}
@@ -148,7 +149,7 @@ func conflictError(ref ObjectRef, err error) *FieldConflictError {
 // even after refreshing discovery (exit code 6: the cluster cannot take the
 // object).
 type UnknownKindError struct {
-	Object ObjectRef
+	Object object.Ref
 	Err    error
 }
 

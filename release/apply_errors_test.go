@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 func applyConflict(causes ...metav1.StatusCause) error {
@@ -23,7 +25,7 @@ func conflictCause(msg, field string) metav1.StatusCause {
 }
 
 func TestConflictError(t *testing.T) {
-	ref := ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "llm", Name: "web"}
+	ref := object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "llm", Name: "web"}
 	cases := []struct {
 		name string
 		err  error

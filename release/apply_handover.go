@@ -12,25 +12,27 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // hpaTargets returns the Deployments among plan that a
 // HorizontalPodAutoscaler targets, from the HPAs being applied and those
 // live in the Deployments' namespaces.
-func (a *Applier) hpaTargets(ctx context.Context, r *resolver, plan []planned, opts ApplyOptions, missing map[string]bool) (map[objectKey]bool, error) {
-	deployments := map[objectKey]bool{}
+func (a *Applier) hpaTargets(ctx context.Context, r *resolver, plan []planned, opts ApplyOptions, missing map[string]bool) (map[object.ID]bool, error) {
+	deployments := map[object.ID]bool{}
 	namespaces := map[string]bool{}
-	applied := map[objectKey]bool{}
+	applied := map[object.ID]bool{}
 	for _, p := range plan {
-		if isDeployment(p.ref) {
-			deployments[p.ref.key()] = true
+		if p.ref.IsDeployment() {
+			deployments[p.ref.ID()] = true
 			namespaces[p.ref.Namespace] = true
 		}
-		if isHPA(p.ref) {
-			applied[p.ref.key()] = true
+		if p.ref.IsHPA() {
+			applied[p.ref.ID()] = true
 		}
 	}
-	targets := map[objectKey]bool{}
+	targets := map[object.ID]bool{}
 	if len(deployments) == 0 {
 		return targets, nil
 	}
@@ -40,7 +42,7 @@ func (a *Applier) hpaTargets(ctx context.Context, r *resolver, plan []planned, o
 		}
 	}
 	for _, p := range plan {
-		if isHPA(p.ref) {
+		if p.ref.IsHPA() {
 			mark(p.body, p.ref.Namespace)
 		}
 	}
@@ -73,9 +75,9 @@ func (a *Applier) hpaTargets(ctx context.Context, r *resolver, plan []planned, o
 		}
 		for i := range items {
 			hpa := &items[i]
-			ref := RefOf(hpa)
+			ref := object.RefOf(hpa)
 			ref.Group = "autoscaling"
-			if opts.Release != "" && !applied[ref.key()] && managedBy(hpa, opts.Release) {
+			if opts.Release != "" && !applied[ref.ID()] && managedBy(hpa, opts.Release) {
 				continue // this release's HPA, about to be pruned
 			}
 			mark(hpa, ns)
@@ -85,15 +87,15 @@ func (a *Applier) hpaTargets(ctx context.Context, r *resolver, plan []planned, o
 }
 
 // hpaTarget returns the Deployment an HPA scales, if it scales one.
-func hpaTarget(hpa *unstructured.Unstructured, ns string) (objectKey, bool) {
+func hpaTarget(hpa *unstructured.Unstructured, ns string) (object.ID, bool) {
 	kind, _, _ := unstructured.NestedString(hpa.Object, "spec", "scaleTargetRef", "kind")
 	name, _, _ := unstructured.NestedString(hpa.Object, "spec", "scaleTargetRef", "name")
 	apiVersion, _, _ := unstructured.NestedString(hpa.Object, "spec", "scaleTargetRef", "apiVersion")
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil || kind != "Deployment" || gv.Group != "apps" || name == "" {
-		return objectKey{}, false
+		return object.ID{}, false
 	}
-	return objectKey{group: "apps", kind: "Deployment", namespace: ns, name: name}, true
+	return object.Ref{Group: "apps", Kind: "Deployment", Namespace: ns, Name: name}.ID(), true
 }
 
 // handOver applies the live replicas value under the handover manager, so

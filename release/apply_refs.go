@@ -9,53 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
-
-// ObjectRef identifies a Kubernetes object. Its identity for pruning and
-// comparison is group, kind, namespace and name; Version is informative.
-type ObjectRef struct {
-	Group     string `json:"group,omitempty"`
-	Version   string `json:"version"`
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
-}
-
-// RefOf returns the reference of obj as it stands (its namespace is not
-// defaulted).
-func RefOf(obj *unstructured.Unstructured) ObjectRef {
-	gvk := obj.GroupVersionKind()
-	return ObjectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-}
-
-// APIVersion returns group/version, or the version alone for the core group.
-func (r ObjectRef) APIVersion() string {
-	return schema.GroupVersion{Group: r.Group, Version: r.Version}.String()
-}
-
-// GroupKind returns the object's group and kind.
-func (r ObjectRef) GroupKind() schema.GroupKind {
-	return schema.GroupKind{Group: r.Group, Kind: r.Kind}
-}
-
-// String formats the reference as "apps/v1 Deployment ns/name" (or
-// "v1 Namespace name" for a cluster-scoped object).
-func (r ObjectRef) String() string {
-	name := r.Name
-	if r.Namespace != "" {
-		name = r.Namespace + "/" + r.Name
-	}
-	return r.APIVersion() + " " + r.Kind + " " + name
-}
-
-// objectKey is an object's identity: group, kind, namespace and name.
-type objectKey struct {
-	group, kind, namespace, name string
-}
-
-func (r ObjectRef) key() objectKey {
-	return objectKey{group: r.Group, kind: r.Kind, namespace: r.Namespace, name: r.Name}
-}
 
 // resolver maps kinds to resources for one operation, resetting the mapper
 // at most once when a kind is unknown (discovery may be stale, e.g. a CRD
@@ -98,7 +54,7 @@ func (r *resolver) mappingIn(ctx context.Context, gk schema.GroupKind, versions 
 // locate returns obj's mapping and namespace: namespaced objects without a
 // namespace get defaultNS, cluster-scoped ones none.
 func (r *resolver) locate(ctx context.Context, obj *unstructured.Unstructured, defaultNS string) (*meta.RESTMapping, string, error) {
-	ref := RefOf(obj)
+	ref := object.RefOf(obj)
 	mapping, err := r.mapping(ctx, obj.GroupVersionKind())
 	if err != nil {
 		if ctxErr := ctx.Err(); errors.Is(ctxErr, context.Canceled) {
@@ -130,9 +86,3 @@ func (a *Applier) resource(mapping *meta.RESTMapping, namespace string) dynamic.
 	}
 	return a.dynamic.Resource(mapping.Resource)
 }
-
-func isNamespace(r ObjectRef) bool { return r.Group == "" && r.Kind == "Namespace" }
-
-func isDeployment(r ObjectRef) bool { return r.Group == "apps" && r.Kind == "Deployment" }
-
-func isHPA(r ObjectRef) bool { return r.Group == "autoscaling" && r.Kind == "HorizontalPodAutoscaler" }

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // resettableMapper learns the kinds of later only when reset.
@@ -59,12 +61,12 @@ func TestApplyUnknownKinds(t *testing.T) {
 
 func TestObjectRefString(t *testing.T) {
 	cases := []struct {
-		ref  ObjectRef
+		ref  object.Ref
 		want string
 	}{
-		{ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ns", Name: "web"}, "apps/v1 Deployment ns/web"},
-		{ObjectRef{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "c"}, "v1 ConfigMap ns/c"},
-		{ObjectRef{Version: "v1", Kind: "Namespace", Name: "ns"}, "v1 Namespace ns"},
+		{object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ns", Name: "web"}, "apps/v1 Deployment ns/web"},
+		{object.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "c"}, "v1 ConfigMap ns/c"},
+		{object.Ref{Version: "v1", Kind: "Namespace", Name: "ns"}, "v1 Namespace ns"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) { assert.Equal(t, tc.want, tc.ref.String()) })

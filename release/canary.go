@@ -19,6 +19,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // Defaults of CanaryOptions.
@@ -153,7 +155,7 @@ type CanaryPhase struct {
 
 // canaryTarget is one Deployment the canary holds.
 type canaryTarget struct {
-	ref      ObjectRef
+	ref      object.Ref
 	replicas int32
 	pods     int32 // canary pods
 }
@@ -182,14 +184,14 @@ const canaryMinReadySeconds = math.MaxInt32 / 2
 func canaryTargets(objs, deployed []*unstructured.Unstructured, live, dryRun map[string]*unstructured.Unstructured, count intstr.IntOrString, namespace string) []canaryTarget {
 	before := map[string]*unstructured.Unstructured{}
 	for _, o := range deployed {
-		if r := refIn(o, namespace); isDeployment(r) {
+		if r := refIn(o, namespace); r.IsDeployment() {
 			before[r.String()] = o
 		}
 	}
 	var out []canaryTarget
 	for _, o := range objs {
 		ref := refIn(o, namespace)
-		if !isDeployment(ref) {
+		if !ref.IsDeployment() {
 			continue
 		}
 		key := ref.String()
@@ -285,7 +287,7 @@ func canaryObjects(objs []*unstructured.Unstructured, targets []canaryTarget, re
 }
 
 // targetOf returns the target of ref, or nil.
-func targetOf(targets []canaryTarget, ref ObjectRef) *canaryTarget {
+func targetOf(targets []canaryTarget, ref object.Ref) *canaryTarget {
 	for i := range targets {
 		t := &targets[i].ref
 		if t.Kind == ref.Kind && t.Group == ref.Group && t.Namespace == ref.Namespace && t.Name == ref.Name {

@@ -101,7 +101,7 @@ func (e *Engine) liveCanaryLeftovers(ctx context.Context, objs []*unstructured.U
 	var live []*unstructured.Unstructured
 	for _, o := range objs {
 		ref := refIn(o, e.Namespace())
-		if !isDeployment(ref) {
+		if !ref.IsDeployment() {
 			continue
 		}
 		l, err := e.Objects.Get(ctx, o, e.Namespace())

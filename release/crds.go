@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // The CustomResourceDefinitions of a chart's crds/ directory (Helm's
@@ -159,8 +160,8 @@ type crdDef struct {
 }
 
 // ref is the CRD's reference.
-func (c crdDef) ref() ObjectRef {
-	return ObjectRef{Group: crdGroup, Version: crdVersion, Kind: crdKind, Name: c.name}
+func (c crdDef) ref() object.Ref {
+	return object.Ref{Group: crdGroup, Version: crdVersion, Kind: crdKind, Name: c.name}
 }
 
 // parseCRD checks one object of crds/ and reads what it defines.
@@ -239,7 +240,7 @@ func parseCRDs(crds, objs []*unstructured.Unstructured) ([]crdDef, error) {
 		def, ok := byKind[gvk.GroupKind()]
 		if ok && !slices.Contains(def.served, gvk.Version) {
 			return nil, fmt.Errorf("%s: %s %s (crds/) serves no version %s (it serves %s)",
-				RefOf(o), crdKind, def.name, gvk.Version, strings.Join(def.served, ", "))
+				object.RefOf(o), crdKind, def.name, gvk.Version, strings.Join(def.served, ", "))
 		}
 	}
 	sort.Slice(defs, func(i, j int) bool { return defs[i].name < defs[j].name })
@@ -400,7 +401,7 @@ func (c *crdObjects) Apply(ctx context.Context, objs []*unstructured.Unstructure
 	}
 	out := make([]ApplyResult, 0, len(results)+len(c.plan.create)+len(pending))
 	for _, r := range results {
-		if isNamespace(r.Object) {
+		if r.Object.IsNamespace() {
 			out = append(out, r)
 		}
 	}
@@ -408,7 +409,7 @@ func (c *crdObjects) Apply(ctx context.Context, objs []*unstructured.Unstructure
 		out = append(out, ApplyResult{Object: cr.def.ref(), Action: ActionCreated, Live: cr.dry, BeforeRead: true})
 	}
 	for _, r := range results {
-		if !isNamespace(r.Object) {
+		if !r.Object.IsNamespace() {
 			out = append(out, r)
 		}
 	}
@@ -421,7 +422,7 @@ func (c *crdObjects) Apply(ctx context.Context, objs []*unstructured.Unstructure
 		case body.GetNamespace() == "":
 			body.SetNamespace(ns)
 		}
-		out = append(out, ApplyResult{Object: RefOf(body), Action: ActionCreated, Live: body, BeforeRead: true})
+		out = append(out, ApplyResult{Object: object.RefOf(body), Action: ActionCreated, Live: body, BeforeRead: true})
 	}
 	return out, nil
 }
@@ -544,7 +545,7 @@ func (e *Engine) createCRDs(ctx context.Context, plan *crdPlan, objs []*unstruct
 			}
 			return err
 		}
-		e.emit(rec.Name, rec.Revision, PhaseCRDs, RefOf(crd).String(), "Established", "")
+		e.emit(rec.Name, rec.Revision, PhaseCRDs, object.RefOf(crd).String(), "Established", "")
 	}
 	return waitKinds(ctx, client, rec.Name, plan, objs)
 }

@@ -19,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 const testCRD = "loraadapters.demo.vllmctl.io"
@@ -231,10 +232,10 @@ func TestCRDObjectsDryRun(t *testing.T) {
 	var sent [][]string
 	inner := &recordingObjects{apply: func(objs []*unstructured.Unstructured, opts ApplyOptions) []ApplyResult {
 		var names []string
-		out := []ApplyResult{{Object: ObjectRef{Version: "v1", Kind: "Namespace", Name: "ml"}, Action: ActionCreated}}
+		out := []ApplyResult{{Object: object.Ref{Version: "v1", Kind: "Namespace", Name: "ml"}, Action: ActionCreated}}
 		for _, o := range objs {
 			names = append(names, o.GetKind())
-			out = append(out, ApplyResult{Object: RefOf(o), Action: ActionCreated})
+			out = append(out, ApplyResult{Object: object.RefOf(o), Action: ActionCreated})
 		}
 		sent = append(sent, names)
 		return out

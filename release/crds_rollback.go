@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // CustomResourceDefinitions on a rollback (see crds.go for the deploy):
@@ -209,7 +210,7 @@ type MissingKind struct {
 	// for it ("": none).
 	CRD string
 	// Objects are the revision's objects of the kind.
-	Objects []ObjectRef
+	Objects []object.Ref
 }
 
 // MissingKindsError reports a rollback refused before the lock: the

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 )
@@ -83,7 +84,7 @@ func (c *crdCluster) unknown(obj *unstructured.Unstructured) error {
 	defer c.mu.Unlock()
 	gk := obj.GroupVersionKind().GroupKind()
 	if c.custom[gk] && !c.served[gk] {
-		return &release.UnknownKindError{Object: release.RefOf(obj), Err: fmt.Errorf("no matches for kind %q in group %q", gk.Kind, gk.Group)}
+		return &release.UnknownKindError{Object: object.RefOf(obj), Err: fmt.Errorf("no matches for kind %q in group %q", gk.Kind, gk.Group)}
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -69,7 +70,7 @@ type deployPlan struct {
 	// was refused: the apply reports it).
 	diff *diff.Report
 	// known are the live objects the dry run read, for the apply, and
-	// dryRun the dry run's outcomes (both by ObjectRef.String()).
+	// dryRun the dry run's outcomes (both by object.Ref.String()).
 	known, dryRun map[string]*unstructured.Unstructured
 
 	// deployed are the objects of the release's deployed revision (nil on
@@ -160,7 +161,7 @@ func (p *deployPlan) adjusts() bool {
 func (p *deployPlan) knownDeployment(namespace string) func(ns, name string) (live, applied *unstructured.Unstructured, ok bool) {
 	refs := map[[2]string]string{}
 	for _, o := range p.objs {
-		if r := refIn(o, namespace); isDeployment(r) {
+		if r := refIn(o, namespace); r.IsDeployment() {
 			refs[[2]string{r.Namespace, r.Name}] = r.String()
 		}
 	}
@@ -208,7 +209,7 @@ func prepareObjects(name string, objs []*unstructured.Unstructured, manifest str
 	override := surge != nil || unavailable != nil
 	if override {
 		for _, o := range out {
-			if isDeployment(RefOf(o)) {
+			if object.RefOf(o).IsDeployment() {
 				if err := preflight.SetStrategy(o, surge, unavailable); err != nil {
 					return nil, "", &InvalidManifestError{Name: name, Err: err}
 				}
@@ -255,7 +256,7 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 		// nothing unavailable: its extra pods must fit.
 		zero := intstr.FromInt32(0)
 		pfOpts.Overrides = func(ns, name string) (*intstr.IntOrString, *intstr.IntOrString) {
-			t := targetOf(targets, ObjectRef{Group: "apps", Kind: "Deployment", Namespace: ns, Name: name})
+			t := targetOf(targets, object.Ref{Group: "apps", Kind: "Deployment", Namespace: ns, Name: name})
 			if t == nil {
 				return nil, nil
 			}
@@ -347,7 +348,7 @@ func (e *Engine) diff(ctx context.Context, name string, entries []Entry, objs []
 }
 
 // diffLive is diff, also returning the live copies of objs it read, by
-// ObjectRef.String() (a nil value: absent): what the deploy's apply need
+// object.Ref.String() (a nil value: absent): what the deploy's apply need
 // not read again, and whose owner the deploy checks; and the dry run's
 // outcome for each object it validated, for the capacity preflight.
 func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, objs []*unstructured.Unstructured,
@@ -379,7 +380,7 @@ func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, obj
 			if r.Object == nil {
 				continue
 			}
-			ref := RefOf(r.Object).String()
+			ref := object.RefOf(r.Object).String()
 			if r.LiveRead {
 				note(ref, r.Live)
 			}
@@ -423,8 +424,8 @@ func (e *Engine) liveCopies(ctx context.Context, objs []*unstructured.Unstructur
 }
 
 // refIn is obj's reference, in namespace when it names none.
-func refIn(obj *unstructured.Unstructured, namespace string) ObjectRef {
-	r := RefOf(obj)
+func refIn(obj *unstructured.Unstructured, namespace string) object.Ref {
+	r := object.RefOf(obj)
 	if r.Namespace == "" && !charts.IsNamespacedKind(obj.GroupVersionKind()) {
 		return r
 	}

@@ -20,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/releasetest"
@@ -133,7 +134,7 @@ func TestDeployFieldConflictMarksFailed(t *testing.T) {
 	f := newEngFixture(t)
 	f.deploy(t, baseSpec())
 	conflict := &release.FieldConflictError{
-		Object:    release.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: engNS, Name: "chat"},
+		Object:    object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: engNS, Name: "chat"},
 		Conflicts: []release.FieldConflict{{Manager: "kubectl-scale", Field: ".spec.replicas"}},
 		Err:       apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "chat", errors.New("conflict")),
 	}
@@ -299,7 +300,7 @@ func TestDeployPrunesOnlyAfterHealthy(t *testing.T) {
 	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
 	require.NoError(t, err)
 	assert.Contains(t, res.Description, "took ownership of v1 ConfigMap ml/chat-config")
-	assert.Equal(t, []release.ObjectRef{{Version: "v1", Kind: "ConfigMap", Namespace: engNS, Name: "chat-extra"}}, res.Pruned)
+	assert.Equal(t, []object.Ref{{Version: "v1", Kind: "ConfigMap", Namespace: engNS, Name: "chat-extra"}}, res.Pruned)
 	assert.Nil(t, f.configMap("chat-extra"))
 	assert.NotNil(t, f.configMap("someone-else"), "objects of no release are never touched")
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // fakeApplyGetter records the apply options and answers Get with err.
@@ -26,7 +27,7 @@ func (f *fakeApplyGetter) Apply(_ context.Context, objs []*unstructured.Unstruct
 	f.opts = opts
 	var out []ApplyResult
 	for _, o := range objs {
-		out = append(out, ApplyResult{Object: RefOf(o), Action: ActionCreated, Live: o, Unvalidated: true, Conflict: f.conflict})
+		out = append(out, ApplyResult{Object: object.RefOf(o), Action: ActionCreated, Live: o, Unvalidated: true, Conflict: f.conflict})
 	}
 	return out, nil
 }
@@ -51,7 +52,7 @@ func TestNewDiffCluster(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ApplyOptions{Namespace: "ns", DryRun: true, ForceOnConflict: true}, f.opts, "without --force-conflicts, conflicts are previewed forced")
 
-	f.conflict = &FieldConflictError{Object: RefOf(cm), Conflicts: []FieldConflict{
+	f.conflict = &FieldConflictError{Object: object.RefOf(cm), Conflicts: []FieldConflict{
 		{Manager: "kubectl-scale", Subresource: "scale", Field: ".spec.replicas"}, {Manager: "kubectl-set", Field: ".data.x"},
 	}}
 	res, err = NewDiffCluster(f, ApplyOptions{Namespace: "ns"}).DryRun(ctx, []*unstructured.Unstructured{cm})
@@ -74,7 +75,7 @@ func TestNewDiffCluster(t *testing.T) {
 	}{
 		{"found", nil, false, false},
 		{"not found", apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "c"), true, false},
-		{"kind not served", &UnknownKindError{Object: RefOf(cm), Err: errors.New("no match")}, true, false},
+		{"kind not served", &UnknownKindError{Object: object.RefOf(cm), Err: errors.New("no match")}, true, false},
 		{"other errors pass", forbidden, true, true},
 	}
 	for _, tc := range cases {

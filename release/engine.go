@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -159,7 +160,7 @@ type Result struct {
 	DryRun bool `json:"dryRun,omitempty"`
 	// Pruned are the objects deleted because the revision no longer has
 	// them.
-	Pruned []ObjectRef `json:"pruned,omitempty"`
+	Pruned []object.Ref `json:"pruned,omitempty"`
 	// CRDs are the CustomResourceDefinitions (crds/ of the chart) the
 	// revision created.
 	CRDs []string `json:"crds,omitempty"`
@@ -588,12 +589,12 @@ func applyFailure(err error) *Failure {
 
 // pruneObjects deletes the objects of previous that objs no longer has and
 // reports them; it returns the deleted ones.
-func (e *Engine) pruneObjects(ctx context.Context, rec *Release, previous, objs []*unstructured.Unstructured) ([]ObjectRef, error) {
+func (e *Engine) pruneObjects(ctx context.Context, rec *Release, previous, objs []*unstructured.Unstructured) ([]object.Ref, error) {
 	if len(previous) == 0 {
 		return nil, nil
 	}
 	results, err := e.Objects.Prune(ctx, previous, objs, PruneOptions{Release: rec.Name, Namespace: e.Namespace()})
-	var pruned []ObjectRef
+	var pruned []object.Ref
 	for _, r := range results {
 		e.emit(rec.Name, rec.Revision, PhasePrune, r.Object.String(), string(r.Action), r.Reason)
 		if r.Action == PruneDeleted {

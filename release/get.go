@@ -6,6 +6,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // Get reads the live copy of obj (as a manifest lists it) from the
@@ -19,7 +21,7 @@ func (a *Applier) Get(ctx context.Context, obj *unstructured.Unstructured, names
 	if err != nil {
 		return nil, err
 	}
-	ref := RefOf(obj)
+	ref := object.RefOf(obj)
 	ref.Namespace = ns
 	live, err := a.resource(mapping, ns).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {

@@ -8,12 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // ForeignObject is an existing object a release would write that is not
 // the release's: another release's, or created by other means.
 type ForeignObject struct {
-	Object ObjectRef `json:"object"`
+	Object object.Ref `json:"object"`
 	// Owner is who has it: "release X" (another vllmctl release) or its
 	// field managers.
 	Owner string `json:"owner"`
@@ -49,7 +50,7 @@ func foreignObjects(name string, live []*unstructured.Unstructured) []ForeignObj
 		if o == nil || managedBy(o, name) {
 			continue
 		}
-		out = append(out, ForeignObject{Object: RefOf(o), Owner: ownerOf(o)})
+		out = append(out, ForeignObject{Object: object.RefOf(o), Owner: ownerOf(o)})
 	}
 	return out
 }

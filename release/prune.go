@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // PruneOptions tune [Applier.Prune].
@@ -48,7 +49,7 @@ const (
 // PruneResult reports what pruning did with one object of the previous
 // revision that the new one no longer has.
 type PruneResult struct {
-	Object ObjectRef
+	Object object.Ref
 	Action PruneAction
 	Reason string
 }
@@ -69,23 +70,23 @@ func (a *Applier) Prune(ctx context.Context, previous, current []*unstructured.U
 		return nil, fmt.Errorf("prune: %w", err)
 	}
 	r := a.resolver()
-	keep := map[objectKey]bool{}
+	keep := map[object.ID]bool{}
 	for _, obj := range current {
-		keep[a.identity(ctx, r, obj, opts.Namespace).key()] = true
+		keep[a.identity(ctx, r, obj, opts.Namespace).ID()] = true
 	}
 
 	// previous may hold several revisions' manifests, oldest first: the
 	// newest copy of an object is the one pruned, and an object listed
 	// twice is pruned once.
 	var doomed []*unstructured.Unstructured
-	refs := map[*unstructured.Unstructured]ObjectRef{}
+	refs := map[*unstructured.Unstructured]object.Ref{}
 	for i := len(previous) - 1; i >= 0; i-- {
 		obj := previous[i]
 		ref := a.identity(ctx, r, obj, opts.Namespace)
-		if keep[ref.key()] {
+		if keep[ref.ID()] {
 			continue
 		}
-		keep[ref.key()] = true
+		keep[ref.ID()] = true
 		doomed = append(doomed, obj)
 		refs[obj] = ref
 	}
@@ -104,8 +105,8 @@ func (a *Applier) Prune(ctx context.Context, previous, current []*unstructured.U
 
 // identity returns obj's reference with its namespace resolved. A kind the
 // cluster does not serve is assumed namespaced.
-func (a *Applier) identity(ctx context.Context, r *resolver, obj *unstructured.Unstructured, defaultNS string) ObjectRef {
-	ref := RefOf(obj)
+func (a *Applier) identity(ctx context.Context, r *resolver, obj *unstructured.Unstructured, defaultNS string) object.Ref {
+	ref := object.RefOf(obj)
 	_, ns, err := r.locate(ctx, obj, defaultNS)
 	if err != nil {
 		if ref.Namespace == "" {
@@ -117,8 +118,8 @@ func (a *Applier) identity(ctx context.Context, r *resolver, obj *unstructured.U
 	return ref
 }
 
-func (a *Applier) pruneOne(ctx context.Context, r *resolver, obj *unstructured.Unstructured, ref ObjectRef, opts PruneOptions) (PruneResult, error) {
-	if isNamespace(ref) {
+func (a *Applier) pruneOne(ctx context.Context, r *resolver, obj *unstructured.Unstructured, ref object.Ref, opts PruneOptions) (PruneResult, error) {
+	if ref.IsNamespace() {
 		return PruneResult{Object: ref, Action: PruneKept, Reason: "namespaces are never pruned"}, nil
 	}
 	mapping, err := r.mapping(ctx, obj.GroupVersionKind())

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 func labelled(obj *unstructured.Unstructured, release string) *unstructured.Unstructured {
@@ -222,7 +224,7 @@ spec:
 			require.NoError(t, err)
 			var got []string
 			for _, o := range objs {
-				got = append(got, RefOf(o).String())
+				got = append(got, object.RefOf(o).String())
 			}
 			assert.Equal(t, tc.want, got)
 		})

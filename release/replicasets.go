@@ -20,6 +20,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -36,14 +37,14 @@ func CurrentReplicaSets(ctx context.Context, client kubernetes.Interface, objs [
 }
 
 // currentReplicaSetsFrom is CurrentReplicaSets starting from the
-// Deployments as an apply just returned them (by ObjectRef.String(); a
+// Deployments as an apply just returned them (by object.Ref.String(); a
 // missing one is read), so that none is read again.
 func currentReplicaSetsFrom(ctx context.Context, client kubernetes.Interface, objs []*unstructured.Unstructured, namespace string,
 	applied map[string]*unstructured.Unstructured) ([]ReplicaSetRef, error) {
 	var refs []ReplicaSetRef
 	for _, obj := range objs {
-		ref := RefOf(obj)
-		if !isDeployment(ref) {
+		ref := object.RefOf(obj)
+		if !ref.IsDeployment() {
 			continue
 		}
 		ns := ref.Namespace

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 	"github.com/vllmctl/vllmctl/wait"
@@ -60,7 +61,7 @@ func TestRollbackToRevision(t *testing.T) {
 	port, _, _ := unstructured.NestedSlice(f.cluster.Object("", "Service", engNS, "chat").Object, "spec", "ports")
 	assert.Equal(t, int64(8000), port[0].(map[string]any)["port"], "Service restored")
 	assert.Nil(t, f.configMap("chat-extra"), "revision 3's extra object is pruned")
-	assert.Equal(t, []release.ObjectRef{{Version: "v1", Kind: "ConfigMap", Namespace: engNS, Name: "chat-extra"}}, res.Pruned)
+	assert.Equal(t, []object.Ref{{Version: "v1", Kind: "ConfigMap", Namespace: engNS, Name: "chat-extra"}}, res.Pruned)
 	assert.Positive(t, f.phases()[release.PhaseRollback], "verification reported")
 }
 

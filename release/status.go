@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // Live statuses Status reports besides kstatus' own (InProgress, Current,
@@ -57,7 +59,7 @@ type StatusReport struct {
 
 // LiveObject is an object of the revision and its live status.
 type LiveObject struct {
-	Object ObjectRef `json:"object"`
+	Object object.Ref `json:"object"`
 	// Status is the kstatus status (Current, InProgress, Failed,
 	// Terminating, Unknown) or NotFound.
 	Status  string `json:"status"`
@@ -116,7 +118,7 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *Release) (*StatusReport, e
 		return nil, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 	}
 	for _, obj := range objs {
-		ref := RefOf(obj)
+		ref := object.RefOf(obj)
 		if ref.Namespace == "" {
 			ref.Namespace = s.Namespace()
 		}
@@ -131,7 +133,7 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *Release) (*StatusReport, e
 			}
 			lo.Status, lo.Message = string(kstatus.UnknownStatus), err.Error()
 		default:
-			lo.Object = RefOf(live)
+			lo.Object = object.RefOf(live)
 			if lo.Object.Group == "" && lo.Object.Kind == "" {
 				lo.Object = ref
 			}
@@ -148,7 +150,7 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *Release) (*StatusReport, e
 		}
 		rep.Objects = append(rep.Objects, lo)
 
-		if isDeployment(ref) {
+		if ref.IsDeployment() {
 			serving, err := ServingReplicaSets(ctx, s.Client, ref.Namespace, ref.Name)
 			if err != nil && !apierrors.IsNotFound(err) {
 				return nil, err

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // UninstallOptions are the inputs of an uninstall.
@@ -36,7 +37,7 @@ type UninstallResult struct {
 	// Status is uninstalled; with the records deleted it reports that too.
 	Status Status `json:"status"`
 	// Deleted are the objects deleted (foreground), in deletion order.
-	Deleted []ObjectRef `json:"deleted"`
+	Deleted []object.Ref `json:"deleted"`
 	// Kept are the objects left alone (not managed by the release any
 	// more, namespaces), with why.
 	Kept []PruneResult `json:"kept,omitempty"`
@@ -82,7 +83,7 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 	if err != nil {
 		return nil, err
 	}
-	res := &UninstallResult{Release: opts.Name, Namespace: u.Namespace(), Deleted: []ObjectRef{}, KeptHistory: opts.KeepHistory}
+	res := &UninstallResult{Release: opts.Name, Namespace: u.Namespace(), Deleted: []object.Ref{}, KeptHistory: opts.KeepHistory}
 	if last.Status == StatusUninstalled && opts.KeepHistory {
 		// Already uninstalled with its history kept: nothing to do.
 		res.Revision, res.Status = last.Revision, last.Status
@@ -185,7 +186,7 @@ func (u *Uninstaller) liveObjects(ctx context.Context, rec *Release) ([]*unstruc
 	seen := map[key]bool{}
 	var out []*unstructured.Unstructured
 	for _, o := range objs {
-		ref := RefOf(o)
+		ref := object.RefOf(o)
 		k := key{ref.Group, ref.Kind, ref.Namespace, ref.Name}
 		if seen[k] {
 			continue

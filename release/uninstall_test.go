@@ -8,12 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
-func refStrings(refs []release.ObjectRef) []string {
+func refStrings(refs []object.Ref) []string {
 	out := make([]string, len(refs))
 	for i, r := range refs {
 		out[i] = r.String()

@@ -5,12 +5,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
 func TestWaitDrift(t *testing.T) {
 	rec := &Release{Revision: 3, ReplicaSets: []ReplicaSetRef{{Deployment: "chat", Name: "chat-aaa", PodTemplateHash: "aaa", Revision: 3}}}
-	dep := wait.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ml", Name: "chat"}
+	dep := object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ml", Name: "chat"}
 	tests := []struct {
 		name string
 		ev   wait.Event
@@ -19,7 +20,7 @@ func TestWaitDrift(t *testing.T) {
 		{"no rollout progress", wait.Event{Object: dep}, ""},
 		{"new ReplicaSet not known yet", wait.Event{Object: dep, Rollout: &wait.RolloutProgress{Deployment: "chat"}}, ""},
 		{"the recorded ReplicaSet", wait.Event{Object: dep, Rollout: &wait.RolloutProgress{NewReplicaSet: "chat-aaa", PodTemplateHash: "aaa"}}, ""},
-		{"another Deployment", wait.Event{Object: wait.ObjectRef{Kind: "Deployment", Name: "other"},
+		{"another Deployment", wait.Event{Object: object.Ref{Kind: "Deployment", Name: "other"},
 			Rollout: &wait.RolloutProgress{NewReplicaSet: "other-bbb", PodTemplateHash: "bbb"}}, ""},
 		{"changed outside vllmctl", wait.Event{Object: dep, Rollout: &wait.RolloutProgress{NewReplicaSet: "chat-bbb", PodTemplateHash: "bbb"}},
 			"rolling out ReplicaSet chat-bbb (pod-template-hash bbb), not revision 3's chat-aaa (pod-template-hash aaa): the pod template was changed outside vllmctl"},

@@ -14,7 +14,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/polling/event"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/watcher"
-	"sigs.k8s.io/cli-utils/pkg/object"
+	clobject "sigs.k8s.io/cli-utils/pkg/object"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // KstatusWaiter waits with the kstatus status watcher of cli-utils: shared
@@ -166,13 +168,13 @@ func (w *KstatusWaiter) Wait(ctx context.Context, objs []*unstructured.Unstructu
 // identify returns the watcher's identifiers of objs, with the namespace
 // defaulted, and fills res.Objects (status Unknown) in order, without
 // duplicates.
-func (w *KstatusWaiter) identify(ctx context.Context, objs []*unstructured.Unstructured, namespace string, res *Result) (object.ObjMetadataSet, map[object.ObjMetadata]int, error) {
-	var ids object.ObjMetadataSet
-	index := map[object.ObjMetadata]int{}
+func (w *KstatusWaiter) identify(ctx context.Context, objs []*unstructured.Unstructured, namespace string, res *Result) (clobject.ObjMetadataSet, map[clobject.ObjMetadata]int, error) {
+	var ids clobject.ObjMetadataSet
+	index := map[clobject.ObjMetadata]int{}
 	reset := false
 	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
-		ref := ObjectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+		ref := object.Ref{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 		if ref.Namespace == "" && namespace != "" {
 			m := meta.ToRESTMapperWithContext(w.mapper)
 			mapping, err := m.RESTMappingWithContext(ctx, gvk.GroupKind(), gvk.Version)
@@ -190,7 +192,7 @@ func (w *KstatusWaiter) identify(ctx context.Context, objs []*unstructured.Unstr
 				ref.Namespace = namespace
 			}
 		}
-		id := object.ObjMetadata{Namespace: ref.Namespace, Name: ref.Name, GroupKind: gvk.GroupKind()}
+		id := clobject.ObjMetadata{Namespace: ref.Namespace, Name: ref.Name, GroupKind: gvk.GroupKind()}
 		if _, dup := index[id]; dup {
 			continue
 		}

@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/polling/event"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/watcher"
-	"sigs.k8s.io/cli-utils/pkg/object"
+	clobject "sigs.k8s.io/cli-utils/pkg/object"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 const ns = "llm"
@@ -27,11 +29,11 @@ const ns = "llm"
 type scriptedWatcher struct {
 	events []event.Event
 	mu     sync.Mutex
-	ids    object.ObjMetadataSet
+	ids    clobject.ObjMetadataSet
 	opts   watcher.Options
 }
 
-func (w *scriptedWatcher) Watch(ctx context.Context, ids object.ObjMetadataSet, opts watcher.Options) <-chan event.Event {
+func (w *scriptedWatcher) Watch(ctx context.Context, ids clobject.ObjMetadataSet, opts watcher.Options) <-chan event.Event {
 	w.mu.Lock()
 	w.ids, w.opts = ids, opts
 	w.mu.Unlock()
@@ -67,11 +69,11 @@ func obj(apiVersion, kind, namespace, name string) *unstructured.Unstructured {
 	return o
 }
 
-func id(group, kind, namespace, name string) object.ObjMetadata {
-	return object.ObjMetadata{GroupKind: schema.GroupKind{Group: group, Kind: kind}, Namespace: namespace, Name: name}
+func id(group, kind, namespace, name string) clobject.ObjMetadata {
+	return clobject.ObjMetadata{GroupKind: schema.GroupKind{Group: group, Kind: kind}, Namespace: namespace, Name: name}
 }
 
-func update(i object.ObjMetadata, s status.Status, msg string) event.Event {
+func update(i clobject.ObjMetadata, s status.Status, msg string) event.Event {
 	return event.Event{Type: event.ResourceUpdateEvent, Resource: &event.ResourceStatus{Identifier: i, Status: s, Message: msg}}
 }
 
@@ -120,8 +122,8 @@ func TestKstatusWaiter(t *testing.T) {
 			wantOutcome: OutcomeFailed,
 			wantErrIs:   ErrFailed,
 			wantNot: []ObjectStatus{
-				{Object: ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: StatusFailed, Message: "Progress deadline exceeded"},
-				{Object: ObjectRef{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: "cfg"}, Status: StatusInProgress},
+				{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: StatusFailed, Message: "Progress deadline exceeded"},
+				{Object: object.Ref{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: "cfg"}, Status: StatusInProgress},
 			},
 		},
 		{
@@ -134,7 +136,7 @@ func TestKstatusWaiter(t *testing.T) {
 			wantOutcome: OutcomeTimeout,
 			wantErrIs:   ErrTimeout,
 			wantNot: []ObjectStatus{
-				{Object: ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: StatusInProgress, Message: "Available: 0/1"},
+				{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: StatusInProgress, Message: "Available: 0/1"},
 			},
 		},
 		{
@@ -144,7 +146,7 @@ func TestKstatusWaiter(t *testing.T) {
 			wantOutcome: OutcomeTimeout,
 			wantErrIs:   ErrTimeout,
 			wantNot: []ObjectStatus{
-				{Object: ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: StatusNotFound, Message: "not found"},
+				{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: StatusNotFound, Message: "not found"},
 			},
 		},
 		{
@@ -155,8 +157,8 @@ func TestKstatusWaiter(t *testing.T) {
 			wantOutcome: OutcomeTimeout,
 			wantErrIs:   ErrTimeout,
 			wantNot: []ObjectStatus{
-				{Object: ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: StatusUnknown, Message: "boom"},
-				{Object: ObjectRef{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: "cfg"}, Status: StatusUnknown},
+				{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: StatusUnknown, Message: "boom"},
+				{Object: object.Ref{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: "cfg"}, Status: StatusUnknown},
 			},
 		},
 	}
@@ -177,7 +179,7 @@ func TestKstatusWaiter(t *testing.T) {
 			res, err := w.Wait(context.Background(), objects(), Options{Timeout: tc.timeout, Namespace: ns, Events: events})
 			<-done // Wait closed the channel
 			assert.Equal(t, tc.wantOutcome, res.Outcome)
-			assert.Equal(t, object.ObjMetadataSet{web, cfg}, sw.ids, "namespace defaulted, in order")
+			assert.Equal(t, clobject.ObjMetadataSet{web, cfg}, sw.ids, "namespace defaulted, in order")
 			require.Len(t, res.Objects, 2)
 			if tc.wantErrIs == nil {
 				require.NoError(t, err)
@@ -248,7 +250,7 @@ func TestKstatusWaiterEnds(t *testing.T) {
 		res, err := NewKstatusWaiterWithWatcher(sw, testMapper()).Wait(context.Background(), objs, Options{Namespace: ns, Timeout: time.Second})
 		require.NoError(t, err)
 		assert.Len(t, res.Objects, 2)
-		assert.Equal(t, object.ObjMetadataSet{id("", "Namespace", "", ns), cfg}, sw.ids)
+		assert.Equal(t, clobject.ObjMetadataSet{id("", "Namespace", "", ns), cfg}, sw.ids)
 		assert.Equal(t, watcher.RESTScopeNamespace, sw.opts.RESTScopeStrategy, "no cluster-wide watch of namespaced kinds")
 	})
 }

@@ -12,9 +12,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
-var depRef = ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "chat"}
+var depRef = object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "chat"}
 
 // progressEvents is a rollout as a RolloutWatcher reports it: progress, a
 // warning about an old pod, a Service becoming Current, the end.
@@ -28,7 +30,7 @@ func progressEvents() []Event {
 		{Time: at(0), Object: depRef, Status: StatusInProgress, Message: "1 out of 2 new replicas have been updated", Rollout: p(1, 2, 2, VerdictProgressing, "")},
 		{Time: at(1), Object: depRef, Status: StatusInProgress, Message: "1 out of 2 new replicas have been updated",
 			Rollout: p(1, 2, 2, VerdictProgressing, "pod chat-5f4d7b9c8-x2k4q (old ReplicaSet chat-5f4d7b9c8): Warning BackOff: Back-off restarting failed container")},
-		{Time: at(2), Object: ObjectRef{Version: "v1", Kind: "Service", Namespace: ns, Name: "chat"}, Status: StatusCurrent, Message: "Service is ready"},
+		{Time: at(2), Object: object.Ref{Version: "v1", Kind: "Service", Namespace: ns, Name: "chat"}, Status: StatusCurrent, Message: "Service is ready"},
 		{Time: at(3), Object: depRef, Status: StatusInProgress, Message: "1 of 2 updated replicas are available", Rollout: p(2, 2, 1, VerdictProgressing, "")},
 		{Time: at(4), Object: depRef, Status: StatusCurrent, Message: "successfully rolled out", Rollout: p(2, 2, 2, VerdictRolledOut, "")},
 	}
@@ -64,7 +66,7 @@ func TestPlainPrinterFailure(t *testing.T) {
 	require.NoError(t, p.Print(Event{Time: t0, Object: depRef, Status: StatusFailed,
 		Message: "OOMKilled: pod chat-7d9f8c6b5-abcde (node gpu-node-1), container vllm, exit code 137: OOMKilled, exit code 137",
 		Rollout: &RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-7d9f8c6b5", Desired: 2, Updated: 1, Ready: 2, Available: 2, Verdict: VerdictOOMKilled}}))
-	require.NoError(t, p.Print(Event{Time: t0, Object: ObjectRef{Version: "v1", Kind: "ConfigMap", Name: "cfg"}, Status: StatusNotFound, Message: "not found"}))
+	require.NoError(t, p.Print(Event{Time: t0, Object: object.Ref{Version: "v1", Kind: "ConfigMap", Name: "cfg"}, Status: StatusNotFound, Message: "not found"}))
 	assert.Equal(t, `2026-11-30T01:02:03Z deployment/chat: 1/2 updated, 2 ready, 2 available (new rs chat-7d9f8c6b5): failed: OOMKilled: pod chat-7d9f8c6b5-abcde (node gpu-node-1), container vllm, exit code 137: OOMKilled, exit code 137
 2026-11-30T01:02:03Z configmap/cfg: NotFound: not found
 `, b.String())

@@ -6,6 +6,8 @@ package wait
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // RolloutProgress is where a Deployment's rollout stands, as a
@@ -50,7 +52,7 @@ type RolloutProgress struct {
 // objectName names an object as kubectl does in its output: lower-case kind
 // and name, "deployment/chat" (kind.group/name outside the core and apps
 // groups).
-func objectName(r ObjectRef) string {
+func objectName(r object.Ref) string {
 	kind := strings.ToLower(r.Kind)
 	if r.Group != "" && r.Group != "apps" {
 		kind += "." + r.Group

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/clock"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // RolloutWatcher waits for Deployments to roll out and detects failed
@@ -141,7 +143,7 @@ type rolloutRun struct {
 // deployWatch follows one Deployment.
 type deployWatch struct {
 	idx       int
-	ref       ObjectRef
+	ref       object.Ref
 	namespace string
 	name      string
 	object    string // "deployment/chat"

@@ -14,6 +14,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/clock"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // loop is the state of the run loop of one Wait.
@@ -340,10 +342,10 @@ func (r *rolloutRun) timedOut(ctx context.Context, timer bool) (Result, error) {
 // identify sorts objs into Deployments and others and fills res.Objects in
 // order, without duplicates.
 func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
-	seen := map[ObjectRef]bool{}
+	seen := map[object.Ref]bool{}
 	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
-		ref := ObjectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+		ref := object.Ref{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 		isDeployment := gvk.Group == appsv1.GroupName && gvk.Kind == "Deployment"
 		if isDeployment && ref.Namespace == "" {
 			if r.opts.Namespace == "" {
@@ -393,7 +395,7 @@ func (r *rolloutRun) otherIndex(i int) int {
 
 // findOther returns the Result index of another object's status, matching
 // on group, kind and name, and on namespace when ours has one.
-func (r *rolloutRun) findOther(ref ObjectRef) int {
+func (r *rolloutRun) findOther(ref object.Ref) int {
 	for i, s := range r.res.Objects {
 		o := s.Object
 		if o.Group == ref.Group && o.Kind == ref.Kind && o.Name == ref.Name && (o.Namespace == "" || o.Namespace == ref.Namespace) {

@@ -28,6 +28,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 const depUID = types.UID("dep-uid")
@@ -624,7 +626,7 @@ func TestRolloutWatcherSucceeds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, OutcomeCurrent, res.Outcome)
 	assert.Nil(t, res.Diagnosis)
-	assert.Equal(t, []ObjectStatus{{Object: ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "chat"},
+	assert.Equal(t, []ObjectStatus{{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "chat"},
 		Status: StatusCurrent, Message: "successfully rolled out"}}, res.Objects)
 
 	events := h.eventsCopy()
@@ -744,7 +746,7 @@ func (s *stubWaiter) Wait(ctx context.Context, objs []*unstructured.Unstructured
 			return Result{Outcome: OutcomeCanceled}, ctx.Err()
 		}
 	}
-	ref := ObjectRef{Version: "v1", Kind: "Service", Namespace: opts.Namespace, Name: "chat"}
+	ref := object.Ref{Version: "v1", Kind: "Service", Namespace: opts.Namespace, Name: "chat"}
 	st := ObjectStatus{Object: ref, Status: s.status, Message: "msg"}
 	select {
 	case opts.Events <- Event{Time: t0, Object: ref, Status: s.status, Message: "msg"}:

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // hostile are log lines that attack a terminal, a table or a CI summary.
@@ -208,7 +210,7 @@ func TestPrintersSanitize(t *testing.T) {
 		{Time: t0, Object: depRef, Status: StatusFailed, Message: bad,
 			Rollout: &RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-new", Desired: 1, Verdict: VerdictCrashLoop,
 				Cause: CauseUnknown, Evidence: bad, Hints: []string{bad}}},
-		{Time: t0, Object: ObjectRef{Version: "v1", Kind: "Service", Namespace: ns, Name: "chat"}, Status: StatusUnknown, Message: bad},
+		{Time: t0, Object: object.Ref{Version: "v1", Kind: "Service", Namespace: ns, Name: "chat"}, Status: StatusUnknown, Message: bad},
 	}
 	// A progress line is a timestamp and an object before the sanitised
 	// text.

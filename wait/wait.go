@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // Waiter waits for objects to become Current.
@@ -62,34 +63,12 @@ const (
 	StatusUnknown Status = "Unknown"
 )
 
-// ObjectRef identifies an object.
-type ObjectRef struct {
-	Group     string `json:"group,omitempty"`
-	Version   string `json:"version,omitempty"`
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
-}
-
-// String formats the reference as "apps/v1 Deployment ns/name" (without a
-// version: "Deployment.apps ns/name").
-func (r ObjectRef) String() string {
-	name := r.Name
-	if r.Namespace != "" {
-		name = r.Namespace + "/" + r.Name
-	}
-	if r.Version == "" {
-		return schema.GroupKind{Group: r.Group, Kind: r.Kind}.String() + " " + name
-	}
-	return schema.GroupVersion{Group: r.Group, Version: r.Version}.String() + " " + r.Kind + " " + name
-}
-
 // Event is one change of an object's status during a wait.
 type Event struct {
-	Time    time.Time `json:"time"`
-	Object  ObjectRef `json:"object"`
-	Status  Status    `json:"status"`
-	Message string    `json:"message,omitempty"`
+	Time    time.Time  `json:"time"`
+	Object  object.Ref `json:"object"`
+	Status  Status     `json:"status"`
+	Message string     `json:"message,omitempty"`
 	// Rollout, set by a RolloutWatcher for Deployments, details the
 	// rollout's progress.
 	Rollout *RolloutProgress `json:"rollout,omitempty"`
@@ -97,9 +76,9 @@ type Event struct {
 
 // ObjectStatus is the last known status of an object.
 type ObjectStatus struct {
-	Object  ObjectRef `json:"object"`
-	Status  Status    `json:"status"`
-	Message string    `json:"message,omitempty"`
+	Object  object.Ref `json:"object"`
+	Status  Status     `json:"status"`
+	Message string     `json:"message,omitempty"`
 }
 
 // String formats the status as "apps/v1 Deployment ns/web: InProgress: msg".

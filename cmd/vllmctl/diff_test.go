@@ -19,6 +19,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release"
 )
 
@@ -72,7 +73,7 @@ func (f *diffFixture) Apply(_ context.Context, objs []*unstructured.Unstructured
 	}
 	out := make([]release.ApplyResult, 0, len(objs))
 	for _, o := range objs {
-		r := release.ApplyResult{Object: release.RefOf(o), Live: o.DeepCopy()}
+		r := release.ApplyResult{Object: object.RefOf(o), Live: o.DeepCopy()}
 		if cs := f.conflicts[o.GetKind()+"/"+o.GetName()]; len(cs) > 0 {
 			r.Conflict = &release.FieldConflictError{Object: r.Object}
 			for _, c := range cs {

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/wait"
@@ -108,9 +109,9 @@ func render(r io.Reader, w io.Writer) error {
 }
 
 // waitEvent rebuilds the watcher's event of a wait-phase progress event.
-// Its object is "apps/v1 Deployment ns/name" (see wait.ObjectRef.String).
+// Its object is "apps/v1 Deployment ns/name" (see object.Ref.String).
 func waitEvent(ev release.ProgressEvent) wait.Event {
-	var ref wait.ObjectRef
+	var ref object.Ref
 	if f := strings.Fields(ev.Object); len(f) == 3 {
 		if g, v, ok := strings.Cut(f[0], "/"); ok {
 			ref.Group, ref.Version = g, v

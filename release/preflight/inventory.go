@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // This file holds what the preflight reads from the cluster: the live
@@ -33,7 +34,7 @@ import (
 // liveDeployment reads the live copy of d's Deployment and whether the
 // apply changes its pod template: from what the operation already knows
 // (Options.Known), else by a GET and a dry-run apply.
-func (p *preflighter) liveDeployment(ctx context.Context, d *deploymentInput, ref objectRef) error {
+func (p *preflighter) liveDeployment(ctx context.Context, d *deploymentInput, ref object.Ref) error {
 	e := d.entry
 	if p.opts.Known != nil {
 		if live, applied, ok := p.opts.Known(e.Namespace, e.Name); ok {
@@ -71,7 +72,7 @@ func (p *preflighter) liveDeployment(ctx context.Context, d *deploymentInput, re
 
 // templateChange compares the pod template the apply would produce (a
 // server-side dry-run apply) with the live one.
-func (p *preflighter) templateChange(ctx context.Context, d *deploymentInput, ref objectRef) (TemplateChange, error) {
+func (p *preflighter) templateChange(ctx context.Context, d *deploymentInput, ref object.Ref) (TemplateChange, error) {
 	body := d.obj.DeepCopy()
 	body.SetNamespace(ref.Namespace)
 	for _, f := range []string{"resourceVersion", "uid", "managedFields", "creationTimestamp", "generation", "selfLink", "deletionTimestamp"} {

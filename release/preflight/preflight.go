@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // fieldManager is the server-side apply field manager of the dry run that
@@ -196,16 +198,16 @@ func (p *preflighter) note(format string, a ...any) {
 func (p *preflighter) collect(objs []*unstructured.Unstructured) ([]*deploymentInput, error) {
 	var deps []*deploymentInput
 	for _, obj := range objs {
-		ref := refOf(obj)
+		ref := object.RefOf(obj)
 		ns := obj.GetNamespace()
 		if ns == "" {
 			ns = p.opts.Namespace
 		}
-		if ns == "" && (ref.isDeployment() || ref.isHPA() || ref.Kind == "PodDisruptionBudget" || ref.Kind == "ResourceQuota") {
+		if ns == "" && (ref.IsDeployment() || ref.IsHPA() || ref.Kind == "PodDisruptionBudget" || ref.Kind == "ResourceQuota") {
 			return nil, fmt.Errorf("%s: namespaced object without a namespace, and no release namespace given", ref)
 		}
 		switch {
-		case ref.isDeployment():
+		case ref.IsDeployment():
 			d := &appsv1.Deployment{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, d); err != nil {
 				return nil, fmt.Errorf("%s: read Deployment: %w", ref, err)
@@ -227,7 +229,7 @@ func (p *preflighter) collect(objs []*unstructured.Unstructured) ([]*deploymentI
 			}
 			q.Namespace = ns
 			p.renderedQuotas = append(p.renderedQuotas, q)
-		case ref.isHPA():
+		case ref.IsHPA():
 			if target, ok := hpaTarget(obj); ok {
 				minR, found, _ := unstructured.NestedInt64(obj.Object, "spec", "minReplicas")
 				if !found {
@@ -247,7 +249,7 @@ func (p *preflighter) collect(objs []*unstructured.Unstructured) ([]*deploymentI
 // replica count and the strategy.
 func (p *preflighter) prepare(ctx context.Context, d *deploymentInput) error {
 	e := d.entry
-	ref := refOf(d.obj)
+	ref := object.RefOf(d.obj)
 	ref.Namespace = e.Namespace
 	if p.opts.Skip {
 		// Nothing is read from the cluster: the replica count only
@@ -311,7 +313,7 @@ func (p *preflighter) prepare(ctx context.Context, d *deploymentInput) error {
 func (d *deploymentInput) resolve(maxSurge, maxUnavailable *intstr.IntOrString, replicas int32) (Strategy, error) {
 	s, err := resolveStrategy(d.rendered.Spec.Strategy, maxSurge, maxUnavailable, replicas)
 	if err != nil {
-		ref := refOf(d.obj)
+		ref := object.RefOf(d.obj)
 		ref.Namespace = d.entry.Namespace
 		return s, &StrategyInputError{Object: ref.String(), Reason: err.Error()}
 	}
@@ -320,33 +322,6 @@ func (d *deploymentInput) resolve(maxSurge, maxUnavailable *intstr.IntOrString, 
 
 // msgUnchanged is the message of a Deployment whose apply adds no pod.
 const msgUnchanged = "pod template unchanged: no new pods"
-
-// objectRef names an object in messages exactly as release.ObjectRef does
-// ("apps/v1 Deployment ns/name"); this package cannot import release.
-type objectRef struct {
-	Group, Version, Kind, Namespace, Name string
-}
-
-// refOf returns the reference of obj as it stands (its namespace is not
-// defaulted).
-func refOf(obj *unstructured.Unstructured) objectRef {
-	gvk := obj.GroupVersionKind()
-	return objectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-}
-
-func (r objectRef) String() string {
-	name := r.Name
-	if r.Namespace != "" {
-		name = r.Namespace + "/" + r.Name
-	}
-	return schema.GroupVersion{Group: r.Group, Version: r.Version}.String() + " " + r.Kind + " " + name
-}
-
-func (r objectRef) isDeployment() bool { return r.Group == "apps" && r.Kind == "Deployment" }
-
-func (r objectRef) isHPA() bool {
-	return r.Group == "autoscaling" && r.Kind == "HorizontalPodAutoscaler"
-}
 
 // hpaTarget returns the name of the Deployment an HPA scales, if it scales
 // one.

@@ -1,11 +1,11 @@
 package preflight
 
 import (
-	"k8s.io/kubectl/pkg/util/qos"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/kubectl/pkg/util/qos"
 )
 
 // This file holds ResourceQuota accounting: which hard keys count pods,

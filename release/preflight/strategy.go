@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 )
 
 // SurgePolicy says what the rollout preflight does when a Deployment's
@@ -152,13 +154,13 @@ func SetStrategy(obj *unstructured.Unstructured, surge, unavailable *intstr.IntO
 		return unstructured.SetNestedField(obj.Object, val, "spec", "strategy", "rollingUpdate", field)
 	}
 	if err := unstructured.SetNestedField(obj.Object, string(appsv1.RollingUpdateDeploymentStrategyType), "spec", "strategy", "type"); err != nil {
-		return fmt.Errorf("%s: set strategy: %w", refOf(obj), err)
+		return fmt.Errorf("%s: set strategy: %w", object.RefOf(obj), err)
 	}
 	if err := set(surge, "maxSurge"); err != nil {
-		return fmt.Errorf("%s: set maxSurge: %w", refOf(obj), err)
+		return fmt.Errorf("%s: set maxSurge: %w", object.RefOf(obj), err)
 	}
 	if err := set(unavailable, "maxUnavailable"); err != nil {
-		return fmt.Errorf("%s: set maxUnavailable: %w", refOf(obj), err)
+		return fmt.Errorf("%s: set maxUnavailable: %w", object.RefOf(obj), err)
 	}
 	return nil
 }
@@ -178,7 +180,7 @@ func ApplyOverrides(objs []*unstructured.Unstructured, report *Report) ([]*unstr
 	out := make([]*unstructured.Unstructured, len(objs))
 	copy(out, objs)
 	for i, obj := range objs {
-		if !refOf(obj).isDeployment() {
+		if !object.RefOf(obj).IsDeployment() {
 			continue
 		}
 		ns := obj.GetNamespace()

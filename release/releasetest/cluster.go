@@ -35,6 +35,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/internal/vllm"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
@@ -45,7 +46,7 @@ type objectKey struct {
 	group, kind, namespace, name string
 }
 
-func keyOf(ref release.ObjectRef) objectKey {
+func keyOf(ref object.Ref) objectKey {
 	return objectKey{ref.Group, ref.Kind, ref.Namespace, ref.Name}
 }
 
@@ -121,8 +122,8 @@ func (c *Cluster) Engine(store release.Store, w wait.Waiter, clk release.Clock) 
 
 // ref resolves obj's reference, defaulting the namespace of namespaced
 // kinds.
-func ref(obj *unstructured.Unstructured, namespace string) release.ObjectRef {
-	r := release.RefOf(obj)
+func ref(obj *unstructured.Unstructured, namespace string) object.Ref {
+	r := object.RefOf(obj)
 	if !charts.IsNamespacedKind(obj.GroupVersionKind()) {
 		r.Namespace = ""
 	} else if r.Namespace == "" {
@@ -196,7 +197,7 @@ func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		}
 		c.mu.Unlock()
 		if !ok {
-			results = append(results, release.ApplyResult{Object: release.ObjectRef{Version: "v1", Kind: "Namespace", Name: opts.Namespace}, Action: release.ActionCreated})
+			results = append(results, release.ApplyResult{Object: object.Ref{Version: "v1", Kind: "Namespace", Name: opts.Namespace}, Action: release.ActionCreated})
 		}
 	}
 	for _, obj := range ordered {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -56,7 +57,7 @@ func (w *Waiter) Wait(ctx context.Context, objs []*unstructured.Unstructured, op
 			ns = ""
 		}
 		statuses = append(statuses, wait.ObjectStatus{
-			Object: wait.ObjectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: ns, Name: o.GetName()},
+			Object: object.Ref{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: ns, Name: o.GetName()},
 			Status: wait.StatusCurrent,
 		})
 	}
