@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // The rollout tests deploy the built-in vllm chart as release relName: two
@@ -55,7 +56,7 @@ type rolloutFault struct {
 	name   string
 	args   []string
 	reason string
-	check  func(t *testing.T, f *release.Failure)
+	check  func(t *testing.T, f *wait.Diagnosis)
 }
 
 var rolloutFaults = []rolloutFault{
@@ -63,7 +64,7 @@ var rolloutFaults = []rolloutFault{
 		name:   "crash",
 		args:   []string{"--set", "image.tag=v0.9.1-crash"},
 		reason: "CrashLoopBackOff",
-		check: func(t *testing.T, f *release.Failure) {
+		check: func(t *testing.T, f *wait.Diagnosis) {
 			assert.Equal(t, "server", f.Container)
 			assert.Equal(t, int32(1), f.ExitCode)
 			assert.GreaterOrEqual(t, f.RestartCount, int32(2), "--max-restarts 2")
@@ -74,7 +75,7 @@ var rolloutFaults = []rolloutFault{
 		name:   "oom",
 		args:   []string{"--set", "image.tag=v0.9.1-oom"},
 		reason: "OOMKilled",
-		check: func(t *testing.T, f *release.Failure) {
+		check: func(t *testing.T, f *wait.Diagnosis) {
 			assert.Equal(t, "server", f.Container)
 			assert.Equal(t, int32(137), f.ExitCode)
 		},
@@ -83,7 +84,7 @@ var rolloutFaults = []rolloutFault{
 		name:   "pullerr",
 		args:   []string{"--set", "image.tag=v0.9.1-pullerr"},
 		reason: "ImagePullBackOff",
-		check: func(t *testing.T, f *release.Failure) {
+		check: func(t *testing.T, f *wait.Diagnosis) {
 			assert.Equal(t, "server", f.Container)
 			assert.Equal(t, "ImagePullError", f.Verdict)
 			assert.Contains(t, f.Message, "vllm/vllm-openai:v0.9.1-pullerr")
@@ -95,7 +96,7 @@ var rolloutFaults = []rolloutFault{
 		name:   "unschedulable",
 		args:   []string{"--set", "resources.gpu=16", "--unschedulable-timeout", "5s", "--skip-preflight"},
 		reason: "Unschedulable",
-		check: func(t *testing.T, f *release.Failure) {
+		check: func(t *testing.T, f *wait.Diagnosis) {
 			assert.Contains(t, f.Message, "Insufficient nvidia.com/gpu")
 			assert.Contains(t, f.Message, "unschedulable for 5s")
 		},

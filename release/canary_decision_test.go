@@ -164,7 +164,7 @@ func TestRecordsNeverHoldSecretValues(t *testing.T) {
 
 	b64 := base64.StdEncoding.EncodeToString([]byte(secret))
 	rec := &Release{Name: "chat", Revision: 1, Status: StatusFailed, Description: "Upgrade failed: got " + secret,
-		Failure: &Failure{Reason: "CanaryGateFailed", Message: "gate said " + secret, Evidence: "got " + b64,
+		Failure: &wait.Diagnosis{Reason: "CanaryGateFailed", Message: "gate said " + secret, Evidence: "got " + b64,
 			LogTail: []string{"token=" + secret}, Events: []string{secret}, Hints: []string{secret}, LogNote: secret},
 		Canary: &CanaryReport{Reason: "exited 1: " + secret, Gate: &GateResult{Command: "curl -H 'Authorization: " + secret + "'",
 			OutputTail: []string{"got " + secret, "base64 " + b64}}}}

@@ -113,7 +113,7 @@ func (c *canaryDeploy) applied(objs []*unstructured.Unstructured) []*unstructure
 // rollout does: the wait's result and error, and the diagnosis when the
 // canary found it itself (a refusing gate).
 func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *Release, c *canaryDeploy, applyOpts ApplyOptions,
-	remaining func() time.Duration) (wait.Result, *Failure, error) {
+	remaining func() time.Duration) (wait.Result, *wait.Diagnosis, error) {
 	o := *p.opts.Canary
 	ns := d.Namespace()
 	goal := wait.CanaryGoal{Pods: map[string]int32{}, MaxRestarts: o.MaxRestarts}

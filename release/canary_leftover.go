@@ -8,6 +8,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // A canary left behind: a Deployment that still carries a canary's
@@ -118,8 +120,8 @@ func (e *Engine) liveCanaryLeftovers(ctx context.Context, objs []*unstructured.U
 
 // canaryLeftoverFailure is the diagnosis of a wait on a revision whose
 // Deployment holds a canary that was never promoted.
-func canaryLeftoverFailure(release string, l CanaryLeftover) *Failure {
-	return &Failure{
+func canaryLeftoverFailure(release string, l CanaryLeftover) *wait.Diagnosis {
+	return &wait.Diagnosis{
 		Reason: VerdictCanaryNotPromoted, Verdict: VerdictCanaryNotPromoted, Cause: "unknown",
 		Object:  "deployment/" + nameOf(l.Deployment),
 		Message: l.String(),

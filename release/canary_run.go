@@ -71,7 +71,7 @@ func (c *canaryRun) end() time.Duration {
 // returns the watch's result and error, and the failure when the machine
 // itself diagnosed it (a gate that refused); the report's outcome says
 // failed or interrupted.
-func (c *canaryRun) run(ctx context.Context) (wait.Result, *Failure, error) {
+func (c *canaryRun) run(ctx context.Context) (wait.Result, *wait.Diagnosis, error) {
 	c.begin(CanaryStarting, fmt.Sprintf("waiting for %d canary pod(s) to be Ready", c.pods))
 	res, err := c.watch(ctx, nil)
 	c.end()
@@ -180,8 +180,8 @@ func gateMessage(g *GateResult) string {
 }
 
 // gateFailure is the diagnosis of a gate that refused the canary.
-func gateFailure(g *GateResult) *Failure {
-	f := &Failure{Reason: "CanaryGateFailed", Verdict: "CanaryGateFailed", Cause: "unknown", Message: gateMessage(g), LogTail: g.OutputTail,
+func gateFailure(g *GateResult) *wait.Diagnosis {
+	f := &wait.Diagnosis{Reason: "CanaryGateFailed", Verdict: "CanaryGateFailed", Cause: "unknown", Message: gateMessage(g), LogTail: g.OutputTail,
 		ExitCode: int32(g.ExitCode)}
 	if g.TimedOut {
 		f.Reason, f.Verdict = "CanaryGateTimeout", "CanaryGateTimeout"

@@ -75,12 +75,12 @@ func newCanaryHarness(o CanaryOptions) *canaryHarness {
 }
 
 // start runs the machine in the background.
-func (h *canaryHarness) start(ctx context.Context) <-chan *Failure {
-	out := make(chan *Failure, 1)
+func (h *canaryHarness) start(ctx context.Context) <-chan *wait.Diagnosis {
+	out := make(chan *wait.Diagnosis, 1)
 	go func() {
 		_, f, err := h.run.run(ctx)
 		if err != nil && f == nil {
-			f = &Failure{Reason: "watch", Message: err.Error()}
+			f = &wait.Diagnosis{Reason: "watch", Message: err.Error()}
 		}
 		out <- f
 	}()

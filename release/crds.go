@@ -19,6 +19,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // The CustomResourceDefinitions of a chart's crds/ directory (Helm's
@@ -558,7 +559,7 @@ func (d *Deployer) crdsFailed(ctx context.Context, p *deployPlan, rec *Release, 
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}
-	f := &Failure{Reason: ReasonCRDRefused, Message: err.Error()}
+	f := &wait.Diagnosis{Reason: ReasonCRDRefused, Message: err.Error()}
 	var ce *CRDError
 	if errors.As(err, &ce) {
 		f.Reason, f.Object = ce.Reason, objectName(crdKind, ce.CRD)

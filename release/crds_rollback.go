@@ -15,6 +15,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // CustomResourceDefinitions on a rollback (see crds.go for the deploy):
@@ -137,7 +138,7 @@ func (r *Rollbacker) restoreCRDsFailed(ctx context.Context, rec *Release, res *R
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}
-	f := &Failure{Reason: ReasonCRDRefused, Message: err.Error()}
+	f := &wait.Diagnosis{Reason: ReasonCRDRefused, Message: err.Error()}
 	var ce *CRDError
 	if errors.As(err, &ce) {
 		f.Reason, f.Object = ce.Reason, objectName(crdKind, ce.CRD)

@@ -175,7 +175,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	if err != nil {
 		err = fmt.Errorf("release %s: read the previous revisions: %w", rec.Name, err)
 		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(),
-			&Failure{Reason: "Internal", Message: err.Error()}, err)
+			&wait.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
 	}
 
 	applyOpts := p.applyOptions(rec.Name)
@@ -183,7 +183,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	canary, err := d.planCanary(p, rec, res, install)
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
-		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(), &Failure{Reason: "Internal", Message: err.Error()}, err)
+		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(), &wait.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
 	}
 	if err := d.createCRDs(ctx, p.crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
 		return d.crdsFailed(ctx, p, rec, res, start, install, err)
@@ -213,7 +213,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	cancel()
 	var werr error
 	var wres wait.Result
-	var f *Failure
+	var f *wait.Diagnosis
 	switch {
 	case err != nil:
 		if lost := lockLost(err); lost != nil {
@@ -248,7 +248,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 			// healthy, so it is rolled back like a failed one when that is
 			// enabled (the rescue runs on its own context); otherwise the
 			// record is finished as interrupted.
-			f := &Failure{Reason: "Interrupted", Message: "the deploy was interrupted before the rollout completed: " + werr.Error()}
+			f := &wait.Diagnosis{Reason: "Interrupted", Message: "the deploy was interrupted before the rollout completed: " + werr.Error()}
 			if opts.RollbackOnFailure {
 				return d.rolloutFailed(ctx, rec, res, start, opts, wres, werr, f, install)
 			}
@@ -297,7 +297,7 @@ func lockLost(err error) error {
 }
 
 // finishFailed marks rec failed and returns the result with err.
-func (d *Deployer) finishFailed(ctx context.Context, rec *Release, res *Result, start time.Time, desc string, f *Failure, err error) (*Result, error) {
+func (d *Deployer) finishFailed(ctx context.Context, rec *Release, res *Result, start time.Time, desc string, f *wait.Diagnosis, err error) (*Result, error) {
 	if merr := d.markFailed(ctx, rec, desc, f); merr != nil {
 		err = errors.Join(err, merr)
 	}
@@ -309,7 +309,7 @@ func (d *Deployer) finishFailed(ctx context.Context, rec *Release, res *Result, 
 // (f, when already known), the automatic rollback while the lock is held,
 // then the failed record.
 func (d *Deployer) rolloutFailed(ctx context.Context, rec *Release, res *Result, start time.Time, opts DeployOptions,
-	wres wait.Result, werr error, f *Failure, install bool) (*Result, error) {
+	wres wait.Result, werr error, f *wait.Diagnosis, install bool) (*Result, error) {
 	if f == nil {
 		f = waitFailure(wres, werr)
 	}

@@ -151,7 +151,7 @@ type Result struct {
 	// of a rollback, or of the automatic rollback after a failed deploy.
 	RolledBackTo int `json:"rolledBackTo,omitempty"`
 	// Failure is the diagnosis of a failed rollout.
-	Failure         *Failure `json:"failure,omitempty"`
+	Failure         *wait.Diagnosis `json:"failure,omitempty"`
 	DurationSeconds float64  `json:"durationSeconds"`
 
 	// Description is the revision's record description.
@@ -210,7 +210,7 @@ type RolloutError struct {
 	Revision  int
 	// Op is what failed: "deploy" or "rollback".
 	Op      Operation
-	Failure *Failure
+	Failure *wait.Diagnosis
 	// Err is the underlying error (often a *wait.NotReadyError).
 	Err error
 	// RolledBackTo is the revision an automatic rollback restored (0:
@@ -492,17 +492,15 @@ func (e *Engine) waitWith(ctx context.Context, rec *Release, objs []*unstructure
 // waitFailure turns a failed wait into a failure diagnosis: the
 // Waiter's own diagnosis when it gives one, else the first object that was
 // not Current.
-func waitFailure(res wait.Result, err error) *Failure {
+func waitFailure(res wait.Result, err error) *wait.Diagnosis {
 	if d := res.Diagnosis; d != nil {
-		f := &Failure{Reason: d.Reason, Cause: string(d.Cause), Evidence: d.Evidence, Object: d.Object, Pod: d.Pod, Container: d.Container, ExitCode: d.ExitCode,
-			RestartCount: d.RestartCount, Message: d.Message, Events: d.Events, LogTail: d.LogTail,
-			Verdict: string(d.Verdict), Node: d.Node, LogNote: d.LogNote, Hints: d.Hints}
+		f := *d
 		if f.Reason == "" {
-			f.Reason = string(d.Verdict)
+			f.Reason = string(f.Verdict)
 		}
-		return f
+		return &f
 	}
-	f := &Failure{Reason: "WaitFailed", Message: err.Error()}
+	f := &wait.Diagnosis{Reason: "WaitFailed", Message: err.Error()}
 	var nre *wait.NotReadyError
 	if errors.As(err, &nre) {
 		switch nre.Outcome {
@@ -528,8 +526,8 @@ func waitFailure(res wait.Result, err error) *Failure {
 }
 
 // replicaSetFailure is the diagnosis of a failed ReplicaSet discovery.
-func replicaSetFailure(err error) *Failure {
-	f := &Failure{Reason: "ReplicaSetNotFound", Message: err.Error()}
+func replicaSetFailure(err error) *wait.Diagnosis {
+	f := &wait.Diagnosis{Reason: "ReplicaSetNotFound", Message: err.Error()}
 	if errors.Is(err, context.DeadlineExceeded) {
 		f.Reason = "Timeout"
 	}
@@ -560,7 +558,7 @@ func (e *Engine) discoverReplicaSets(ctx context.Context, rec *Release, objs []*
 }
 
 // markFailed finishes rec as failed, even when ctx has ended.
-func (e *Engine) markFailed(ctx context.Context, rec *Release, description string, f *Failure) error {
+func (e *Engine) markFailed(ctx context.Context, rec *Release, description string, f *wait.Diagnosis) error {
 	fctx, cancel := finishContext(ctx)
 	defer cancel()
 	err := MarkFailed(fctx, e.Store, rec, e.clock(), description, f)
@@ -572,8 +570,8 @@ func (e *Engine) markFailed(ctx context.Context, rec *Release, description strin
 }
 
 // applyFailure is the diagnosis of an apply the cluster refused.
-func applyFailure(err error) *Failure {
-	f := &Failure{Reason: "ApplyFailed", Message: err.Error()}
+func applyFailure(err error) *wait.Diagnosis {
+	f := &wait.Diagnosis{Reason: "ApplyFailed", Message: err.Error()}
 	var ce *FieldConflictError
 	var uk *UnknownKindError
 	switch {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // Names, labels and the type of release record Secrets (contract: "Release
@@ -107,32 +108,6 @@ type ReplicaSetRef struct {
 	Revision int64 `json:"revision"`
 }
 
-// Failure is the diagnosis of a failed rollout.
-type Failure struct {
-	Reason string `json:"reason"`
-	// Cause is why a vLLM server failed (gpu-oom, kv-cache, ...; unknown
-	// when the classifier matched nothing) and Evidence the log line or
-	// event that decided it (wait.Diagnosis).
-	Cause        string   `json:"cause,omitempty"`
-	Evidence     string   `json:"evidence,omitempty"`
-	Object       string   `json:"object,omitempty"`
-	Pod          string   `json:"pod,omitempty"`
-	Container    string   `json:"container,omitempty"`
-	ExitCode     int32    `json:"exitCode,omitempty"`
-	RestartCount int32    `json:"restartCount,omitempty"`
-	Message      string   `json:"message,omitempty"`
-	Events       []string `json:"events,omitempty"`
-	LogTail      []string `json:"logTail,omitempty"`
-
-	// Beyond the contract's fields: the watcher's verdict, the pod's node,
-	// why the log tail is empty (or where it comes from), and what to
-	// check.
-	Verdict string   `json:"verdict,omitempty"`
-	Node    string   `json:"node,omitempty"`
-	LogNote string   `json:"logNote,omitempty"`
-	Hints   []string `json:"hints,omitempty"`
-}
-
 // Release is one revision of a release: what the data key of its record
 // Secret holds, gzip-compressed. Chart files are never stored.
 type Release struct {
@@ -170,7 +145,7 @@ type Release struct {
 	// since, as the deploy did (crds_rollback.go).
 	CRDManifest string `json:"crdManifest,omitempty"`
 	// Failure is the diagnosis when the revision failed.
-	Failure *Failure `json:"failure,omitempty"`
+	Failure *wait.Diagnosis `json:"failure,omitempty"`
 	// Canary is what the revision's canary phase did (deploy --canary).
 	Canary *CanaryReport `json:"canary,omitempty"`
 	// Created is when the revision was first written (its pending record).

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // The one redaction rule for what an operation records and returns: the
@@ -82,7 +83,7 @@ func RedactResult(red *diff.Redactor, res *Result) *Result {
 }
 
 // redactFailure returns a redacted copy of f (nil stays nil).
-func redactFailure(red *diff.Redactor, f *Failure) *Failure {
+func redactFailure(red *diff.Redactor, f *wait.Diagnosis) *wait.Diagnosis {
 	if f == nil {
 		return nil
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // RollbackOptions are the inputs of a rollback.
@@ -186,7 +188,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 	res := newResult(rec)
 	res.RolledBackTo = n
 	r.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
-	failed := func(f *Failure, err error) (*Result, error) {
+	failed := func(f *wait.Diagnosis, err error) (*Result, error) {
 		rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: OpRollback, Failure: f, Err: err}
 		d := fmt.Sprintf("%s failed: %s", desc, f.Reason)
 		if f.Object != "" {
@@ -207,7 +209,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 	}
 	if err != nil {
 		err = fmt.Errorf("release %s: read the previous revisions: %w", rec.Name, err)
-		return failed(&Failure{Reason: "Internal", Message: err.Error()}, err)
+		return failed(&wait.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
 	}
 
 	r.Redactor.AddObjects(objs...)
@@ -234,7 +236,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 	pruned, err := r.pruneObjects(ctx, rec, previous, objs)
 	res.Pruned = pruned
 	if err != nil {
-		return failed(&Failure{Reason: "PruneFailed", Message: err.Error()}, err)
+		return failed(&wait.Diagnosis{Reason: "PruneFailed", Message: err.Error()}, err)
 	}
 
 	deadline := start.Add(opts.Timeout)
@@ -259,7 +261,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 	}
 	if werr != nil {
 		if ctx.Err() != nil {
-			return failed(&Failure{Reason: "Interrupted", Message: werr.Error()}, werr)
+			return failed(&wait.Diagnosis{Reason: "Interrupted", Message: werr.Error()}, werr)
 		}
 		return failed(waitFailure(wres, werr), werr)
 	}
@@ -278,7 +280,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 // target ran: the ReplicaSet found now has the pod-template-hash target
 // recorded (the controller reuses that ReplicaSet and gives it a new
 // revision number). It returns the failure when one does not.
-func (r *Rollbacker) verify(rec, target *Release) *Failure {
+func (r *Rollbacker) verify(rec, target *Release) *wait.Diagnosis {
 	for _, want := range target.ReplicaSets {
 		i := slices.IndexFunc(rec.ReplicaSets, func(got ReplicaSetRef) bool { return got.Deployment == want.Deployment })
 		if i < 0 {
@@ -286,7 +288,7 @@ func (r *Rollbacker) verify(rec, target *Release) *Failure {
 		}
 		got := rec.ReplicaSets[i]
 		if got.PodTemplateHash != want.PodTemplateHash {
-			return &Failure{
+			return &wait.Diagnosis{
 				Reason: "PodTemplateMismatch",
 				Object: objectName("Deployment", want.Deployment),
 				Message: fmt.Sprintf("Deployment %s serves ReplicaSet %s (pod-template-hash %s), but revision %d ran %s (pod-template-hash %s): "+

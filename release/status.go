@@ -17,6 +17,7 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // Live statuses Status reports besides kstatus' own (InProgress, Current,
@@ -39,7 +40,7 @@ type StatusReport struct {
 	AppVersion  string    `json:"appVersion"`
 	Updated     time.Time `json:"updated"`
 	RollbackOf  int       `json:"rollbackOf,omitempty"`
-	Failure     *Failure  `json:"failure,omitempty"`
+	Failure     *wait.Diagnosis  `json:"failure,omitempty"`
 	// CRDs are the CustomResourceDefinitions the revision created.
 	CRDs []string `json:"crds,omitempty"`
 	// Canary is what the revision's canary phase did, if it had one.

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // TestStoreContract is the one suite every Store must pass: it runs against
@@ -564,7 +566,7 @@ func contractAcquireHeld(t *testing.T, b storeBackend) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, rb.Revision)
 	assert.Equal(t, 1, rb.RollbackOf)
-	require.NoError(t, MarkFailed(ctx, s, upgrade, clk, "Upgrade failed", &Failure{Reason: "CrashLoopBackOff"}))
+	require.NoError(t, MarkFailed(ctx, s, upgrade, clk, "Upgrade failed", &wait.Diagnosis{Reason: "CrashLoopBackOff"}))
 	require.NoError(t, MarkDeployed(ctx, s, rb, clk, "Rollback to 1"))
 	assert.Equal(t, []Status{StatusSuperseded, StatusFailed, StatusDeployed}, recordStatuses(t, s, "chat"))
 	failed, err := s.Get(ctx, "chat", 2)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // MarkDeployed finishes r as the deployed revision of its release and
@@ -57,7 +59,7 @@ func updateHeld(ctx context.Context, s Store, r *Release) error {
 
 // MarkFailed finishes r as failed, with the diagnosis f (may be nil). The
 // deployed revision, if any, stays deployed. An empty description keeps r's.
-func MarkFailed(ctx context.Context, s Store, r *Release, clk Clock, description string, f *Failure) error {
+func MarkFailed(ctx context.Context, s Store, r *Release, clk Clock, description string, f *wait.Diagnosis) error {
 	r.Status = StatusFailed
 	r.Failure = f
 	if description != "" {

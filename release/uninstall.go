@@ -11,6 +11,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // UninstallOptions are the inputs of an uninstall.
@@ -119,7 +120,7 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 	}
 	if err != nil {
 		err = fmt.Errorf("uninstall release %s: %w", rec.Name, err)
-		if merr := u.markFailed(ctx, rec, "Uninstall failed: "+err.Error(), &Failure{Reason: "DeleteFailed", Message: err.Error()}); merr != nil {
+		if merr := u.markFailed(ctx, rec, "Uninstall failed: "+err.Error(), &wait.Diagnosis{Reason: "DeleteFailed", Message: err.Error()}); merr != nil {
 			err = errors.Join(err, merr)
 		}
 		res.Status = rec.Status

@@ -106,7 +106,7 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	}
 	var wres wait.Result
 	var werr error
-	var f *Failure
+	var f *wait.Diagnosis
 	if len(leftovers) > 0 {
 		f = canaryLeftoverFailure(rec.Name, leftovers[0])
 		werr = errors.New(f.Message)
@@ -261,7 +261,7 @@ func (w *Watcher) changedMeanwhile(ctx context.Context, rec *Release, opts WaitO
 // rollback restores the newest good revision at or below rec, on a
 // context of its own (an interrupt stops the wait, never the rescue)
 // bounded by opts.RollbackTimeout.
-func (w *Watcher) rollback(ctx context.Context, rec *Release, entries []Entry, f *Failure, opts WaitOptions) (*Result, error) {
+func (w *Watcher) rollback(ctx context.Context, rec *Release, entries []Entry, f *wait.Diagnosis, opts WaitOptions) (*Result, error) {
 	target := 0
 	for _, e := range slices.Backward(entries) {
 		if e.Revision <= rec.Revision && (e.Status == StatusDeployed || e.Status == StatusSuperseded) {

@@ -19,28 +19,31 @@ import (
 	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
-// Diagnosis explains why a rollout failed: the verdict, the object and pod
-// concerned, what the cluster said, the cause in vLLM's terms (see
-// causes.go) and hints. Its JSON form holds the fields of the release
-// record's failure (reason, cause, evidence, hints, object, pod, container,
-// exitCode, restartCount, message, events, logTail) plus verdict, node and
-// logNote.
+// Diagnosis explains why a rollout failed: the reason, the cause in
+// vLLM's terms (see causes.go) and its evidence, the object, pod and
+// container concerned, what the cluster said, and hints. It is vllmctl's
+// one failure type: the watcher returns it, the release record stores it
+// as its failure (docs/release-record.md) and the result of deploy,
+// rollback and wait reports it. The JSON fields keep the record's order.
 type Diagnosis struct {
-	// Verdict is the failure verdict.
-	Verdict Verdict `json:"verdict"`
 	// Reason is Kubernetes' reason: the container's waiting or terminated
 	// reason (CrashLoopBackOff, OOMKilled, ErrImagePull, ...), the
 	// condition's reason (Unschedulable, ProgressDeadlineExceeded), the
-	// event's reason (FailedCreate), or Timeout.
+	// event's reason (FailedCreate), or Timeout; or vllmctl's own when no
+	// rollout was watched (ApplyFailed, CanaryGateFailed, ...).
 	Reason string `json:"reason"`
+	// Cause is why the server failed in vLLM's terms (gpu-oom, kv-cache,
+	// ...; unknown when no rule of the classifier matched), and Evidence
+	// the log line or event that decided it.
+	Cause    Cause  `json:"cause,omitempty"`
+	Evidence string `json:"evidence,omitempty"`
 	// Object is the object that failed, as kind/name: "deployment/chat".
 	Object string `json:"object,omitempty"`
 	// Namespace is the object's namespace.
 	Namespace string `json:"namespace,omitempty"`
-	// Pod, Node and Container name the pod of the new ReplicaSet concerned,
-	// the node it runs on (empty when unscheduled) and its container.
+	// Pod and Container name the pod of the new ReplicaSet concerned and
+	// its container.
 	Pod       string `json:"pod,omitempty"`
-	Node      string `json:"node,omitempty"`
 	Container string `json:"container,omitempty"`
 	// ExitCode and RestartCount are the container's last exit code and its
 	// restart count.
@@ -55,14 +58,14 @@ type Diagnosis struct {
 	// LogTail holds the last lines of the log of the container's previous
 	// instance (kubectl logs --previous).
 	LogTail []string `json:"logTail,omitempty"`
+	// Verdict is the watcher's verdict (or vllmctl's, as
+	// CanaryNotPromoted); Node the node the pod runs on (empty when
+	// unscheduled).
+	Verdict Verdict `json:"verdict,omitempty"`
+	Node    string  `json:"node,omitempty"`
 	// LogNote says why LogTail is empty, or where it comes from when not
 	// from the previous instance.
 	LogNote string `json:"logNote,omitempty"`
-	// Cause is why the server failed in vLLM's terms (gpu-oom, kv-cache,
-	// ...; unknown when no rule of the classifier matched), and Evidence
-	// the log line or event that decided it.
-	Cause    Cause  `json:"cause,omitempty"`
-	Evidence string `json:"evidence,omitempty"`
 	// Hints suggest what to check: for a known cause, the settings to
 	// change.
 	Hints []string `json:"hints,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // historyOptions are the inputs of `vllmctl history RELEASE`.
@@ -85,7 +86,7 @@ type historyRow struct {
 	Description string                  `json:"description"`
 	ReplicaSets []release.ReplicaSetRef `json:"replicaSets"`
 	RollbackOf  int                     `json:"rollbackOf,omitempty"`
-	Failure     *release.Failure        `json:"failure,omitempty"`
+	Failure     *wait.Diagnosis        `json:"failure,omitempty"`
 	Canary      *release.CanaryReport   `json:"canary,omitempty"`
 }
 

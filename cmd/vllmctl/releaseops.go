@@ -252,7 +252,7 @@ func writeReleaseResult(w io.Writer, format string, res *release.Result) error {
 
 // writeFailure prints a failure diagnosis as an indented block, every
 // value sanitised (recordCell, wait.SanitizeLine).
-func writeFailure(b *strings.Builder, f *release.Failure) {
+func writeFailure(b *strings.Builder, f *wait.Diagnosis) {
 	if f == nil {
 		return
 	}
@@ -262,7 +262,7 @@ func writeFailure(b *strings.Builder, f *release.Failure) {
 			fmt.Fprintf(b, "  %-10s %s\n", name+":", recordCell(value))
 		}
 	}
-	item("verdict", f.Verdict)
+	item("verdict", string(f.Verdict))
 	item("object", f.Object)
 	item("pod", f.Pod)
 	item("node", f.Node)
@@ -270,7 +270,7 @@ func writeFailure(b *strings.Builder, f *release.Failure) {
 		item("container", fmt.Sprintf("%s (exit code %d, %d restarts)", f.Container, f.ExitCode, f.RestartCount))
 	}
 	item("message", f.Message)
-	item("cause", f.Cause)
+	item("cause", string(f.Cause))
 	item("evidence", f.Evidence)
 	list := func(name string, lines []string) {
 		if len(lines) == 0 {
