@@ -145,11 +145,13 @@ func (f *relFixture) deploy(t *testing.T, args ...string) relRun {
 	return f.run(t, append([]string{"deploy", relName, relChart, "--progress", "plain", "--timeout", "2m"}, args...)...)
 }
 
-// result parses a -o json result document.
+// result parses a -o json result document, after checking it against
+// its schema (docs/schema/result.schema.json).
 func result(t *testing.T, r relRun) *release.Result {
 	t.Helper()
 	res := &release.Result{}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), res), "result document\n%s", r)
+	requireSchemaValid(t, "result", r.stdout)
 	return res
 }
 
