@@ -16,40 +16,6 @@ import (
 	"github.com/vllmctl/vllmctl/wait"
 )
 
-// engineFactory builds the release engine of a namespace. Tests inject
-// fakes; nil means the cluster of the kubeconfig (clusterEngine).
-type engineFactory func(namespace string) (*release.Engine, error)
-
-// openEngine returns the release engine of namespace: newEngine when set,
-// else clusterEngine.
-func openEngine(g *GlobalOptions, newEngine engineFactory, namespace string, verdicts wait.RolloutOptions) (*release.Engine, error) {
-	if newEngine != nil {
-		return newEngine(namespace)
-	}
-	return clusterEngine(g, namespace, verdicts)
-}
-
-// clusterEngine builds the release engine on the cluster of the kubeconfig:
-// Secrets for records, server-side apply for objects, a RolloutWatcher
-// (kstatus for the objects that are not Deployments) for waits.
-func clusterEngine(g *GlobalOptions, namespace string, verdicts wait.RolloutOptions) (*release.Engine, error) {
-	client, err := kubeClient(g)
-	if err != nil {
-		return nil, err
-	}
-	applier, err := release.NewApplier(g.ConfigFlags)
-	if err != nil {
-		return nil, kubeconfigError(err)
-	}
-	others := wait.NewKstatusWaiter(applier.DynamicClient(), applier.RESTMapper())
-	return &release.Engine{
-		Store:   release.NewSecrets(client, namespace),
-		Objects: applier,
-		Waiter:  wait.NewRolloutWatcher(client, others, verdicts),
-		Client:  client,
-	}, nil
-}
-
 // releaseTarget is the RELEASE argument of a command acting on one release
 // and the namespace holding its records.
 type releaseTarget struct {

@@ -33,6 +33,10 @@ type GlobalOptions struct {
 	// clients (--kube-api-qps, --kube-api-burst).
 	apiQPS   float32
 	apiBurst int
+
+	// Factory builds what commands take from the cluster: set once, by
+	// NewRootCommand, for every command (tests set one on fakes).
+	Factory Factory
 }
 
 // Client-side rate limits. client-go's defaults (QPS 5, burst 10) queue a
@@ -60,6 +64,7 @@ func NewRootCommand(ctx context.Context, streams genericiooptions.IOStreams) *co
 		v:       viper.New(),
 	}
 	g.ConfigFlags.WrapConfigFn = g.restConfig
+	g.Factory = newClusterFactory(g.ConfigFlags)
 	cmd := &cobra.Command{
 		Use:           "vllmctl",
 		Short:         "Declarative rollouts for LLM inference services on Kubernetes",
@@ -109,6 +114,31 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newWaitCommand,
 		newStatusCommand,
 		newUninstallCommand,
+	}
+}
+
+// commandOptions are the inputs of a command, taken in kubectl's three
+// steps.
+type commandOptions interface {
+	// Complete fills in what the flags and args leave to find out.
+	Complete(cmd *cobra.Command, args []string) error
+	// Validate checks the inputs.
+	Validate() error
+	// Run does the command's work.
+	Run(ctx context.Context) error
+}
+
+// runCommand is the RunE of a command whose inputs are o: Complete,
+// Validate, then Run.
+func runCommand(o commandOptions) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(cmd, args); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		return o.Run(cmd.Context())
 	}
 }
 
