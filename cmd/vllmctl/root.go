@@ -91,9 +91,11 @@ func NewRootCommand(ctx context.Context, streams genericiooptions.IOStreams) *co
 		"client-side burst of requests to the API server")
 
 	for _, sub := range subcommands() {
-		c := sub(g)
+		cmd.AddCommand(sub(g))
+	}
+	addCompletionCommand(cmd)
+	for _, c := range cmd.Commands() {
 		wrapArgs(c)
-		cmd.AddCommand(c)
 	}
 	return cmd
 }
@@ -102,7 +104,6 @@ func NewRootCommand(ctx context.Context, streams genericiooptions.IOStreams) *co
 func subcommands() []func(*GlobalOptions) *cobra.Command {
 	return []func(*GlobalOptions) *cobra.Command{
 		newVersionCommand,
-		newCompletionCommand,
 		newHistoryCommand,
 		newListCommand,
 		newTemplateCommand,
