@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
 )
@@ -24,11 +21,13 @@ type deployOptions struct {
 	preflight preflightFlags
 	canary    canaryFlags
 
-	output            outputFlags
-	timeout           timeoutFlags
-	history           historyFlags
-	conflicts         conflictFlags
-	unlock            unlockFlags
+	output          outputFlags
+	timeout         timeoutFlags
+	history         historyFlags
+	conflicts       conflictFlags
+	unlock          unlockFlags
+	rollbackTimeout rollbackTimeoutFlags
+
 	rollbackOnFailure bool
 	noRollback        bool
 	maxSurge          string
@@ -38,16 +37,13 @@ type deployOptions struct {
 	createNamespace   bool
 	takeOwnership     bool
 	skipCRDs          bool
-	rollbackTimeout   time.Duration
 
-	namespace      string
-	chart          *chart.Chart
-	opts           charts.RenderOptions
+	chartTarget
 	surge          *intstr.IntOrString
 	unavailable    *intstr.IntOrString
-	rollbackSetBy  bool // --rollback-on-failure given explicitly
-	noRollbackSets bool // --no-rollback given explicitly
-	flags          *pflag.FlagSet
+	rollbackSetBy  bool           // --rollback-on-failure given explicitly
+	noRollbackSets bool           // --no-rollback given explicitly
+	flags          *pflag.FlagSet // the command's, to tell the flags given
 }
 
 func newDeployCommand(g *GlobalOptions) *cobra.Command {
@@ -59,6 +55,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	o.timeout.help = rolloutTimeoutHelp
 	o.history.help = historyMaxHelp
 	o.conflicts.help = forceConflictsHelp
+	o.rollbackTimeout.help = "time budget of the automatic rollback (its own, not what is left of --timeout)"
 	cmd := &cobra.Command{
 		Use:   "deploy RELEASE [CHART]",
 		Short: "Render, apply, record and wait for a release revision",
@@ -87,8 +84,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	o.history.AddFlags(f)
 	o.conflicts.AddFlags(f)
 	o.unlock.AddFlags(f)
-	f.DurationVar(&o.rollbackTimeout, "rollback-timeout", release.DefaultRollbackTimeout,
-		"time budget of the automatic rollback (its own, not what is left of --timeout)")
+	o.rollbackTimeout.AddFlags(f)
 	f.BoolVar(&o.rollbackOnFailure, "rollback-on-failure", true, "roll back to the previous good revision when the rollout fails")
 	f.BoolVar(&o.noRollback, "no-rollback", false, "do not roll back when the rollout fails (--rollback-on-failure=false)")
 	f.StringVar(&o.maxSurge, "max-surge", "", "override the Deployments' rolling-update maxSurge (integer or percentage)")
@@ -110,42 +106,14 @@ func (o *deployOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.rollbackSetBy = o.flags.Changed("rollback-on-failure")
 	o.noRollbackSets = o.flags.Changed("no-rollback")
 	o.timeout.Complete(o.flags, o.g)
-	ns, err := recordNamespace(o.g)
-	if err != nil {
-		return err
-	}
-	o.namespace = ns
-	o.chart, o.opts, err = o.render.Resolve(args, ns)
-	return err
+	return o.chartTarget.complete(o.g, &o.render, args)
 }
 
 // Validate checks the flags.
 func (o *deployOptions) Validate() error {
-	if err := o.canary.Validate(o.flags); err != nil {
-		return err
-	}
-	if err := o.output.Validate(); err != nil {
-		return err
-	}
-	if err := o.progress.Validate(); err != nil {
-		return err
-	}
-	if err := o.lock.Validate(); err != nil {
-		return err
-	}
-	if err := o.timeout.Validate(); err != nil {
-		return err
-	}
-	if o.rollbackTimeout <= 0 {
-		return newUsageError("--rollback-timeout %s: must be positive", o.rollbackTimeout)
-	}
-	if err := o.verdicts.Validate(); err != nil {
-		return err
-	}
-	if err := o.preflight.Validate(); err != nil {
-		return err
-	}
-	if err := o.history.Validate(); err != nil {
+	canary := func() error { return o.canary.Validate(o.flags) }
+	if err := validateAll(canary, o.output.Validate, o.progress.Validate, o.lock.Validate, o.timeout.Validate,
+		o.rollbackTimeout.Validate, o.verdicts.Validate, o.preflight.Validate, o.history.Validate); err != nil {
 		return err
 	}
 	if o.rollbackSetBy && o.noRollbackSets && o.rollbackOnFailure {
@@ -179,17 +147,11 @@ func (o *deployOptions) Validate() error {
 // Run deploys the release through the release engine and prints the
 // result.
 func (o *deployOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	engine, err := o.g.Factory.Engine(o.namespace, o.verdicts.options())
+	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, o.verdicts.options())
 	if err != nil {
 		return err
 	}
 	o.lock.apply(engine)
-	printer := o.progress.printer(o.g.Streams.ErrOut)
-	engine.Progress = printer.Print
-	engine.UseRedactor(printer.red)
 	res, err := release.NewDeployer(engine).Deploy(ctx, release.DeployOptions{
 		Name:              o.opts.ReleaseName,
 		Render:            &release.RenderInput{Chart: o.chart, Options: o.opts},
@@ -201,7 +163,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		ForceUnlock:       o.unlock.force,
 		TakeOwnership:     o.takeOwnership,
 		RollbackOnFailure: o.rollbackOnFailure && !o.noRollback,
-		RollbackTimeout:   o.rollbackTimeout,
+		RollbackTimeout:   o.rollbackTimeout.timeout,
 		MaxSurge:          o.surge,
 		MaxUnavailable:    o.unavailable,
 		SkipPreflight:     o.preflight.skip,

@@ -6,9 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	chart "helm.sh/helm/v4/pkg/chart/v2"
 
-	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
@@ -23,9 +21,7 @@ type diffOptions struct {
 	conflicts       conflictFlags
 	createNamespace bool
 
-	namespace string
-	chart     *chart.Chart
-	opts      charts.RenderOptions
+	chartTarget
 
 	// color forces colours on or off; nil: on when stdout is a terminal
 	// and NO_COLOR is unset.
@@ -68,13 +64,7 @@ func diffCommand(o *diffOptions) *cobra.Command {
 
 // Complete resolves the namespace and loads the chart.
 func (o *diffOptions) Complete(_ *cobra.Command, args []string) error {
-	ns, err := recordNamespace(o.g)
-	if err != nil {
-		return err
-	}
-	o.namespace = ns
-	o.chart, o.opts, err = o.render.Resolve(args, ns)
-	return err
+	return o.chartTarget.complete(o.g, &o.render, args)
 }
 
 // Validate checks the output format.
@@ -85,9 +75,6 @@ func (o *diffOptions) Validate() error {
 // Run computes the diff through the release engine and prints it.
 // Changes found are a silent error with exit code 1.
 func (o *diffOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	engine, err := o.g.Factory.Engine(o.namespace, wait.RolloutOptions{})
 	if err != nil {
 		return err

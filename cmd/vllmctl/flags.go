@@ -242,3 +242,23 @@ func flagGiven(fs *pflag.FlagSet, g *GlobalOptions, name string) bool {
 	}
 	return f.Changed || (g != nil && g.v != nil && g.v.IsSet(name)) || f.Value.String() != f.DefValue
 }
+
+// rollbackTimeoutFlags is --rollback-timeout, the time budget of a
+// rollback after a failure (deploy, wait).
+type rollbackTimeoutFlags struct {
+	timeout time.Duration
+	help    string
+}
+
+// AddFlags registers --rollback-timeout on fs.
+func (r *rollbackTimeoutFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&r.timeout, "rollback-timeout", release.DefaultRollbackTimeout, r.help)
+}
+
+// Validate checks the budget.
+func (r *rollbackTimeoutFlags) Validate() error {
+	if r.timeout <= 0 {
+		return newUsageError("--rollback-timeout %s: must be positive", r.timeout)
+	}
+	return nil
+}

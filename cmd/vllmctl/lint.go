@@ -102,9 +102,6 @@ func (o *lintOptions) Validate() error {
 // Run renders the chart, lints the objects and prints the findings. It
 // returns a lintFailedError (exit 2) when there are error findings.
 func (o *lintOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	r, err := charts.RenderContext(ctx, o.chart, o.opts)
 	if err != nil {
 		return err

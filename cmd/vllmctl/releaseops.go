@@ -10,11 +10,48 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
 )
+
+// openOperation opens the release engine of namespace for an operation
+// that prints its progress: the engine's events and redactions go through
+// the printer of p, on stderr.
+func openOperation(g *GlobalOptions, p *progressFlags, namespace string, verdicts wait.RolloutOptions) (*release.Engine, *progressPrinter, error) {
+	engine, err := g.Factory.Engine(namespace, verdicts)
+	if err != nil {
+		return nil, nil, err
+	}
+	printer := p.printer(g.Streams.ErrOut)
+	engine.Progress = printer.Print
+	engine.UseRedactor(printer.red)
+	return engine, printer, nil
+}
+
+// chartTarget is the release a command renders a chart for (deploy,
+// diff): the namespace holding its records, the chart and the render
+// options.
+type chartTarget struct {
+	namespace string
+	chart     *chart.Chart
+	opts      charts.RenderOptions
+}
+
+// complete resolves the release namespace, checks the release name and
+// loads the chart of args (RELEASE [CHART]).
+func (c *chartTarget) complete(g *GlobalOptions, render *RenderFlags, args []string) error {
+	ns, err := recordNamespace(g)
+	if err != nil {
+		return err
+	}
+	c.namespace = ns
+	c.chart, c.opts, err = render.Resolve(args, ns)
+	return err
+}
 
 // releaseTarget is the RELEASE argument of a command acting on one release
 // and the namespace holding its records.

@@ -69,37 +69,22 @@ func (o *rollbackOptions) Validate() error {
 	if err := release.ValidateName(o.release); err != nil {
 		return err
 	}
-	if err := o.output.Validate(); err != nil {
-		return err
+	toRevision := func() error {
+		if o.toRevision < 0 {
+			return newUsageError("--to-revision %d: must be 1 or more (0: the previous good revision)", o.toRevision)
+		}
+		return nil
 	}
-	if err := o.progress.Validate(); err != nil {
-		return err
-	}
-	if err := o.lock.Validate(); err != nil {
-		return err
-	}
-	if o.toRevision < 0 {
-		return newUsageError("--to-revision %d: must be 1 or more (0: the previous good revision)", o.toRevision)
-	}
-	if err := o.timeout.Validate(); err != nil {
-		return err
-	}
-	return o.history.Validate()
+	return validateAll(o.output.Validate, o.progress.Validate, o.lock.Validate, toRevision, o.timeout.Validate, o.history.Validate)
 }
 
 // Run rolls back and prints the result.
 func (o *rollbackOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	engine, err := o.g.Factory.Engine(o.namespace, wait.RolloutOptions{})
+	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, wait.RolloutOptions{})
 	if err != nil {
 		return err
 	}
 	o.lock.apply(engine)
-	printer := o.progress.printer(o.g.Streams.ErrOut)
-	engine.Progress = printer.Print
-	engine.UseRedactor(printer.red)
 	res, err := release.NewRollbacker(engine).Rollback(ctx, release.RollbackOptions{
 		Name:           o.release,
 		ToRevision:     o.toRevision,

@@ -139,8 +139,22 @@ func runCommand(o commandOptions) func(*cobra.Command, []string) error {
 		if err := o.Validate(); err != nil {
 			return err
 		}
-		return o.Run(cmd.Context())
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		return o.Run(ctx)
 	}
+}
+
+// validateAll runs the checks in order and returns the first error.
+func validateAll(checks ...func() error) error {
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // wrapArgs makes argument-count errors usage errors (exit 2).

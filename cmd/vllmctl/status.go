@@ -64,9 +64,6 @@ func (o *statusOptions) Validate() error {
 
 // Run prints the release's status.
 func (o *statusOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	engine, err := o.g.Factory.Engine(o.namespace, wait.RolloutOptions{})
 	if err != nil {
 		return err

@@ -74,9 +74,6 @@ func (o *templateOptions) Validate() error {
 // Run renders the chart and prints the manifest (the CRDs first with
 // --include-crds) to stdout, the render's warnings to stderr.
 func (o *templateOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	r, err := charts.RenderContext(ctx, o.chart, o.opts)
 	if err != nil {
 		return err

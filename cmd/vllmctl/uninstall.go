@@ -58,27 +58,15 @@ func (o *uninstallOptions) Validate() error {
 	if err := release.ValidateName(o.release); err != nil {
 		return err
 	}
-	if err := o.output.Validate(); err != nil {
-		return err
-	}
-	if err := o.timeout.Validate(); err != nil {
-		return err
-	}
-	return o.progress.Validate()
+	return validateAll(o.output.Validate, o.timeout.Validate, o.progress.Validate)
 }
 
 // Run uninstalls and prints what was deleted.
 func (o *uninstallOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	engine, err := o.g.Factory.Engine(o.namespace, wait.RolloutOptions{})
+	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, wait.RolloutOptions{})
 	if err != nil {
 		return err
 	}
-	printer := o.progress.printer(o.g.Streams.ErrOut)
-	engine.Progress = printer.Print
-	engine.UseRedactor(printer.red)
 	res, err := release.NewUninstaller(engine).Uninstall(ctx, release.UninstallOptions{
 		Name: o.release, KeepHistory: o.keepHistory, Timeout: o.timeout.timeout, ForceUnlock: o.unlock.force,
 	})

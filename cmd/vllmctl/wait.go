@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,8 +19,9 @@ type waitOptions struct {
 	history   historyFlags
 	conflicts conflictFlags
 
+	rollbackTimeout rollbackTimeoutFlags
+
 	rollbackOnFailure bool
-	rollbackTimeout   time.Duration
 
 	releaseTarget
 }
@@ -31,6 +31,7 @@ func newWaitCommand(g *GlobalOptions) *cobra.Command {
 	o.timeout.help = waitTimeoutHelp
 	o.history.help = rollbackHistoryMaxHelp
 	o.conflicts.help = rollbackForceConflictsHelp
+	o.rollbackTimeout.help = "time budget of the rollback (its own, not what is left of --timeout)"
 	cmd := &cobra.Command{
 		Use:   "wait RELEASE",
 		Short: "Wait on the current revision of a release with the same verdicts as deploy",
@@ -60,8 +61,7 @@ func newWaitCommand(g *GlobalOptions) *cobra.Command {
 	o.conflicts.AddFlags(f)
 	f.BoolVar(&o.rollbackOnFailure, "rollback-on-failure", false,
 		"roll back to the newest good revision when the wait fails or times out")
-	f.DurationVar(&o.rollbackTimeout, "rollback-timeout", release.DefaultRollbackTimeout,
-		"time budget of the rollback (its own, not what is left of --timeout)")
+	o.rollbackTimeout.AddFlags(f)
 	return cmd
 }
 
@@ -77,41 +77,21 @@ func (o *waitOptions) Validate() error {
 	if err := release.ValidateName(o.release); err != nil {
 		return err
 	}
-	if err := o.output.Validate(); err != nil {
-		return err
-	}
-	if err := o.progress.Validate(); err != nil {
-		return err
-	}
-	if err := o.verdicts.Validate(); err != nil {
-		return err
-	}
-	if err := o.timeout.Validate(); err != nil {
-		return err
-	}
-	if o.rollbackTimeout <= 0 {
-		return newUsageError("--rollback-timeout %s: must be positive", o.rollbackTimeout)
-	}
-	return o.history.Validate()
+	return validateAll(o.output.Validate, o.progress.Validate, o.verdicts.Validate, o.timeout.Validate,
+		o.rollbackTimeout.Validate, o.history.Validate)
 }
 
 // Run waits and prints the result.
 func (o *waitOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	engine, err := o.g.Factory.Engine(o.namespace, o.verdicts.options())
+	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, o.verdicts.options())
 	if err != nil {
 		return err
 	}
-	printer := o.progress.printer(o.g.Streams.ErrOut)
-	engine.Progress = printer.Print
-	engine.UseRedactor(printer.red)
 	res, err := release.NewWatcher(engine).Wait(ctx, release.WaitOptions{
 		Name:              o.release,
 		Timeout:           o.timeout.givenTimeout(),
 		RollbackOnFailure: o.rollbackOnFailure,
-		RollbackTimeout:   o.rollbackTimeout,
+		RollbackTimeout:   o.rollbackTimeout.timeout,
 		HistoryMax:        o.history.max,
 		ForceConflicts:    o.conflicts.force,
 	})
