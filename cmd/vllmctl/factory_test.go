@@ -17,14 +17,13 @@ type fakeFactory struct {
 	engine func(namespace string) (*release.Engine, error)
 	// store opens the record store of a namespace; nil: the engine's.
 	store func(namespace string) release.Store
-	// client is the clientset; nil: the engine's.
+	// client is the clientset; nil: none.
 	client kubernetes.Interface
 }
 
 var _ Factory = fakeFactory{}
 
-// engineFactory is a fakeFactory of engines (their stores and clients
-// included).
+// engineFactory is a fakeFactory of engines (and of their stores).
 func engineFactory(engine func(namespace string) (*release.Engine, error)) Factory {
 	return fakeFactory{engine: engine}
 }
@@ -35,14 +34,10 @@ func storeFactory(store func(namespace string) release.Store) Factory {
 }
 
 func (f fakeFactory) KubernetesClientSet() (kubernetes.Interface, error) {
-	if f.client != nil {
-		return f.client, nil
+	if f.client == nil {
+		return nil, errors.New("fake factory: no clientset")
 	}
-	e, err := f.Engine("default", wait.RolloutOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return e.Client, nil
+	return f.client, nil
 }
 
 func (f fakeFactory) Store(namespace string) (release.Store, error) {
