@@ -4,23 +4,18 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newCompletionCommand(g *GlobalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:       "completion bash|zsh|fish",
-		Short:     "Print a shell completion script",
-		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"bash", "zsh", "fish"},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			root := cmd.Root()
-			switch args[0] {
-			case "bash":
-				return root.GenBashCompletionV2(g.Streams.Out, true)
-			case "zsh":
-				return root.GenZshCompletion(g.Streams.Out)
-			case "fish":
-				return root.GenFishCompletion(g.Streams.Out, true)
+// addCompletionCommand adds cobra's own `completion` command to root, with
+// one subcommand a shell: bash, zsh, fish and powershell (each with
+// --no-descriptions). It is added here, not when the command runs, so that
+// wrapArgs makes its argument errors usage errors as everywhere else; a
+// missing or unknown shell is one (exit 2), as for `dependency`.
+func addCompletionCommand(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.RunE = func(*cobra.Command, []string) error {
+				return newUsageError("a subcommand is required: bash, zsh, fish or powershell")
 			}
-			return newUsageError("completion: unknown shell %q (want bash, zsh or fish)", args[0])
-		},
+		}
 	}
 }

@@ -37,12 +37,12 @@ func (f *releaseFakes) runConfiguredDeploy(t *testing.T, args ...string) (*deplo
 	t.Helper()
 	var o *deployOptions
 	build := func(g *GlobalOptions) *cobra.Command {
-		o = &deployOptions{g: g, newEngine: f.engine}
+		o = &deployOptions{g: g}
 		cmd := deployCommand(o)
 		cmd.PreRunE = func(cmd *cobra.Command, _ []string) error { return g.bindConfig(cmd) }
 		return cmd
 	}
-	_, stderr, code := runRecordCommand(t, build, append([]string{"deploy"}, args...)...)
+	_, stderr, code := runRecordCommand(t, f.factory(), build, append([]string{"deploy"}, args...)...)
 	return o, stderr, code
 }
 

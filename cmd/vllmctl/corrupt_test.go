@@ -25,21 +25,20 @@ func TestCorruptRecord(t *testing.T) {
 	engine := func(ns string) (*release.Engine, error) {
 		return f.cluster.Engine(secrets(ns), f.waiter, release.ClockFunc(func() time.Time { return f.now })), nil
 	}
+	factory := fakeFactory{engine: engine, store: secrets, client: f.cluster.Client}
 	cmds := map[string]func(g *GlobalOptions) *cobra.Command{
-		"deploy": func(g *GlobalOptions) *cobra.Command { return deployCommand(&deployOptions{g: g, newEngine: engine}) },
-		"rollback": func(g *GlobalOptions) *cobra.Command {
-			return rollbackCommand(&rollbackOptions{g: g, newEngine: engine})
-		},
+		"deploy":   newDeployCommand,
+		"rollback": newRollbackCommand,
 		"history": func(g *GlobalOptions) *cobra.Command {
-			return historyCommand(&historyOptions{g: g, loc: time.UTC, newStore: func(ns string) (release.Store, error) { return secrets(ns), nil }})
+			return historyCommand(&historyOptions{g: g, loc: time.UTC})
 		},
 		"list": func(g *GlobalOptions) *cobra.Command {
-			return listCommand(&listOptions{g: g, loc: time.UTC, newStore: func(ns string) (release.Store, error) { return secrets(ns), nil }})
+			return listCommand(&listOptions{g: g, loc: time.UTC})
 		},
 	}
 	run := func(args ...string) (string, string, int) {
 		t.Helper()
-		return runRecordCommand(t, cmds[args[0]], args...)
+		return runRecordCommand(t, factory, cmds[args[0]], args...)
 	}
 	for _, extra := range [][]string{nil, {"--set", "image.tag=v0.11.1"}} {
 		_, stderr, code := run(deployArgs(extra...)...)

@@ -33,7 +33,7 @@ func newDependencyCommand(g *GlobalOptions) *cobra.Command {
 // dependencyListOptions are the inputs of `vllmctl dependency list CHART`.
 type dependencyListOptions struct {
 	g      *GlobalOptions
-	output string
+	output outputFlags
 
 	chartRef string
 	chart    *chart.Chart
@@ -51,22 +51,14 @@ func newDependencyListCommand(g *GlobalOptions) *cobra.Command {
 			"chart's default values turn it off by its condition or tags; it renders without it).",
 		Example: "  vllmctl dependency list ./mychart\n  vllmctl dependency list ./mychart -o json",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:    runCommand(o),
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	o.output.AddFlags(cmd.Flags())
 	return cmd
 }
 
 // Complete loads the chart.
-func (o *dependencyListOptions) Complete(args []string) error {
+func (o *dependencyListOptions) Complete(_ *cobra.Command, args []string) error {
 	o.chartRef = args[0]
 	var err error
 	o.chart, err = charts.Load(o.chartRef)
@@ -75,7 +67,7 @@ func (o *dependencyListOptions) Complete(args []string) error {
 
 // Validate checks the output format.
 func (o *dependencyListOptions) Validate() error {
-	return validateRecordOutput(o.output)
+	return o.output.Validate()
 }
 
 // Run prints the dependencies as a table or one JSON/YAML document.
@@ -84,8 +76,8 @@ func (o *dependencyListOptions) Run(_ context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.output != "table" {
-		return writeRecordDocument(o.g.Streams.Out, o.output, deps)
+	if o.output.format != "table" {
+		return writeRecordDocument(o.g.Streams.Out, o.output.format, deps)
 	}
 	if len(deps) == 0 {
 		_, err := fmt.Fprintf(o.g.Streams.ErrOut, "chart %s has no dependencies\n", o.chartRef)
@@ -123,20 +115,12 @@ func newDependencyUpdateCommand(g *GlobalOptions) *cobra.Command {
 			"written: fetch those with `helm dependency build CHART`. Progress goes to stderr.",
 		Example: "  vllmctl dependency update ./mychart",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:    runCommand(o),
 	}
 }
 
 // Complete takes the chart directory.
-func (o *dependencyUpdateOptions) Complete(args []string) error {
+func (o *dependencyUpdateOptions) Complete(_ *cobra.Command, args []string) error {
 	o.dir = args[0]
 	return nil
 }

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/spf13/cobra"
-	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
 )
@@ -23,40 +21,41 @@ type deployOptions struct {
 	preflight preflightFlags
 	canary    canaryFlags
 
-	output            string
-	timeout           time.Duration
-	timeoutGiven      bool // --timeout chosen by the user (flagGiven)
+	output          outputFlags
+	timeout         timeoutFlags
+	history         historyFlags
+	conflicts       conflictFlags
+	unlock          unlockFlags
+	rollbackTimeout rollbackTimeoutFlags
+
 	rollbackOnFailure bool
 	noRollback        bool
 	maxSurge          string
 	maxUnavailable    string
 	diff              bool
 	dryRun            bool
-	forceConflicts    bool
-	historyMax        int
 	createNamespace   bool
-	forceUnlock       bool
 	takeOwnership     bool
 	skipCRDs          bool
-	rollbackTimeout   time.Duration
 
-	namespace      string
-	chart          *chart.Chart
-	opts           charts.RenderOptions
+	chartTarget
 	surge          *intstr.IntOrString
 	unavailable    *intstr.IntOrString
-	rollbackSetBy  bool // --rollback-on-failure given explicitly
-	noRollbackSets bool // --no-rollback given explicitly
-
-	// newEngine builds the release engine; nil: the kubeconfig's cluster.
-	newEngine engineFactory
+	rollbackSetBy  bool           // --rollback-on-failure given explicitly
+	noRollbackSets bool           // --no-rollback given explicitly
+	flags          *pflag.FlagSet // the command's, to tell the flags given
 }
 
 func newDeployCommand(g *GlobalOptions) *cobra.Command {
 	return deployCommand(&deployOptions{g: g})
 }
 
+// deployCommand builds the command on o (tests read o once it ran).
 func deployCommand(o *deployOptions) *cobra.Command {
+	o.timeout.help = rolloutTimeoutHelp
+	o.history.help = historyMaxHelp
+	o.conflicts.help = forceConflictsHelp
+	o.rollbackTimeout.help = "time budget of the automatic rollback (its own, not what is left of --timeout)"
 	cmd := &cobra.Command{
 		Use:   "deploy RELEASE [CHART]",
 		Short: "Render, apply, record and wait for a release revision",
@@ -71,21 +70,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 			"  vllmctl deploy qwen ./mychart --set image.tag=v0.11.1 --timeout 20m -o json\n" +
 			"  vllmctl deploy qwen --dry-run --diff",
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.rollbackSetBy = cmd.Flags().Changed("rollback-on-failure")
-			o.noRollbackSets = cmd.Flags().Changed("no-rollback")
-			o.timeoutGiven = flagGiven(cmd, o.g, "timeout")
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.canary.Validate(cmd.Flags()); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runCommand(o),
 	}
 	f := cmd.Flags()
 	o.render.AddFlags(f)
@@ -94,21 +79,19 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	o.verdicts.AddFlags(f)
 	o.preflight.AddFlags(f)
 	o.canary.AddFlags(f)
-	f.DurationVar(&o.rollbackTimeout, "rollback-timeout", release.DefaultRollbackTimeout,
-		"time budget of the automatic rollback (its own, not what is left of --timeout)")
-	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
-	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout,
-		"how long to wait for the rollout (and, at most, to watch another operation's lock for renewals); "+timeoutFollowsHelp)
+	o.output.AddFlags(f)
+	o.timeout.AddFlags(f)
+	o.history.AddFlags(f)
+	o.conflicts.AddFlags(f)
+	o.unlock.AddFlags(f)
+	o.rollbackTimeout.AddFlags(f)
 	f.BoolVar(&o.rollbackOnFailure, "rollback-on-failure", true, "roll back to the previous good revision when the rollout fails")
 	f.BoolVar(&o.noRollback, "no-rollback", false, "do not roll back when the rollout fails (--rollback-on-failure=false)")
 	f.StringVar(&o.maxSurge, "max-surge", "", "override the Deployments' rolling-update maxSurge (integer or percentage)")
 	f.StringVar(&o.maxUnavailable, "max-unavailable", "", "override the Deployments' rolling-update maxUnavailable (integer or percentage)")
 	f.BoolVar(&o.diff, "diff", false, "print what the deploy changes (as vllmctl diff shows it) on stderr before applying")
 	f.BoolVar(&o.dryRun, "dry-run", false, "apply every object with a server-side dry run; nothing is changed or recorded")
-	f.BoolVar(&o.forceConflicts, "force-conflicts", false, "take over fields other field managers own")
-	f.IntVar(&o.historyMax, "history-max", 10, "release records to keep (0: unlimited)")
 	f.BoolVar(&o.createNamespace, "create-namespace", false, "create the release namespace if it does not exist")
-	f.BoolVar(&o.forceUnlock, "force-unlock", false, "take over the lock of another operation on the release")
 	f.BoolVar(&o.takeOwnership, "take-ownership", false,
 		"adopt existing objects the chart renders that are another release's or were made by other means (refused otherwise, exit 6)")
 	f.BoolVar(&o.skipCRDs, "skip-crds", false,
@@ -116,43 +99,22 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	return cmd
 }
 
-// Complete resolves the namespace, checks the release name and loads the
-// chart.
-func (o *deployOptions) Complete(args []string) error {
-	ns, err := recordNamespace(o.g)
-	if err != nil {
-		return err
-	}
-	o.namespace = ns
-	o.chart, o.opts, err = o.render.Resolve(args, ns)
-	return err
+// Complete notes which flags were given, resolves the namespace, checks
+// the release name and loads the chart.
+func (o *deployOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.flags = cmd.Flags()
+	o.rollbackSetBy = o.flags.Changed("rollback-on-failure")
+	o.noRollbackSets = o.flags.Changed("no-rollback")
+	o.timeout.Complete(o.flags, o.g)
+	return o.chartTarget.complete(o.g, &o.render, args)
 }
 
 // Validate checks the flags.
 func (o *deployOptions) Validate() error {
-	if err := validateRecordOutput(o.output); err != nil {
+	canary := func() error { return o.canary.Validate(o.flags) }
+	if err := validateAll(canary, o.output.Validate, o.progress.Validate, o.lock.Validate, o.timeout.Validate,
+		o.rollbackTimeout.Validate, o.verdicts.Validate, o.preflight.Validate, o.history.Validate); err != nil {
 		return err
-	}
-	if err := o.progress.Validate(); err != nil {
-		return err
-	}
-	if err := o.lock.Validate(); err != nil {
-		return err
-	}
-	if o.timeout <= 0 {
-		return newUsageError("--timeout %s: must be positive", o.timeout)
-	}
-	if o.rollbackTimeout <= 0 {
-		return newUsageError("--rollback-timeout %s: must be positive", o.rollbackTimeout)
-	}
-	if err := o.verdicts.Validate(); err != nil {
-		return err
-	}
-	if err := o.preflight.Validate(); err != nil {
-		return err
-	}
-	if o.historyMax < 0 {
-		return newUsageError("--history-max %d: must be 0 (unlimited) or more", o.historyMax)
 	}
 	if o.rollbackSetBy && o.noRollbackSets && o.rollbackOnFailure {
 		return newUsageError("--rollback-on-failure and --no-rollback contradict each other")
@@ -185,29 +147,23 @@ func (o *deployOptions) Validate() error {
 // Run deploys the release through the release engine and prints the
 // result.
 func (o *deployOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	engine, err := openEngine(o.g, o.newEngine, o.namespace, o.verdicts.options())
+	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, o.verdicts.options())
 	if err != nil {
 		return err
 	}
 	o.lock.apply(engine)
-	printer := o.progress.printer(o.g.Streams.ErrOut)
-	engine.Progress = printer.Print
-	engine.UseRedactor(printer.red)
 	res, err := release.NewDeployer(engine).Deploy(ctx, release.DeployOptions{
 		Name:              o.opts.ReleaseName,
 		Render:            &release.RenderInput{Chart: o.chart, Options: o.opts},
-		Timeout:           givenTimeout(o.timeoutGiven, o.timeout),
-		HistoryMax:        o.historyMax,
+		Timeout:           o.timeout.givenTimeout(),
+		HistoryMax:        o.history.max,
 		DryRun:            o.dryRun,
 		CreateNamespace:   o.createNamespace,
-		ForceConflicts:    o.forceConflicts,
-		ForceUnlock:       o.forceUnlock,
+		ForceConflicts:    o.conflicts.force,
+		ForceUnlock:       o.unlock.force,
 		TakeOwnership:     o.takeOwnership,
 		RollbackOnFailure: o.rollbackOnFailure && !o.noRollback,
-		RollbackTimeout:   o.rollbackTimeout,
+		RollbackTimeout:   o.rollbackTimeout.timeout,
 		MaxSurge:          o.surge,
 		MaxUnavailable:    o.unavailable,
 		SkipPreflight:     o.preflight.skip,
@@ -216,32 +172,5 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		Diff:              o.diff,
 		Canary:            o.canary.opts,
 	})
-	return finishOperation(o.g.Streams.Out, o.output, printer, res, err)
-}
-
-// timeoutFollowsHelp ends the help of the --timeout flags of deploy,
-// rollback and wait.
-const timeoutFollowsHelp = "without one (flag, VLLMCTL_TIMEOUT or config file) it follows the pods' start-up budget " +
-	"(the largest startup probe budget plus readiness initial delay, plus 1m) when that is longer than the default"
-
-// flagGiven reports whether the user chose the value of the flag name: on
-// the command line, in VLLMCTL_<NAME> or in the config file. A value from
-// the environment or the config file leaves the flag unchanged (see
-// bindConfig): viper knows it was set.
-func flagGiven(cmd *cobra.Command, g *GlobalOptions, name string) bool {
-	f := cmd.Flags().Lookup(name)
-	if f == nil {
-		return false
-	}
-	return f.Changed || (g != nil && g.v != nil && g.v.IsSet(name)) || f.Value.String() != f.DefValue
-}
-
-// givenTimeout is the timeout an operation passes to the release engine:
-// the --timeout the user chose, or 0 when none was given, for the engine
-// to follow the objects' start-up budget (release.StartupTimeout).
-func givenTimeout(given bool, timeout time.Duration) time.Duration {
-	if given {
-		return timeout
-	}
-	return 0
+	return finishOperation(o.g.Streams.Out, o.output.format, printer, res, err)
 }

@@ -36,29 +36,28 @@ func newReleaseFakes() *releaseFakes {
 	}
 }
 
-// engine is the engineFactory of the fakes.
+// engine is the release engine of the fakes in namespace ns.
 func (f *releaseFakes) engine(ns string) (*release.Engine, error) {
 	return f.cluster.Engine(f.store.InNamespace(ns), f.waiter, release.ClockFunc(func() time.Time { return f.now })), nil
 }
 
-// commands builds each release command on the fakes.
+// factory is the Factory of the fakes.
+func (f *releaseFakes) factory() Factory {
+	return fakeFactory{engine: f.engine, client: f.cluster.Client}
+}
+
+// commands builds each release command.
 func (f *releaseFakes) commands() map[string]func(g *GlobalOptions) *cobra.Command {
 	return map[string]func(g *GlobalOptions) *cobra.Command{
-		"deploy": func(g *GlobalOptions) *cobra.Command {
-			return deployCommand(&deployOptions{g: g, newEngine: f.engine})
-		},
-		"rollback": func(g *GlobalOptions) *cobra.Command {
-			return rollbackCommand(&rollbackOptions{g: g, newEngine: f.engine})
-		},
+		"deploy":   newDeployCommand,
+		"rollback": newRollbackCommand,
 		"status": func(g *GlobalOptions) *cobra.Command {
-			return statusCommand(&statusOptions{g: g, newEngine: f.engine, loc: time.UTC})
+			return statusCommand(&statusOptions{g: g, loc: time.UTC})
 		},
-		"uninstall": func(g *GlobalOptions) *cobra.Command {
-			return uninstallCommand(&uninstallOptions{g: g, newEngine: f.engine})
-		},
+		"uninstall": newUninstallCommand,
 		"diff": func(g *GlobalOptions) *cobra.Command {
 			no := false
-			return diffCommand(&diffOptions{g: g, newEngine: f.engine, color: &no})
+			return diffCommand(&diffOptions{g: g, color: &no})
 		},
 	}
 }
@@ -66,7 +65,7 @@ func (f *releaseFakes) commands() map[string]func(g *GlobalOptions) *cobra.Comma
 // run runs `vllmctl args...` (args[0] is the command) on the fakes.
 func (f *releaseFakes) run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	return runRecordCommand(t, f.commands()[args[0]], args...)
+	return runRecordCommand(t, f.factory(), f.commands()[args[0]], args...)
 }
 
 // small are the values that keep the built-in chart small. The capacity

@@ -6,9 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	chart "helm.sh/helm/v4/pkg/chart/v2"
 
-	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
@@ -19,16 +17,12 @@ type diffOptions struct {
 	g      *GlobalOptions
 	render RenderFlags
 
-	output          string
-	forceConflicts  bool
+	output          outputFlags
+	conflicts       conflictFlags
 	createNamespace bool
 
-	namespace string
-	chart     *chart.Chart
-	opts      charts.RenderOptions
+	chartTarget
 
-	// newEngine builds the release engine; nil: the kubeconfig's cluster.
-	newEngine engineFactory
 	// color forces colours on or off; nil: on when stdout is a terminal
 	// and NO_COLOR is unset.
 	color *bool
@@ -38,7 +32,10 @@ func newDiffCommand(g *GlobalOptions) *cobra.Command {
 	return diffCommand(&diffOptions{g: g})
 }
 
+// diffCommand builds the command on o (tests set o.color).
 func diffCommand(o *diffOptions) *cobra.Command {
+	o.output.help = "output format: table (a unified diff per object), json or yaml"
+	o.conflicts.help = diffForceConflictsHelp
 	cmd := &cobra.Command{
 		Use:   "diff RELEASE [CHART]",
 		Short: "Show what deploy would change, from a server-side dry run",
@@ -55,52 +52,30 @@ func diffCommand(o *diffOptions) *cobra.Command {
 		Example: "  vllmctl diff qwen -f prod.yaml\n" +
 			"  vllmctl diff qwen ./mychart --set image.tag=v0.11.1 -o json",
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runCommand(o),
 	}
 	o.render.AddFlags(cmd.Flags())
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table (a unified diff per object), json or yaml")
-	cmd.Flags().BoolVar(&o.forceConflicts, "force-conflicts", false,
-		"dry-run as deploy --force-conflicts would: take over fields other field managers own")
+	o.output.AddFlags(cmd.Flags())
+	o.conflicts.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&o.createNamespace, "create-namespace", false,
 		"dry-run as deploy --create-namespace would: a missing release namespace is created")
 	return cmd
 }
 
 // Complete resolves the namespace and loads the chart.
-func (o *diffOptions) Complete(args []string) error {
-	ns, err := recordNamespace(o.g)
-	if err != nil {
-		return err
-	}
-	o.namespace = ns
-	o.chart, o.opts, err = o.render.Resolve(args, ns)
-	return err
+func (o *diffOptions) Complete(_ *cobra.Command, args []string) error {
+	return o.chartTarget.complete(o.g, &o.render, args)
 }
 
-// Validate checks the release name and the output format.
+// Validate checks the output format.
 func (o *diffOptions) Validate() error {
-	switch o.output {
-	case "table", "json", "yaml":
-		return nil
-	}
-	return newUsageError("--output %q: want table, json or yaml", o.output)
+	return o.output.Validate()
 }
 
 // Run computes the diff through the release engine and prints it.
 // Changes found are a silent error with exit code 1.
 func (o *diffOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	engine, err := openEngine(o.g, o.newEngine, o.namespace, wait.RolloutOptions{})
+	engine, err := o.g.Factory.Engine(o.namespace, wait.RolloutOptions{})
 	if err != nil {
 		return err
 	}
@@ -113,7 +88,7 @@ func (o *diffOptions) Run(ctx context.Context) error {
 	rep, err := release.NewDiffer(engine).Diff(ctx, release.DiffOptions{
 		Name:            o.opts.ReleaseName,
 		Render:          release.RenderInput{Chart: o.chart, Options: o.opts},
-		ForceConflicts:  o.forceConflicts,
+		ForceConflicts:  o.conflicts.force,
 		CreateNamespace: o.createNamespace,
 	})
 	if err != nil {
@@ -130,7 +105,7 @@ func (o *diffOptions) Run(ctx context.Context) error {
 
 // write prints rep in the chosen output format.
 func (o *diffOptions) write(w io.Writer, rep *diff.Report) error {
-	switch o.output {
+	switch o.output.format {
 	case "json":
 		return rep.WriteJSON(w)
 	case "yaml":

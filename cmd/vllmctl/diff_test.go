@@ -117,12 +117,11 @@ func (f *diffFixture) deployRecord(t *testing.T, objs []*unstructured.Unstructur
 
 func (f *diffFixture) run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	return runRecordCommand(t, func(g *GlobalOptions) *cobra.Command {
+	return runRecordCommand(t, engineFactory(f.engine), func(g *GlobalOptions) *cobra.Command {
 		no := false
 		return diffCommand(&diffOptions{
-			g:         g,
-			newEngine: f.engine,
-			color:     &no,
+			g:     g,
+			color: &no,
 		})
 	}, append([]string{"diff"}, args...)...)
 }

@@ -103,3 +103,162 @@ func (l *lockFlags) Validate() error {
 func (l *lockFlags) apply(engine *release.Engine) {
 	engine.Lease = l.lease
 }
+
+// outputFlags is -o/--output: table, json or yaml.
+type outputFlags struct {
+	format string
+	// help is the flag's help; "": outputHelp.
+	help string
+}
+
+// outputHelp is the help of -o/--output.
+const outputHelp = "output format: table, json or yaml"
+
+// AddFlags registers -o/--output on fs.
+func (o *outputFlags) AddFlags(fs *pflag.FlagSet) {
+	help := o.help
+	if help == "" {
+		help = outputHelp
+	}
+	fs.StringVarP(&o.format, "output", "o", "table", help)
+}
+
+// Validate checks the format.
+func (o *outputFlags) Validate() error {
+	return validateRecordOutput(o.format)
+}
+
+// timeoutFlags is --timeout.
+type timeoutFlags struct {
+	timeout time.Duration
+	given   bool // chosen by the user (flagGiven)
+	help    string
+}
+
+// Help texts of --timeout.
+const (
+	// rolloutTimeoutHelp is deploy's and rollback's.
+	rolloutTimeoutHelp = "how long to wait for the rollout (and, at most, to watch another operation's lock for renewals); " + timeoutFollowsHelp
+	// waitTimeoutHelp is wait's.
+	waitTimeoutHelp = "how long to wait for the revision's objects to become ready; " + timeoutFollowsHelp
+	// staleLockTimeoutHelp is uninstall's.
+	staleLockTimeoutHelp = "the age after which another operation's lock is stale"
+)
+
+// timeoutFollowsHelp ends the help of the --timeout flags of deploy,
+// rollback and wait.
+const timeoutFollowsHelp = "without one (flag, VLLMCTL_TIMEOUT or config file) it follows the pods' start-up budget " +
+	"(the largest startup probe budget plus readiness initial delay, plus 1m) when that is longer than the default"
+
+// AddFlags registers --timeout on fs.
+func (t *timeoutFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&t.timeout, "timeout", release.DefaultTimeout, t.help)
+}
+
+// Complete notes whether the user chose the timeout (flagGiven).
+func (t *timeoutFlags) Complete(fs *pflag.FlagSet, g *GlobalOptions) {
+	t.given = flagGiven(fs, g, "timeout")
+}
+
+// Validate checks the timeout.
+func (t *timeoutFlags) Validate() error {
+	if t.timeout <= 0 {
+		return newUsageError("--timeout %s: must be positive", t.timeout)
+	}
+	return nil
+}
+
+// givenTimeout is the timeout an operation passes to the release engine: the
+// --timeout the user chose, or 0 when none was given, for the engine to
+// follow the objects' start-up budget (release.StartupTimeout).
+func (t *timeoutFlags) givenTimeout() time.Duration {
+	if t.given {
+		return t.timeout
+	}
+	return 0
+}
+
+// historyFlags is --history-max.
+type historyFlags struct {
+	max  int
+	help string
+}
+
+// Help texts of --history-max.
+const (
+	historyMaxHelp         = "release records to keep (0: unlimited)"
+	rollbackHistoryMaxHelp = "release records the rollback keeps (0: unlimited)"
+)
+
+// AddFlags registers --history-max on fs.
+func (h *historyFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&h.max, "history-max", 10, h.help)
+}
+
+// Validate checks the number.
+func (h *historyFlags) Validate() error {
+	if h.max < 0 {
+		return newUsageError("--history-max %d: must be 0 (unlimited) or more", h.max)
+	}
+	return nil
+}
+
+// conflictFlags is --force-conflicts.
+type conflictFlags struct {
+	force bool
+	help  string
+}
+
+// Help texts of --force-conflicts.
+const (
+	forceConflictsHelp         = "take over fields other field managers own"
+	rollbackForceConflictsHelp = "let the rollback take over fields other field managers own"
+	diffForceConflictsHelp     = "dry-run as deploy --force-conflicts would: take over fields other field managers own"
+)
+
+// AddFlags registers --force-conflicts on fs.
+func (c *conflictFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&c.force, "force-conflicts", false, c.help)
+}
+
+// unlockFlags is --force-unlock.
+type unlockFlags struct {
+	force bool
+}
+
+// AddFlags registers --force-unlock on fs.
+func (u *unlockFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&u.force, "force-unlock", false, "take over the lock of another operation on the release")
+}
+
+// flagGiven reports whether the user chose the value of the flag name: on
+// the command line, in VLLMCTL_<NAME> or in the config file. A value from
+// the environment or the config file leaves the flag unchanged (see
+// bindConfig): viper knows it was set.
+func flagGiven(fs *pflag.FlagSet, g *GlobalOptions, name string) bool {
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	return f.Changed || (g != nil && g.v != nil && g.v.IsSet(name)) || f.Value.String() != f.DefValue
+}
+
+// rollbackTimeoutFlags is --rollback-timeout, the time budget of a
+// rollback after a failure (deploy, wait).
+type rollbackTimeoutFlags struct {
+	timeout time.Duration
+	help    string
+}
+
+// AddFlags registers --rollback-timeout on fs.
+func (r *rollbackTimeoutFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&r.timeout, "rollback-timeout", release.DefaultRollbackTimeout, r.help)
+}
+
+// Validate checks the budget.
+func (r *rollbackTimeoutFlags) Validate() error {
+	if r.timeout <= 0 {
+		return newUsageError("--rollback-timeout %s: must be positive", r.timeout)
+	}
+	return nil
+}

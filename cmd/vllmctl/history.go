@@ -15,15 +15,12 @@ import (
 type historyOptions struct {
 	g *GlobalOptions
 
-	output string
+	output outputFlags
 	repair bool
 
 	releaseTarget
 	store release.Store
 
-	// newStore opens the record store of a namespace; nil: Secrets through
-	// the kubeconfig. Tests inject an in-memory or fake-clientset store.
-	newStore func(namespace string) (release.Store, error)
 	// loc is the time zone of the table's times; nil: local time.
 	loc *time.Location
 }
@@ -39,24 +36,16 @@ func historyCommand(o *historyOptions) *cobra.Command {
 		Long: "Show one row per recorded revision of RELEASE: when it was last updated, its status, chart,\n" +
 			"app version, description and the ReplicaSets it produced.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runCommand(o),
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	o.output.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&o.repair, "repair", false,
 		"replace every unreadable record of the release by a readable one marked failed (its manifest is lost)")
 	return cmd
 }
 
 // Complete resolves the release, the namespace and the record store.
-func (o *historyOptions) Complete(args []string) error {
+func (o *historyOptions) Complete(_ *cobra.Command, args []string) error {
 	if err := o.releaseTarget.complete(o.g, args); err != nil {
 		return err
 	}
@@ -64,7 +53,7 @@ func (o *historyOptions) Complete(args []string) error {
 		o.loc = time.Local
 	}
 	var err error
-	o.store, err = openRecordStore(o.g, o.newStore, o.namespace)
+	o.store, err = o.g.Factory.Store(o.namespace)
 	return err
 }
 
@@ -73,7 +62,7 @@ func (o *historyOptions) Validate() error {
 	if err := release.ValidateName(o.release); err != nil {
 		return err
 	}
-	return validateRecordOutput(o.output)
+	return o.output.Validate()
 }
 
 // historyRow is one revision in `history -o json|yaml`.
@@ -132,8 +121,8 @@ func (o *historyOptions) Run(ctx context.Context) error {
 			Canary:      r.Canary,
 		})
 	}
-	if o.output != "table" {
-		return writeRecordDocument(o.g.Streams.Out, o.output, rows)
+	if o.output.format != "table" {
+		return writeRecordDocument(o.g.Streams.Out, o.output.format, rows)
 	}
 	tw := newRecordTable(o.g.Streams.Out)
 	fmt.Fprintln(tw, "REVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION\tDESCRIPTION\tREPLICASETS")

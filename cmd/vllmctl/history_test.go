@@ -146,8 +146,9 @@ func seedRecords(t *testing.T, open func(ns string) release.Store) {
 
 // runRecordCommand runs one command built by build under a root carrying
 // the kubectl flags, as NewRootCommand does, with a kubeconfig whose
-// context namespace is "ml". It returns stdout, stderr and the exit code.
-func runRecordCommand(t *testing.T, build func(g *GlobalOptions) *cobra.Command, args ...string) (string, string, int) {
+// context namespace is "ml" and factory in place of the cluster's. It
+// returns stdout, stderr and the exit code.
+func runRecordCommand(t *testing.T, factory Factory, build func(g *GlobalOptions) *cobra.Command, args ...string) (string, string, int) {
 	t.Helper()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
@@ -168,6 +169,7 @@ current-context: test
 		ConfigFlags: genericclioptions.NewConfigFlags(true),
 		Streams:     genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &stdout, ErrOut: &stderr},
 		v:           viper.New(),
+		Factory:     factory,
 	}
 	root := &cobra.Command{Use: "vllmctl", SilenceUsage: true, SilenceErrors: true}
 	root.SetOut(&stdout)
@@ -211,12 +213,11 @@ func TestHistoryCommand(t *testing.T) {
 			open := be.open()
 			seedRecords(t, open)
 			build := func(g *GlobalOptions) *cobra.Command {
-				return historyCommand(&historyOptions{g: g, loc: time.UTC,
-					newStore: func(ns string) (release.Store, error) { return open(ns), nil }})
+				return historyCommand(&historyOptions{g: g, loc: time.UTC})
 			}
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
-					stdout, stderr, code := runRecordCommand(t, build, tt.args...)
+					stdout, stderr, code := runRecordCommand(t, storeFactory(open), build, tt.args...)
 					assert.Equal(t, tt.wantCode, code, "stderr: %s", stderr)
 					if tt.wantStderr != "" {
 						assert.Contains(t, stderr, tt.wantStderr)
@@ -237,10 +238,7 @@ func TestHistoryCommand(t *testing.T) {
 func TestHistoryJSONIsOneDocument(t *testing.T) {
 	open := recordBackends()[0].open()
 	seedRecords(t, open)
-	build := func(g *GlobalOptions) *cobra.Command {
-		return historyCommand(&historyOptions{g: g, newStore: func(ns string) (release.Store, error) { return open(ns), nil }})
-	}
-	stdout, _, code := runRecordCommand(t, build, "history", "chat", "-o", "json")
+	stdout, _, code := runRecordCommand(t, storeFactory(open), newHistoryCommand, "history", "chat", "-o", "json")
 	require.Equal(t, 0, code)
 	var rows []map[string]any
 	dec := json.NewDecoder(strings.NewReader(stdout))

@@ -26,7 +26,7 @@ type lintOptions struct {
 	g      *GlobalOptions
 	render RenderFlags
 	strict bool
-	output string
+	output outputFlags
 
 	chart *chart.Chart
 	opts  charts.RenderOptions
@@ -75,24 +75,16 @@ func newLintCommand(g *GlobalOptions) *cobra.Command {
 		Example: "  vllmctl lint -n inference\n" +
 			"  vllmctl lint ./mychart -n inference -f prod.yaml --strict -o json",
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runCommand(o),
 	}
 	o.render.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&o.strict, "strict", false, "treat warnings as errors (exit code 2)")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	o.output.AddFlags(cmd.Flags())
 	return cmd
 }
 
 // Complete resolves the namespace and loads the chart.
-func (o *lintOptions) Complete(args []string) error {
+func (o *lintOptions) Complete(_ *cobra.Command, args []string) error {
 	ns, err := localNamespace(o.g)
 	if err != nil {
 		return err
@@ -104,19 +96,12 @@ func (o *lintOptions) Complete(args []string) error {
 
 // Validate checks the output format.
 func (o *lintOptions) Validate() error {
-	switch o.output {
-	case "table", "json", "yaml":
-		return nil
-	}
-	return newUsageError("--output %q: want table, json or yaml", o.output)
+	return o.output.Validate()
 }
 
 // Run renders the chart, lints the objects and prints the findings. It
 // returns a lintFailedError (exit 2) when there are error findings.
 func (o *lintOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	r, err := charts.RenderContext(ctx, o.chart, o.opts)
 	if err != nil {
 		return err
@@ -134,7 +119,7 @@ func (o *lintOptions) Run(ctx context.Context) error {
 		lint.Sort(findings)
 	}
 	errs, warns, infos := lint.Counts(findings)
-	if err := writeLintReport(o.g.Streams.Out, o.output, findings, errs, warns); err != nil {
+	if err := writeLintReport(o.g.Streams.Out, o.output.format, findings, errs, warns); err != nil {
 		return err
 	}
 	fmt.Fprintf(o.g.Streams.ErrOut, "lint %s: %d error(s), %d warning(s), %d info\n", r.Chart.Name, errs, warns, infos)

@@ -15,15 +15,12 @@ import (
 type listOptions struct {
 	g *GlobalOptions
 
-	output        string
+	output        outputFlags
 	allNamespaces bool
 
 	namespace string
 	store     release.Store
 
-	// newStore opens the record store of a namespace; nil: Secrets through
-	// the kubeconfig. Tests inject an in-memory or fake-clientset store.
-	newStore func(namespace string) (release.Store, error)
 	// loc is the time zone of the table's times; nil: local time.
 	loc *time.Location
 }
@@ -40,23 +37,15 @@ func listCommand(o *listOptions) *cobra.Command {
 		Long: "List the releases of the namespace (-A: of all namespaces), one row per release showing its\n" +
 			"latest revision.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runCommand(o),
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	o.output.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list releases in all namespaces")
 	return cmd
 }
 
 // Complete resolves the namespace and the record store.
-func (o *listOptions) Complete() error {
+func (o *listOptions) Complete(*cobra.Command, []string) error {
 	ns, err := recordNamespace(o.g)
 	if err != nil {
 		return err
@@ -65,13 +54,13 @@ func (o *listOptions) Complete() error {
 	if o.loc == nil {
 		o.loc = time.Local
 	}
-	o.store, err = openRecordStore(o.g, o.newStore, ns)
+	o.store, err = o.g.Factory.Store(ns)
 	return err
 }
 
 // Validate checks the output format.
 func (o *listOptions) Validate() error {
-	return validateRecordOutput(o.output)
+	return o.output.Validate()
 }
 
 // listRow is one release in `list -o json|yaml`.
@@ -115,8 +104,8 @@ func (o *listOptions) Run(ctx context.Context) error {
 			Updated:    r.Updated,
 		})
 	}
-	if o.output != "table" {
-		return writeRecordDocument(o.g.Streams.Out, o.output, rows)
+	if o.output.format != "table" {
+		return writeRecordDocument(o.g.Streams.Out, o.output.format, rows)
 	}
 	if len(rows) == 0 {
 		where := "namespace " + o.namespace

@@ -9,8 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/vllmctl/vllmctl/release"
 )
 
 func TestListCommand(t *testing.T) {
@@ -40,12 +38,11 @@ func TestListCommand(t *testing.T) {
 			open := be.open()
 			seedRecords(t, open)
 			build := func(g *GlobalOptions) *cobra.Command {
-				return listCommand(&listOptions{g: g, loc: time.UTC,
-					newStore: func(ns string) (release.Store, error) { return open(ns), nil }})
+				return listCommand(&listOptions{g: g, loc: time.UTC})
 			}
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
-					stdout, stderr, code := runRecordCommand(t, build, tt.args...)
+					stdout, stderr, code := runRecordCommand(t, storeFactory(open), build, tt.args...)
 					assert.Equal(t, tt.wantCode, code, "stderr: %s", stderr)
 					if tt.wantStderr != "" {
 						assert.Equal(t, tt.wantStderr, stderr)
@@ -66,10 +63,7 @@ func TestListCommand(t *testing.T) {
 func TestListJSONIsOneDocument(t *testing.T) {
 	open := recordBackends()[1].open()
 	seedRecords(t, open)
-	build := func(g *GlobalOptions) *cobra.Command {
-		return listCommand(&listOptions{g: g, newStore: func(ns string) (release.Store, error) { return open(ns), nil }})
-	}
-	stdout, _, code := runRecordCommand(t, build, "list", "-A", "-o", "json")
+	stdout, _, code := runRecordCommand(t, storeFactory(open), newListCommand, "list", "-A", "-o", "json")
 	require.Equal(t, 0, code)
 	var rows []map[string]any
 	dec := json.NewDecoder(strings.NewReader(stdout))

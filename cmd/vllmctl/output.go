@@ -1,7 +1,7 @@
 package main
 
-// Helpers every release command shares: the release namespace, the record
-// store, output formats and table cells.
+// Helpers every release command shares: the release namespace, output
+// formats and table cells.
 
 import (
 	"encoding/json"
@@ -13,10 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
@@ -57,39 +54,6 @@ func validateNamespace(ns string) error {
 		return newUsageError("namespace %q is invalid: %s", ns, strings.Join(errs, "; "))
 	}
 	return nil
-}
-
-// openRecordStore opens the release record store of namespace: newStore
-// when set (tests), else Secrets through the kubeconfig.
-func openRecordStore(g *GlobalOptions, newStore func(string) (release.Store, error), namespace string) (release.Store, error) {
-	if newStore != nil {
-		return newStore(namespace)
-	}
-	client, err := kubeClient(g)
-	if err != nil {
-		return nil, err
-	}
-	return release.NewSecrets(client, namespace), nil
-}
-
-// kubeClient is the typed client of the kubeconfig (rate limits applied).
-// It speaks protobuf, as the cluster's own controllers do: the pods and
-// events a big rollout streams decode at a fraction of JSON's CPU and
-// garbage (and the API server encodes them cheaper too). The dynamic
-// client of the applies and of kstatus stays on JSON.
-func kubeClient(g *GlobalOptions) (kubernetes.Interface, error) {
-	cfg, err := g.ConfigFlags.ToRESTConfig()
-	if err != nil {
-		return nil, kubeconfigError(err)
-	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, recordClusterError{fmt.Errorf("kubernetes client: %w", err)}
-	}
-	return client, nil
 }
 
 // colorOutput reports whether text for w gets ANSI colours: w is a

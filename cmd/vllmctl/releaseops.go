@@ -10,44 +10,47 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
-// engineFactory builds the release engine of a namespace. Tests inject
-// fakes; nil means the cluster of the kubeconfig (clusterEngine).
-type engineFactory func(namespace string) (*release.Engine, error)
-
-// openEngine returns the release engine of namespace: newEngine when set,
-// else clusterEngine.
-func openEngine(g *GlobalOptions, newEngine engineFactory, namespace string, verdicts wait.RolloutOptions) (*release.Engine, error) {
-	if newEngine != nil {
-		return newEngine(namespace)
+// openOperation opens the release engine of namespace for an operation
+// that prints its progress: the engine's events and redactions go through
+// the printer of p, on stderr.
+func openOperation(g *GlobalOptions, p *progressFlags, namespace string, verdicts wait.RolloutOptions) (*release.Engine, *progressPrinter, error) {
+	engine, err := g.Factory.Engine(namespace, verdicts)
+	if err != nil {
+		return nil, nil, err
 	}
-	return clusterEngine(g, namespace, verdicts)
+	printer := p.printer(g.Streams.ErrOut)
+	engine.Progress = printer.Print
+	engine.UseRedactor(printer.red)
+	return engine, printer, nil
 }
 
-// clusterEngine builds the release engine on the cluster of the kubeconfig:
-// Secrets for records, server-side apply for objects, a RolloutWatcher
-// (kstatus for the objects that are not Deployments) for waits.
-func clusterEngine(g *GlobalOptions, namespace string, verdicts wait.RolloutOptions) (*release.Engine, error) {
-	client, err := kubeClient(g)
+// chartTarget is the release a command renders a chart for (deploy,
+// diff): the namespace holding its records, the chart and the render
+// options.
+type chartTarget struct {
+	namespace string
+	chart     *chart.Chart
+	opts      charts.RenderOptions
+}
+
+// complete resolves the release namespace, checks the release name and
+// loads the chart of args (RELEASE [CHART]).
+func (c *chartTarget) complete(g *GlobalOptions, render *RenderFlags, args []string) error {
+	ns, err := recordNamespace(g)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	applier, err := release.NewApplier(g.ConfigFlags)
-	if err != nil {
-		return nil, kubeconfigError(err)
-	}
-	others := wait.NewKstatusWaiter(applier.DynamicClient(), applier.RESTMapper())
-	return &release.Engine{
-		Store:   release.NewSecrets(client, namespace),
-		Objects: applier,
-		Waiter:  wait.NewRolloutWatcher(client, others, verdicts),
-		Client:  client,
-	}, nil
+	c.namespace = ns
+	c.chart, c.opts, err = render.Resolve(args, ns)
+	return err
 }
 
 // releaseTarget is the RELEASE argument of a command acting on one release

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,25 +15,22 @@ type rollbackOptions struct {
 	progress progressFlags
 	lock     lockFlags
 
-	output         string
-	toRevision     int
-	timeout        time.Duration
-	timeoutGiven   bool // --timeout chosen by the user (flagGiven)
-	historyMax     int
-	forceUnlock    bool
-	forceConflicts bool
+	output    outputFlags
+	timeout   timeoutFlags
+	history   historyFlags
+	conflicts conflictFlags
+	unlock    unlockFlags
+
+	toRevision int
 
 	releaseTarget
-
-	// newEngine builds the release engine; nil: the kubeconfig's cluster.
-	newEngine engineFactory
 }
 
 func newRollbackCommand(g *GlobalOptions) *cobra.Command {
-	return rollbackCommand(&rollbackOptions{g: g})
-}
-
-func rollbackCommand(o *rollbackOptions) *cobra.Command {
+	o := &rollbackOptions{g: g}
+	o.timeout.help = rolloutTimeoutHelp
+	o.history.help = historyMaxHelp
+	o.conflicts.help = forceConflictsHelp
 	cmd := &cobra.Command{
 		Use:   "rollback RELEASE",
 		Short: "Restore an earlier revision of a release, then wait",
@@ -47,32 +43,24 @@ func rollbackCommand(o *rollbackOptions) *cobra.Command {
 		Example: "  vllmctl rollback qwen\n" +
 			"  vllmctl rollback qwen --to-revision 3 -o json",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.timeoutGiven = flagGiven(cmd, o.g, "timeout")
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runCommand(o),
 	}
 	f := cmd.Flags()
 	o.progress.AddFlags(f)
 	o.lock.AddFlags(f)
-	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	o.output.AddFlags(f)
+	o.timeout.AddFlags(f)
+	o.history.AddFlags(f)
+	o.conflicts.AddFlags(f)
+	o.unlock.AddFlags(f)
 	f.IntVar(&o.toRevision, "to-revision", 0, "revision to restore (0: the previous good revision)")
-	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout,
-		"how long to wait for the rollout (and, at most, to watch another operation's lock for renewals); "+timeoutFollowsHelp)
-	f.IntVar(&o.historyMax, "history-max", 10, "release records to keep (0: unlimited)")
-	f.BoolVar(&o.forceUnlock, "force-unlock", false, "take over the lock of another operation on the release")
-	f.BoolVar(&o.forceConflicts, "force-conflicts", false, "take over fields other field managers own")
 	return cmd
 }
 
-// Complete resolves the release and the namespace.
-func (o *rollbackOptions) Complete(args []string) error {
+// Complete notes whether --timeout was given, resolves the release and
+// the namespace.
+func (o *rollbackOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.timeout.Complete(cmd.Flags(), o.g)
 	return o.releaseTarget.complete(o.g, args)
 }
 
@@ -81,47 +69,29 @@ func (o *rollbackOptions) Validate() error {
 	if err := release.ValidateName(o.release); err != nil {
 		return err
 	}
-	if err := validateRecordOutput(o.output); err != nil {
-		return err
+	toRevision := func() error {
+		if o.toRevision < 0 {
+			return newUsageError("--to-revision %d: must be 1 or more (0: the previous good revision)", o.toRevision)
+		}
+		return nil
 	}
-	if err := o.progress.Validate(); err != nil {
-		return err
-	}
-	if err := o.lock.Validate(); err != nil {
-		return err
-	}
-	if o.toRevision < 0 {
-		return newUsageError("--to-revision %d: must be 1 or more (0: the previous good revision)", o.toRevision)
-	}
-	if o.timeout <= 0 {
-		return newUsageError("--timeout %s: must be positive", o.timeout)
-	}
-	if o.historyMax < 0 {
-		return newUsageError("--history-max %d: must be 0 (unlimited) or more", o.historyMax)
-	}
-	return nil
+	return validateAll(o.output.Validate, o.progress.Validate, o.lock.Validate, toRevision, o.timeout.Validate, o.history.Validate)
 }
 
 // Run rolls back and prints the result.
 func (o *rollbackOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	engine, err := openEngine(o.g, o.newEngine, o.namespace, wait.RolloutOptions{})
+	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, wait.RolloutOptions{})
 	if err != nil {
 		return err
 	}
 	o.lock.apply(engine)
-	printer := o.progress.printer(o.g.Streams.ErrOut)
-	engine.Progress = printer.Print
-	engine.UseRedactor(printer.red)
 	res, err := release.NewRollbacker(engine).Rollback(ctx, release.RollbackOptions{
 		Name:           o.release,
 		ToRevision:     o.toRevision,
-		Timeout:        givenTimeout(o.timeoutGiven, o.timeout),
-		HistoryMax:     o.historyMax,
-		ForceUnlock:    o.forceUnlock,
-		ForceConflicts: o.forceConflicts,
+		Timeout:        o.timeout.givenTimeout(),
+		HistoryMax:     o.history.max,
+		ForceUnlock:    o.unlock.force,
+		ForceConflicts: o.conflicts.force,
 	})
-	return finishOperation(o.g.Streams.Out, o.output, printer, res, err)
+	return finishOperation(o.g.Streams.Out, o.output.format, printer, res, err)
 }

@@ -33,6 +33,10 @@ type GlobalOptions struct {
 	// clients (--kube-api-qps, --kube-api-burst).
 	apiQPS   float32
 	apiBurst int
+
+	// Factory builds what commands take from the cluster: set once, by
+	// NewRootCommand, for every command (tests set one on fakes).
+	Factory Factory
 }
 
 // Client-side rate limits. client-go's defaults (QPS 5, burst 10) queue a
@@ -60,6 +64,7 @@ func NewRootCommand(ctx context.Context, streams genericiooptions.IOStreams) *co
 		v:       viper.New(),
 	}
 	g.ConfigFlags.WrapConfigFn = g.restConfig
+	g.Factory = newClusterFactory(g.ConfigFlags)
 	cmd := &cobra.Command{
 		Use:           "vllmctl",
 		Short:         "Declarative rollouts for LLM inference services on Kubernetes",
@@ -86,9 +91,11 @@ func NewRootCommand(ctx context.Context, streams genericiooptions.IOStreams) *co
 		"client-side burst of requests to the API server")
 
 	for _, sub := range subcommands() {
-		c := sub(g)
+		cmd.AddCommand(sub(g))
+	}
+	addCompletionCommand(cmd)
+	for _, c := range cmd.Commands() {
 		wrapArgs(c)
-		cmd.AddCommand(c)
 	}
 	return cmd
 }
@@ -97,7 +104,6 @@ func NewRootCommand(ctx context.Context, streams genericiooptions.IOStreams) *co
 func subcommands() []func(*GlobalOptions) *cobra.Command {
 	return []func(*GlobalOptions) *cobra.Command{
 		newVersionCommand,
-		newCompletionCommand,
 		newHistoryCommand,
 		newListCommand,
 		newTemplateCommand,
@@ -110,6 +116,45 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newStatusCommand,
 		newUninstallCommand,
 	}
+}
+
+// commandOptions are the inputs of a command, taken in kubectl's three
+// steps.
+type commandOptions interface {
+	// Complete fills in what the flags and args leave to find out.
+	Complete(cmd *cobra.Command, args []string) error
+	// Validate checks the inputs.
+	Validate() error
+	// Run does the command's work.
+	Run(ctx context.Context) error
+}
+
+// runCommand is the RunE of a command whose inputs are o: Complete,
+// Validate, then Run.
+func runCommand(o commandOptions) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(cmd, args); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		return o.Run(ctx)
+	}
+}
+
+// validateAll runs the checks in order and returns the first error.
+func validateAll(checks ...func() error) error {
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // wrapArgs makes argument-count errors usage errors (exit 2).

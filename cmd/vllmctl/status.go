@@ -17,12 +17,10 @@ import (
 type statusOptions struct {
 	g *GlobalOptions
 
-	output string
+	output outputFlags
 
 	releaseTarget
 
-	// newEngine builds the release engine; nil: the kubeconfig's cluster.
-	newEngine engineFactory
 	// loc is the time zone of the table's times; nil: local time.
 	loc *time.Location
 }
@@ -39,22 +37,14 @@ func statusCommand(o *statusOptions) *cobra.Command {
 			"Current, InProgress, Failed, Terminating, or NotFound) and the ReplicaSets running pods of its\n" +
 			"Deployments.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runCommand(o),
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	o.output.AddFlags(cmd.Flags())
 	return cmd
 }
 
 // Complete resolves the release and the namespace.
-func (o *statusOptions) Complete(args []string) error {
+func (o *statusOptions) Complete(_ *cobra.Command, args []string) error {
 	if err := o.releaseTarget.complete(o.g, args); err != nil {
 		return err
 	}
@@ -69,15 +59,12 @@ func (o *statusOptions) Validate() error {
 	if err := release.ValidateName(o.release); err != nil {
 		return err
 	}
-	return validateRecordOutput(o.output)
+	return o.output.Validate()
 }
 
 // Run prints the release's status.
 func (o *statusOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	engine, err := openEngine(o.g, o.newEngine, o.namespace, wait.RolloutOptions{})
+	engine, err := o.g.Factory.Engine(o.namespace, wait.RolloutOptions{})
 	if err != nil {
 		return err
 	}
@@ -85,8 +72,8 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.output != "table" {
-		return writeRecordDocument(o.g.Streams.Out, o.output, rep)
+	if o.output.format != "table" {
+		return writeRecordDocument(o.g.Streams.Out, o.output.format, rep)
 	}
 	var b strings.Builder
 	field := func(name, value string) { fmt.Fprintf(&b, "%s: %s\n", name, value) }

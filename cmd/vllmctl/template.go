@@ -42,15 +42,7 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 			"  vllmctl template qwen ./mychart -n inference -f prod.yaml --set resources.gpu=2\n" +
 			"  vllmctl template shop ./umbrella --include-crds",
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runCommand(o),
 	}
 	o.render.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&o.kubeVersion, "kube-version", "",
@@ -62,7 +54,7 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 }
 
 // Complete resolves the namespace and loads the chart.
-func (o *templateOptions) Complete(args []string) error {
+func (o *templateOptions) Complete(_ *cobra.Command, args []string) error {
 	ns, err := localNamespace(o.g)
 	if err != nil {
 		return err
@@ -82,9 +74,6 @@ func (o *templateOptions) Validate() error {
 // Run renders the chart and prints the manifest (the CRDs first with
 // --include-crds) to stdout, the render's warnings to stderr.
 func (o *templateOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	r, err := charts.RenderContext(ctx, o.chart, o.opts)
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,22 +17,18 @@ type uninstallOptions struct {
 	g        *GlobalOptions
 	progress progressFlags
 
-	output      string
+	output  outputFlags
+	timeout timeoutFlags
+	unlock  unlockFlags
+
 	keepHistory bool
-	timeout     time.Duration
-	forceUnlock bool
 
 	releaseTarget
-
-	// newEngine builds the release engine; nil: the kubeconfig's cluster.
-	newEngine engineFactory
 }
 
 func newUninstallCommand(g *GlobalOptions) *cobra.Command {
-	return uninstallCommand(&uninstallOptions{g: g})
-}
-
-func uninstallCommand(o *uninstallOptions) *cobra.Command {
+	o := &uninstallOptions{g: g}
+	o.timeout.help = staleLockTimeoutHelp
 	cmd := &cobra.Command{
 		Use:   "uninstall RELEASE",
 		Short: "Delete a release's objects and its records",
@@ -42,27 +37,19 @@ func uninstallCommand(o *uninstallOptions) *cobra.Command {
 			"delete its records; --keep-history keeps them, the last one marked uninstalled. Namespaces are\n" +
 			"never deleted.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runCommand(o),
 	}
 	f := cmd.Flags()
 	o.progress.AddFlags(f)
-	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	o.output.AddFlags(f)
+	o.timeout.AddFlags(f)
+	o.unlock.AddFlags(f)
 	f.BoolVar(&o.keepHistory, "keep-history", false, "keep the records, the last one marked uninstalled")
-	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout, "the age after which another operation's lock is stale")
-	f.BoolVar(&o.forceUnlock, "force-unlock", false, "take over the lock of another operation on the release")
 	return cmd
 }
 
 // Complete resolves the release and the namespace.
-func (o *uninstallOptions) Complete(args []string) error {
+func (o *uninstallOptions) Complete(_ *cobra.Command, args []string) error {
 	return o.releaseTarget.complete(o.g, args)
 }
 
@@ -71,36 +58,24 @@ func (o *uninstallOptions) Validate() error {
 	if err := release.ValidateName(o.release); err != nil {
 		return err
 	}
-	if err := validateRecordOutput(o.output); err != nil {
-		return err
-	}
-	if o.timeout <= 0 {
-		return newUsageError("--timeout %s: must be positive", o.timeout)
-	}
-	return o.progress.Validate()
+	return validateAll(o.output.Validate, o.timeout.Validate, o.progress.Validate)
 }
 
 // Run uninstalls and prints what was deleted.
 func (o *uninstallOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	engine, err := openEngine(o.g, o.newEngine, o.namespace, wait.RolloutOptions{})
+	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, wait.RolloutOptions{})
 	if err != nil {
 		return err
 	}
-	printer := o.progress.printer(o.g.Streams.ErrOut)
-	engine.Progress = printer.Print
-	engine.UseRedactor(printer.red)
 	res, err := release.NewUninstaller(engine).Uninstall(ctx, release.UninstallOptions{
-		Name: o.release, KeepHistory: o.keepHistory, Timeout: o.timeout, ForceUnlock: o.forceUnlock,
+		Name: o.release, KeepHistory: o.keepHistory, Timeout: o.timeout.timeout, ForceUnlock: o.unlock.force,
 	})
 	return finishWith(printer, res != nil, func() error { return o.write(res) }, err)
 }
 
 func (o *uninstallOptions) write(res *release.UninstallResult) error {
-	if o.output != "table" {
-		return writeRecordDocument(o.g.Streams.Out, o.output, res)
+	if o.output.format != "table" {
+		return writeRecordDocument(o.g.Streams.Out, o.output.format, res)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "RELEASE: %s\n", res.Release)

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -92,10 +91,9 @@ func TestUntrustedFailurePrintsEscaped(t *testing.T) {
 	assert.Contains(t, stdout, "    "+craftedEscaped)
 
 	history := func(g *GlobalOptions) *cobra.Command {
-		return historyCommand(&historyOptions{g: g, loc: time.UTC,
-			newStore: func(ns string) (release.Store, error) { return f.store.InNamespace(ns), nil }})
+		return historyCommand(&historyOptions{g: g, loc: time.UTC})
 	}
-	stdout, stderr, code = runRecordCommand(t, history, "history", "chat")
+	stdout, stderr, code = runRecordCommand(t, f.factory(), history, "history", "chat")
 	require.Equal(t, 0, code, "stderr: %s", stderr)
 	assertSafeOutput(t, "history table", stdout, table)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,25 +14,24 @@ type waitOptions struct {
 	progress progressFlags
 	verdicts verdictFlags
 
-	output            string
-	timeout           time.Duration
-	timeoutGiven      bool // --timeout chosen by the user (flagGiven)
+	output    outputFlags
+	timeout   timeoutFlags
+	history   historyFlags
+	conflicts conflictFlags
+
+	rollbackTimeout rollbackTimeoutFlags
+
 	rollbackOnFailure bool
-	rollbackTimeout   time.Duration
-	historyMax        int
-	forceConflicts    bool
 
 	releaseTarget
-
-	// newEngine builds the release engine; nil: the kubeconfig's cluster.
-	newEngine engineFactory
 }
 
 func newWaitCommand(g *GlobalOptions) *cobra.Command {
-	return waitCommand(&waitOptions{g: g})
-}
-
-func waitCommand(o *waitOptions) *cobra.Command {
+	o := &waitOptions{g: g}
+	o.timeout.help = waitTimeoutHelp
+	o.history.help = rollbackHistoryMaxHelp
+	o.conflicts.help = rollbackForceConflictsHelp
+	o.rollbackTimeout.help = "time budget of the rollback (its own, not what is left of --timeout)"
 	cmd := &cobra.Command{
 		Use:   "wait RELEASE",
 		Short: "Wait on the current revision of a release with the same verdicts as deploy",
@@ -52,33 +50,25 @@ func waitCommand(o *waitOptions) *cobra.Command {
 		Example: "  vllmctl wait qwen -n inference --timeout 15m\n" +
 			"  vllmctl wait qwen --rollback-on-failure -o json",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.timeoutGiven = flagGiven(cmd, o.g, "timeout")
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runCommand(o),
 	}
 	f := cmd.Flags()
 	o.progress.AddFlags(f)
 	o.verdicts.AddFlags(f)
-	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
-	f.DurationVar(&o.timeout, "timeout", release.DefaultTimeout, "how long to wait for the revision's objects to become ready; "+timeoutFollowsHelp)
+	o.output.AddFlags(f)
+	o.timeout.AddFlags(f)
+	o.history.AddFlags(f)
+	o.conflicts.AddFlags(f)
 	f.BoolVar(&o.rollbackOnFailure, "rollback-on-failure", false,
 		"roll back to the newest good revision when the wait fails or times out")
-	f.DurationVar(&o.rollbackTimeout, "rollback-timeout", release.DefaultRollbackTimeout,
-		"time budget of the rollback (its own, not what is left of --timeout)")
-	f.IntVar(&o.historyMax, "history-max", 10, "release records the rollback keeps (0: unlimited)")
-	f.BoolVar(&o.forceConflicts, "force-conflicts", false, "let the rollback take over fields other field managers own")
+	o.rollbackTimeout.AddFlags(f)
 	return cmd
 }
 
-// Complete resolves the release and the namespace.
-func (o *waitOptions) Complete(args []string) error {
+// Complete notes whether --timeout was given, resolves the release and
+// the namespace.
+func (o *waitOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.timeout.Complete(cmd.Flags(), o.g)
 	return o.releaseTarget.complete(o.g, args)
 }
 
@@ -87,46 +77,23 @@ func (o *waitOptions) Validate() error {
 	if err := release.ValidateName(o.release); err != nil {
 		return err
 	}
-	if err := validateRecordOutput(o.output); err != nil {
-		return err
-	}
-	if err := o.progress.Validate(); err != nil {
-		return err
-	}
-	if err := o.verdicts.Validate(); err != nil {
-		return err
-	}
-	if o.timeout <= 0 {
-		return newUsageError("--timeout %s: must be positive", o.timeout)
-	}
-	if o.rollbackTimeout <= 0 {
-		return newUsageError("--rollback-timeout %s: must be positive", o.rollbackTimeout)
-	}
-	if o.historyMax < 0 {
-		return newUsageError("--history-max %d: must be 0 (unlimited) or more", o.historyMax)
-	}
-	return nil
+	return validateAll(o.output.Validate, o.progress.Validate, o.verdicts.Validate, o.timeout.Validate,
+		o.rollbackTimeout.Validate, o.history.Validate)
 }
 
 // Run waits and prints the result.
 func (o *waitOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	engine, err := openEngine(o.g, o.newEngine, o.namespace, o.verdicts.options())
+	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, o.verdicts.options())
 	if err != nil {
 		return err
 	}
-	printer := o.progress.printer(o.g.Streams.ErrOut)
-	engine.Progress = printer.Print
-	engine.UseRedactor(printer.red)
 	res, err := release.NewWatcher(engine).Wait(ctx, release.WaitOptions{
 		Name:              o.release,
-		Timeout:           givenTimeout(o.timeoutGiven, o.timeout),
+		Timeout:           o.timeout.givenTimeout(),
 		RollbackOnFailure: o.rollbackOnFailure,
-		RollbackTimeout:   o.rollbackTimeout,
-		HistoryMax:        o.historyMax,
-		ForceConflicts:    o.forceConflicts,
+		RollbackTimeout:   o.rollbackTimeout.timeout,
+		HistoryMax:        o.history.max,
+		ForceConflicts:    o.conflicts.force,
 	})
-	return finishOperation(o.g.Streams.Out, o.output, printer, res, err)
+	return finishOperation(o.g.Streams.Out, o.output.format, printer, res, err)
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,10 +19,7 @@ import (
 // runWait runs `vllmctl wait args...` on the fakes.
 func (f *releaseFakes) runWait(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	build := func(g *GlobalOptions) *cobra.Command {
-		return waitCommand(&waitOptions{g: g, newEngine: f.engine})
-	}
-	return runRecordCommand(t, build, append([]string{"wait"}, args...)...)
+	return runRecordCommand(t, f.factory(), newWaitCommand, append([]string{"wait"}, args...)...)
 }
 
 // records returns the statuses and descriptions of release chat in ml.
