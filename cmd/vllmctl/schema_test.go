@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -53,17 +52,14 @@ func validateDoc(t *testing.T, sch *jsonschema.Schema, doc string) error {
 
 // history and list on the fakes' record store.
 func (f *releaseFakes) recordCommands() map[string]func(g *GlobalOptions) *cobra.Command {
-	open := func(ns string) (release.Store, error) { return f.store.InNamespace(ns), nil }
 	return map[string]func(g *GlobalOptions) *cobra.Command{
 		"history": func(g *GlobalOptions) *cobra.Command {
-			return historyCommand(&historyOptions{g: g, newStore: open, loc: time.UTC})
+			return historyCommand(&historyOptions{g: g, loc: time.UTC})
 		},
 		"list": func(g *GlobalOptions) *cobra.Command {
-			return listCommand(&listOptions{g: g, newStore: open, loc: time.UTC})
+			return listCommand(&listOptions{g: g, loc: time.UTC})
 		},
-		"wait": func(g *GlobalOptions) *cobra.Command {
-			return waitCommand(&waitOptions{g: g, newEngine: f.engine})
-		},
+		"wait": newWaitCommand,
 	}
 }
 
@@ -75,7 +71,7 @@ func (f *releaseFakes) runAny(t *testing.T, args ...string) (string, string, int
 		build = f.recordCommands()[args[0]]
 	}
 	require.NotNil(t, build, "command %s", args[0])
-	return runRecordCommand(t, build, args...)
+	return runRecordCommand(t, f.factory(), build, args...)
 }
 
 // anyCode accepts any exit code of a step.
