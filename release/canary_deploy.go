@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/clock"
 
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -122,7 +121,7 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *Release, c
 	}
 	watched := targetObjects(c.objs, c.targets, ns)
 	c.run = &canaryRun{
-		clk:    tickerClock(d.clock()),
+		clk:    d.clock(),
 		opts:   o,
 		pods:   canaryPods(c.targets),
 		report: rec.Canary,
@@ -186,13 +185,4 @@ func serviceOf(objs []*unstructured.Unstructured) string {
 		}
 	}
 	return ""
-}
-
-// tickerClock is c when it also makes timers (a fake clock in tests),
-// else the wall clock.
-func tickerClock(c Clock) clock.WithTicker {
-	if t, ok := c.(clock.WithTicker); ok {
-		return t
-	}
-	return clock.RealClock{}
 }

@@ -297,7 +297,7 @@ func newCRDFixture(t *testing.T) (*engFixture, *crdCluster) {
 	c := newCRDCluster()
 	f.cluster = c.Cluster
 	progress := f.engine.Progress
-	f.engine = c.Engine(f.store, f.waiter, release.ClockFunc(f.tick))
+	f.engine = c.Engine(f.store, f.waiter, releasetest.ClockFunc(f.tick))
 	f.engine.Objects = c
 	f.engine.Progress = progress
 	return f, c

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/discovery"
+	"k8s.io/utils/clock"
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
@@ -469,7 +470,7 @@ func (e *Engine) healthyDeployed(ctx context.Context, entries []Entry) (*StatusR
 }
 
 // upToDateResult is the result document of a deploy that changed nothing.
-func upToDateResult(s *StatusReport, start time.Time, clk Clock) *Result {
+func upToDateResult(s *StatusReport, start time.Time, clk clock.PassiveClock) *Result {
 	return &Result{
 		Release:         s.Release,
 		Namespace:       s.Namespace,

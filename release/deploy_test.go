@@ -327,7 +327,7 @@ func TestDeployLock(t *testing.T) {
 	f := newEngFixture(t)
 	f.deploy(t, baseSpec())
 	other, err := release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{
-		Holder: "bob@ci pid 7", Clock: release.ClockFunc(f.tick)})
+		Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(f.tick)})
 	require.NoError(t, err)
 
 	applies := f.cluster.Applies()
@@ -347,7 +347,7 @@ func TestDeployLock(t *testing.T) {
 	assert.Contains(t, f.record(t, other.Revision).Description, "interrupted: lock taken over by test@host pid 1")
 
 	// A pending record watched going unrenewed for its lease is stale.
-	_, err = release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{Holder: "bob", Clock: release.ClockFunc(f.tick), Lease: 3 * time.Second})
+	_, err = release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{Holder: "bob", Clock: releasetest.ClockFunc(f.tick), Lease: 3 * time.Second})
 	require.NoError(t, err)
 	f.advance(2 * time.Minute)
 	res, err = release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())

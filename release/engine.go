@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/object"
@@ -61,7 +62,7 @@ type Engine struct {
 	// Client reads Deployments and ReplicaSets (ReplicaSet discovery).
 	Client kubernetes.Interface
 	// Clock stamps records and measures durations (default: wall clock).
-	Clock Clock
+	Clock clock.WithTicker
 	// Holder names this process in pending records (default:
 	// DefaultHolder()).
 	Holder string
@@ -84,7 +85,12 @@ type Engine struct {
 // Namespace is the release namespace: the store's.
 func (e *Engine) Namespace() string { return e.Store.Namespace() }
 
-func (e *Engine) clock() Clock { return clockOr(e.Clock) }
+func (e *Engine) clock() clock.WithTicker {
+	if e.Clock == nil {
+		return clock.RealClock{}
+	}
+	return e.Clock
+}
 
 func (e *Engine) holder() string {
 	if e.Holder != "" {
@@ -152,7 +158,7 @@ type Result struct {
 	RolledBackTo int `json:"rolledBackTo,omitempty"`
 	// Failure is the diagnosis of a failed rollout.
 	Failure         *wait.Diagnosis `json:"failure,omitempty"`
-	DurationSeconds float64  `json:"durationSeconds"`
+	DurationSeconds float64         `json:"durationSeconds"`
 
 	// Description is the revision's record description.
 	Description string `json:"description,omitempty"`
@@ -189,7 +195,7 @@ func newResult(r *Release) *Result {
 }
 
 // sync copies the record's state into the result.
-func (res *Result) sync(r *Release, start time.Time, clk Clock) {
+func (res *Result) sync(r *Release, start time.Time, clk clock.PassiveClock) {
 	res.Revision = r.Revision
 	res.Status = r.Status
 	res.Description = r.Description

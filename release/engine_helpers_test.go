@@ -42,7 +42,7 @@ func newEngFixture(t *testing.T) *engFixture {
 		waiter:  &releasetest.Waiter{},
 		now:     time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC),
 	}
-	f.engine = f.cluster.Engine(f.store, f.waiter, release.ClockFunc(f.tick))
+	f.engine = f.cluster.Engine(f.store, f.waiter, releasetest.ClockFunc(f.tick))
 	f.engine.Progress = func(ev release.ProgressEvent) {
 		f.mu.Lock()
 		defer f.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/user"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Operation is what an operation holding a release's lock does; it decides
@@ -88,7 +90,7 @@ type LockOptions struct {
 	Force bool
 	// Clock stamps the records and measures how long a pending record was
 	// watched (default: the wall clock).
-	Clock Clock
+	Clock clock.PassiveClock
 	// Held is a pending record the caller already holds (for instance the
 	// failed upgrade it is about to roll back). It does not count as a
 	// conflict and is left as is; finishing it is the caller's job.
@@ -156,7 +158,7 @@ func Acquire(ctx context.Context, s Store, name string, op Operation, opts LockO
 // errRetry marks a lost race after which Acquire looks again.
 var errRetry = errors.New("lost a race for the release lock")
 
-func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder string, clk Clock, opts LockOptions,
+func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder string, clk clock.PassiveClock, opts LockOptions,
 	first bool, forceable map[int]bool) (*Release, error) {
 	entries, err := s.List(ctx, name)
 	if err != nil {
@@ -279,7 +281,7 @@ func leaseOf(p *Release) time.Duration {
 // look again (errRetry); unrenewed for the lease, it is stale and the
 // reason is returned. opts.Timeout, when shorter than the lease, bounds
 // the watch: the lock is then still held (*LockedError).
-func watchLease(ctx context.Context, s Store, p *Release, clk Clock, opts LockOptions) (string, error) {
+func watchLease(ctx context.Context, s Store, p *Release, clk clock.PassiveClock, opts LockOptions) (string, error) {
 	lease := leaseOf(p)
 	if age := stamp(clk).Sub(p.Updated); age <= lease {
 		return "", lockedBy(p, age, lease)
@@ -353,7 +355,7 @@ func takeOver(ctx context.Context, s Store, p *Release, holder string, now time.
 
 // currentHolder returns a *LockedError for the newest pending record of
 // release name not held by the caller, or nil.
-func currentHolder(ctx context.Context, s Store, name string, clk Clock, opts LockOptions) *LockedError {
+func currentHolder(ctx context.Context, s Store, name string, clk clock.PassiveClock, opts LockOptions) *LockedError {
 	pending, err := Pending(ctx, s, name)
 	if err != nil {
 		return nil
@@ -399,8 +401,17 @@ func DefaultHolder() string {
 
 // stamp is the time records are stamped with: UTC, without the monotonic
 // reading, so that it survives an encode/decode round trip unchanged.
-func stamp(clk Clock) time.Time {
-	return clk.Now().UTC()
+// A nil clock is the wall clock.
+func stamp(clk clock.PassiveClock) time.Time {
+	return clockOr(clk).Now().UTC()
+}
+
+// clockOr returns clk, or the wall clock when clk is nil.
+func clockOr(clk clock.PassiveClock) clock.PassiveClock {
+	if clk == nil {
+		return clock.RealClock{}
+	}
+	return clk
 }
 
 // dropLostCreate removes the pending record r when its create reached the

@@ -23,7 +23,7 @@ func TestWaitLockedNamesTheRecordsLease(t *testing.T) {
 		"or see `vllmctl history chat -n ml` (deploy, rollback and uninstall take the lock over once they watched it unrenewed for its lease of 1m30s)"
 	acquire := func(ctx context.Context, f *engFixture) {
 		_, err := release.Acquire(ctx, f.store, engRelease, release.OpDeploy,
-			release.LockOptions{Holder: "bob@ci pid 7", Clock: release.ClockFunc(f.tick), Lease: 90 * time.Second})
+			release.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(f.tick), Lease: 90 * time.Second})
 		require.NoError(t, err)
 	}
 	check := func(t *testing.T, err error) {

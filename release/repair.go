@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Repair replaces every unreadable record of release name by a readable
@@ -13,12 +15,12 @@ import (
 // revision had are no longer pruned by vllmctl), description naming the
 // repair. It returns the revisions it repaired. It is `vllmctl history
 // RELEASE --repair`; deleting the record's Secret is the other way out.
-func Repair(ctx context.Context, s Store, name string, clk Clock) ([]int, error) {
+func Repair(ctx context.Context, s Store, name string, clk clock.PassiveClock) ([]int, error) {
 	entries, err := listExisting(ctx, s, name)
 	if err != nil {
 		return nil, err
 	}
-	now := stamp(clockOr(clk))
+	now := stamp(clk)
 	var repaired []int
 	for _, e := range entries {
 		_, err := e.Release()

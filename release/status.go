@@ -31,16 +31,16 @@ const (
 // (highest) revision, its objects with their live status, and the
 // ReplicaSets serving its Deployments.
 type StatusReport struct {
-	Release     string    `json:"release"`
-	Namespace   string    `json:"namespace"`
-	Revision    int       `json:"revision"`
-	Status      Status    `json:"status"`
-	Description string    `json:"description,omitempty"`
-	Chart       string    `json:"chart"`
-	AppVersion  string    `json:"appVersion"`
-	Updated     time.Time `json:"updated"`
-	RollbackOf  int       `json:"rollbackOf,omitempty"`
-	Failure     *wait.Diagnosis  `json:"failure,omitempty"`
+	Release     string          `json:"release"`
+	Namespace   string          `json:"namespace"`
+	Revision    int             `json:"revision"`
+	Status      Status          `json:"status"`
+	Description string          `json:"description,omitempty"`
+	Chart       string          `json:"chart"`
+	AppVersion  string          `json:"appVersion"`
+	Updated     time.Time       `json:"updated"`
+	RollbackOf  int             `json:"rollbackOf,omitempty"`
+	Failure     *wait.Diagnosis `json:"failure,omitempty"`
 	// CRDs are the CustomResourceDefinitions the revision created.
 	CRDs []string `json:"crds,omitempty"`
 	// Canary is what the revision's canary phase did, if it had one.

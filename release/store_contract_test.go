@@ -349,7 +349,7 @@ func contractAcquire(t *testing.T, b storeBackend) {
 	require.NoError(t, err)
 	assert.Equal(t, r, stored)
 
-	clk.Advance(time.Minute)
+	clk.Step(time.Minute)
 	require.NoError(t, MarkDeployed(ctx, s, r, clk, "Install complete"))
 
 	tests := []struct {
@@ -391,7 +391,7 @@ func contractAcquireLocked(t *testing.T, b storeBackend) {
 
 	// Renewed within its lease as far as this clock can tell: live. A
 	// waiter's short timeout never makes it stale.
-	clk.Advance(3 * time.Minute)
+	clk.Step(3 * time.Minute)
 	_, err = Acquire(ctx, s, "chat", OpRollback, LockOptions{Holder: "bob@ci pid 2", Clock: clk, Timeout: time.Second})
 	var locked *LockedError
 	require.ErrorAs(t, err, &locked)
@@ -406,7 +406,7 @@ func contractAcquireLocked(t *testing.T, b storeBackend) {
 	// Older than its lease by this clock (another machine's clock may be
 	// off): it is watched, and a watch cut short by the waiter's timeout
 	// leaves it held.
-	clk.Advance(24 * time.Hour)
+	clk.Step(24 * time.Hour)
 	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Clock: clk, Timeout: 50 * time.Millisecond, Observe: 10 * time.Millisecond})
 	require.ErrorAs(t, err, &locked)
 	assert.Equal(t, []Status{StatusDeployed, StatusPendingUpgrade}, recordStatuses(t, s, "chat"), "nothing changed")
@@ -428,7 +428,7 @@ func contractAcquireRace(t *testing.T, b storeBackend) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			clk := newRecordClock()
-			clk.Advance(time.Hour) // sample records are older than a minute
+			clk.Step(time.Hour) // sample records are older than a minute
 			s, _ := b.new(t, "ml")
 			for _, r := range putRecords(t, s, "chat", tt.setup...) {
 				if r.Status.IsPending() {
@@ -497,13 +497,13 @@ func contractAcquireStale(t *testing.T, b storeBackend) {
 	require.NoError(t, err)
 
 	// Within its lease: live, refused at once.
-	clk.Advance(100 * time.Millisecond)
+	clk.Step(100 * time.Millisecond)
 	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-2", Clock: clk})
 	var locked *LockedError
 	require.ErrorAs(t, err, &locked)
 
 	// Renewed while watched: live.
-	clk.Advance(time.Hour)
+	clk.Step(time.Hour)
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
@@ -520,7 +520,7 @@ func contractAcquireStale(t *testing.T, b storeBackend) {
 	require.ErrorAs(t, err, &locked, "renewed while watched")
 
 	// Unrenewed for its whole lease, as watched: stale, taken over.
-	clk.Advance(time.Hour)
+	clk.Step(time.Hour)
 	r, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-2", Clock: clk, Observe: 10 * time.Millisecond})
 	require.NoError(t, err)
 	assert.Equal(t, 3, r.Revision)
@@ -540,7 +540,7 @@ func contractAcquireForce(t *testing.T, b storeBackend) {
 	putRecords(t, s, "chat", StatusDeployed)
 	_, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-1", Clock: clk})
 	require.NoError(t, err)
-	clk.Advance(5 * time.Second)
+	clk.Step(5 * time.Second)
 
 	r, err := Acquire(ctx, s, "chat", OpRollback, LockOptions{Holder: "oncall", Clock: clk, Timeout: 10 * time.Minute, Force: true})
 	require.NoError(t, err)
@@ -580,7 +580,7 @@ func contractTakenOverHolder(t *testing.T, b storeBackend) {
 	s, _ := b.new(t, "ml")
 	slow, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "slow", Clock: clk, Lease: 50 * time.Millisecond})
 	require.NoError(t, err)
-	clk.Advance(time.Hour)
+	clk.Step(time.Hour)
 	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "fast", Clock: clk, Observe: 10 * time.Millisecond})
 	require.NoError(t, err)
 
@@ -616,10 +616,10 @@ func contractExactlyOneDeployed(t *testing.T, b storeBackend) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			clk.Advance(time.Minute)
+			clk.Step(time.Minute)
 			r, err := Acquire(ctx, s, "chat", st.op, LockOptions{Clock: clk})
 			require.NoError(t, err)
-			clk.Advance(time.Minute)
+			clk.Step(time.Minute)
 			if st.succeed {
 				require.NoError(t, MarkDeployed(ctx, s, r, clk, ""))
 			} else {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,28 +19,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
-// recordClock is a Clock tests move by hand.
-type recordClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newRecordClock() *recordClock {
-	return &recordClock{now: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
-}
-
-func (c *recordClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *recordClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newRecordClock returns a fake clock tests move by hand (Step).
+func newRecordClock() *testingclock.FakeClock {
+	return testingclock.NewFakeClock(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
 }
 
 // newRVFakeClientset returns client-go's fake clientset with the API server's

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/utils/clock"
+
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -13,20 +15,20 @@ import (
 // r is written first: should the process die in between, the newest revision
 // is still deployed (Deployed picks the highest) and the next MarkDeployed
 // repairs the rest. An empty description keeps r's.
-func MarkDeployed(ctx context.Context, s Store, r *Release, clk Clock, description string) error {
+func MarkDeployed(ctx context.Context, s Store, r *Release, clk clock.PassiveClock, description string) error {
 	return markDeployedAmong(ctx, s, r, clk, description, nil)
 }
 
 // markDeployedAmong is MarkDeployed for a caller holding the lock, which
 // may know the release's other records (entries, as listed under the
 // lock; nil: unknown, listed): they are not listed again.
-func markDeployedAmong(ctx context.Context, s Store, r *Release, clk Clock, description string, entries []Entry) error {
+func markDeployedAmong(ctx context.Context, s Store, r *Release, clk clock.PassiveClock, description string, entries []Entry) error {
 	r.Status = StatusDeployed
 	r.Failure = nil
 	if description != "" {
 		r.Description = description
 	}
-	r.Updated = stamp(clockOr(clk))
+	r.Updated = stamp(clk)
 	if err := updateHeld(ctx, s, r); err != nil {
 		return err
 	}
@@ -59,25 +61,25 @@ func updateHeld(ctx context.Context, s Store, r *Release) error {
 
 // MarkFailed finishes r as failed, with the diagnosis f (may be nil). The
 // deployed revision, if any, stays deployed. An empty description keeps r's.
-func MarkFailed(ctx context.Context, s Store, r *Release, clk Clock, description string, f *wait.Diagnosis) error {
+func MarkFailed(ctx context.Context, s Store, r *Release, clk clock.PassiveClock, description string, f *wait.Diagnosis) error {
 	r.Status = StatusFailed
 	r.Failure = f
 	if description != "" {
 		r.Description = description
 	}
-	r.Updated = stamp(clockOr(clk))
+	r.Updated = stamp(clk)
 	return updateHeld(ctx, s, r)
 }
 
 // MarkUninstalled finishes r as uninstalled (uninstall --keep-history) and
 // supersedes the deployed revision: nothing is deployed any more. An empty
 // description keeps r's.
-func MarkUninstalled(ctx context.Context, s Store, r *Release, clk Clock, description string) error {
+func MarkUninstalled(ctx context.Context, s Store, r *Release, clk clock.PassiveClock, description string) error {
 	r.Status = StatusUninstalled
 	if description != "" {
 		r.Description = description
 	}
-	r.Updated = stamp(clockOr(clk))
+	r.Updated = stamp(clk)
 	if err := updateHeld(ctx, s, r); err != nil {
 		return err
 	}

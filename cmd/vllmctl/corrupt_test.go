@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/releasetest"
 )
 
 // TestCorruptRecord: one record Secret whose data is garbage never hides
@@ -23,7 +24,7 @@ func TestCorruptRecord(t *testing.T) {
 	ctx := context.Background()
 	secrets := func(ns string) release.Store { return release.NewSecrets(f.cluster.Client, ns) }
 	engine := func(ns string) (*release.Engine, error) {
-		return f.cluster.Engine(secrets(ns), f.waiter, release.ClockFunc(func() time.Time { return f.now })), nil
+		return f.cluster.Engine(secrets(ns), f.waiter, releasetest.ClockFunc(func() time.Time { return f.now })), nil
 	}
 	factory := fakeFactory{engine: engine, store: secrets, client: f.cluster.Client}
 	cmds := map[string]func(g *GlobalOptions) *cobra.Command{

@@ -38,7 +38,7 @@ func newReleaseFakes() *releaseFakes {
 
 // engine is the release engine of the fakes in namespace ns.
 func (f *releaseFakes) engine(ns string) (*release.Engine, error) {
-	return f.cluster.Engine(f.store.InNamespace(ns), f.waiter, release.ClockFunc(func() time.Time { return f.now })), nil
+	return f.cluster.Engine(f.store.InNamespace(ns), f.waiter, releasetest.ClockFunc(func() time.Time { return f.now })), nil
 }
 
 // factory is the Factory of the fakes.
@@ -172,7 +172,7 @@ func TestDeployCommandRefuses(t *testing.T) {
 func TestDeployCommandLocked(t *testing.T) {
 	f := newReleaseFakes()
 	_, err := release.Acquire(context.Background(), f.store.InNamespace("ml"), "chat", release.OpDeploy,
-		release.LockOptions{Holder: "bob@ci pid 7", Clock: release.ClockFunc(func() time.Time { return f.now })})
+		release.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(func() time.Time { return f.now })})
 	require.NoError(t, err)
 	stdout, stderr, code := f.run(t, deployArgs()...)
 	assert.Equal(t, 5, code)

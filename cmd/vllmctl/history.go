@@ -75,7 +75,7 @@ type historyRow struct {
 	Description string                  `json:"description"`
 	ReplicaSets []release.ReplicaSetRef `json:"replicaSets"`
 	RollbackOf  int                     `json:"rollbackOf,omitempty"`
-	Failure     *wait.Diagnosis        `json:"failure,omitempty"`
+	Failure     *wait.Diagnosis         `json:"failure,omitempty"`
 	Canary      *release.CanaryReport   `json:"canary,omitempty"`
 }
 

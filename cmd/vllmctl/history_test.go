@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/releasetest"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -86,7 +87,7 @@ func seedRecords(t *testing.T, open func(ns string) release.Store) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	clk := release.ClockFunc(func() time.Time { return now })
+	clk := releasetest.ClockFunc(func() time.Time { return now })
 	tick := func(d time.Duration) { now = now.Add(d) }
 	chart := func(version, app string) *release.Release {
 		return &release.Release{Chart: release.Chart{Name: "vllm", Version: version, AppVersion: app},

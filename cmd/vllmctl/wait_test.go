@@ -189,7 +189,7 @@ func TestWaitCommandLocked(t *testing.T) {
 	_, stderr, code := f.run(t, deployArgs()...)
 	require.Equal(t, 0, code, "stderr: %s", stderr)
 	_, err := release.Acquire(context.Background(), f.store.InNamespace("ml"), "chat", release.OpDeploy,
-		release.LockOptions{Holder: "bob@ci pid 7", Clock: release.ClockFunc(func() time.Time { return f.now })})
+		release.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(func() time.Time { return f.now })})
 	require.NoError(t, err)
 	calls := f.waiter.Calls()
 
@@ -209,7 +209,7 @@ func TestWaitCommandAnotherOperationStartsMeanwhile(t *testing.T) {
 	f.waiter.Script = func(ctx context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
 		// A deploy by someone else takes the lock while we wait.
 		_, err := release.Acquire(ctx, f.store.InNamespace("ml"), "chat", release.OpDeploy,
-			release.LockOptions{Holder: "bob@ci pid 7", Clock: release.ClockFunc(func() time.Time { return f.now })})
+			release.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(func() time.Time { return f.now })})
 		require.NoError(t, err)
 		return fail(ctx, objs, opts)
 	}

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,7 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/charts"
@@ -116,7 +118,7 @@ func fakeGPUNode() *corev1.Node {
 }
 
 // Engine returns a release engine on c with store, waiter and clock.
-func (c *Cluster) Engine(store release.Store, w wait.Waiter, clk release.Clock) *release.Engine {
+func (c *Cluster) Engine(store release.Store, w wait.Waiter, clk clock.WithTicker) *release.Engine {
 	return &release.Engine{Store: store, Objects: c, Waiter: w, Client: c.Client, Clock: clk, Holder: "test@host pid 1", Heartbeat: -1}
 }
 
@@ -492,3 +494,19 @@ func templateHash(t *corev1.PodTemplateSpec) string {
 	_, _ = h.Write(data)
 	return rand.SafeEncodeString(strconv.FormatUint(uint64(h.Sum32()), 10))
 }
+
+// FuncClock is a clock whose Now is a function (a test's ticking time);
+// its timers and tickers are the wall clock's.
+type FuncClock struct {
+	clock.RealClock
+	now func() time.Time
+}
+
+// ClockFunc returns the clock whose Now is now.
+func ClockFunc(now func() time.Time) FuncClock { return FuncClock{now: now} }
+
+// Now calls the clock's function.
+func (c FuncClock) Now() time.Time { return c.now() }
+
+// Since is the time elapsed since t by the clock's function.
+func (c FuncClock) Since(t time.Time) time.Duration { return c.now().Sub(t) }
