@@ -28,7 +28,7 @@ unit: helm
 
 ## fuzz: each fuzz target for a short fixed time (seeds also run as unit tests)
 FUZZTIME ?= 5s
-FUZZ_TARGETS = FuzzSetValues:./charts/ FuzzParseDocument:./charts/ FuzzDecode:./release/ FuzzParseManifest:./release/
+FUZZ_TARGETS = FuzzSetValues:./charts/ FuzzParseDocument:./charts/ FuzzDecode:./release/storage/ FuzzParseManifest:./release/cluster/
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz $${t%%:*} ($(FUZZTIME))"; \
@@ -36,7 +36,7 @@ fuzz:
 	done
 
 e2e: cluster
-	VLLMCTL_RELEASE_TEST_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -count=1 -run TestStoreContract $(GOTESTFLAGS) ./release/
+	VLLMCTL_RELEASE_TEST_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -count=1 -run TestStoreContract $(GOTESTFLAGS) ./release/storage/
 	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test $(RACE) -tags e2e -count=1 -p 1 -timeout 40m $(GOTESTFLAGS) ./e2e/...
 
 lint:

@@ -46,7 +46,7 @@ type DryRunFunc func(ctx context.Context, objs []*unstructured.Unstructured) ([]
 type GetFunc func(ctx context.Context, obj *unstructured.Unstructured, namespace string) (*unstructured.Unstructured, error)
 
 // Cluster is what Compute dry-runs against and reads live objects from.
-// release.NewDiffCluster makes one from a release.Applier.
+// cluster.NewDiffCluster makes one from a cluster.Applier.
 type Cluster struct {
 	DryRun DryRunFunc
 	Get    GetFunc
@@ -62,7 +62,7 @@ type Options struct {
 	// objects that name none.
 	Namespace string
 	// Previous are the objects a deploy would consider for pruning: those
-	// of the deployed revision's manifest (release.ParseManifest of its
+	// of the deployed revision's manifest (cluster.ParseManifest of its
 	// record), and of any later failed revision, as the deploy prunes
 	// them; nil when nothing was deployed. Those the new objects no
 	// longer have, still live with the release's labels, are reported as

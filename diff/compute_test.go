@@ -326,7 +326,7 @@ func TestJSONDocumentShape(t *testing.T) {
 }
 
 // conflictDryRun is mergeDryRun over live that reports conflicts for the
-// objects named in conflicts, as release.NewDiffCluster does for a dry run
+// objects named in conflicts, as cluster.NewDiffCluster does for a dry run
 // it had to repeat with force.
 func conflictDryRun(live []*unstructured.Unstructured, conflicts map[string][]FieldConflict) DryRunFunc {
 	dry := mergeDryRun(live, "ns1")

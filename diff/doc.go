@@ -6,8 +6,8 @@
 // and that is still live with the release's labels, a prune.
 //
 // [Compute] takes the rendered objects, a [Cluster] (a dry run and a
-// getter of live objects; release.NewDiffCluster, or Applier.DiffCluster,
-// builds one that goes through release.Applier.Apply) and the objects of
+// getter of live objects; cluster.NewDiffCluster, or Applier.DiffCluster,
+// builds one that goes through cluster.Applier.Apply) and the objects of
 // the previous revisions, and returns a [Report]: per object its [Action]
 // (change, create or prune) and a unified diff of the object's YAML with 3
 // lines of context, after the noise the API server writes by itself

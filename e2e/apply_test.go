@@ -19,7 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -28,19 +29,19 @@ const applyRelease = "chat"
 // applyFixture is an e2e env with an Applier.
 type applyFixture struct {
 	*env
-	applier *release.Applier
+	applier *cluster.Applier
 }
 
 func newApplyFixture(t *testing.T) *applyFixture {
 	t.Helper()
 	e := newEnv(t)
-	a, err := release.NewApplierForConfig(e.cfg)
+	a, err := cluster.NewApplierForConfig(e.cfg)
 	require.NoError(t, err)
 	return &applyFixture{env: e, applier: a}
 }
 
 // apply applies objs as release applyRelease in the test namespace.
-func (f *applyFixture) apply(t *testing.T, opts release.ApplyOptions, objs ...*unstructured.Unstructured) ([]release.ApplyResult, error) {
+func (f *applyFixture) apply(t *testing.T, opts cluster.ApplyOptions, objs ...*unstructured.Unstructured) ([]cluster.ApplyResult, error) {
 	t.Helper()
 	opts.Namespace = f.namespace
 	opts.Release = applyRelease
@@ -58,8 +59,8 @@ func releaseObject(t *testing.T, obj runtime.Object) *unstructured.Unstructured 
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[release.LabelManagedBy] = release.ManagedByVllmctl
-	labels[release.LabelInstance] = applyRelease
+	labels[storage.LabelManagedBy] = storage.ManagedByVllmctl
+	labels[cluster.LabelInstance] = applyRelease
 	u.SetLabels(labels)
 	return u
 }
@@ -97,8 +98,8 @@ func releaseHPA(t *testing.T, target string, min, max int32) *unstructured.Unstr
 	})
 }
 
-func actions(results []release.ApplyResult) map[string]release.Action {
-	out := map[string]release.Action{}
+func actions(results []cluster.ApplyResult) map[string]cluster.Action {
+	out := map[string]cluster.Action{}
 	for _, r := range results {
 		out[r.Object.Kind+"/"+r.Object.Name] = r.Action
 	}
@@ -144,14 +145,14 @@ func TestApplyServerSideCreatesThenUnchanged(t *testing.T) {
 		releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 1),
 	}
 
-	res, err := f.apply(t, release.ApplyOptions{}, objs...)
+	res, err := f.apply(t, cluster.ApplyOptions{}, objs...)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]release.Action{"ConfigMap/chat-config": "created", "Service/chat": "created", "Deployment/chat": "created"}, actions(res))
+	assert.Equal(t, map[string]cluster.Action{"ConfigMap/chat-config": "created", "Service/chat": "created", "Deployment/chat": "created"}, actions(res))
 	for _, r := range res {
 		assert.Equal(t, f.namespace, r.Object.Namespace, "%s gets the release namespace", r.Object)
 		var applied bool
 		for _, mf := range r.Live.GetManagedFields() {
-			if mf.Manager == release.FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply {
+			if mf.Manager == cluster.FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply {
 				applied = true
 			}
 		}
@@ -160,22 +161,22 @@ func TestApplyServerSideCreatesThenUnchanged(t *testing.T) {
 
 	// Let the controllers write status, then re-apply: nothing changes.
 	waitRolledOut(t, f.env, "chat")
-	res, err = f.apply(t, release.ApplyOptions{}, objs...)
+	res, err = f.apply(t, cluster.ApplyOptions{}, objs...)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]release.Action{"ConfigMap/chat-config": "unchanged", "Service/chat": "unchanged", "Deployment/chat": "unchanged"}, actions(res))
+	assert.Equal(t, map[string]cluster.Action{"ConfigMap/chat-config": "unchanged", "Service/chat": "unchanged", "Deployment/chat": "unchanged"}, actions(res))
 
 	// A dry run of a change reports it without making it.
 	changed := releaseConfigMap(t, "chat-config", map[string]string{"model": "mistralai/Mistral-7B-Instruct-v0.3"})
-	res, err = f.apply(t, release.ApplyOptions{DryRun: true}, changed, objs[1], objs[2])
+	res, err = f.apply(t, cluster.ApplyOptions{DryRun: true}, changed, objs[1], objs[2])
 	require.NoError(t, err)
-	assert.Equal(t, map[string]release.Action{"ConfigMap/chat-config": "configured", "Service/chat": "unchanged", "Deployment/chat": "unchanged"}, actions(res))
+	assert.Equal(t, map[string]cluster.Action{"ConfigMap/chat-config": "configured", "Service/chat": "unchanged", "Deployment/chat": "unchanged"}, actions(res))
 	cm, err := f.client.CoreV1().ConfigMaps(f.namespace).Get(ctx, "chat-config", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "meta-llama/Llama-3.1-8B-Instruct", cm.Data["model"], "dry run changed nothing")
 
-	res, err = f.apply(t, release.ApplyOptions{}, changed, objs[1], objs[2])
+	res, err = f.apply(t, cluster.ApplyOptions{}, changed, objs[1], objs[2])
 	require.NoError(t, err)
-	assert.Equal(t, map[string]release.Action{"ConfigMap/chat-config": "configured", "Service/chat": "unchanged", "Deployment/chat": "unchanged"}, actions(res))
+	assert.Equal(t, map[string]cluster.Action{"ConfigMap/chat-config": "configured", "Service/chat": "unchanged", "Deployment/chat": "unchanged"}, actions(res))
 }
 
 func TestApplyCreateNamespace(t *testing.T) {
@@ -185,28 +186,28 @@ func TestApplyCreateNamespace(t *testing.T) {
 	t.Cleanup(func() { _ = f.client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	cm := releaseConfigMap(t, "c", nil)
 
-	_, err := f.applier.Apply(ctx, []*unstructured.Unstructured{cm}, release.ApplyOptions{Namespace: ns})
+	_, err := f.applier.Apply(ctx, []*unstructured.Unstructured{cm}, cluster.ApplyOptions{Namespace: ns})
 	require.Error(t, err, "no namespace, no --create-namespace")
 	assert.True(t, apierrors.IsNotFound(err))
 	assert.Contains(t, err.Error(), "--create-namespace")
 
-	res, err := f.applier.Apply(ctx, []*unstructured.Unstructured{cm}, release.ApplyOptions{Namespace: ns, CreateNamespace: true, DryRun: true})
+	res, err := f.applier.Apply(ctx, []*unstructured.Unstructured{cm}, cluster.ApplyOptions{Namespace: ns, CreateNamespace: true, DryRun: true})
 	require.NoError(t, err, "a dry run into a namespace that would be created")
 	require.Len(t, res, 2)
 	assert.True(t, res[1].Unvalidated)
 	_, err = f.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "dry run created no namespace")
 
-	res, err = f.applier.Apply(ctx, []*unstructured.Unstructured{cm}, release.ApplyOptions{Namespace: ns, CreateNamespace: true})
+	res, err = f.applier.Apply(ctx, []*unstructured.Unstructured{cm}, cluster.ApplyOptions{Namespace: ns, CreateNamespace: true})
 	require.NoError(t, err)
-	assert.Equal(t, map[string]release.Action{"Namespace/" + ns: "created", "ConfigMap/c": "created"}, actions(res))
+	assert.Equal(t, map[string]cluster.Action{"Namespace/" + ns: "created", "ConfigMap/c": "created"}, actions(res))
 }
 
 func TestApplyConflictWithAnotherManagerAndForce(t *testing.T) {
 	f := newApplyFixture(t)
 	ctx := context.Background()
 	dep := releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 1)
-	_, err := f.apply(t, release.ApplyOptions{}, dep)
+	_, err := f.apply(t, cluster.ApplyOptions{}, dep)
 	require.NoError(t, err)
 
 	// `kubectl scale --replicas=2` by another field manager.
@@ -217,8 +218,8 @@ func TestApplyConflictWithAnotherManagerAndForce(t *testing.T) {
 	}, metav1.UpdateOptions{FieldManager: "kubectl-scale"})
 	require.NoError(t, err)
 
-	_, err = f.apply(t, release.ApplyOptions{}, dep)
-	var ce *release.FieldConflictError
+	_, err = f.apply(t, cluster.ApplyOptions{}, dep)
+	var ce *cluster.FieldConflictError
 	require.ErrorAs(t, err, &ce, "got %v", err)
 	assert.Equal(t, []string{"kubectl-scale"}, ce.Managers())
 	assert.Equal(t, []string{".spec.replicas"}, ce.Fields())
@@ -228,11 +229,11 @@ func TestApplyConflictWithAnotherManagerAndForce(t *testing.T) {
 	assert.Contains(t, err.Error(), "--force-conflicts")
 	assert.Equal(t, int32(2), f.replicas(t, "chat"), "the conflict changed nothing")
 
-	res, err := f.apply(t, release.ApplyOptions{Force: true}, dep)
+	res, err := f.apply(t, cluster.ApplyOptions{Force: true}, dep)
 	require.NoError(t, err)
-	assert.Equal(t, release.ActionConfigured, res[0].Action)
+	assert.Equal(t, cluster.ActionConfigured, res[0].Action)
 	assert.Equal(t, int32(1), f.replicas(t, "chat"))
-	assert.Equal(t, []string{release.FieldManager}, f.replicasOwners(t, "chat"), "vllmctl took .spec.replicas over")
+	assert.Equal(t, []string{cluster.FieldManager}, f.replicasOwners(t, "chat"), "vllmctl took .spec.replicas over")
 }
 
 func TestApplyWithHPANeverFightsOverReplicas(t *testing.T) {
@@ -240,18 +241,18 @@ func TestApplyWithHPANeverFightsOverReplicas(t *testing.T) {
 	dep := releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 1)
 	hpa := releaseHPA(t, "chat", 2, 3)
 
-	_, err := f.apply(t, release.ApplyOptions{}, dep, hpa)
+	_, err := f.apply(t, cluster.ApplyOptions{}, dep, hpa)
 	require.NoError(t, err)
 	// The HPA controller raises replicas to minReplicas (no metrics needed).
 	eventually(t, 90*time.Second, "HPA scales chat to 2", func(ctx context.Context) (bool, error) {
 		return f.replicas(t, "chat") == 2, nil
 	})
-	assert.NotContains(t, f.replicasOwners(t, "chat"), release.FieldManager, "vllmctl does not own replicas")
+	assert.NotContains(t, f.replicasOwners(t, "chat"), cluster.FieldManager, "vllmctl does not own replicas")
 
 	for i := 0; i < 3; i++ {
-		res, err := f.apply(t, release.ApplyOptions{}, dep, hpa)
+		res, err := f.apply(t, cluster.ApplyOptions{}, dep, hpa)
 		require.NoError(t, err, "apply %d never conflicts", i)
-		assert.Equal(t, release.ActionUnchanged, actions(res)["Deployment/chat"], "apply %d", i)
+		assert.Equal(t, cluster.ActionUnchanged, actions(res)["Deployment/chat"], "apply %d", i)
 		assert.Equal(t, int32(2), f.replicas(t, "chat"), "apply %d never resets replicas", i)
 	}
 }
@@ -263,34 +264,34 @@ func TestApplyHandsReplicasOverToAnHPA(t *testing.T) {
 	f := newApplyFixture(t)
 	ctx := context.Background()
 	dep3 := releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 3)
-	_, err := f.apply(t, release.ApplyOptions{}, dep3)
+	_, err := f.apply(t, cluster.ApplyOptions{}, dep3)
 	require.NoError(t, err)
-	assert.Equal(t, []string{release.FieldManager}, f.replicasOwners(t, "chat"))
+	assert.Equal(t, []string{cluster.FieldManager}, f.replicasOwners(t, "chat"))
 
 	// Autoscaling on; the HPA's range includes 3, so it does not move it.
 	hpa := releaseHPA(t, "chat", 1, 5)
-	_, err = f.apply(t, release.ApplyOptions{}, dep3, hpa)
+	_, err = f.apply(t, cluster.ApplyOptions{}, dep3, hpa)
 	require.NoError(t, err)
 	assert.Equal(t, int32(3), f.replicas(t, "chat"), "replicas not reset to 1 when vllmctl let go")
 	owners := f.replicasOwners(t, "chat")
-	assert.NotContains(t, owners, release.FieldManager)
-	assert.Contains(t, owners, release.FieldManager+release.HandoverManagerSuffix)
-	_, err = f.apply(t, release.ApplyOptions{}, dep3, hpa)
+	assert.NotContains(t, owners, cluster.FieldManager)
+	assert.Contains(t, owners, cluster.FieldManager+cluster.HandoverManagerSuffix)
+	_, err = f.apply(t, cluster.ApplyOptions{}, dep3, hpa)
 	require.NoError(t, err)
 	assert.Equal(t, int32(3), f.replicas(t, "chat"))
 
 	// Autoscaling off: the new revision sets replicas again while the old
 	// HPA is still live (it is pruned after the apply).
 	dep2 := releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 2)
-	_, err = f.apply(t, release.ApplyOptions{}, dep2)
+	_, err = f.apply(t, cluster.ApplyOptions{}, dep2)
 	require.NoError(t, err, "taking replicas back from the handover manager is no conflict")
 	assert.Equal(t, int32(2), f.replicas(t, "chat"))
-	assert.Equal(t, []string{release.FieldManager}, f.replicasOwners(t, "chat"))
+	assert.Equal(t, []string{cluster.FieldManager}, f.replicasOwners(t, "chat"))
 	pruned, err := f.applier.Prune(ctx, []*unstructured.Unstructured{dep3, hpa}, []*unstructured.Unstructured{dep2},
-		release.PruneOptions{Release: applyRelease, Namespace: f.namespace})
+		cluster.PruneOptions{Release: applyRelease, Namespace: f.namespace})
 	require.NoError(t, err)
 	require.Len(t, pruned, 1)
-	assert.Equal(t, release.PruneDeleted, pruned[0].Action)
+	assert.Equal(t, cluster.PruneDeleted, pruned[0].Action)
 	assert.Equal(t, "HorizontalPodAutoscaler", pruned[0].Object.Kind)
 }
 
@@ -300,33 +301,33 @@ func TestPruneOnlyTouchesTheReleasesObjects(t *testing.T) {
 	cms := f.client.CoreV1().ConfigMaps(f.namespace)
 	keep := releaseConfigMap(t, "keep", map[string]string{"a": "1"})
 	removed := releaseConfigMap(t, "removed", nil)
-	_, err := f.apply(t, release.ApplyOptions{}, keep, removed)
+	_, err := f.apply(t, cluster.ApplyOptions{}, keep, removed)
 	require.NoError(t, err)
 	// An object of the same name without the release's labels (created by
 	// someone else), and one of another release.
 	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "foreign"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other", Labels: map[string]string{
-		release.LabelManagedBy: release.ManagedByVllmctl, release.LabelInstance: "other"}}}, metav1.CreateOptions{})
+		storage.LabelManagedBy: storage.ManagedByVllmctl, cluster.LabelInstance: "other"}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	previous := []*unstructured.Unstructured{keep, removed, releaseConfigMap(t, "foreign", nil), releaseConfigMap(t, "other", nil), releaseConfigMap(t, "never-created", nil)}
 	current := []*unstructured.Unstructured{keep}
 
-	dry, err := f.applier.Prune(ctx, previous, current, release.PruneOptions{Release: applyRelease, Namespace: f.namespace, DryRun: true})
+	dry, err := f.applier.Prune(ctx, previous, current, cluster.PruneOptions{Release: applyRelease, Namespace: f.namespace, DryRun: true})
 	require.NoError(t, err)
 	_, err = cms.Get(ctx, "removed", metav1.GetOptions{})
 	require.NoError(t, err, "dry run deleted nothing")
 
-	res, err := f.applier.Prune(ctx, previous, current, release.PruneOptions{Release: applyRelease, Namespace: f.namespace})
+	res, err := f.applier.Prune(ctx, previous, current, cluster.PruneOptions{Release: applyRelease, Namespace: f.namespace})
 	require.NoError(t, err)
 	assert.Equal(t, dry, res, "the dry run predicted the prune")
-	got := map[string]release.PruneAction{}
+	got := map[string]cluster.PruneAction{}
 	for _, r := range res {
 		got[r.Object.Name] = r.Action
 	}
-	assert.Equal(t, map[string]release.PruneAction{
-		"removed": release.PruneDeleted, "foreign": release.PruneKept, "other": release.PruneKept, "never-created": release.PruneGone,
+	assert.Equal(t, map[string]cluster.PruneAction{
+		"removed": cluster.PruneDeleted, "foreign": cluster.PruneKept, "other": cluster.PruneKept, "never-created": cluster.PruneGone,
 	}, got)
 
 	eventually(t, 30*time.Second, "removed ConfigMap deleted", func(ctx context.Context) (bool, error) {
@@ -340,7 +341,7 @@ func TestPruneOnlyTouchesTheReleasesObjects(t *testing.T) {
 
 	// The stored manifest round-trips.
 	manifest := "---\n" + mustYAML(t, keep) + "---\n" + mustYAML(t, removed)
-	parsed, err := release.ParseManifest(manifest)
+	parsed, err := cluster.ParseManifest(manifest)
 	require.NoError(t, err)
 	require.Len(t, parsed, 2)
 	assert.Equal(t, "removed", parsed[1].GetName())
@@ -358,9 +359,9 @@ func TestCurrentReplicaSetFollowsRevisions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	_, err := f.apply(t, release.ApplyOptions{}, releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 1))
+	_, err := f.apply(t, cluster.ApplyOptions{}, releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 1))
 	require.NoError(t, err)
-	first, err := release.CurrentReplicaSet(ctx, f.client, f.namespace, "chat")
+	first, err := cluster.CurrentReplicaSet(ctx, f.client, f.namespace, "chat")
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), first.Revision)
 	assert.Equal(t, "chat", first.Deployment)
@@ -370,9 +371,9 @@ func TestCurrentReplicaSetFollowsRevisions(t *testing.T) {
 	// Straight after the apply: the controller has not observed the new
 	// generation yet, so this exercises the watch.
 	next := releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.1", 1)
-	_, err = f.apply(t, release.ApplyOptions{}, next)
+	_, err = f.apply(t, cluster.ApplyOptions{}, next)
 	require.NoError(t, err)
-	second, err := release.CurrentReplicaSets(ctx, f.client, []*unstructured.Unstructured{releaseService(t, "chat"), next}, f.namespace)
+	second, err := cluster.CurrentReplicaSets(ctx, f.client, []*unstructured.Unstructured{releaseService(t, "chat"), next}, f.namespace)
 	require.NoError(t, err)
 	require.Len(t, second, 1)
 	assert.Equal(t, int64(2), second[0].Revision)
@@ -387,7 +388,7 @@ func TestCurrentReplicaSetFollowsRevisions(t *testing.T) {
 func TestKstatusWaiterOnTheCluster(t *testing.T) {
 	t.Run("healthy objects become Current", func(t *testing.T) {
 		f := newApplyFixture(t)
-		res, err := f.apply(t, release.ApplyOptions{},
+		res, err := f.apply(t, cluster.ApplyOptions{},
 			releaseConfigMap(t, "chat-config", map[string]string{"k": "v"}),
 			releaseService(t, "chat"),
 			releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 2))
@@ -429,7 +430,7 @@ func TestKstatusWaiterOnTheCluster(t *testing.T) {
 	t.Run("a crashing Deployment times out", func(t *testing.T) {
 		f := newApplyFixture(t)
 		objs := []*unstructured.Unstructured{releaseService(t, "chat"), releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0-crash", 1)}
-		_, err := f.apply(t, release.ApplyOptions{}, objs...)
+		_, err := f.apply(t, cluster.ApplyOptions{}, objs...)
 		require.NoError(t, err)
 
 		w := wait.NewKstatusWaiter(f.applier.DynamicClient(), f.applier.RESTMapper())

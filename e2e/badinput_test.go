@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // The bad-input corpus lives in testdata/bad (cases.yaml describes its
@@ -319,7 +319,7 @@ func prepareBadSetup(t, parent *testing.T, r *badRunner, name string, s badSetup
 			createByHand(t, e.client, e.namespace, step.Create.Kind, step.Create.Name)
 		case step.Corrupt != nil:
 			secrets := e.client.CoreV1().Secrets(e.namespace)
-			s, err := secrets.Get(ctx, release.SecretName(step.Corrupt.Release, step.Corrupt.Revision), metav1.GetOptions{})
+			s, err := secrets.Get(ctx, storage.SecretName(step.Corrupt.Release, step.Corrupt.Revision), metav1.GetOptions{})
 			require.NoError(t, err, "setup %s step %d", name, i+1)
 			data := []byte("garbage, not gzip")
 			if step.Corrupt.Bomb {
@@ -429,7 +429,7 @@ func snapshotNamespace(ctx context.Context, client kubernetes.Interface, ns stri
 	}
 	for _, s := range secrets.Items {
 		v := s.ResourceVersion
-		if st, ok := s.Labels[release.LabelStatus]; ok {
+		if st, ok := s.Labels[storage.LabelStatus]; ok {
 			v += " " + st
 		}
 		snap["Secret/"+s.Name] = v

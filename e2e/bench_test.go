@@ -43,6 +43,8 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -118,11 +120,11 @@ func (f *benchFixture) engine(b *testing.B, counter *requestCounter) *release.En
 	require.NoError(b, err)
 	client, err := kubernetes.NewForConfig(cfg)
 	require.NoError(b, err)
-	applier, err := release.NewApplier(flags)
+	applier, err := cluster.NewApplier(flags)
 	require.NoError(b, err)
 	others := wait.NewKstatusWaiter(applier.DynamicClient(), applier.RESTMapper())
 	return &release.Engine{
-		Store:   release.NewSecrets(client, f.namespace),
+		Store:   storage.NewSecrets(client, f.namespace),
 		Objects: applier,
 		Waiter:  wait.NewRolloutWatcher(client, others, wait.RolloutOptions{}),
 		Client:  client,
@@ -259,7 +261,7 @@ func (m *moments) record(ev release.ProgressEvent) {
 		if m.verdict.IsZero() && p.Verdict.Failed() {
 			m.verdict = ev.Time
 		}
-	case ev.Phase == release.PhaseDone && ev.Revision > m.revision && ev.Status == string(release.StatusDeployed) && m.rolledOut.IsZero():
+	case ev.Phase == release.PhaseDone && ev.Revision > m.revision && ev.Status == string(storage.StatusDeployed) && m.rolledOut.IsZero():
 		m.rolledOut = ev.Time
 	}
 }
@@ -376,7 +378,7 @@ func BenchmarkDeployRequests(b *testing.B) {
 							fmt.Sprintf("podAnnotations.bench\\.vllmctl\\.io/run=r%d-%d", run, attempt))
 						took = time.Since(start)
 						require.NoError(b, err, "run %d", run)
-						require.Equal(b, release.StatusDeployed, res.Status)
+						require.Equal(b, storage.StatusDeployed, res.Status)
 					})
 					if !restarted {
 						counts = append(counts, float64(counter.n.Load()))

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // A canary that was refused without a rollback, or whose deploy was
@@ -59,7 +60,7 @@ func (f *relFixture) refusedPods(t *testing.T) int {
 func (f *relFixture) assertNeverDeployedRefused(t *testing.T) {
 	t.Helper()
 	for _, r := range f.history(t) {
-		if r.Status == release.StatusDeployed || r.Status == release.StatusSuperseded {
+		if r.Status == storage.StatusDeployed || r.Status == storage.StatusSuperseded {
 			assert.NotContains(t, r.Manifest, refusedTag, "revision %d (%s) runs the refused image", r.Revision, r.Status)
 		}
 	}
@@ -82,7 +83,7 @@ func TestCanaryRefusedRerunHoldsAgain(t *testing.T) {
 		require.Equal(t, 4, r.code, "run %d: refused, not rolled back\n%s", i+1, r)
 		res := result(t, r)
 		require.NotNil(t, res.Canary, "run %d", i+1)
-		assert.Equal(t, release.CanaryFailed, res.Canary.Outcome, "run %d: held and judged, not skipped", i+1)
+		assert.Equal(t, storage.CanaryFailed, res.Canary.Outcome, "run %d: held and judged, not skipped", i+1)
 		assert.Len(t, res.Canary.Pods, 1, "run %d", i+1)
 		assert.Equal(t, rev, res.Revision)
 		f.assertCanaryHeld(t, rev, oldHash, 1)
@@ -109,7 +110,7 @@ func TestCanaryRefusedRerunHoldsAgain(t *testing.T) {
 	require.Equal(t, 3, r.code, "%s", r)
 	assert.Contains(t, r.stderr, "still carries the transient canary strategy of revision 3", "the deploy says what it found")
 	res := result(t, r)
-	assert.Equal(t, release.CanaryFailed, res.Canary.Outcome)
+	assert.Equal(t, storage.CanaryFailed, res.Canary.Outcome)
 	assert.Equal(t, 1, res.RolledBackTo)
 	d := f.deployment(t)
 	assert.NotContains(t, d.Annotations, release.CanaryAnnotation, "the rollback restored the chart's strategy")
@@ -151,7 +152,7 @@ func TestCanaryKilledDuringHold(t *testing.T) {
 	dr := f.run(t, canaryArgs("--set", "image.tag="+refusedTag, "--canary", "1", "--canary-hold", "2s", "--canary-gate", "exit 1", "-o", "json")...)
 	require.Equal(t, 3, dr.code, "%s", dr)
 	res := result(t, dr)
-	assert.Equal(t, release.CanaryFailed, res.Canary.Outcome, "held and judged again")
+	assert.Equal(t, storage.CanaryFailed, res.Canary.Outcome, "held and judged again")
 	assert.Equal(t, 1, res.RolledBackTo)
 	assert.Empty(t, pendingRecords(t, f), "no lock left behind")
 	d := f.deployment(t)
@@ -229,6 +230,6 @@ func TestCanaryCountClamped(t *testing.T) {
 	require.Equal(t, 0, r.code, "%s", r)
 	res := result(t, r)
 	require.NotNil(t, res.Canary)
-	assert.Equal(t, release.CanarySkipped, res.Canary.Outcome, "only the Service changes")
+	assert.Equal(t, storage.CanarySkipped, res.Canary.Outcome, "only the Service changes")
 	assert.NotContains(t, r.stderr, "NOTE: strategy override", "no canary runs: no canary surge in the preflight")
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // Issue 14: the canary gate on the local control plane. The release has 3
@@ -172,7 +173,7 @@ func TestCanaryPromotes(t *testing.T) {
 
 	res := result(t, r)
 	require.NotNil(t, res.Canary, "the result document has the canary")
-	assert.Equal(t, release.CanaryPromoted, res.Canary.Outcome)
+	assert.Equal(t, storage.CanaryPromoted, res.Canary.Outcome)
 	assert.Len(t, res.Canary.Pods, 1)
 	require.NotNil(t, res.Canary.Gate)
 	assert.Equal(t, 0, res.Canary.Gate.ExitCode)
@@ -187,7 +188,7 @@ func TestCanaryPromotes(t *testing.T) {
 	revs := f.history(t)
 	require.Len(t, revs, 2)
 	require.NotNil(t, revs[1].Canary, "the record keeps the canary")
-	assert.Equal(t, release.CanaryPromoted, revs[1].Canary.Outcome)
+	assert.Equal(t, storage.CanaryPromoted, revs[1].Canary.Outcome)
 	assert.Contains(t, revs[1].Description, "canary 1: promoted")
 	assert.Equal(t, revs[0].Manifest, strings.ReplaceAll(revs[1].Manifest, "v0.11.1", "v0.11.0"),
 		"the record has the chart's strategy, not the transient one")
@@ -219,7 +220,7 @@ func TestCanaryCrashRollsBack(t *testing.T) {
 	res := result(t, r)
 	assert.Equal(t, 1, res.RolledBackTo)
 	require.NotNil(t, res.Canary)
-	assert.Equal(t, release.CanaryFailed, res.Canary.Outcome)
+	assert.Equal(t, storage.CanaryFailed, res.Canary.Outcome)
 	require.NotNil(t, res.Failure)
 	assert.Contains(t, []string{"CanaryRestarted", "CrashLoopBackOff"}, res.Failure.Verdict, "caught on the canary: %+v", res.Failure)
 	assert.NotEmpty(t, res.Failure.Pod)
@@ -249,7 +250,7 @@ func TestCanaryGateFails(t *testing.T) {
 			require.NotNil(t, res.Failure)
 			assert.Equal(t, tc.reason, res.Failure.Reason)
 			assert.Contains(t, res.Failure.LogTail, tc.output, "the gate's output is in the diagnosis")
-			assert.Equal(t, release.CanaryFailed, res.Canary.Outcome)
+			assert.Equal(t, storage.CanaryFailed, res.Canary.Outcome)
 			assert.Equal(t, 1, res.RolledBackTo)
 			assert.Less(t, time.Since(start), 90*time.Second, "the gate's timeout ended it")
 			f.assertOldKept(t, rev1.ReplicaSets[0].PodTemplateHash, uids, ready)
@@ -270,7 +271,7 @@ func TestCanaryInterrupted(t *testing.T) {
 	res := result(t, r)
 	assert.Equal(t, 1, res.RolledBackTo)
 	require.NotNil(t, res.Canary)
-	assert.Equal(t, release.CanaryInterrupted, res.Canary.Outcome)
+	assert.Equal(t, storage.CanaryInterrupted, res.Canary.Outcome)
 	f.assertOldKept(t, rev1.ReplicaSets[0].PodTemplateHash, uids, ready)
 	assert.Empty(t, pendingRecords(t, f), "no lock left behind")
 }
@@ -306,7 +307,7 @@ func TestCanaryNoRoomStrict(t *testing.T) {
 	assert.Empty(t, r.stdout, "no result document: nothing happened")
 	assert.Contains(t, r.stderr, "nothing was applied")
 	assert.Contains(t, r.stderr, "nvidia.com/gpu: need 8, free 0")
-	assert.Equal(t, []release.Status{release.StatusDeployed}, statuses(f.history(t)), "nothing recorded")
+	assert.Equal(t, []storage.Status{storage.StatusDeployed}, statuses(f.history(t)), "nothing recorded")
 	after := f.deployment(t)
 	assert.Equal(t, before.Generation, after.Generation, "the live Deployment unchanged")
 	assert.Equal(t, imageOf(before), imageOf(after))

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // causeFault is a fault class of the local cluster and what the diagnosis
@@ -70,7 +71,7 @@ func readProgress(t *testing.T, stderr string) progressTimes {
 			pt.firstSignal = ev.Time
 		case ev.Phase == release.PhaseWait && ev.Revision == 2 && ev.Rollout != nil && ev.Rollout.Verdict.Failed() && pt.failed == nil:
 			pt.verdict, pt.failed = ev.Time, &ev
-		case ev.Phase == release.PhaseDone && ev.Status == string(release.StatusDeployed) && strings.HasPrefix(ev.Message, "Rollback to"):
+		case ev.Phase == release.PhaseDone && ev.Status == string(storage.StatusDeployed) && strings.HasPrefix(ev.Message, "Rollback to"):
 			pt.rolledBack = ev.Time
 		}
 	}

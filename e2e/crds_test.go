@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // Issue 15: a chart's crds/ on the local control plane.
@@ -283,12 +283,12 @@ func TestMissingDisabledDependenciesDeploy(t *testing.T) {
 	require.Equal(t, 0, r.code, "%s", r)
 	assert.Contains(t, r.stderr, "dependency redis 17.3.2 (https://charts.example.com/stable) is not in charts/ and is disabled (condition redis.enabled): rendering without it")
 	assert.Equal(t, "api", f.configMapData(t, relName+"-missingdeps")["subcharts"], "only the vendored subchart renders")
-	assert.Equal(t, release.StatusDeployed, result(t, r).Status)
+	assert.Equal(t, storage.StatusDeployed, result(t, r).Status)
 
 	r = f.run(t, "deploy", relName, chart, "--set", "redis.enabled=true")
 	assert.Equal(t, 2, r.code, "%s", r)
 	assert.Contains(t, r.stderr, "dependency redis 17.3.2 (https://charts.example.com/stable) is enabled (condition redis.enabled) but not in charts/")
 	revs := f.history(t)
 	require.Len(t, revs, 1, "no record written")
-	assert.Equal(t, release.StatusDeployed, revs[0].Status)
+	assert.Equal(t, storage.StatusDeployed, revs[0].Status)
 }

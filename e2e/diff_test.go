@@ -22,7 +22,8 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/vllmctl/vllmctl/charts"
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 const (
@@ -152,14 +153,14 @@ func (f *diffFixture) installChart(t *testing.T, chart string, set ...string) {
 	require.NoError(t, err)
 	r, err := charts.Render(ch, charts.RenderOptions{ReleaseName: diffRelease, Namespace: f.namespace, Set: set, Revision: 1})
 	require.NoError(t, err)
-	a, err := release.NewApplierForConfig(f.cfg)
+	a, err := cluster.NewApplierForConfig(f.cfg)
 	require.NoError(t, err)
-	_, err = a.Apply(ctx, r.Objects, release.ApplyOptions{Namespace: f.namespace, Release: diffRelease})
+	_, err = a.Apply(ctx, r.Objects, cluster.ApplyOptions{Namespace: f.namespace, Release: diffRelease})
 	require.NoError(t, err)
 	now := time.Now()
-	require.NoError(t, release.NewSecrets(f.client, f.namespace).Create(ctx, &release.Release{
-		Name: diffRelease, Revision: 1, Status: release.StatusDeployed, Description: "Install complete",
-		Chart:  release.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion},
+	require.NoError(t, storage.NewSecrets(f.client, f.namespace).Create(ctx, &storage.Release{
+		Name: diffRelease, Revision: 1, Status: storage.StatusDeployed, Description: "Install complete",
+		Chart:  storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion},
 		Values: r.UserValues, Manifest: r.Manifest, Created: now, Updated: now,
 	}))
 	eventually(t, 30*time.Second, "the Deployment controller observes the Deployment", func(ctx context.Context) (bool, error) {
@@ -371,9 +372,9 @@ func TestDiffFollowsTheHPARule(t *testing.T) {
 	r, err := charts.Render(ch, charts.RenderOptions{ReleaseName: diffRelease, Namespace: f.namespace, Revision: 2,
 		Set: []string{small, "autoscaling.enabled=true,autoscaling.minReplicas=1,autoscaling.maxReplicas=2"}})
 	require.NoError(t, err)
-	a, err := release.NewApplierForConfig(f.cfg)
+	a, err := cluster.NewApplierForConfig(f.cfg)
 	require.NoError(t, err)
-	_, err = a.Apply(ctx, r.Objects, release.ApplyOptions{Namespace: f.namespace, Release: diffRelease})
+	_, err = a.Apply(ctx, r.Objects, cluster.ApplyOptions{Namespace: f.namespace, Release: diffRelease})
 	require.NoError(t, err)
 	_, err = f.client.AppsV1().Deployments(f.namespace).UpdateScale(ctx, diffRelease, &autoscalingv1.Scale{
 		ObjectMeta: metav1.ObjectMeta{Name: diffRelease, Namespace: f.namespace},

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // The fault suite (issue 12): faults on the local control plane and on the
@@ -49,7 +50,7 @@ func (f *relFixture) faultInstall(t *testing.T, args ...string) *release.Result 
 	require.Equal(t, 0, r.code, "revision 1\n%s", r)
 	res := result(t, r)
 	require.Equal(t, 1, res.Revision)
-	require.Equal(t, release.StatusDeployed, res.Status)
+	require.Equal(t, storage.StatusDeployed, res.Status)
 	require.Len(t, res.ReplicaSets, 1)
 	return res
 }
@@ -67,16 +68,16 @@ func (f *relFixture) deploymentGeneration(t *testing.T) int64 {
 // record, exactly one deployed revision (deployed), and every revision
 // number from 1 to the highest present, except gone (records deleted on
 // purpose). `vllmctl history` lists them all. It returns the records.
-func (f *relFixture) assertConsistent(t *testing.T, deployed int, gone ...int) []*release.Release {
+func (f *relFixture) assertConsistent(t *testing.T, deployed int, gone ...int) []*storage.Release {
 	t.Helper()
 	revs := f.history(t)
 	require.NotEmpty(t, revs, "records")
-	have := map[int]*release.Release{}
+	have := map[int]*storage.Release{}
 	var deployedRevs []int
 	for _, r := range revs {
 		have[r.Revision] = r
 		assert.False(t, r.Status.IsPending(), "revision %d is %s: a lock left behind", r.Revision, r.Status)
-		if r.Status == release.StatusDeployed {
+		if r.Status == storage.StatusDeployed {
 			deployedRevs = append(deployedRevs, r.Revision)
 		}
 	}
@@ -96,7 +97,7 @@ func (f *relFixture) assertConsistent(t *testing.T, deployed int, gone ...int) [
 
 // assertServes waits until the Deployment of relChart (1 replica) has
 // rolled out to rs and only rs (see assertServingWith).
-func (f *relFixture) assertServes(t *testing.T, rs release.ReplicaSetRef) {
+func (f *relFixture) assertServes(t *testing.T, rs storage.ReplicaSetRef) {
 	t.Helper()
 	f.assertServingWith(t, rs, 1, "app="+relName)
 }
@@ -117,7 +118,7 @@ func (f *relFixture) assertNextDeploy(t *testing.T, gone ...int) *release.Result
 	require.Equal(t, 0, r.code, "the next deploy works\n%s", r)
 	res := result(t, r)
 	assert.Equal(t, next, res.Revision)
-	assert.Equal(t, release.StatusDeployed, res.Status)
+	assert.Equal(t, storage.StatusDeployed, res.Status)
 	require.Len(t, res.ReplicaSets, 1)
 	f.assertServes(t, res.ReplicaSets[0])
 	assert.Equal(t, tag, f.configMapData(t, relName+"-config")["greeting"])
@@ -262,7 +263,7 @@ func interruptedRolledBack(reason string) func(t *testing.T, f *relFixture, rev1
 		require.Equal(t, 3, r.code, "%s", r)
 		res := result(t, r)
 		assert.Equal(t, 2, res.Revision)
-		assert.Equal(t, release.StatusFailed, res.Status)
+		assert.Equal(t, storage.StatusFailed, res.Status)
 		assert.Equal(t, 1, res.RolledBackTo)
 		if assert.NotNil(t, res.Failure) {
 			assert.Equal(t, reason, res.Failure.Reason)
@@ -285,7 +286,7 @@ var signalPhases = []signalPhase{
 		check: func(t *testing.T, f *relFixture, rev1 *release.Result, gen1 int64, r relRun) int {
 			nothingApplied(t, f, rev1, gen1, r)
 			assert.NotContains(t, r.stderr, "lock:")
-			assert.Equal(t, []release.Status{release.StatusDeployed}, statuses(f.history(t)), "no record written")
+			assert.Equal(t, []storage.Status{storage.StatusDeployed}, statuses(f.history(t)), "no record written")
 			return 1
 		},
 	},
@@ -321,7 +322,7 @@ var signalPhases = []signalPhase{
 		name: "record",
 		args: []string{"--set", "greeting=interrupted", "--set", "readyDelay=60s"},
 		match: func(r *http.Request) bool {
-			return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/secrets/"+release.SecretName(relName, 2))
+			return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/secrets/"+storage.SecretName(relName, 2))
 		},
 		answered: true,
 		check:    interruptedRolledBack("Interrupted"),
@@ -416,14 +417,14 @@ func TestFaultKilledMidApply(t *testing.T) {
 	ctx := context.Background()
 	rec, err := f.store.Get(ctx, relName, 2)
 	require.NoError(t, err)
-	require.Equal(t, release.StatusPendingUpgrade, rec.Status, "the killed deploy's record holds the lock")
+	require.Equal(t, storage.StatusPendingUpgrade, rec.Status, "the killed deploy's record holds the lock")
 	require.Equal(t, 6*time.Second, rec.Lease)
 
 	r := f.deploy(t, "--set", "greeting=next")
 	assert.Equal(t, 5, r.code, "%s", r)
 	assert.Contains(t, r.stderr, "is locked by another operation: revision 2 is pending-upgrade")
 	assert.Contains(t, r.stderr, rec.Holder, "names the holder")
-	assert.Equal(t, []release.Status{release.StatusDeployed, release.StatusPendingUpgrade}, statuses(f.history(t)), "the refused deploy wrote nothing")
+	assert.Equal(t, []storage.Status{storage.StatusDeployed, storage.StatusPendingUpgrade}, statuses(f.history(t)), "the refused deploy wrote nothing")
 	t.Logf("FAULT SIGKILL mid-apply, next deploy within the lease: exit %d", r.code)
 
 	// Once older than its lease, the record is watched for a whole lease
@@ -437,10 +438,10 @@ func TestFaultKilledMidApply(t *testing.T) {
 
 	rec, err = f.store.Get(ctx, relName, 2)
 	require.NoError(t, err)
-	assert.Equal(t, release.StatusFailed, rec.Status, "the killed revision is recorded failed")
+	assert.Equal(t, storage.StatusFailed, rec.Status, "the killed revision is recorded failed")
 	assert.Contains(t, rec.Description, "interrupted: lock taken over")
 	assert.Contains(t, rec.Description, "lease 6s")
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusFailed, release.StatusDeployed}, statuses(f.history(t)))
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusFailed, storage.StatusDeployed}, statuses(f.history(t)))
 }
 
 // TestFaultConcurrentDeploys: five deploys of one release started together
@@ -481,7 +482,7 @@ func TestFaultConcurrentDeploys(t *testing.T) {
 	w := winners[0]
 	res := result(t, runs[w])
 	assert.Equal(t, 2, res.Revision)
-	assert.Equal(t, release.StatusDeployed, res.Status)
+	assert.Equal(t, storage.StatusDeployed, res.Status)
 
 	revs := f.assertConsistent(t, 2)
 	require.Len(t, revs, 2, "exactly one new revision")
@@ -497,7 +498,7 @@ func TestFaultRecordDeleted(t *testing.T) {
 	ctx := context.Background()
 	deleteRecord := func(t *testing.T, f *relFixture, rev int) {
 		t.Helper()
-		require.NoError(t, f.client.CoreV1().Secrets(f.namespace).Delete(ctx, release.SecretName(relName, rev), metav1.DeleteOptions{}))
+		require.NoError(t, f.client.CoreV1().Secrets(f.namespace).Delete(ctx, storage.SecretName(relName, rev), metav1.DeleteOptions{}))
 	}
 	// deployN deploys revisions 1..n, image and greeting rN.
 	deployN := func(t *testing.T, f *relFixture, n int) []*release.Result {
@@ -521,7 +522,7 @@ func TestFaultRecordDeleted(t *testing.T) {
 		deleteRecord(t, f, 1)
 
 		revs := f.assertConsistent(t, 3, 1)
-		assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusDeployed}, statuses(revs), "the other records")
+		assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusDeployed}, statuses(revs), "the other records")
 
 		f.assertNextDeploy(t, 1) // revision 4
 
@@ -545,14 +546,14 @@ func TestFaultRecordDeleted(t *testing.T) {
 		f := newRelFixture(t)
 		deployN(t, f, 2)
 		deleteRecord(t, f, 2)
-		assert.Equal(t, []release.Status{release.StatusSuperseded}, statuses(f.history(t)))
+		assert.Equal(t, []storage.Status{storage.StatusSuperseded}, statuses(f.history(t)))
 
 		tag := "after-delete"
 		r := f.deploy(t, "--set", "image=example.com/vllm:"+tag, "--set", "greeting="+tag, "-o", "json")
 		t.Logf("FAULT record of deployed revision deleted, next deploy: exit %d\n%s", r.code, r.stderr)
 		require.Equal(t, 0, r.code, "the next deploy works\n%s", r)
 		res := result(t, r)
-		assert.Equal(t, release.StatusDeployed, res.Status)
+		assert.Equal(t, storage.StatusDeployed, res.Status)
 		require.Len(t, res.ReplicaSets, 1)
 		f.assertServes(t, res.ReplicaSets[0])
 		assert.Equal(t, tag, f.configMapData(t, relName+"-config")["greeting"])

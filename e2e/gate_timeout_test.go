@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // A canary gate that exits 0 but leaves a background
@@ -42,7 +42,7 @@ func TestCanaryGateBackgroundChild(t *testing.T) {
 	require.NotNil(t, res.Canary.Gate)
 	assert.Equal(t, 0, res.Canary.Gate.ExitCode)
 	assert.Less(t, res.Canary.Gate.DurationSeconds, 5.0, "the gate passed when its shell exited")
-	assert.Equal(t, release.CanaryPromoted, res.Canary.Outcome)
+	assert.Equal(t, storage.CanaryPromoted, res.Canary.Outcome)
 	assert.Less(t, time.Since(start), 2*time.Minute)
 	// The child is dead once vllmctl has exited (a zombie until whoever
 	// inherited it reaps it counts as dead).

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
 )
 
 // Objects of another release, or made by hand, are
@@ -38,7 +38,7 @@ func TestOwnershipIsNeverTakenSilently(t *testing.T) {
 		assert.Empty(t, entries, "no record")
 		live, err := f.client.CoreV1().Services(f.namespace).Get(ctx, relName, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Empty(t, live.Labels[release.LabelInstance], "not relabelled")
+		assert.Empty(t, live.Labels[cluster.LabelInstance], "not relabelled")
 
 		r = f.deployVLLM(t, "--take-ownership")
 		require.Equal(t, 0, r.code, "%s", r)
@@ -54,7 +54,7 @@ func TestOwnershipIsNeverTakenSilently(t *testing.T) {
 		assert.Contains(t, r.stderr, "(release "+relName+")")
 		live, err := f.client.AppsV1().Deployments(f.namespace).Get(ctx, relName, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, relName, live.Labels[release.LabelInstance], "still the owner's")
+		assert.Equal(t, relName, live.Labels[cluster.LabelInstance], "still the owner's")
 		entries, err := f.store.List(ctx, "thief")
 		require.NoError(t, err)
 		assert.Empty(t, entries, "no record for the refused release")

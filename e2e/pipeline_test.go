@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // ciDeploy is one run of hack/ci-deploy.sh: its exit code, what it wrote
@@ -82,7 +83,7 @@ func (f *relFixture) runCIDeploy(t *testing.T, args ...string) ciDeploy {
 func (f *relFixture) deployedRevision(t *testing.T) int {
 	t.Helper()
 	for _, r := range f.history(t) {
-		if r.Status == release.StatusDeployed {
+		if r.Status == storage.StatusDeployed {
 			return r.Revision
 		}
 	}
@@ -152,12 +153,12 @@ func TestPipelineScript(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(r.result), res), "result.json:\n%s", r.result)
 			assert.Contains(t, r.summary, "revision "+strconv.Itoa(res.Revision)+": "+string(res.Status))
 			if tc.code == 0 {
-				assert.Equal(t, release.StatusDeployed, res.Status)
+				assert.Equal(t, storage.StatusDeployed, res.Status)
 				assert.Nil(t, res.Failure)
 				assert.Equal(t, res.Revision, f.deployedRevision(t))
 				return
 			}
-			assert.Equal(t, release.StatusFailed, res.Status)
+			assert.Equal(t, storage.StatusFailed, res.Status)
 			assert.Equal(t, serving, res.RolledBackTo, "rolled back to the revision deployed before")
 			assert.Contains(t, r.summary, "rolled back to revision "+strconv.Itoa(serving))
 			require.NotNil(t, res.Failure, "result.json names the failure")
@@ -176,7 +177,7 @@ func TestPipelineScript(t *testing.T) {
 			// ReplicaSet holds every replica, all available.
 			revs := f.history(t)
 			last := revs[len(revs)-1]
-			assert.Equal(t, release.StatusDeployed, last.Status)
+			assert.Equal(t, storage.StatusDeployed, last.Status)
 			assert.Equal(t, serving, last.RollbackOf)
 			require.Len(t, last.ReplicaSets, 1)
 			for _, rev := range revs {

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // Issue 12, item 4: the capacity preflight counts the pods a replica
@@ -65,7 +65,7 @@ func TestPreflightReplicas(t *testing.T) {
 		assert.Equal(t, replicas, ptr.Deref(d.Spec.Replicas, -1), "%s: the live Deployment keeps its replicas", what)
 		revs := f.history(t)
 		assert.Len(t, revs, records, "%s: no new record", what)
-		assert.Equal(t, release.StatusDeployed, revs[len(revs)-1].Status, what)
+		assert.Equal(t, storage.StatusDeployed, revs[len(revs)-1].Status, what)
 		pods, err := f.client.CoreV1().Pods(f.namespace).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		assert.Len(t, pods.Items, int(replicas), "%s: no pod created", what)

@@ -14,7 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // Issue 6: deploy reconciles like a controller. The same inputs twice make
@@ -64,13 +65,13 @@ func TestReconcileSameInputsTwice(t *testing.T) {
 	assert.NotContains(t, r.stderr, "lock:", "no lock, nothing applied")
 	again := result(t, r)
 	assert.Equal(t, 1, again.Revision)
-	assert.Equal(t, release.StatusDeployed, again.Status)
+	assert.Equal(t, storage.StatusDeployed, again.Status)
 	assert.Equal(t, first.ReplicaSets, again.ReplicaSets)
 	assert.Equal(t, "up to date: Install complete", again.Description)
 
 	revs := f.history(t)
 	require.Len(t, revs, 1, "one revision, not two")
-	assert.Equal(t, release.StatusDeployed, revs[0].Status)
+	assert.Equal(t, storage.StatusDeployed, revs[0].Status)
 	assert.Equal(t, gen, f.deployment(t).Generation, "nothing applied")
 
 	d := f.diffVLLM(t)
@@ -80,7 +81,7 @@ func TestReconcileSameInputsTwice(t *testing.T) {
 	// A change of inputs is a new revision again.
 	r = f.deployVLLM(t, "--set", "image.tag=v0.11.1")
 	require.Equal(t, 0, r.code, "%s", r)
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusDeployed}, statuses(f.history(t)))
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusDeployed}, statuses(f.history(t)))
 }
 
 func TestReconcileHandEditsAreShownAndUndone(t *testing.T) {
@@ -146,7 +147,7 @@ func TestReconcileHandEditsAreShownAndUndone(t *testing.T) {
 	assert.Contains(t, r.stderr, `"kubectl-scale"`)
 	assert.Contains(t, r.stderr, `"kubectl-set"`)
 	assert.Contains(t, r.stderr, "re-run with --force-conflicts")
-	assert.Equal(t, []release.Status{release.StatusDeployed, release.StatusFailed}, statuses(f.history(t)))
+	assert.Equal(t, []storage.Status{storage.StatusDeployed, storage.StatusFailed}, statuses(f.history(t)))
 	assert.Equal(t, int32(3), f.replicas(t), "the refused apply changed nothing")
 	assert.Equal(t, "/tmp/hf", f.hfHome(t))
 
@@ -157,10 +158,10 @@ func TestReconcileHandEditsAreShownAndUndone(t *testing.T) {
 	assert.Equal(t, int32(1), f.replicas(t))
 	assert.Equal(t, chartHFHome, f.hfHome(t))
 	dep := f.deployment(t)
-	assert.True(t, ownsReplicas(t, dep, release.FieldManager), "vllmctl owns replicas again")
+	assert.True(t, ownsReplicas(t, dep, cluster.FieldManager), "vllmctl owns replicas again")
 	assert.False(t, ownsReplicas(t, dep, "kubectl-scale"))
 	assert.Equal(t, int32(1), ptr.Deref(dep.Spec.Replicas, -1))
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusFailed, release.StatusDeployed}, statuses(f.history(t)))
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusFailed, storage.StatusDeployed}, statuses(f.history(t)))
 
 	// Reconciled: no drift, no new revision.
 	d = f.diffVLLM(t)

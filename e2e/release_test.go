@@ -27,6 +27,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 const (
@@ -77,7 +79,7 @@ type relFixture struct {
 	bin        string
 	kubeconfig string
 	home       string
-	store      release.Store
+	store      storage.Store
 }
 
 func newRelFixture(t *testing.T) *relFixture {
@@ -87,7 +89,7 @@ func newRelFixture(t *testing.T) *relFixture {
 	e := newEnv(t)
 	home := t.TempDir()
 	return &relFixture{env: e, bin: bin, kubeconfig: os.Getenv("VLLMCTL_E2E_KUBECONFIG"), home: home,
-		store: release.NewSecrets(e.client, e.namespace)}
+		store: storage.NewSecrets(e.client, e.namespace)}
 }
 
 // relRun is one run of the vllmctl binary.
@@ -156,10 +158,10 @@ func result(t *testing.T, r relRun) *release.Result {
 }
 
 // history returns the release's records, lowest revision first.
-func (f *relFixture) history(t *testing.T) []*release.Release {
+func (f *relFixture) history(t *testing.T) []*storage.Release {
 	t.Helper()
-	revs, err := release.History(context.Background(), f.store, relName)
-	var nf *release.NotFoundError
+	revs, err := storage.History(context.Background(), f.store, relName)
+	var nf *storage.NotFoundError
 	if errors.As(err, &nf) {
 		return nil
 	}
@@ -167,8 +169,8 @@ func (f *relFixture) history(t *testing.T) []*release.Release {
 	return revs
 }
 
-func statuses(revs []*release.Release) []release.Status {
-	out := make([]release.Status, len(revs))
+func statuses(revs []*storage.Release) []storage.Status {
+	out := make([]storage.Status, len(revs))
 	for i, r := range revs {
 		out[i] = r.Status
 	}
@@ -210,11 +212,11 @@ func (f *relFixture) replicas(t *testing.T) int32 {
 }
 
 // waitPending waits until the release has a pending record and returns it.
-func (f *relFixture) waitPending(t *testing.T) *release.Release {
+func (f *relFixture) waitPending(t *testing.T) *storage.Release {
 	t.Helper()
-	var pending *release.Release
+	var pending *storage.Release
 	eventually(t, 60*time.Second, "a pending record", func(ctx context.Context) (bool, error) {
-		p, err := release.Pending(ctx, f.store, relName)
+		p, err := storage.Pending(ctx, f.store, relName)
 		if err != nil || len(p) == 0 {
 			return false, err
 		}
@@ -243,12 +245,12 @@ func TestReleaseDeployUpgradeRollback(t *testing.T) {
 
 	revs := f.history(t)
 	require.Len(t, revs, 3)
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusSuperseded, release.StatusDeployed}, statuses(revs))
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusSuperseded, storage.StatusDeployed}, statuses(revs))
 	hashes := map[string]bool{}
 	for i, res := range []*release.Result{res1, res2, res3} {
 		rev := i + 1
 		assert.Equal(t, rev, res.Revision)
-		assert.Equal(t, release.StatusDeployed, res.Status)
+		assert.Equal(t, storage.StatusDeployed, res.Status)
 		assert.Equal(t, "relchart-0.1.0", res.Chart)
 		require.Len(t, res.ReplicaSets, 1, "revision %d", rev)
 		rs := res.ReplicaSets[0]
@@ -265,7 +267,7 @@ func TestReleaseDeployUpgradeRollback(t *testing.T) {
 	require.Equal(t, 0, rb.code, "%s", rb)
 	res4 := result(t, rb)
 	assert.Equal(t, 4, res4.Revision)
-	assert.Equal(t, release.StatusDeployed, res4.Status)
+	assert.Equal(t, storage.StatusDeployed, res4.Status)
 	assert.Equal(t, 1, res4.RolledBackTo)
 	require.Len(t, res4.ReplicaSets, 1)
 	assert.Equal(t, res1.ReplicaSets[0].Name, res4.ReplicaSets[0].Name, "revision 1's ReplicaSet is reused")
@@ -278,7 +280,7 @@ func TestReleaseDeployUpgradeRollback(t *testing.T) {
 	assert.Equal(t, "Rollback to 1", revs[3].Description)
 	assert.Equal(t, 1, revs[3].RollbackOf)
 	assert.Equal(t, res4.ReplicaSets, revs[3].ReplicaSets)
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusSuperseded, release.StatusSuperseded, release.StatusDeployed}, statuses(revs))
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusSuperseded, storage.StatusSuperseded, storage.StatusDeployed}, statuses(revs))
 
 	// Revision 1's ConfigMap and Service contents are back, revision 3's
 	// extra ConfigMap is gone, revision 1's ReplicaSet serves.
@@ -290,7 +292,7 @@ func TestReleaseDeployUpgradeRollback(t *testing.T) {
 	rs1, err := f.client.AppsV1().ReplicaSets(f.namespace).Get(ctx, res1.ReplicaSets[0].Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, int32(1), ptr.Deref(rs1.Spec.Replicas, -1), "revision 1's ReplicaSet scaled back up")
-	assert.Equal(t, "4", rs1.Annotations[release.RevisionAnnotation])
+	assert.Equal(t, "4", rs1.Annotations[cluster.RevisionAnnotation])
 	eventually(t, 60*time.Second, "revision 3's ReplicaSet scaled down", func(ctx context.Context) (bool, error) {
 		rs3, err := f.client.AppsV1().ReplicaSets(f.namespace).Get(ctx, res3.ReplicaSets[0].Name, metav1.GetOptions{})
 		return err == nil && ptr.Deref(rs3.Spec.Replicas, -1) == 0, err
@@ -336,7 +338,7 @@ func TestReleaseFieldConflictThenForce(t *testing.T) {
 	assert.Contains(t, r.stderr, "--force-conflicts")
 	revs := f.history(t)
 	require.Len(t, revs, 2)
-	assert.Equal(t, []release.Status{release.StatusDeployed, release.StatusFailed}, statuses(revs), "nothing recorded as deployed")
+	assert.Equal(t, []storage.Status{storage.StatusDeployed, storage.StatusFailed}, statuses(revs), "nothing recorded as deployed")
 	require.NotNil(t, revs[1].Failure)
 	assert.Equal(t, "FieldManagerConflict", revs[1].Failure.Reason)
 	assert.Equal(t, int32(2), f.replicas(t), "the refused apply changed nothing")
@@ -346,7 +348,7 @@ func TestReleaseFieldConflictThenForce(t *testing.T) {
 	assert.Equal(t, int32(1), f.replicas(t), "vllmctl took replicas over")
 	revs = f.history(t)
 	require.Len(t, revs, 3)
-	assert.Equal(t, release.StatusDeployed, revs[2].Status)
+	assert.Equal(t, storage.StatusDeployed, revs[2].Status)
 }
 
 func TestReleaseWithHPANeverResetsReplicas(t *testing.T) {
@@ -368,7 +370,7 @@ func TestReleaseWithHPANeverResetsReplicas(t *testing.T) {
 			assert.Contains(t, r.stderr, "up to date", "deploy %d", i)
 		}
 	}
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusSuperseded, release.StatusDeployed},
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusSuperseded, storage.StatusDeployed},
 		statuses(f.history(t)))
 }
 
@@ -379,7 +381,7 @@ func TestReleaseConcurrentDeploys(t *testing.T) {
 	first, stdout, stderr := f.command(ctx, "deploy", relName, relChart, "--set", "readyDelay=15s", "--progress", "plain")
 	require.NoError(t, first.Start())
 	pending := f.waitPending(t)
-	assert.Equal(t, release.StatusPendingInstall, pending.Status)
+	assert.Equal(t, storage.StatusPendingInstall, pending.Status)
 
 	second := f.deploy(t)
 	assert.Equal(t, 5, second.code, "%s", second)
@@ -390,7 +392,7 @@ func TestReleaseConcurrentDeploys(t *testing.T) {
 	require.Equal(t, 0, code, "first deploy\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	revs := f.history(t)
 	require.Len(t, revs, 1, "the refused deploy wrote nothing")
-	assert.Equal(t, release.StatusDeployed, revs[0].Status)
+	assert.Equal(t, storage.StatusDeployed, revs[0].Status)
 }
 
 func TestReleaseKilledDeployLeavesItsLock(t *testing.T) {
@@ -399,7 +401,7 @@ func TestReleaseKilledDeployLeavesItsLock(t *testing.T) {
 	require.Equal(t, 0, r.code, "%s", r)
 
 	// kill -9 a deploy while it waits.
-	kill := func() *release.Release {
+	kill := func() *storage.Release {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
@@ -427,7 +429,7 @@ func TestReleaseKilledDeployLeavesItsLock(t *testing.T) {
 	require.Equal(t, 0, r.code, "%s", r)
 	killed, err := f.store.Get(context.Background(), relName, p.Revision)
 	require.NoError(t, err)
-	assert.Equal(t, release.StatusFailed, killed.Status)
+	assert.Equal(t, storage.StatusFailed, killed.Status)
 	assert.Contains(t, killed.Description, "interrupted: lock taken over")
 	assert.Equal(t, p.Revision+1, result(t, r).Revision)
 
@@ -438,7 +440,7 @@ func TestReleaseKilledDeployLeavesItsLock(t *testing.T) {
 	require.Equal(t, 0, r.code, "%s", r)
 	killed, err = f.store.Get(context.Background(), relName, p.Revision)
 	require.NoError(t, err)
-	assert.Equal(t, release.StatusFailed, killed.Status)
+	assert.Equal(t, storage.StatusFailed, killed.Status)
 	assert.Contains(t, killed.Description, "not renewed for 6s as watched by this operation, lease 6s")
 }
 
@@ -463,10 +465,10 @@ func TestReleaseLiveLockIsNeverStolen(t *testing.T) {
 	assert.Contains(t, b.stderr, "held by "+p.Holder)
 
 	require.Equal(t, 0, exitCodeOf(t, a.Wait()), "A's healthy rollout ends deployed\nstdout:\n%s\nstderr:\n%s", aout, aerr)
-	assert.Equal(t, release.StatusDeployed, result(t, relRun{stdout: aout.String()}).Status)
+	assert.Equal(t, storage.StatusDeployed, result(t, relRun{stdout: aout.String()}).Status)
 	rec, err := f.store.Get(context.Background(), relName, p.Revision)
 	require.NoError(t, err)
-	assert.Equal(t, release.StatusDeployed, rec.Status, "A's record says deployed too")
+	assert.Equal(t, storage.StatusDeployed, rec.Status, "A's record says deployed too")
 	assert.Equal(t, "a", f.configMapData(t, "chat-config")["greeting"])
 }
 
@@ -497,7 +499,7 @@ func TestReleaseDryRunAndInvalidInput(t *testing.T) {
 		deps, err := f.client.AppsV1().Deployments(f.namespace).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		assert.Empty(t, deps.Items, "nothing applied")
-		secrets, err := f.client.CoreV1().Secrets(f.namespace).List(ctx, metav1.ListOptions{LabelSelector: release.LabelManagedBy + "=" + release.ManagedByVllmctl})
+		secrets, err := f.client.CoreV1().Secrets(f.namespace).List(ctx, metav1.ListOptions{LabelSelector: storage.LabelManagedBy + "=" + storage.ManagedByVllmctl})
 		require.NoError(t, err)
 		assert.Empty(t, secrets.Items, "nothing recorded")
 	}
@@ -538,12 +540,12 @@ func TestReleaseFailedRolloutAndUninstall(t *testing.T) {
 	r = f.deploy(t, "--set", "image=example.com/vllm:crash", "--no-rollback", "-o", "json")
 	assert.Equal(t, 4, r.code, "%s", r)
 	res := result(t, r)
-	assert.Equal(t, release.StatusFailed, res.Status)
+	assert.Equal(t, storage.StatusFailed, res.Status)
 	require.NotNil(t, res.Failure)
 	assert.Equal(t, "CrashLoopBackOff", res.Failure.Reason)
 	assert.NotEmpty(t, res.Failure.Pod)
 	revs := f.history(t)
-	assert.Equal(t, []release.Status{release.StatusDeployed, release.StatusFailed}, statuses(revs))
+	assert.Equal(t, []storage.Status{storage.StatusDeployed, storage.StatusFailed}, statuses(revs))
 	assert.Equal(t, "CrashLoopBackOff", revs[1].Failure.Reason)
 
 	r = f.run(t, "uninstall", relName, "--keep-history", "-o", "json")
@@ -551,7 +553,7 @@ func TestReleaseFailedRolloutAndUninstall(t *testing.T) {
 	f.gone(t, "Deployment", relName)
 	f.gone(t, "ConfigMap", "chat-config")
 	revs = f.history(t)
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusFailed, release.StatusUninstalled}, statuses(revs))
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusFailed, storage.StatusUninstalled}, statuses(revs))
 
 	r = f.run(t, "uninstall", relName)
 	require.Equal(t, 0, r.code, "%s", r)

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // `rollback --to-revision N` to a revision whose chart had crds/, after the
@@ -81,7 +81,7 @@ func TestRollbackRecreatesDeletedCRD(t *testing.T) {
 	assert.Less(t, created, established)
 	assert.Less(t, established, applied, "Established before the LoraAdapter is applied")
 	res := result(t, r)
-	assert.Equal(t, release.StatusDeployed, res.Status)
+	assert.Equal(t, storage.StatusDeployed, res.Status)
 	assert.Equal(t, 1, res.RolledBackTo)
 	assert.Equal(t, []string{c.name}, res.CRDs, "the result lists the CRD the rollback created")
 
@@ -93,7 +93,7 @@ func TestRollbackRecreatesDeletedCRD(t *testing.T) {
 	assert.Equal(t, "hello", f.configMapData(t, relName+"-config")["greeting"])
 	revs := f.history(t)
 	require.Len(t, revs, 3)
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusSuperseded, release.StatusDeployed}, statuses(revs))
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusSuperseded, storage.StatusDeployed}, statuses(revs))
 	assert.Equal(t, []string{c.name}, revs[2].CRDs, "the rollback's record lists the CRD it created")
 	assert.Contains(t, revs[0].CRDManifest, "name: "+c.name, "the deploy keeps the CRD's definition")
 	assert.Equal(t, revs[0].CRDManifest, revs[2].CRDManifest, "the rollback carries it on")

@@ -29,6 +29,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -124,7 +126,7 @@ func (f *relFixture) rolloutInstall(t *testing.T, args ...string) *release.Resul
 	require.Equal(t, 0, r.code, "revision 1\n%s", r)
 	res := result(t, r)
 	require.Equal(t, 1, res.Revision)
-	require.Equal(t, release.StatusDeployed, res.Status)
+	require.Equal(t, storage.StatusDeployed, res.Status)
 	require.Len(t, res.ReplicaSets, 1)
 	return res
 }
@@ -241,7 +243,7 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // hashSelector selects the pods of one ReplicaSet of the release.
-func hashSelector(rs release.ReplicaSetRef) string {
+func hashSelector(rs storage.ReplicaSetRef) string {
 	return "app.kubernetes.io/instance=" + relName + ",pod-template-hash=" + rs.PodTemplateHash
 }
 
@@ -251,14 +253,14 @@ const releaseSelector = "app.kubernetes.io/instance=" + relName
 // assertServing waits until the Deployment has rolled out to rs (and only
 // rs): the ReplicaSet with rs's pod-template-hash is the Deployment's
 // current one, with every replica Ready, and no other ReplicaSet has pods.
-func (f *relFixture) assertServing(t *testing.T, rs release.ReplicaSetRef) {
+func (f *relFixture) assertServing(t *testing.T, rs storage.ReplicaSetRef) {
 	t.Helper()
 	f.assertServingWith(t, rs, rolloutReplicas, releaseSelector)
 }
 
 // assertServingWith is assertServing for a Deployment of replicas pods
 // whose pods selector selects.
-func (f *relFixture) assertServingWith(t *testing.T, rs release.ReplicaSetRef, replicas int32, selector string) {
+func (f *relFixture) assertServingWith(t *testing.T, rs storage.ReplicaSetRef, replicas int32, selector string) {
 	t.Helper()
 	var why string
 	err := kwait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -279,7 +281,7 @@ func (f *relFixture) assertServingWith(t *testing.T, rs release.ReplicaSetRef, r
 		if cur.Labels["pod-template-hash"] != rs.PodTemplateHash {
 			return false, nil
 		}
-		if cur.Annotations[release.RevisionAnnotation] != d.Annotations[release.RevisionAnnotation] {
+		if cur.Annotations[cluster.RevisionAnnotation] != d.Annotations[cluster.RevisionAnnotation] {
 			why = "ReplicaSet " + rs.Name + " is not the Deployment's current revision"
 			return false, nil
 		}
@@ -310,11 +312,11 @@ func deploymentStatus(st appsv1.DeploymentStatus) string {
 // assertRolledBack checks the records after revision 2 failed and was
 // rolled back: 1 superseded, 2 failed with reason, 3 deployed "Rollback to
 // 1" running revision 1's pod template. It returns revision 3.
-func (f *relFixture) assertRolledBack(t *testing.T, rev1 *release.Result, reason string) *release.Release {
+func (f *relFixture) assertRolledBack(t *testing.T, rev1 *release.Result, reason string) *storage.Release {
 	t.Helper()
 	revs := f.history(t)
 	require.Len(t, revs, 3)
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusFailed, release.StatusDeployed}, statuses(revs))
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusFailed, storage.StatusDeployed}, statuses(revs))
 	if assert.NotNil(t, revs[1].Failure, "revision 2's diagnosis is recorded") {
 		assert.Equal(t, reason, revs[1].Failure.Reason)
 	}
@@ -332,7 +334,7 @@ func (f *relFixture) assertRolledBack(t *testing.T, rev1 *release.Result, reason
 func assertBadRevision(t *testing.T, res *release.Result, rev1 *release.Result, fault rolloutFault) {
 	t.Helper()
 	assert.Equal(t, 2, res.Revision)
-	assert.Equal(t, release.StatusFailed, res.Status)
+	assert.Equal(t, storage.StatusFailed, res.Status)
 	require.Len(t, res.ReplicaSets, 1)
 	bad := res.ReplicaSets[0]
 	assert.NotEqual(t, rev1.ReplicaSets[0].PodTemplateHash, bad.PodTemplateHash, "revision 2 has a ReplicaSet of its own")
@@ -392,7 +394,7 @@ func TestRolloutFaultNoRollback(t *testing.T) {
 
 			revs := f.history(t)
 			require.Len(t, revs, 2, "no new revision")
-			assert.Equal(t, []release.Status{release.StatusDeployed, release.StatusFailed}, statuses(revs))
+			assert.Equal(t, []storage.Status{storage.StatusDeployed, storage.StatusFailed}, statuses(revs))
 			if assert.NotNil(t, revs[1].Failure) {
 				assert.Equal(t, fault.reason, revs[1].Failure.Reason)
 			}
@@ -430,12 +432,12 @@ func TestRolloutFirstInstallFails(t *testing.T) {
 			require.Equal(t, 4, r.code, "%s", r)
 			res := result(t, r)
 			assert.Equal(t, 1, res.Revision)
-			assert.Equal(t, release.StatusFailed, res.Status)
+			assert.Equal(t, storage.StatusFailed, res.Status)
 			assert.Zero(t, res.RolledBackTo)
 			if assert.NotNil(t, res.Failure) {
 				assert.Equal(t, "CrashLoopBackOff", res.Failure.Reason)
 			}
-			assert.Equal(t, []release.Status{release.StatusFailed}, statuses(f.history(t)))
+			assert.Equal(t, []storage.Status{storage.StatusFailed}, statuses(f.history(t)))
 
 			uninstall := "vllmctl uninstall " + relName + " -n " + f.namespace
 			assert.Contains(t, r.stderr, "left in place")
@@ -472,19 +474,19 @@ func TestRolloutSlowButHealthy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newRelFixture(t)
-			var want []release.Status
+			var want []storage.Status
 			var serving *readyWatch
 			if tc.upgrade {
 				f.rolloutInstall(t)
 				serving = f.watchReady(t, releaseSelector, rolloutReplicas)
-				want = append(want, release.StatusSuperseded)
+				want = append(want, storage.StatusSuperseded)
 			}
-			want = append(want, release.StatusDeployed)
+			want = append(want, storage.StatusDeployed)
 
 			r := f.rolloutDeploy(t, append(readyDelay(t, delay), "--set", "image.tag=v0.11.1", "-o", "json")...)
 			require.Equal(t, 0, r.code, "%s", r)
 			res := result(t, r)
-			assert.Equal(t, release.StatusDeployed, res.Status)
+			assert.Equal(t, storage.StatusDeployed, res.Status)
 			assert.Nil(t, res.Failure)
 			assert.GreaterOrEqual(t, res.DurationSeconds, tc.least.Seconds()-1, "the wait lasted the ready delays")
 			assert.NotContains(t, r.stderr, "failed", "no false verdict")
@@ -637,7 +639,7 @@ func TestRolloutInterrupted(t *testing.T) {
 			require.Equal(t, 3, r.code, "%s", r)
 			res := result(t, r)
 			assert.Equal(t, 2, res.Revision)
-			assert.Equal(t, release.StatusFailed, res.Status)
+			assert.Equal(t, storage.StatusFailed, res.Status)
 			assert.Equal(t, 1, res.RolledBackTo)
 			if assert.NotNil(t, res.Failure) {
 				assert.Equal(t, "Interrupted", res.Failure.Reason)
@@ -651,9 +653,9 @@ func TestRolloutInterrupted(t *testing.T) {
 	}
 }
 
-func pendingRecords(t *testing.T, f *relFixture) []*release.Release {
+func pendingRecords(t *testing.T, f *relFixture) []*storage.Release {
 	t.Helper()
-	p, err := release.Pending(context.Background(), f.store, relName)
+	p, err := storage.Pending(context.Background(), f.store, relName)
 	require.NoError(t, err)
 	return p
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // Signals: SIGINT, SIGTERM and SIGHUP end a command
@@ -81,13 +81,13 @@ func TestSignalsMidRolloutNoRollback(t *testing.T) {
 			require.Equal(t, 130, r.code, "%s", r)
 			res := result(t, r)
 			assert.Equal(t, 2, res.Revision)
-			assert.Equal(t, release.StatusFailed, res.Status)
+			assert.Equal(t, storage.StatusFailed, res.Status)
 			assert.Zero(t, res.RolledBackTo, "not rolled back")
 			if assert.NotNil(t, res.Failure) {
 				assert.Equal(t, "Interrupted", res.Failure.Reason)
 			}
 			assert.Empty(t, pendingRecords(t, f), "no lock left behind")
-			assert.Equal(t, []release.Status{release.StatusDeployed, release.StatusFailed}, statuses(f.history(t)))
+			assert.Equal(t, []storage.Status{storage.StatusDeployed, storage.StatusFailed}, statuses(f.history(t)))
 			f.assertConsistent(t, 1)
 			f.assertNextDeploy(t)
 		})

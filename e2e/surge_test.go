@@ -26,7 +26,9 @@ import (
 
 	"github.com/vllmctl/vllmctl/internal/vllm"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // Issue 7, what must be shown: the capacity preflight and the surge policy
@@ -346,7 +348,7 @@ func TestSurgeFullPool(t *testing.T) {
 	require.Equal(t, "vllm/vllm-openai:v0.11.0", imageOf(before))
 	unchanged := func(t *testing.T, what string) {
 		t.Helper()
-		assert.Equal(t, []release.Status{release.StatusDeployed}, statuses(f.history(t)), "%s: nothing recorded", what)
+		assert.Equal(t, []storage.Status{storage.StatusDeployed}, statuses(f.history(t)), "%s: nothing recorded", what)
 		d := f.deployment(t)
 		assert.Equal(t, before.Generation, d.Generation, "%s: the live Deployment unchanged", what)
 		assert.Equal(t, imageOf(before), imageOf(d), what)
@@ -400,7 +402,7 @@ func TestSurgeFullPool(t *testing.T) {
 
 		revs := f.history(t)
 		require.Len(t, revs, 2, "the refusals recorded nothing")
-		assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusDeployed}, statuses(revs))
+		assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusDeployed}, statuses(revs))
 		assert.Equal(t, res.Description, revs[1].Description, "the record says what changed")
 		assert.Contains(t, revs[1].Manifest, "maxSurge: 0", "the recorded manifest is what was applied")
 
@@ -469,7 +471,7 @@ func TestSurgeRoom(t *testing.T) {
 		assert.Equal(t, "vllm/vllm-openai:"+tag, imageOf(f.deployment(t)))
 		f.waitRolledOut(t, 3)
 	}
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusSuperseded, release.StatusDeployed}, statuses(f.history(t)))
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusSuperseded, storage.StatusDeployed}, statuses(f.history(t)))
 }
 
 // TestSurgeQuota: a ResourceQuota of 4 GPUs held by 2 × 2-GPU pods leaves
@@ -511,7 +513,7 @@ func TestSurgeQuota(t *testing.T) {
 	assert.Equal(t, 2, r.code, "%s", r)
 	assert.Contains(t, r.stderr, "rollout preflight refused (surge policy strict); nothing was applied")
 	assert.Contains(t, r.stderr, "requests.nvidia.com/gpu: need 2, free 0 on quota gpu-quota (hard 4, used 4; 1 surge pod next to the old ones), short 2")
-	assert.Equal(t, []release.Status{release.StatusDeployed}, statuses(f.history(t)))
+	assert.Equal(t, []storage.Status{storage.StatusDeployed}, statuses(f.history(t)))
 	assert.Equal(t, first.Generation, f.deployment(t).Generation)
 
 	// Without the preflight the quota refuses the surge pod: the watcher
@@ -519,14 +521,14 @@ func TestSurgeQuota(t *testing.T) {
 	r = f.vllm(t, append(upgrade, "--skip-preflight", "-o", "json")...)
 	assert.Equal(t, 3, r.code, "%s", r)
 	res := result(t, r)
-	assert.Equal(t, release.StatusFailed, res.Status)
+	assert.Equal(t, storage.StatusFailed, res.Status)
 	assert.Equal(t, 1, res.RolledBackTo)
 	require.NotNil(t, res.Failure)
 	assert.Equal(t, "FailedCreate", res.Failure.Reason)
 	assert.Contains(t, res.Failure.Message, "exceeded quota: gpu-quota")
 	assert.Nil(t, res.Preflight, "skipped")
 	revs := f.history(t)
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusFailed, release.StatusDeployed}, statuses(revs))
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusFailed, storage.StatusDeployed}, statuses(revs))
 	assert.Equal(t, "Rollback to 1", revs[2].Description)
 	assert.Equal(t, imageOf(first), imageOf(f.deployment(t)), "revision 1's template serves again")
 	f.waitRolledOut(t, 2)
@@ -549,7 +551,7 @@ func TestSurgeHPA(t *testing.T) {
 		t.Helper()
 		d := f.deployment(t)
 		assert.Equal(t, int32(2), ptr.Deref(d.Spec.Replicas, -1), "%s: replicas as the HPA set them", what)
-		assert.False(t, ownsReplicas(t, d, release.FieldManager), "%s: vllmctl never owns .spec.replicas", what)
+		assert.False(t, ownsReplicas(t, d, cluster.FieldManager), "%s: vllmctl never owns .spec.replicas", what)
 	}
 
 	// Installed with minReplicas 2: the HPA scales the Deployment to 2,
@@ -593,5 +595,5 @@ func TestSurgeHPA(t *testing.T) {
 		noReplicas(t, fmt.Sprintf("deploy %d", i))
 	}
 	assert.Contains(t, r.stderr, "is up to date (revision 3)")
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusSuperseded, release.StatusDeployed}, statuses(f.history(t)))
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusSuperseded, storage.StatusDeployed}, statuses(f.history(t)))
 }

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // wait runs `vllmctl wait chat args... --progress plain`.
@@ -42,10 +42,10 @@ func TestWaitCommandOnTheCluster(t *testing.T) {
 	require.Equal(t, 0, w.code, "%s", w)
 	res := result(t, w)
 	assert.Equal(t, 1, res.Revision)
-	assert.Equal(t, release.StatusDeployed, res.Status)
+	assert.Equal(t, storage.StatusDeployed, res.Status)
 	assert.Nil(t, res.Failure)
 	assert.Contains(t, w.stderr, "chat#1 done: deployed: healthy")
-	assert.Equal(t, []release.Status{release.StatusDeployed}, statuses(f.history(t)))
+	assert.Equal(t, []storage.Status{storage.StatusDeployed}, statuses(f.history(t)))
 
 	// Another manager sets a crashing image (`kubectl set image`).
 	_, err := f.client.AppsV1().Deployments(f.namespace).Patch(ctx, relName, types.StrategicMergePatchType,
@@ -69,7 +69,7 @@ func TestWaitCommandOnTheCluster(t *testing.T) {
 	assert.Zero(t, res.RolledBackTo)
 	assert.Contains(t, w.stderr, "the pod template was changed outside vllmctl")
 	assert.Contains(t, w.stderr, "Error: release chat revision 1: rollout failed")
-	assert.Equal(t, []release.Status{release.StatusDeployed}, statuses(f.history(t)))
+	assert.Equal(t, []storage.Status{storage.StatusDeployed}, statuses(f.history(t)))
 	assert.Equal(t, "example.com/vllm:crash", f.image(t))
 
 	// --rollback-on-failure without --force-conflicts: the image belongs to
@@ -79,7 +79,7 @@ func TestWaitCommandOnTheCluster(t *testing.T) {
 	assert.Contains(t, w.stderr, `owned by "kubectl-set"`)
 	assert.Contains(t, w.stderr, "--force-conflicts")
 	revs := f.history(t)
-	assert.Equal(t, []release.Status{release.StatusDeployed, release.StatusFailed}, statuses(revs))
+	assert.Equal(t, []storage.Status{storage.StatusDeployed, storage.StatusFailed}, statuses(revs))
 	assert.Equal(t, "Rollback to 1 failed: FieldManagerConflict", revs[1].Description)
 
 	// With --force-conflicts: revision 1's manifest is re-applied, exit 3.
@@ -92,7 +92,7 @@ func TestWaitCommandOnTheCluster(t *testing.T) {
 	assert.Equal(t, "CrashLoopBackOff", res.Failure.Reason)
 	assert.Contains(t, w.stderr, "chat#3 done: deployed: Rollback to 1")
 	revs = f.history(t)
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusFailed, release.StatusDeployed}, statuses(revs))
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusFailed, storage.StatusDeployed}, statuses(revs))
 	assert.Equal(t, "Rollback to 1", revs[2].Description)
 	assert.Equal(t, 1, revs[2].RollbackOf)
 	require.Len(t, revs[2].ReplicaSets, 1)
@@ -104,7 +104,7 @@ func TestWaitCommandOnTheCluster(t *testing.T) {
 	assert.Contains(t, w.stdout, "REVISION: 3\n")
 
 	// Another operation holds the lock: exit 5, nothing waited for.
-	_, err = release.Acquire(ctx, f.store, relName, release.OpDeploy, release.LockOptions{Holder: "bob@ci pid 7"})
+	_, err = storage.Acquire(ctx, f.store, relName, storage.OpDeploy, storage.LockOptions{Holder: "bob@ci pid 7"})
 	require.NoError(t, err)
 	w = f.wait(t)
 	assert.Equal(t, 5, w.code, "%s", w)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // This file sorts last on purpose: go test runs the tests of a package in
@@ -86,12 +86,12 @@ func TestZZRolloutSurvivesAPIServerRestart(t *testing.T) {
 			require.Len(t, res.ReplicaSets, 1)
 			assert.NotEqual(t, rev1.ReplicaSets[0].PodTemplateHash, res.ReplicaSets[0].PodTemplateHash)
 			if tc.code == 0 {
-				assert.Equal(t, release.StatusDeployed, res.Status)
+				assert.Equal(t, storage.StatusDeployed, res.Status)
 				assert.Nil(t, res.Failure, "no false verdict")
-				assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusDeployed}, statuses(f.history(t)))
+				assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusDeployed}, statuses(f.history(t)))
 				f.assertServing(t, res.ReplicaSets[0])
 			} else {
-				assert.Equal(t, release.StatusFailed, res.Status)
+				assert.Equal(t, storage.StatusFailed, res.Status)
 				assert.Equal(t, 1, res.RolledBackTo)
 				if assert.NotNil(t, res.Failure) {
 					assert.Equal(t, tc.reason, res.Failure.Reason)

@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // This file sorts last on purpose (after zz_apiserver_restart_test.go's
@@ -282,25 +282,25 @@ func TestZZFaultEtcdStopped(t *testing.T) {
 	assert.Equal(t, 2, res.Revision)
 	switch r.code {
 	case 0:
-		assert.Equal(t, release.StatusDeployed, res.Status)
+		assert.Equal(t, storage.StatusDeployed, res.Status)
 		assert.Nil(t, res.Failure, "no false verdict")
 		require.Len(t, res.ReplicaSets, 1)
 		f.assertServes(t, res.ReplicaSets[0])
 		f.assertConsistent(t, 2)
 		assert.Equal(t, "etcd", f.configMapData(t, relName+"-config")["greeting"])
 	case 3:
-		assert.Equal(t, release.StatusFailed, res.Status)
+		assert.Equal(t, storage.StatusFailed, res.Status)
 		assert.Equal(t, 1, res.RolledBackTo)
 		require.NotNil(t, res.Failure, "the failure is recorded")
 		f.assertRolledBack(t, rev1, res.Failure.Reason)
 		f.assertServes(t, rev1.ReplicaSets[0])
 		f.assertConsistent(t, 3)
 	default:
-		assert.Equal(t, release.StatusFailed, res.Status)
+		assert.Equal(t, storage.StatusFailed, res.Status)
 		assert.NotNil(t, res.Failure, "the failure is recorded")
 		rec, err := f.store.Get(context.Background(), relName, 2)
 		require.NoError(t, err)
-		assert.Equal(t, release.StatusFailed, rec.Status)
+		assert.Equal(t, storage.StatusFailed, rec.Status)
 		f.assertConsistent(t, 1)
 	}
 	f.assertNextDeploy(t)

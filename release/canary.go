@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
 )
 
@@ -59,7 +60,7 @@ type CanaryInputError struct{ Msg string }
 func (e *CanaryInputError) Error() string { return "invalid canary: " + e.Msg }
 
 // ExitCode is 2: invalid input.
-func (e *CanaryInputError) ExitCode() int { return exitInvalid }
+func (e *CanaryInputError) ExitCode() int { return exitcode.Invalid }
 
 // ParseCanaryCount parses --canary: a positive integer N or a percentage
 // P% with 0 < P ≤ 100.
@@ -110,33 +111,6 @@ func (o *CanaryOptions) Validate(opts DeployOptions) error {
 	return nil
 }
 
-// CanaryReport is what a canary phase did: in the revision's record, the
-// result document and history.
-type CanaryReport struct {
-	// Count is --canary as given ("1", "34%").
-	Count string `json:"count"`
-	// Pods are the canary pods (Ready when the hold began).
-	Pods []string `json:"pods"`
-	// Hold is --canary-hold.
-	Hold string `json:"hold"`
-	// Gate is the gate command's run, when there is one.
-	Gate *GateResult `json:"gate,omitempty"`
-	// Outcome is promoted, failed, interrupted or skipped.
-	Outcome string `json:"outcome"`
-	// Reason says why the canary failed or was skipped.
-	Reason string `json:"reason,omitempty"`
-	// Phases are the phases run, in order, with their timings.
-	Phases []CanaryPhase `json:"phases"`
-}
-
-// The outcomes of a canary.
-const (
-	CanaryPromoted    = "promoted"
-	CanaryFailed      = "failed"
-	CanaryInterrupted = "interrupted"
-	CanarySkipped     = "skipped"
-)
-
 // The phases of a canary, as progress and the report name them.
 const (
 	CanaryStarting  = "starting"
@@ -145,13 +119,6 @@ const (
 	CanaryPromoting = "promoting"
 	CanaryRollout   = "rolling out"
 )
-
-// CanaryPhase is one phase of a canary and its timing.
-type CanaryPhase struct {
-	Name            string    `json:"name"`
-	Start           time.Time `json:"start"`
-	DurationSeconds float64   `json:"durationSeconds"`
-}
 
 // canaryTarget is one Deployment the canary holds.
 type canaryTarget struct {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -120,12 +122,12 @@ func TestCanaryObjectsNeverPromoteByThemselves(t *testing.T) {
 // (not a timeout blaming readiness), without watching.
 func TestWaitFailsAtOnceOnACanaryLeftBehind(t *testing.T) {
 	ctx := context.Background()
-	store := NewMemory("ml")
+	store := storage.NewMemory("ml")
 	manifest := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: chat\n  namespace: ml\nspec:\n  replicas: 2\n" +
 		"  selector:\n    matchLabels: {app: chat}\n  template:\n    metadata:\n      labels: {app: chat}\n" +
 		"    spec:\n      containers:\n      - {name: vllm, image: 'vllm:refuseme'}\n"
-	require.NoError(t, store.Create(ctx, &Release{Name: "chat", Revision: 1, Status: StatusDeployed, Manifest: manifest}))
-	require.NoError(t, store.Create(ctx, &Release{Name: "chat", Revision: 2, Status: StatusFailed, Manifest: manifest}))
+	require.NoError(t, store.Create(ctx, &storage.Release{Name: "chat", Revision: 1, Status: storage.StatusDeployed, Manifest: manifest}))
+	require.NoError(t, store.Create(ctx, &storage.Release{Name: "chat", Revision: 2, Status: storage.StatusFailed, Manifest: manifest}))
 	live := canaryDeployment("vllm:refuseme", 2)
 	live.SetAnnotations(map[string]string{CanaryAnnotation: "2"})
 	require.NoError(t, unstructured.SetNestedField(live.Object, int64(canaryMinReadySeconds), "spec", "minReadySeconds"))
@@ -155,18 +157,16 @@ func TestRecordsNeverHoldSecretValues(t *testing.T) {
 	red := diff.NewRedactor()
 	red.AddObjects(&unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
 		"metadata": map[string]any{"name": "chat-creds"}, "stringData": map[string]any{"token": secret}}})
-	mem := NewMemory("ml")
+	mem := storage.NewMemory("ml")
 	e := &Engine{Store: mem}
 	e.UseRedactor(red)
-	e.UseRedactor(red) // idempotent: one wrapper
-	_, twice := e.Store.(*redactingStore).Store.(*redactingStore)
-	require.False(t, twice)
+	e.UseRedactor(red) // idempotent: one wrapper (storage's TestRewritingDoesNotStack)
 
 	b64 := base64.StdEncoding.EncodeToString([]byte(secret))
-	rec := &Release{Name: "chat", Revision: 1, Status: StatusFailed, Description: "Upgrade failed: got " + secret,
+	rec := &storage.Release{Name: "chat", Revision: 1, Status: storage.StatusFailed, Description: "Upgrade failed: got " + secret,
 		Failure: &wait.Diagnosis{Reason: "CanaryGateFailed", Message: "gate said " + secret, Evidence: "got " + b64,
 			LogTail: []string{"token=" + secret}, Events: []string{secret}, Hints: []string{secret}, LogNote: secret},
-		Canary: &CanaryReport{Reason: "exited 1: " + secret, Gate: &GateResult{Command: "curl -H 'Authorization: " + secret + "'",
+		Canary: &storage.CanaryReport{Reason: "exited 1: " + secret, Gate: &storage.GateResult{Command: "curl -H 'Authorization: " + secret + "'",
 			OutputTail: []string{"got " + secret, "base64 " + b64}}}}
 	require.NoError(t, e.Store.Create(ctx, rec))
 	assert.Contains(t, rec.Failure.Message, secret, "the caller's record is not changed")
@@ -175,9 +175,9 @@ func TestRecordsNeverHoldSecretValues(t *testing.T) {
 
 	stored, err := mem.Get(ctx, "chat", 1)
 	require.NoError(t, err)
-	data, err := Encode(stored)
+	data, err := storage.Encode(stored)
 	require.NoError(t, err)
-	plain, err := Decode(data)
+	plain, err := storage.Decode(data)
 	require.NoError(t, err)
 	text := plain.Description + plain.Failure.Message + plain.Failure.Evidence + plain.Failure.LogNote
 	for _, group := range [][]string{plain.Failure.LogTail, plain.Failure.Events, plain.Failure.Hints, plain.Canary.Gate.OutputTail,
@@ -207,11 +207,11 @@ func (f waiterFunc) Wait(ctx context.Context, objs []*unstructured.Unstructured,
 // it holds (NotFound for any other); it applies and prunes nothing.
 type liveObjects struct{ obj *unstructured.Unstructured }
 
-func (l liveObjects) Apply(context.Context, []*unstructured.Unstructured, ApplyOptions) ([]ApplyResult, error) {
+func (l liveObjects) Apply(context.Context, []*unstructured.Unstructured, cluster.ApplyOptions) ([]cluster.ApplyResult, error) {
 	return nil, nil
 }
 
-func (l liveObjects) Prune(context.Context, []*unstructured.Unstructured, []*unstructured.Unstructured, PruneOptions) ([]PruneResult, error) {
+func (l liveObjects) Prune(context.Context, []*unstructured.Unstructured, []*unstructured.Unstructured, cluster.PruneOptions) ([]cluster.PruneResult, error) {
 	return nil, nil
 }
 

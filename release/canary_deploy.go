@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -24,7 +26,7 @@ type canaryDeploy struct {
 // records its report in rec and res. There is none (nil, and the report
 // says skipped) on a first install (no pods to hold a canary next to) or
 // when no Deployment's pod template differs from the deployed revision's.
-func (d *Deployer) planCanary(p *deployPlan, rec *Release, res *Result, install bool) (*canaryDeploy, error) {
+func (d *Deployer) planCanary(p *deployPlan, rec *storage.Release, res *Result, install bool) (*canaryDeploy, error) {
 	o := p.opts.Canary
 	if o == nil {
 		return nil, nil
@@ -32,8 +34,8 @@ func (d *Deployer) planCanary(p *deployPlan, rec *Release, res *Result, install 
 	report := newCanaryReport(*o)
 	rec.Canary, res.Canary = report, report
 	skip := func(reason string) (*canaryDeploy, error) {
-		report.Outcome, report.Reason = CanarySkipped, reason
-		d.emit(rec.Name, rec.Revision, PhaseCanary, "", CanarySkipped, reason)
+		report.Outcome, report.Reason = storage.CanarySkipped, reason
+		d.emit(rec.Name, rec.Revision, PhaseCanary, "", storage.CanarySkipped, reason)
 		return nil, nil
 	}
 	if install {
@@ -65,7 +67,7 @@ func (p *deployPlan) canaryTargets(namespace string) []canaryTarget {
 
 // readDeployed sets p.deployed from entries when the deploy asked for a
 // canary (only a canary's decision needs the deployed revision's objects).
-func (p *deployPlan) readDeployed(entries []Entry) error {
+func (p *deployPlan) readDeployed(entries []storage.Entry) error {
 	if p.opts.Canary == nil {
 		return nil
 	}
@@ -79,16 +81,16 @@ func (p *deployPlan) readDeployed(entries []Entry) error {
 
 // deployedObjects returns the objects of the deployed revision among
 // entries (the highest one; nil when none is deployed).
-func deployedObjects(entries []Entry) ([]*unstructured.Unstructured, error) {
+func deployedObjects(entries []storage.Entry) ([]*unstructured.Unstructured, error) {
 	for _, e := range slices.Backward(entries) {
-		if e.Status != StatusDeployed {
+		if e.Status != storage.StatusDeployed {
 			continue
 		}
 		r, err := e.Release()
 		if err != nil {
 			return nil, err
 		}
-		objs, err := ParseManifest(r.Manifest)
+		objs, err := cluster.ParseManifest(r.Manifest)
 		if err != nil {
 			return nil, fmt.Errorf("release %s revision %d: %w", r.Name, r.Revision, err)
 		}
@@ -111,8 +113,7 @@ func (c *canaryDeploy) applied(objs []*unstructured.Unstructured) []*unstructure
 // have their own durations). It returns the failure, if any, as the
 // rollout does: the wait's result and error, and the diagnosis when the
 // canary found it itself (a refusing gate).
-func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *Release, c *canaryDeploy, applyOpts ApplyOptions,
-	remaining func() time.Duration) (wait.Result, *wait.Diagnosis, error) {
+func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Release, c *canaryDeploy, applyOpts cluster.ApplyOptions, remaining func() time.Duration) (wait.Result, *wait.Diagnosis, error) {
 	o := *p.opts.Canary
 	ns := d.Namespace()
 	goal := wait.CanaryGoal{Pods: map[string]int32{}, MaxRestarts: o.MaxRestarts}
@@ -137,7 +138,7 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *Release, c
 			}
 			return d.waitWith(ctx, rec, watched, wait.Options{Timeout: timeout, Canary: &g})
 		},
-		gate: func(ctx context.Context, pods []string) (*GateResult, error) {
+		gate: func(ctx context.Context, pods []string) (*storage.GateResult, error) {
 			return runGate(ctx, o.Gate, gateEnv{Release: rec.Name, Namespace: ns, Revision: rec.Revision, Pods: pods, Service: serviceOf(p.objs)}, o.GateTimeout)
 		},
 		promote: func(ctx context.Context) error {
@@ -155,13 +156,13 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *Release, c
 	return wres, f, err
 }
 
-// summary is the canary's note in the revision's description.
-func (r *CanaryReport) summary() string {
+// canarySummary is the canary's note in the revision's description.
+func canarySummary(r *storage.CanaryReport) string {
 	if r == nil {
 		return ""
 	}
 	s := fmt.Sprintf("canary %s: %s", r.Count, r.Outcome)
-	if r.Outcome == CanarySkipped || r.Outcome == CanaryFailed || r.Outcome == CanaryInterrupted {
+	if r.Outcome == storage.CanarySkipped || r.Outcome == storage.CanaryFailed || r.Outcome == storage.CanaryInterrupted {
 		if r.Reason != "" {
 			s += " (" + firstLine(r.Reason) + ")"
 		}

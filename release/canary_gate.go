@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -21,20 +22,6 @@ const gateTailLines = 20
 
 // gateOutputLimit bounds the gate's output kept in memory.
 const gateOutputLimit = 64 << 10
-
-// GateResult is one run of a canary gate command.
-type GateResult struct {
-	Command string `json:"command"`
-	// ExitCode is the command's exit code (-1 when it was killed).
-	ExitCode int `json:"exitCode"`
-	// TimedOut is set when --canary-gate-timeout killed it.
-	TimedOut        bool     `json:"timedOut,omitempty"`
-	DurationSeconds float64  `json:"durationSeconds"`
-	OutputTail      []string `json:"outputTail,omitempty"`
-}
-
-// Passed reports whether the gate lets the canary promote.
-func (g *GateResult) Passed() bool { return g != nil && g.ExitCode == 0 && !g.TimedOut }
 
 // gateEnv is what a gate command finds in its environment.
 type gateEnv struct {
@@ -68,7 +55,7 @@ const gateDrainDelay = time.Second
 // ctx ends (Ctrl-C). stdout and stderr are kept (the last
 // gateOutputLimit bytes), never printed: the last lines go into the
 // result.
-func runGate(ctx context.Context, command string, env gateEnv, timeout time.Duration) (*GateResult, error) {
+func runGate(ctx context.Context, command string, env gateEnv, timeout time.Duration) (*storage.GateResult, error) {
 	gctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
@@ -76,7 +63,7 @@ func runGate(ctx context.Context, command string, env gateEnv, timeout time.Dura
 	cmd.Env = append(os.Environ(), env.vars()...)
 	out := &tailBuffer{limit: gateOutputLimit}
 	err := runShell(cmd, out)
-	res := &GateResult{Command: command, DurationSeconds: time.Since(start).Seconds(), OutputTail: out.lines(gateTailLines)}
+	res := &storage.GateResult{Command: command, DurationSeconds: time.Since(start).Seconds(), OutputTail: out.lines(gateTailLines)}
 	var exit *exec.ExitError
 	switch {
 	case err == nil, errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success():

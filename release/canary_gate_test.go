@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // processAlive reports whether pid is a live process: a zombie (killed,
@@ -38,7 +40,7 @@ func processAlive(pid int) bool {
 
 // childPid reads the pid a gate printed with `echo $!` as its first line,
 // and makes sure the child does not outlive the test.
-func childPid(t *testing.T, g *GateResult) int {
+func childPid(t *testing.T, g *storage.GateResult) int {
 	t.Helper()
 	require.NotNil(t, g)
 	require.NotEmpty(t, g.OutputTail)

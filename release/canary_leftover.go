@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -74,7 +76,7 @@ func canaryLeftovers(live []*unstructured.Unstructured) []CanaryLeftover {
 // emitCanaryLeftovers says, for an operation of rec that replaces them,
 // which leftovers among the live objects it read before applying it
 // replaces (those of rec's own revision are its own canary).
-func (e *Engine) emitCanaryLeftovers(rec *Release, live []*unstructured.Unstructured, replacement string) {
+func (e *Engine) emitCanaryLeftovers(rec *storage.Release, live []*unstructured.Unstructured, replacement string) {
 	for _, l := range canaryLeftovers(live) {
 		if l.Revision == rec.Revision {
 			continue
@@ -84,7 +86,7 @@ func (e *Engine) emitCanaryLeftovers(rec *Release, live []*unstructured.Unstruct
 }
 
 // beforeObjects are the live objects an apply read before applying.
-func beforeObjects(applied []ApplyResult) []*unstructured.Unstructured {
+func beforeObjects(applied []cluster.ApplyResult) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for _, a := range applied {
 		if a.Before != nil {

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -28,7 +29,7 @@ type canaryRun struct {
 	opts CanaryOptions
 	// pods is how many canary pods the targets hold in all.
 	pods   int32
-	report *CanaryReport
+	report *storage.CanaryReport
 	tick   time.Duration
 	// emit reports a phase's progress.
 	emit func(phase, msg string)
@@ -36,7 +37,7 @@ type canaryRun struct {
 	// they are Ready and until (when not nil) is closed.
 	watch func(ctx context.Context, until <-chan struct{}) (wait.Result, error)
 	// gate runs the gate command once for the Ready canary pods.
-	gate func(ctx context.Context, pods []string) (*GateResult, error)
+	gate func(ctx context.Context, pods []string) (*storage.GateResult, error)
 	// promote applies the chart's strategy again.
 	promote func(ctx context.Context) error
 
@@ -47,14 +48,14 @@ type canaryRun struct {
 }
 
 // newCanaryReport starts the report of a canary.
-func newCanaryReport(o CanaryOptions) *CanaryReport {
-	return &CanaryReport{Count: o.Count.String(), Hold: o.Hold.String(), Pods: []string{}, Phases: []CanaryPhase{}}
+func newCanaryReport(o CanaryOptions) *storage.CanaryReport {
+	return &storage.CanaryReport{Count: o.Count.String(), Hold: o.Hold.String(), Pods: []string{}, Phases: []storage.CanaryPhase{}}
 }
 
 // begin starts phase name.
 func (c *canaryRun) begin(name, msg string) {
 	c.phaseStart = c.clk.Now()
-	c.report.Phases = append(c.report.Phases, CanaryPhase{Name: name, Start: c.phaseStart.UTC()})
+	c.report.Phases = append(c.report.Phases, storage.CanaryPhase{Name: name, Start: c.phaseStart.UTC()})
 	c.emit(name, msg)
 }
 
@@ -99,7 +100,7 @@ func (c *canaryRun) run(ctx context.Context) (wait.Result, *wait.Diagnosis, erro
 		c.begin(CanaryGate, "running the gate: "+c.opts.Gate)
 		gctx, cancelGate := context.WithCancel(ctx)
 		done := make(chan struct{})
-		var gres *GateResult
+		var gres *storage.GateResult
 		var gerr error
 		pods := c.report.Pods
 		go func() {
@@ -117,7 +118,7 @@ func (c *canaryRun) run(ctx context.Context) (wait.Result, *wait.Diagnosis, erro
 		case gerr != nil:
 			return res, nil, c.failed(ctx, gerr)
 		case !gres.Passed():
-			c.report.Outcome, c.report.Reason = CanaryFailed, gateMessage(gres)
+			c.report.Outcome, c.report.Reason = storage.CanaryFailed, gateMessage(gres)
 			return res, gateFailure(gres), fmt.Errorf("%w: %s", errCanaryGate, gateMessage(gres))
 		}
 		c.emit(CanaryGate, fmt.Sprintf("passed in %.1fs", gres.DurationSeconds))
@@ -129,7 +130,7 @@ func (c *canaryRun) run(ctx context.Context) (wait.Result, *wait.Diagnosis, erro
 	if err != nil {
 		return res, nil, c.failed(ctx, err)
 	}
-	c.report.Outcome = CanaryPromoted
+	c.report.Outcome = storage.CanaryPromoted
 	c.begin(CanaryRollout, "the rollout continues with the chart's strategy")
 	return res, nil, nil
 }
@@ -139,9 +140,9 @@ func (c *canaryRun) finish() { c.end() }
 
 // failed records how the canary ended and returns err.
 func (c *canaryRun) failed(ctx context.Context, err error) error {
-	c.report.Outcome, c.report.Reason = CanaryFailed, err.Error()
+	c.report.Outcome, c.report.Reason = storage.CanaryFailed, err.Error()
 	if ctx.Err() != nil {
-		c.report.Outcome = CanaryInterrupted
+		c.report.Outcome = storage.CanaryInterrupted
 	}
 	return err
 }
@@ -172,7 +173,7 @@ func (c *canaryRun) hold(ctx context.Context, until chan<- struct{}) {
 }
 
 // gateMessage says how a gate that refused ended.
-func gateMessage(g *GateResult) string {
+func gateMessage(g *storage.GateResult) string {
 	if g.TimedOut {
 		return fmt.Sprintf("the canary gate %q did not finish within its timeout (%.0fs)", g.Command, g.DurationSeconds)
 	}
@@ -180,7 +181,7 @@ func gateMessage(g *GateResult) string {
 }
 
 // gateFailure is the diagnosis of a gate that refused the canary.
-func gateFailure(g *GateResult) *wait.Diagnosis {
+func gateFailure(g *storage.GateResult) *wait.Diagnosis {
 	f := &wait.Diagnosis{Reason: "CanaryGateFailed", Verdict: "CanaryGateFailed", Cause: "unknown", Message: gateMessage(g), LogTail: g.OutputTail,
 		ExitCode: int32(g.ExitCode)}
 	if g.TimedOut {

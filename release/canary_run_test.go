@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -57,12 +59,12 @@ func newCanaryHarness(o CanaryOptions) *canaryHarness {
 			}
 			return wait.Result{Outcome: wait.OutcomeCurrent, CanaryPods: []string{"chat-new-a"}}, nil
 		},
-		gate: func(ctx context.Context, pods []string) (*GateResult, error) {
+		gate: func(ctx context.Context, pods []string) (*storage.GateResult, error) {
 			h.mu.Lock()
 			h.gateRan = true
 			h.mu.Unlock()
 			h.clk.Step(3 * time.Second)
-			return &GateResult{Command: "smoke", ExitCode: h.gateExit, DurationSeconds: 3, OutputTail: []string{"HTTP 503 from " + pods[0]}}, nil
+			return &storage.GateResult{Command: "smoke", ExitCode: h.gateExit, DurationSeconds: 3, OutputTail: []string{"HTTP 503 from " + pods[0]}}, nil
 		},
 		promote: func(context.Context) error {
 			h.mu.Lock()
@@ -122,7 +124,7 @@ func TestCanaryPhases(t *testing.T) {
 		assert.True(t, h.gateRan)
 		assert.True(t, h.promoted)
 		assert.Equal(t, []string{CanaryStarting, CanaryHolding, CanaryGate, CanaryPromoting, CanaryRollout}, h.phases())
-		assert.Equal(t, CanaryPromoted, h.run.report.Outcome)
+		assert.Equal(t, storage.CanaryPromoted, h.run.report.Outcome)
 		assert.Equal(t, []string{"chat-new-a"}, h.run.report.Pods)
 		assert.InDelta(t, 60, h.run.report.Phases[1].DurationSeconds, 0.001, "the hold lasted a minute of the fake clock")
 		assert.InDelta(t, 3, h.run.report.Phases[2].DurationSeconds, 0.001)
@@ -137,7 +139,7 @@ func TestCanaryPhases(t *testing.T) {
 		assert.Contains(t, f.Message, "CrashLoopBackOff")
 		assert.False(t, h.gateRan)
 		assert.False(t, h.promoted)
-		assert.Equal(t, CanaryFailed, h.run.report.Outcome)
+		assert.Equal(t, storage.CanaryFailed, h.run.report.Outcome)
 		assert.Equal(t, []string{CanaryStarting, CanaryHolding}, h.phases())
 	})
 
@@ -153,7 +155,7 @@ func TestCanaryPhases(t *testing.T) {
 		assert.Contains(t, f.Message, `"smoke" exited 1`)
 		assert.Equal(t, []string{"HTTP 503 from chat-new-a"}, f.LogTail)
 		assert.False(t, h.promoted)
-		assert.Equal(t, CanaryFailed, h.run.report.Outcome)
+		assert.Equal(t, storage.CanaryFailed, h.run.report.Outcome)
 		require.NotNil(t, h.run.report.Gate)
 		assert.Equal(t, 1, h.run.report.Gate.ExitCode)
 	})
@@ -168,7 +170,7 @@ func TestCanaryPhases(t *testing.T) {
 		require.NotNil(t, f)
 		assert.False(t, h.gateRan)
 		assert.False(t, h.promoted)
-		assert.Equal(t, CanaryInterrupted, h.run.report.Outcome)
+		assert.Equal(t, storage.CanaryInterrupted, h.run.report.Outcome)
 	})
 
 	t.Run("no hold, no gate: straight to promotion once the canary is Ready", func(t *testing.T) {
@@ -225,7 +227,7 @@ func TestParseCanaryCount(t *testing.T) {
 			if !tc.ok {
 				var ie *CanaryInputError
 				require.ErrorAs(t, err, &ie)
-				assert.Equal(t, exitInvalid, ie.ExitCode())
+				assert.Equal(t, exitcode.Invalid, ie.ExitCode())
 				return
 			}
 			require.NoError(t, err)

@@ -10,15 +10,14 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -44,13 +43,6 @@ import (
 // CustomResourceDefinitions (and the notes about them).
 const PhaseCRDs Phase = "crds"
 
-// The API of CustomResourceDefinitions.
-const (
-	crdGroup   = "apiextensions.k8s.io"
-	crdVersion = "v1"
-	crdKind    = "CustomResourceDefinition"
-)
-
 // Why a CRD step failed (Failure.Reason, CRDError.Reason).
 const (
 	ReasonCRDRefused          = "CRDRefused"
@@ -62,11 +54,6 @@ const (
 // of a CRD that is Established but not yet in the API server's discovery
 // (a short lag at most).
 const crdPollInterval = 250 * time.Millisecond
-
-// crdResource is the resource of CustomResourceDefinitions.
-func crdResource() schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: crdGroup, Version: crdVersion, Resource: "customresourcedefinitions"}
-}
 
 // CRDClient creates and reads CustomResourceDefinitions and refreshes the
 // kinds the cluster serves: what a deploy of a chart with crds/ needs
@@ -86,69 +73,7 @@ type CRDClient interface {
 	MissingKinds(ctx context.Context, gvks []schema.GroupVersionKind) ([]schema.GroupVersionKind, error)
 }
 
-var _ CRDClient = (*Applier)(nil)
-
-// GetCRD reads the CustomResourceDefinition named name.
-func (a *Applier) GetCRD(ctx context.Context, name string) (*unstructured.Unstructured, error) {
-	live, err := a.dynamic.Resource(crdResource()).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("get %s %s: %w", crdKind, name, err)
-	}
-	return live, nil
-}
-
-// CreateCRD creates crd (field manager vllmctl); it never updates one.
-func (a *Applier) CreateCRD(ctx context.Context, crd *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
-	opts := metav1.CreateOptions{FieldManager: FieldManager}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	created, err := a.dynamic.Resource(crdResource()).Create(ctx, crdBody(crd), opts)
-	if err != nil {
-		return nil, fmt.Errorf("create %s %s: %w", crdKind, crd.GetName(), err)
-	}
-	return created, nil
-}
-
-// WatchCRD watches the CustomResourceDefinition named name.
-func (a *Applier) WatchCRD(ctx context.Context, name, resourceVersion string) (watch.Interface, error) {
-	w, err := a.dynamic.Resource(crdResource()).Watch(ctx, metav1.ListOptions{
-		FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
-		ResourceVersion: resourceVersion,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watch %s %s: %w", crdKind, name, err)
-	}
-	return w, nil
-}
-
-// MissingKinds returns the kinds of gvks the RESTMapper cannot map, after
-// resetting it once when one is unknown (discovery is cached).
-func (a *Applier) MissingKinds(ctx context.Context, gvks []schema.GroupVersionKind) ([]schema.GroupVersionKind, error) {
-	r := a.resolver()
-	var missing []schema.GroupVersionKind
-	for _, gvk := range gvks {
-		_, err := r.mapping(ctx, gvk)
-		switch {
-		case err == nil:
-		case meta.IsNoMatchError(err):
-			missing = append(missing, gvk)
-		default:
-			return nil, fmt.Errorf("map kind %s: %w", gvk, err)
-		}
-	}
-	return missing, nil
-}
-
-// crdBody is crd as it is sent: a copy without server-owned fields.
-func crdBody(crd *unstructured.Unstructured) *unstructured.Unstructured {
-	body := crd.DeepCopy()
-	for _, f := range []string{"resourceVersion", "uid", "managedFields", "creationTimestamp", "generation", "selfLink", "deletionTimestamp", "namespace"} {
-		unstructured.RemoveNestedField(body.Object, "metadata", f)
-	}
-	unstructured.RemoveNestedField(body.Object, "status")
-	return body
-}
+var _ CRDClient = (*cluster.Applier)(nil)
 
 // crdDef is one CRD of crds/ and what it defines.
 type crdDef struct {
@@ -162,7 +87,7 @@ type crdDef struct {
 
 // ref is the CRD's reference.
 func (c crdDef) ref() object.Ref {
-	return object.Ref{Group: crdGroup, Version: crdVersion, Kind: crdKind, Name: c.name}
+	return object.Ref{Group: cluster.CRDGroup, Version: cluster.CRDVersion, Kind: cluster.CRDKind, Name: c.name}
 }
 
 // parseCRD checks one object of crds/ and reads what it defines.
@@ -170,11 +95,11 @@ func parseCRD(obj *unstructured.Unstructured) (crdDef, error) {
 	gvk := obj.GroupVersionKind()
 	name := obj.GetName()
 	what := fmt.Sprintf("crds/ object %s %q", gvk.Kind, name)
-	if gvk.Group != crdGroup || gvk.Kind != crdKind {
-		return crdDef{}, fmt.Errorf("%s (apiVersion %s): crds/ holds CustomResourceDefinitions only (%s/%s)", what, obj.GetAPIVersion(), crdGroup, crdVersion)
+	if gvk.Group != cluster.CRDGroup || gvk.Kind != cluster.CRDKind {
+		return crdDef{}, fmt.Errorf("%s (apiVersion %s): crds/ holds CustomResourceDefinitions only (%s/%s)", what, obj.GetAPIVersion(), cluster.CRDGroup, cluster.CRDVersion)
 	}
-	if gvk.Version != crdVersion {
-		return crdDef{}, fmt.Errorf("%s: apiVersion %s is not served by Kubernetes since 1.22: use %s/%s", what, obj.GetAPIVersion(), crdGroup, crdVersion)
+	if gvk.Version != cluster.CRDVersion {
+		return crdDef{}, fmt.Errorf("%s: apiVersion %s is not served by Kubernetes since 1.22: use %s/%s", what, obj.GetAPIVersion(), cluster.CRDGroup, cluster.CRDVersion)
 	}
 	str := func(path ...string) string {
 		s, _, _ := unstructured.NestedString(obj.Object, path...)
@@ -228,10 +153,10 @@ func parseCRDs(crds, objs []*unstructured.Unstructured) ([]crdDef, error) {
 			return nil, err
 		}
 		if byName[def.name] {
-			return nil, fmt.Errorf("crds/: %s %s appears more than once", crdKind, def.name)
+			return nil, fmt.Errorf("crds/: %s %s appears more than once", cluster.CRDKind, def.name)
 		}
 		if other, ok := byKind[def.kind]; ok {
-			return nil, fmt.Errorf("crds/: %s %s and %s both define kind %s", crdKind, other.name, def.name, def.kind)
+			return nil, fmt.Errorf("crds/: %s %s and %s both define kind %s", cluster.CRDKind, other.name, def.name, def.kind)
 		}
 		byName[def.name], byKind[def.kind] = true, def
 		defs = append(defs, def)
@@ -241,7 +166,7 @@ func parseCRDs(crds, objs []*unstructured.Unstructured) ([]crdDef, error) {
 		def, ok := byKind[gvk.GroupKind()]
 		if ok && !slices.Contains(def.served, gvk.Version) {
 			return nil, fmt.Errorf("%s: %s %s (crds/) serves no version %s (it serves %s)",
-				object.RefOf(o), crdKind, def.name, gvk.Version, strings.Join(def.served, ", "))
+				object.RefOf(o), cluster.CRDKind, def.name, gvk.Version, strings.Join(def.served, ", "))
 		}
 	}
 	sort.Slice(defs, func(i, j int) bool { return defs[i].name < defs[j].name })
@@ -380,7 +305,7 @@ type crdObjects struct {
 // Apply dry-runs the objects the cluster can take (a real apply goes
 // through), then reports each CRD to create and each object of their kinds
 // as created, read as absent.
-func (c *crdObjects) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts ApplyOptions) ([]ApplyResult, error) {
+func (c *crdObjects) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts cluster.ApplyOptions) ([]cluster.ApplyResult, error) {
 	if !opts.DryRun {
 		return c.ObjectClient.Apply(ctx, objs, opts)
 	}
@@ -400,14 +325,14 @@ func (c *crdObjects) Apply(ctx context.Context, objs []*unstructured.Unstructure
 	if ns == "" {
 		ns = c.namespace
 	}
-	out := make([]ApplyResult, 0, len(results)+len(c.plan.create)+len(pending))
+	out := make([]cluster.ApplyResult, 0, len(results)+len(c.plan.create)+len(pending))
 	for _, r := range results {
 		if r.Object.IsNamespace() {
 			out = append(out, r)
 		}
 	}
 	for _, cr := range c.plan.create {
-		out = append(out, ApplyResult{Object: cr.def.ref(), Action: ActionCreated, Live: cr.dry, BeforeRead: true})
+		out = append(out, cluster.ApplyResult{Object: cr.def.ref(), Action: cluster.ActionCreated, Live: cr.dry, BeforeRead: true})
 	}
 	for _, r := range results {
 		if !r.Object.IsNamespace() {
@@ -423,7 +348,7 @@ func (c *crdObjects) Apply(ctx context.Context, objs []*unstructured.Unstructure
 		case body.GetNamespace() == "":
 			body.SetNamespace(ns)
 		}
-		out = append(out, ApplyResult{Object: object.RefOf(body), Action: ActionCreated, Live: body, BeforeRead: true})
+		out = append(out, cluster.ApplyResult{Object: object.RefOf(body), Action: cluster.ActionCreated, Live: body, BeforeRead: true})
 	}
 	return out, nil
 }
@@ -466,7 +391,7 @@ type CRDError struct {
 }
 
 func (e *CRDError) Error() string {
-	return fmt.Sprintf("release %s: %s %s (crds/ of the chart): %v; nothing else was applied", e.Release, crdKind, e.CRD, e.Err)
+	return fmt.Sprintf("release %s: %s %s (crds/ of the chart): %v; nothing else was applied", e.Release, cluster.CRDKind, e.CRD, e.Err)
 }
 
 // Unwrap returns the underlying error.
@@ -487,7 +412,7 @@ func (e *CRDError) ExitCode() int {
 // res) list the CRDs the revision created. It then waits, until deadline
 // (the operation's Timeout), until every CRD is Established and discovery
 // maps the kinds objs use.
-func (e *Engine) createCRDs(ctx context.Context, plan *crdPlan, objs []*unstructured.Unstructured, rec *Release, res *Result, deadline time.Time) error {
+func (e *Engine) createCRDs(ctx context.Context, plan *crdPlan, objs []*unstructured.Unstructured, rec *storage.Release, res *Result, deadline time.Time) error {
 	if plan.empty() {
 		return nil
 	}
@@ -495,7 +420,7 @@ func (e *Engine) createCRDs(ctx context.Context, plan *crdPlan, objs []*unstruct
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(deadline.Sub(stamp(e.clock())), time.Millisecond))
+	ctx, cancel := context.WithTimeout(ctx, max(deadline.Sub(storage.Stamp(e.clock())), time.Millisecond))
 	defer cancel()
 
 	var created []string
@@ -505,7 +430,7 @@ func (e *Engine) createCRDs(ctx context.Context, plan *crdPlan, objs []*unstruct
 			return nil
 		}
 		rec.CRDs, res.CRDs = slices.Clone(created), slices.Clone(created)
-		rec.Updated = stamp(e.clock())
+		rec.Updated = storage.Stamp(e.clock())
 		if err := e.Store.Update(ctx, rec); err != nil {
 			return fmt.Errorf("release %s revision %d: record the CRDs it created: %w", rec.Name, rec.Revision, err)
 		}
@@ -531,7 +456,7 @@ func (e *Engine) createCRDs(ctx context.Context, plan *crdPlan, objs []*unstruct
 			return fail(&CRDError{Release: rec.Name, CRD: cr.def.name, Reason: ReasonCRDRefused, Err: err})
 		default:
 			created = append(created, cr.def.name)
-			e.emit(rec.Name, rec.Revision, PhaseCRDs, ref, string(ActionCreated), "")
+			e.emit(rec.Name, rec.Revision, PhaseCRDs, ref, string(cluster.ActionCreated), "")
 		}
 		wait = append(wait, live)
 	}
@@ -555,21 +480,21 @@ func (e *Engine) createCRDs(ctx context.Context, plan *crdPlan, objs []*unstruct
 // cluster refused before anything was applied: the revision is marked
 // failed (nothing to roll back: no other object was applied, and CRDs are
 // never deleted).
-func (d *Deployer) crdsFailed(ctx context.Context, p *deployPlan, rec *Release, res *Result, start time.Time, install bool, err error) (*Result, error) {
+func (d *Deployer) crdsFailed(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time, install bool, err error) (*Result, error) {
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}
 	f := &wait.Diagnosis{Reason: ReasonCRDRefused, Message: err.Error()}
 	var ce *CRDError
 	if errors.As(err, &ce) {
-		f.Reason, f.Object = ce.Reason, objectName(crdKind, ce.CRD)
+		f.Reason, f.Object = ce.Reason, objectName(cluster.CRDKind, ce.CRD)
 	}
 	return d.finishFailed(ctx, rec, res, start, p.opts.withNote(p.opts.verb(install)+" failed: "+f.Reason), f, err)
 }
 
 // keptCRDs returns the CRDs the release's revisions (entries) created,
 // which an uninstall leaves in place, and says so in one progress line.
-func (u *Uninstaller) keptCRDs(rec *Release, entries []Entry) []string {
+func (u *Uninstaller) keptCRDs(rec *storage.Release, entries []storage.Entry) []string {
 	var names []string
 	for _, en := range entries {
 		r, err := en.Release()

@@ -9,17 +9,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/release/cluster"
 )
 
 const testCRD = "loraadapters.demo.vllmctl.io"
@@ -42,72 +39,6 @@ func testCRDObject(conditions ...any) *unstructured.Unstructured {
 
 func cond(typ, status, reason string) any {
 	return map[string]any{"type": typ, "status": status, "reason": reason}
-}
-
-// The Applier's CRDClient: create-only (a dry run when asked, never an
-// update), a watch of one CRD by name, and discovery asked again for
-// kinds it does not know.
-func TestApplierCRDClient(t *testing.T) {
-	ctx := context.Background()
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{crdResource(): "CustomResourceDefinitionList"})
-	var creates []k8stesting.CreateActionImpl
-	dyn.PrependReactor("create", "customresourcedefinitions", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		ca := a.(k8stesting.CreateActionImpl)
-		creates = append(creates, ca)
-		if len(ca.CreateOptions.DryRun) > 0 {
-			return true, ca.GetObject(), nil
-		}
-		return false, nil, nil
-	})
-	var watches []k8stesting.WatchActionImpl
-	dyn.PrependWatchReactor("customresourcedefinitions", func(a k8stesting.Action) (bool, watch.Interface, error) {
-		watches = append(watches, a.(k8stesting.WatchActionImpl))
-		return false, nil, nil
-	})
-	lora := schema.GroupVersionKind{Group: "demo.vllmctl.io", Version: "v1", Kind: "LoraAdapter"}
-	mapper := &resettableMapper{DefaultRESTMapper: meta.NewDefaultRESTMapper(nil), later: []schema.GroupVersionKind{lora}}
-	a := NewApplierFromClients(dyn, mapper)
-
-	_, err := a.GetCRD(ctx, testCRD)
-	require.True(t, apierrors.IsNotFound(err), "%v", err)
-	assert.Contains(t, err.Error(), "get CustomResourceDefinition "+testCRD)
-
-	withStatus := testCRDObject(cond("Established", "True", ""))
-	withStatus.SetResourceVersion("7")
-	dry, err := a.CreateCRD(ctx, withStatus, true)
-	require.NoError(t, err)
-	assert.Equal(t, testCRD, dry.GetName())
-	_, err = a.GetCRD(ctx, testCRD)
-	require.True(t, apierrors.IsNotFound(err), "a dry run persists nothing")
-
-	_, err = a.CreateCRD(ctx, withStatus, false)
-	require.NoError(t, err)
-	_, err = a.CreateCRD(ctx, testCRDObject(), false)
-	require.True(t, apierrors.IsAlreadyExists(err), "never an update: %v", err)
-	require.Len(t, creates, 3)
-	assert.Equal(t, []string{metav1.DryRunAll}, creates[0].CreateOptions.DryRun)
-	assert.Empty(t, creates[1].CreateOptions.DryRun)
-	assert.Equal(t, FieldManager, creates[1].CreateOptions.FieldManager)
-	sent := creates[1].GetObject().(*unstructured.Unstructured)
-	assert.Empty(t, sent.GetResourceVersion(), "server-owned fields are not sent")
-	assert.NotContains(t, sent.Object, "status")
-
-	w, err := a.WatchCRD(ctx, testCRD, "7")
-	require.NoError(t, err)
-	w.Stop()
-	require.Len(t, watches, 1)
-	assert.Equal(t, "metadata.name="+testCRD, watches[0].WatchRestrictions.Fields.String())
-	assert.Equal(t, "7", watches[0].WatchRestrictions.ResourceVersion)
-
-	missing, err := a.MissingKinds(ctx, []schema.GroupVersionKind{lora})
-	require.NoError(t, err)
-	assert.Empty(t, missing, "mapped once discovery is asked again")
-	assert.Equal(t, 1, mapper.resets)
-	other := schema.GroupVersionKind{Group: "other.io", Version: "v1", Kind: "Other"}
-	missing, err = a.MissingKinds(ctx, []schema.GroupVersionKind{lora, other})
-	require.NoError(t, err)
-	assert.Equal(t, []schema.GroupVersionKind{other}, missing)
 }
 
 // scriptedCRDs is a CRDClient whose watches and reads follow a script.
@@ -230,23 +161,23 @@ func TestCRDObjectsDryRun(t *testing.T) {
 	require.NoError(t, err)
 	plan := &crdPlan{create: []crdCreate{{def: def, dry: testCRDObject()}}, pending: map[schema.GroupKind]crdDef{def.kind: def}}
 	var sent [][]string
-	inner := &recordingObjects{apply: func(objs []*unstructured.Unstructured, opts ApplyOptions) []ApplyResult {
+	inner := &recordingObjects{apply: func(objs []*unstructured.Unstructured, opts cluster.ApplyOptions) []cluster.ApplyResult {
 		var names []string
-		out := []ApplyResult{{Object: object.Ref{Version: "v1", Kind: "Namespace", Name: "ml"}, Action: ActionCreated}}
+		out := []cluster.ApplyResult{{Object: object.Ref{Version: "v1", Kind: "Namespace", Name: "ml"}, Action: cluster.ActionCreated}}
 		for _, o := range objs {
 			names = append(names, o.GetKind())
-			out = append(out, ApplyResult{Object: object.RefOf(o), Action: ActionCreated})
+			out = append(out, cluster.ApplyResult{Object: object.RefOf(o), Action: cluster.ActionCreated})
 		}
 		sent = append(sent, names)
 		return out
 	}}
 	objs := []*unstructured.Unstructured{
-		configMap("", "cfg", nil),
+		{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "cfg"}}},
 		{Object: map[string]any{"apiVersion": "demo.vllmctl.io/v1", "kind": "LoraAdapter", "metadata": map[string]any{"name": "a"}}},
 	}
 	c := &crdObjects{ObjectClient: inner, plan: plan, namespace: "ml"}
 
-	res, err := c.Apply(context.Background(), objs, ApplyOptions{DryRun: true})
+	res, err := c.Apply(context.Background(), objs, cluster.ApplyOptions{DryRun: true})
 	require.NoError(t, err)
 	assert.Equal(t, [][]string{{"ConfigMap"}}, sent)
 	assert.Equal(t, []string{
@@ -254,7 +185,7 @@ func TestCRDObjectsDryRun(t *testing.T) {
 		"apiextensions.k8s.io/v1 CustomResourceDefinition " + testCRD + " created",
 		"v1 ConfigMap cfg created",
 		"demo.vllmctl.io/v1 LoraAdapter ml/a created",
-	}, refs(res))
+	}, applied(res))
 	for _, r := range res[1:2] {
 		assert.True(t, r.BeforeRead)
 		assert.Nil(t, r.Before)
@@ -265,7 +196,7 @@ func TestCRDObjectsDryRun(t *testing.T) {
 	_, err = c.Get(context.Background(), objs[1], "ml")
 	assert.True(t, apierrors.IsNotFound(err), "%v", err)
 
-	_, err = c.Apply(context.Background(), objs, ApplyOptions{})
+	_, err = c.Apply(context.Background(), objs, cluster.ApplyOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ConfigMap", "LoraAdapter"}, sent[1], "a real apply sends everything")
 }
@@ -273,9 +204,18 @@ func TestCRDObjectsDryRun(t *testing.T) {
 // recordingObjects is an ObjectClient whose Apply answers with apply.
 type recordingObjects struct {
 	ObjectClient
-	apply func(objs []*unstructured.Unstructured, opts ApplyOptions) []ApplyResult
+	apply func(objs []*unstructured.Unstructured, opts cluster.ApplyOptions) []cluster.ApplyResult
 }
 
-func (r *recordingObjects) Apply(_ context.Context, objs []*unstructured.Unstructured, opts ApplyOptions) ([]ApplyResult, error) {
+func (r *recordingObjects) Apply(_ context.Context, objs []*unstructured.Unstructured, opts cluster.ApplyOptions) ([]cluster.ApplyResult, error) {
 	return r.apply(objs, opts), nil
+}
+
+// applied lists results as "REF ACTION".
+func applied(results []cluster.ApplyResult) []string {
+	out := make([]string, len(results))
+	for i, r := range results {
+		out[i] = r.Object.String() + " " + string(r.Action)
+	}
+	return out
 }

@@ -8,13 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -45,9 +46,9 @@ func (d *Deployer) crdRecord(p *deployPlan) string {
 		return ""
 	}
 	manifest, err := charts.Manifest(p.crdObjs)
-	if err == nil && len(p.manifest)+len(manifest) > MaxRecordBytes {
+	if err == nil && len(p.manifest)+len(manifest) > storage.MaxRecordBytes {
 		// Large enough that it may not fit once compressed: try.
-		_, err = Encode(&Release{Name: p.opts.Name, Revision: max(p.plan.Revision, 1), Status: StatusPendingUpgrade,
+		_, err = storage.Encode(&storage.Release{Name: p.opts.Name, Revision: max(p.plan.Revision, 1), Status: storage.StatusPendingUpgrade,
 			Chart: p.chart, Values: p.values, Manifest: p.manifest, CRDManifest: manifest})
 	}
 	if err != nil {
@@ -63,10 +64,10 @@ func (d *Deployer) crdRecord(p *deployPlan) string {
 // target's record to create (nil: none; see planCRDs for its errors), and
 // a *MissingKindsError when objs need a kind the cluster does not serve
 // that none of them defines.
-func (r *Rollbacker) planRollbackCRDs(ctx context.Context, target *Release, objs []*unstructured.Unstructured) (*crdPlan, error) {
+func (r *Rollbacker) planRollbackCRDs(ctx context.Context, target *storage.Release, objs []*unstructured.Unstructured) (*crdPlan, error) {
 	var crds []*unstructured.Unstructured
 	if strings.TrimSpace(target.CRDManifest) != "" {
-		parsed, err := ParseManifest(target.CRDManifest)
+		parsed, err := cluster.ParseManifest(target.CRDManifest)
 		if err != nil {
 			return nil, &InvalidManifestError{Name: target.Name, Err: fmt.Errorf("revision %d: its CRDs: %w", target.Revision, err)}
 		}
@@ -87,11 +88,11 @@ func (r *Rollbacker) planRollbackCRDs(ctx context.Context, target *Release, objs
 // own API groups are served; the others are asked of discovery afresh
 // (a cached discovery, kubectl's on disk, still maps the kinds of a CRD
 // deleted since, and the apply would then fail under the lock).
-func (r *Rollbacker) checkKinds(ctx context.Context, target *Release, plan *crdPlan, objs []*unstructured.Unstructured) error {
+func (r *Rollbacker) checkKinds(ctx context.Context, target *storage.Release, plan *crdPlan, objs []*unstructured.Unstructured) error {
 	var gvks []schema.GroupVersionKind
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
-		if _, ok := plan.defines(o); !ok && !kubeGroup(gvk.Group) && !slices.Contains(gvks, gvk) {
+		if _, ok := plan.defines(o); !ok && !cluster.KubeGroup(gvk.Group) && !slices.Contains(gvks, gvk) {
 			gvks = append(gvks, gvk)
 		}
 	}
@@ -134,14 +135,14 @@ func (r *Rollbacker) checkKinds(ctx context.Context, target *Release, plan *crdP
 // lock, before any other object was applied: the revision rec is marked
 // failed and err (a *CRDError: exit code 6) returned, as for an apply the
 // cluster refused.
-func (r *Rollbacker) restoreCRDsFailed(ctx context.Context, rec *Release, res *Result, start time.Time, desc string, err error) (*Result, error) {
+func (r *Rollbacker) restoreCRDsFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, err error) (*Result, error) {
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}
 	f := &wait.Diagnosis{Reason: ReasonCRDRefused, Message: err.Error()}
 	var ce *CRDError
 	if errors.As(err, &ce) {
-		f.Reason, f.Object = ce.Reason, objectName(crdKind, ce.CRD)
+		f.Reason, f.Object = ce.Reason, objectName(cluster.CRDKind, ce.CRD)
 	}
 	d := desc + " failed: " + f.Reason
 	if f.Object != "" {
@@ -158,28 +159,6 @@ func (r *Rollbacker) restoreCRDsFailed(ctx context.Context, rec *Release, res *R
 // cache it can forget ([*Applier]).
 type discoveryResetter interface {
 	ResetDiscovery(ctx context.Context)
-}
-
-// ResetDiscovery forgets what the Applier's RESTMapper learnt from
-// discovery (kubectl's disk cache included, which may be hours old): the
-// next mapping asks the API server.
-func (a *Applier) ResetDiscovery(ctx context.Context) {
-	switch rm := a.mapper.(type) {
-	case meta.ResettableRESTMapperWithContext:
-		rm.ResetWithContext(ctx)
-	case meta.ResettableRESTMapper:
-		rm.Reset()
-	}
-}
-
-// kubeGroup reports whether group is one of Kubernetes' own API groups,
-// which no CRD defines.
-func kubeGroup(group string) bool {
-	switch group {
-	case crdGroup, "apiregistration.k8s.io":
-		return true
-	}
-	return scheme.Scheme.IsGroupRegistered(group)
 }
 
 // recordedCRD returns the CRD of names (a record's Release.CRDs) that
@@ -242,9 +221,9 @@ func (e *MissingKindsError) Error() string {
 		fmt.Fprintf(&b, "the cluster does not serve kind %s in %s, which its objects need (%s): ",
 			k.Kind.Kind, k.Kind.GroupVersion(), strings.Join(objs, ", "))
 		if k.CRD != "" {
-			fmt.Fprintf(&b, "%s %s, which revision %d created, no longer exists", crdKind, k.CRD, e.Revision)
+			fmt.Fprintf(&b, "%s %s, which revision %d created, no longer exists", cluster.CRDKind, k.CRD, e.Revision)
 		} else {
-			fmt.Fprintf(&b, "its %s is not in the cluster", crdKind)
+			fmt.Fprintf(&b, "its %s is not in the cluster", cluster.CRDKind)
 		}
 	}
 	fmt.Fprintf(&b, "; revision %d's record holds no definition to create it from", e.Revision)
@@ -256,4 +235,4 @@ func (e *MissingKindsError) Error() string {
 }
 
 // ExitCode is 6: the cluster cannot take the revision's objects.
-func (e *MissingKindsError) ExitCode() int { return exitCluster }
+func (e *MissingKindsError) ExitCode() int { return exitcode.Cluster }

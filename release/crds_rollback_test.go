@@ -16,6 +16,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -75,13 +76,13 @@ func TestRollbackRecreatesDeletedCRD(t *testing.T) {
 	c.deleteCRD(loraCRD)
 	seen := len(c.entries())
 	c.onCreate = func() {
-		assert.Equal(t, release.StatusPendingRollback, f.statuses(t)[3], "the CRD is created under the rollback's lock")
+		assert.Equal(t, storage.StatusPendingRollback, f.statuses(t)[3], "the CRD is created under the rollback's lock")
 	}
 	res, err := release.NewRollbacker(f.engine).Rollback(context.Background(),
 		release.RollbackOptions{Name: engRelease, ToRevision: 1, Timeout: time.Minute})
 	require.NoError(t, err)
 
-	assert.Equal(t, release.StatusDeployed, res.Status)
+	assert.Equal(t, storage.StatusDeployed, res.Status)
 	assert.Equal(t, 3, res.Revision)
 	assert.Equal(t, []string{loraCRD}, res.CRDs, "the result lists the CRD the rollback created")
 	rec := f.record(t, 3)
@@ -118,12 +119,12 @@ func TestRollbackCRDRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "admission webhook denied the request")
 	assert.Equal(t, applies, f.cluster.Applies(), "nothing else applied")
 	require.NotNil(t, res)
-	assert.Equal(t, release.StatusFailed, res.Status)
+	assert.Equal(t, storage.StatusFailed, res.Status)
 	rec := f.record(t, 3)
 	require.NotNil(t, rec.Failure)
 	assert.Equal(t, release.ReasonCRDRefused, rec.Failure.Reason)
 	assert.Equal(t, "Rollback to 1 failed: "+release.ReasonCRDRefused+" (CustomResourceDefinition/"+loraCRD+")", rec.Description)
-	assert.Equal(t, release.StatusDeployed, f.statuses(t)[2], "revision 2 still serves")
+	assert.Equal(t, storage.StatusDeployed, f.statuses(t)[2], "revision 2 still serves")
 }
 
 // Without the definition in the record (a record written before they were
@@ -241,7 +242,7 @@ func TestAutomaticRollbacksRecreateDeletedCRD(t *testing.T) {
 				require.Error(t, err)
 			}
 			assert.Equal(t, 3, exitCode(err), "rolled back: %v", err)
-			assert.Equal(t, map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusFailed, 3: release.StatusDeployed}, f.statuses(t))
+			assert.Equal(t, map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusFailed, 3: storage.StatusDeployed}, f.statuses(t))
 			rec := f.record(t, 3)
 			assert.Equal(t, 1, rec.RollbackOf)
 			assert.Equal(t, []string{loraCRD}, rec.CRDs)
@@ -257,7 +258,7 @@ func TestAutomaticRollbacksRecreateDeletedCRD(t *testing.T) {
 func TestDeployLeavesOutCRDsTooLargeToRecord(t *testing.T) {
 	f, c := newCRDFixture(t)
 	crd := loraCRDObject(false)
-	noise := make([]byte, 3*release.MaxRecordBytes/2)
+	noise := make([]byte, 3*storage.MaxRecordBytes/2)
 	rnd := rand.New(rand.NewPCG(1, 2))
 	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 	for i := range noise {
@@ -266,7 +267,7 @@ func TestDeployLeavesOutCRDsTooLargeToRecord(t *testing.T) {
 	require.NoError(t, unstructured.SetNestedField(crd.Object, string(noise), "metadata", "annotations", "noise"))
 	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), lean(crdOptions(baseSpec(), crd)))
 	require.NoError(t, err)
-	assert.Equal(t, release.StatusDeployed, res.Status)
+	assert.Equal(t, storage.StatusDeployed, res.Status)
 	assert.Empty(t, f.record(t, 1).CRDManifest)
 	assert.NotNil(t, c.crd(loraCRD))
 	assert.Contains(t, strings.Join(f.crdEvents(), "\n"), "crds |  | not recorded | the record keeps no definition of the chart's CRDs")

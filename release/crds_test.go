@@ -19,7 +19,9 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 const (
@@ -84,12 +86,12 @@ func (c *crdCluster) unknown(obj *unstructured.Unstructured) error {
 	defer c.mu.Unlock()
 	gk := obj.GroupVersionKind().GroupKind()
 	if c.custom[gk] && !c.served[gk] {
-		return &release.UnknownKindError{Object: object.RefOf(obj), Err: fmt.Errorf("no matches for kind %q in group %q", gk.Kind, gk.Group)}
+		return &cluster.UnknownKindError{Object: object.RefOf(obj), Err: fmt.Errorf("no matches for kind %q in group %q", gk.Kind, gk.Group)}
 	}
 	return nil
 }
 
-func (c *crdCluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts release.ApplyOptions) ([]release.ApplyResult, error) {
+func (c *crdCluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts cluster.ApplyOptions) ([]cluster.ApplyResult, error) {
 	for _, o := range objs {
 		if err := c.unknown(o); err != nil {
 			return nil, err
@@ -330,7 +332,7 @@ func index(log []string, want string) int { return slices.Index(log, want) }
 func TestDeployCreatesCRDsBeforeObjects(t *testing.T) {
 	f, c := newCRDFixture(t)
 	c.onCreate = func() {
-		assert.Equal(t, map[int]release.Status{1: release.StatusPendingInstall}, f.statuses(t), "CRDs are created under the lock")
+		assert.Equal(t, map[int]storage.Status{1: storage.StatusPendingInstall}, f.statuses(t), "CRDs are created under the lock")
 	}
 	opts := crdOptions(baseSpec(), loraCRDObject(false))
 	opts.Diff = true
@@ -339,7 +341,7 @@ func TestDeployCreatesCRDsBeforeObjects(t *testing.T) {
 
 	assert.Equal(t, []string{loraCRD}, res.CRDs)
 	assert.Equal(t, []string{loraCRD}, f.record(t, 1).CRDs)
-	assert.Equal(t, release.StatusDeployed, res.Status)
+	assert.Equal(t, storage.StatusDeployed, res.Status)
 	require.NotNil(t, c.crd(loraCRD))
 	assert.NotNil(t, f.cluster.Object(loraGroup, "LoraAdapter", engNS, "chat-adapter"), "the custom resource is applied")
 
@@ -551,9 +553,9 @@ func TestDeployCRDFailures(t *testing.T) {
 			assert.Contains(t, err.Error(), "nothing else was applied")
 			assert.Zero(t, f.cluster.Applies(), "no other object applied")
 			require.NotNil(t, res)
-			assert.Equal(t, release.StatusFailed, res.Status)
+			assert.Equal(t, storage.StatusFailed, res.Status)
 			rec := f.record(t, 1)
-			assert.Equal(t, release.StatusFailed, rec.Status)
+			assert.Equal(t, storage.StatusFailed, rec.Status)
 			require.NotNil(t, rec.Failure)
 			assert.Equal(t, tc.reason, rec.Failure.Reason)
 			assert.Equal(t, "CustomResourceDefinition/"+loraCRD, rec.Failure.Object)
@@ -581,7 +583,7 @@ func TestDeployWaitsForCRDEstablished(t *testing.T) {
 	}
 	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), crdOptions(baseSpec(), loraCRDObject(false)))
 	require.NoError(t, err)
-	assert.Equal(t, release.StatusDeployed, res.Status)
+	assert.Equal(t, storage.StatusDeployed, res.Status)
 	assert.Contains(t, c.entries(), "watch crd "+loraCRD)
 	assert.NotNil(t, f.cluster.Object(loraGroup, "LoraAdapter", engNS, "chat-adapter"))
 }
@@ -610,7 +612,7 @@ func TestDeploySkipCRDs(t *testing.T) {
 		opts.SkipCRDs = true
 		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
 		require.NoError(t, err)
-		assert.Equal(t, release.StatusDeployed, res.Status)
+		assert.Equal(t, storage.StatusDeployed, res.Status)
 		assert.Zero(t, c.gets(), "no CRD read")
 		assert.Empty(t, res.CRDs)
 		assert.NotNil(t, f.cluster.Object(loraGroup, "LoraAdapter", engNS, "chat-adapter"))

@@ -16,6 +16,7 @@ import (
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // DeployOptions are the inputs of one deploy.
@@ -30,7 +31,7 @@ type DeployOptions struct {
 	// Manifest.
 	Render *RenderInput
 	// Chart identifies the chart the objects were rendered from.
-	Chart Chart
+	Chart storage.Chart
 	// Values are the user-supplied values (stored in the record).
 	Values map[string]any
 	// Objects are the rendered objects, in apply order. When nil they are
@@ -176,8 +177,8 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	if err := d.check("store", "objects", "waiter", "client"); err != nil {
 		return nil, err
 	}
-	start := stamp(d.clock())
-	if err := ValidateName(opts.Name); err != nil {
+	start := storage.Stamp(d.clock())
+	if err := storage.ValidateName(opts.Name); err != nil {
 		return nil, err
 	}
 	if opts.Timeout <= 0 {
@@ -201,10 +202,10 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	if err != nil {
 		return nil, fmt.Errorf("release %s: read its records: %w", opts.Name, err)
 	}
-	if err := CheckReadable(entries); err != nil {
+	if err := storage.CheckReadable(entries); err != nil {
 		return nil, err
 	}
-	p, err := d.prepare(ctx, opts, PlanOf(entries))
+	p, err := d.prepare(ctx, opts, storage.PlanOf(entries))
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +299,7 @@ func (e *DryRunError) Unwrap() error { return e.Err }
 func (e *DryRunError) ExitCode() int {
 	var re *diff.RedactedError
 	if apierrors.IsInvalid(e.Err) || (errors.As(e.Err, &re) && (re.Reason == string(metav1.StatusReasonInvalid) || re.Code == 422)) {
-		return exitInvalid
+		return exitcode.Invalid
 	}
 	return exitcode.Of(e.Err)
 }
@@ -318,4 +319,4 @@ func (e *InvalidManifestError) Error() string {
 func (e *InvalidManifestError) Unwrap() error { return e.Err }
 
 // ExitCode is 2: invalid input.
-func (e *InvalidManifestError) ExitCode() int { return exitInvalid }
+func (e *InvalidManifestError) ExitCode() int { return exitcode.Invalid }

@@ -16,29 +16,11 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
-
-// Plan is what a release's records imply for its next revision: the
-// revision number and whether it is an upgrade (a revision is deployed).
-// It is the one rule for both, used by deploy (before and under the lock),
-// the lock itself and diff.
-type Plan struct {
-	Revision int
-	Upgrade  bool
-}
-
-// PlanOf returns the plan of the next revision after entries.
-func PlanOf(entries []Entry) Plan {
-	p := Plan{Revision: nextRevision(entries)}
-	for _, e := range entries {
-		if e.Status == StatusDeployed {
-			p.Upgrade = true
-		}
-	}
-	return p
-}
 
 // ServerKubeVersion is the one rule for .Capabilities.KubeVersion of a
 // render that has a cluster (deploy, diff): the server's version, as
@@ -56,10 +38,10 @@ func ServerKubeVersion(sv discovery.ServerVersionInterface) (string, error) {
 type deployPlan struct {
 	opts DeployOptions
 	// plan is the revision the objects were rendered for.
-	plan        Plan
+	plan        storage.Plan
 	kubeVersion string
 
-	chart    Chart
+	chart    storage.Chart
 	values   map[string]any
 	objs     []*unstructured.Unstructured
 	manifest string
@@ -83,9 +65,9 @@ type deployPlan struct {
 	// took a pending record over, or has not run), and underLock the
 	// release's records other than the held one as known under the lock
 	// (nil: unknown): read once, never listed again while the lock is held.
-	seen, underLock []Entry
+	seen, underLock []storage.Entry
 	// hpas are the live HPAs the deploy's dry run listed, for its apply.
-	hpas LiveHPAs
+	hpas cluster.LiveHPAs
 	// renderWarnings are the render's notes for stderr (e.g. a dependency
 	// left out because it is disabled and not vendored).
 	renderWarnings []string
@@ -98,7 +80,7 @@ type deployPlan struct {
 
 // prepare renders the chart (when the deploy has one) for plan and
 // prepares the objects.
-func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan Plan) (*deployPlan, error) {
+func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan storage.Plan) (*deployPlan, error) {
 	p := &deployPlan{opts: opts}
 	if opts.Render != nil {
 		kv, err := ServerKubeVersion(d.Client.Discovery())
@@ -119,7 +101,7 @@ func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan Plan) (
 
 // build renders (or parses) the objects for plan and applies the strategy
 // overrides: the flags', then the preflight's.
-func (p *deployPlan) build(ctx context.Context, plan Plan) error {
+func (p *deployPlan) build(ctx context.Context, plan storage.Plan) error {
 	opts := p.opts
 	p.plan = plan
 	objs, manifest := opts.Objects, opts.Manifest
@@ -136,7 +118,7 @@ func (p *deployPlan) build(ctx context.Context, plan Plan) error {
 		objs, manifest = r.Objects, r.Manifest
 		p.renderWarnings = r.Warnings
 		p.crdObjs = r.CRDs
-		p.chart = Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion}
+		p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion}
 		p.values = r.UserValues
 	}
 	objs, manifest, err := prepareObjects(opts.Name, objs, manifest, opts.MaxSurge, opts.MaxUnavailable)
@@ -197,7 +179,7 @@ func (p *deployPlan) adjust() error {
 // override of surge and unavailable) and the manifest to record.
 func prepareObjects(name string, objs []*unstructured.Unstructured, manifest string, surge, unavailable *intstr.IntOrString) ([]*unstructured.Unstructured, string, error) {
 	if objs == nil {
-		parsed, err := ParseManifest(manifest)
+		parsed, err := cluster.ParseManifest(manifest)
 		if err != nil {
 			return nil, "", &InvalidManifestError{Name: name, Err: err}
 		}
@@ -297,7 +279,7 @@ func (d *Deployer) preflightAdjusts(ctx context.Context, p *deployPlan) (bool, e
 // without the release's labels (another release's, or made by other
 // means) refuses the deploy (*OwnershipError) unless TakeOwnership adopts
 // it, which the revision's description then says.
-func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []Entry) error {
+func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []storage.Entry) error {
 	rep, known, dry, err := d.withCRDs(p.crds).diffLive(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
 	if err != nil {
 		// Whose objects they are comes first: a refused dry run may be
@@ -331,8 +313,8 @@ func (d *Deployer) emitDiff(p *deployPlan) {
 }
 
 // applyOptions are the options of the deploy's apply (and of its dry runs).
-func (p *deployPlan) applyOptions(name string) ApplyOptions {
-	return ApplyOptions{
+func (p *deployPlan) applyOptions(name string) cluster.ApplyOptions {
+	return cluster.ApplyOptions{
 		Release:         name,
 		Force:           p.opts.ForceConflicts,
 		CreateNamespace: p.opts.CreateNamespace,
@@ -343,7 +325,7 @@ func (p *deployPlan) applyOptions(name string) ApplyOptions {
 // diff computes what applying objs would change, from a server-side dry
 // run against the live objects, and which objects of the live revisions of
 // entries the deploy would prune.
-func (e *Engine) diff(ctx context.Context, name string, entries []Entry, objs []*unstructured.Unstructured, applyOpts ApplyOptions) (*diff.Report, error) {
+func (e *Engine) diff(ctx context.Context, name string, entries []storage.Entry, objs []*unstructured.Unstructured, applyOpts cluster.ApplyOptions) (*diff.Report, error) {
 	rep, _, _, err := e.diffLive(ctx, name, entries, objs, applyOpts)
 	return rep, err
 }
@@ -352,8 +334,8 @@ func (e *Engine) diff(ctx context.Context, name string, entries []Entry, objs []
 // object.Ref.String() (a nil value: absent): what the deploy's apply need
 // not read again, and whose owner the deploy checks; and the dry run's
 // outcome for each object it validated, for the capacity preflight.
-func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, objs []*unstructured.Unstructured,
-	applyOpts ApplyOptions) (rep *diff.Report, known, dry map[string]*unstructured.Unstructured, err error) {
+func (e *Engine) diffLive(ctx context.Context, name string, entries []storage.Entry, objs []*unstructured.Unstructured,
+	applyOpts cluster.ApplyOptions) (rep *diff.Report, known, dry map[string]*unstructured.Unstructured, err error) {
 	previous, err := PreviousObjects(entries)
 	if err != nil {
 		return nil, nil, nil, err
@@ -364,7 +346,7 @@ func (e *Engine) diffLive(ctx context.Context, name string, entries []Entry, obj
 	for _, o := range objs {
 		wanted[refIn(o, e.Namespace()).String()] = true
 	}
-	cluster := NewDiffCluster(e.Objects, applyOpts)
+	cluster := cluster.NewDiffCluster(e.Objects, applyOpts)
 	var mu sync.Mutex
 	known, dry = map[string]*unstructured.Unstructured{}, map[string]*unstructured.Unstructured{}
 	note := func(ref string, live *unstructured.Unstructured) {
@@ -449,8 +431,8 @@ func joinNotes(a, b string) string {
 
 // healthyDeployed returns the status of the newest of entries when it is
 // deployed and every one of its objects is Current, else nil.
-func (e *Engine) healthyDeployed(ctx context.Context, entries []Entry) (*StatusReport, error) {
-	if len(entries) == 0 || entries[len(entries)-1].Status != StatusDeployed {
+func (e *Engine) healthyDeployed(ctx context.Context, entries []storage.Entry) (*StatusReport, error) {
+	if len(entries) == 0 || entries[len(entries)-1].Status != storage.StatusDeployed {
 		return nil, nil
 	}
 	rec, err := entries[len(entries)-1].Release()
@@ -480,13 +462,13 @@ func upToDateResult(s *StatusReport, start time.Time, clk clock.PassiveClock) *R
 		AppVersion:      s.AppVersion,
 		ReplicaSets:     s.RecordedReplicaSets,
 		Description:     "up to date: " + s.Description,
-		DurationSeconds: stamp(clk).Sub(start).Seconds(),
+		DurationSeconds: storage.Stamp(clk).Sub(start).Seconds(),
 	}
 }
 
 // sameEntries reports whether a and b list the same revisions with the
 // same statuses.
-func sameEntries(a, b []Entry) bool {
+func sameEntries(a, b []storage.Entry) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -499,8 +481,8 @@ func sameEntries(a, b []Entry) bool {
 }
 
 // without returns entries less revision rev.
-func without(entries []Entry, rev int) []Entry {
-	out := make([]Entry, 0, len(entries))
+func without(entries []storage.Entry, rev int) []storage.Entry {
+	out := make([]storage.Entry, 0, len(entries))
 	for _, e := range entries {
 		if e.Revision != rev {
 			out = append(out, e)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // raceChart renders one ConfigMap carrying a value, and with revision
@@ -42,12 +43,12 @@ data:
 // right after it: the first deploy then decides from records that are no
 // longer the newest, as when two pipelines race.
 type racingStore struct {
-	release.Store
+	storage.Store
 	once sync.Once
 	race func()
 }
 
-func (s *racingStore) List(ctx context.Context, name string) ([]release.Entry, error) {
+func (s *racingStore) List(ctx context.Context, name string) ([]storage.Entry, error) {
 	entries, err := s.Store.List(ctx, name)
 	s.once.Do(s.race)
 	return entries, err
@@ -107,11 +108,11 @@ func TestDeployDecidesUnderTheLock(t *testing.T) {
 			assert.Equal(t, tc.wantRevision, res.Revision)
 			if tc.upToDate {
 				assert.Contains(t, res.Description, "up to date")
-				assert.Equal(t, map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusDeployed}, f.statuses(t),
+				assert.Equal(t, map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusDeployed}, f.statuses(t),
 					"no record written, the pending one removed")
 				return
 			}
-			assert.Equal(t, map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusSuperseded, 3: release.StatusDeployed}, f.statuses(t))
+			assert.Equal(t, map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusSuperseded, 3: storage.StatusDeployed}, f.statuses(t))
 			if tc.revision {
 				rec := f.record(t, 3)
 				assert.Contains(t, rec.Manifest, `revision: "3"`, "rendered for the revision the lock holds")

@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -18,7 +20,7 @@ func (d *Deployer) createNamespace(ctx context.Context, opts DeployOptions) erro
 	if !opts.CreateNamespace {
 		return nil
 	}
-	created, err := d.Objects.Apply(ctx, nil, ApplyOptions{Namespace: d.Namespace(), CreateNamespace: true})
+	created, err := d.Objects.Apply(ctx, nil, cluster.ApplyOptions{Namespace: d.Namespace(), CreateNamespace: true})
 	for _, a := range created {
 		d.emit(opts.Name, 0, PhaseApply, a.Object.String(), string(a.Action), "")
 	}
@@ -30,14 +32,14 @@ func (d *Deployer) createNamespace(ctx context.Context, opts DeployOptions) erro
 
 // lock takes the release's lock: the next revision, pending, with the
 // chart, the user values and the manifest.
-func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*Release, error) {
+func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*storage.Release, error) {
 	opts := p.opts
-	rec, err := Acquire(ctx, d.Store, opts.Name, OpDeploy, d.lockTerms(LockOptions{
+	rec, err := storage.Acquire(ctx, d.Store, opts.Name, storage.OpDeploy, d.lockTerms(storage.LockOptions{
 		Holder:  d.holder(),
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
 		Clock:   d.clock(),
-		Record:  &Release{Chart: p.chart, Values: p.values, Manifest: p.manifest, CRDManifest: d.crdRecord(p)},
+		Record:  &storage.Release{Chart: p.chart, Values: p.values, Manifest: p.manifest, CRDManifest: d.crdRecord(p)},
 		Seen:    &p.seen,
 	}))
 	if apierrors.IsNotFound(err) {
@@ -55,7 +57,7 @@ func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*Release, error) {
 // only if the records did not change while it was computed: they are read
 // again, and any change sends the deploy to the lock, where the decision
 // is taken again (recheck).
-func (d *Deployer) upToDate(ctx context.Context, p *deployPlan, entries []Entry, start time.Time) (*Result, error) {
+func (d *Deployer) upToDate(ctx context.Context, p *deployPlan, entries []storage.Entry, start time.Time) (*Result, error) {
 	if !p.opts.reconciles() || p.diff == nil || !p.diff.Empty() {
 		return nil, nil
 	}
@@ -87,7 +89,7 @@ func (d *Deployer) upToDateResult(current *StatusReport, start time.Time) *Resul
 // is computed again; when nothing would change then and the deployed
 // revision is healthy, the pending record is removed and res is the
 // up-to-date result: done is true.
-func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *Release, before []Entry, res *Result, start time.Time) (bool, error) {
+func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *storage.Release, before []storage.Entry, res *Result, start time.Time) (bool, error) {
 	entries := p.seen
 	if entries == nil {
 		var err error
@@ -126,8 +128,8 @@ func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *Release, bef
 // replan renders the objects again for the revision the lock holds (when
 // it is not the one they were rendered for) and computes again what the
 // deploy changes.
-func (d *Deployer) replan(ctx context.Context, p *deployPlan, rec *Release, entries []Entry) error {
-	plan := Plan{Revision: rec.Revision, Upgrade: rec.Status == StatusPendingUpgrade}
+func (d *Deployer) replan(ctx context.Context, p *deployPlan, rec *storage.Release, entries []storage.Entry) error {
+	plan := storage.Plan{Revision: rec.Revision, Upgrade: rec.Status == storage.StatusPendingUpgrade}
 	if plan != p.plan {
 		if err := p.build(ctx, plan); err != nil {
 			return err
@@ -152,8 +154,8 @@ func (d *Deployer) replan(ctx context.Context, p *deployPlan, rec *Release, entr
 
 // unlock removes the pending record of a deploy that applied nothing
 // (it changed nothing, or failed before the apply) and returns cause.
-func (d *Deployer) unlock(ctx context.Context, rec *Release, cause error) error {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+func (d *Deployer) unlock(ctx context.Context, rec *storage.Release, cause error) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storage.FinishTimeout)
 	defer cancel()
 	if err := d.Store.Delete(fctx, rec.Name, rec.Revision); err != nil {
 		return errors.Join(cause, fmt.Errorf("release %s: remove pending revision %d: %w", rec.Name, rec.Revision, err))
@@ -163,9 +165,9 @@ func (d *Deployer) unlock(ctx context.Context, rec *Release, cause error) error 
 
 // rollout applies the objects under the lock, records the ReplicaSets,
 // waits and finishes the record.
-func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res *Result, start time.Time) (*Result, error) {
+func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time) (*Result, error) {
 	opts, objs, clk := p.opts, p.objs, d.clock()
-	install := rec.Status == StatusPendingInstall
+	install := rec.Status == storage.StatusPendingInstall
 
 	live, err := d.liveRevisionsAmong(ctx, p.underLock, rec.Name, rec.Revision)
 	var previous []*unstructured.Unstructured
@@ -207,7 +209,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 
 	// Discover the ReplicaSets, then wait, within the timeout.
 	deadline := start.Add(opts.Timeout)
-	remaining := func() time.Duration { return max(deadline.Sub(stamp(clk)), time.Millisecond) }
+	remaining := func() time.Duration { return max(deadline.Sub(storage.Stamp(clk)), time.Millisecond) }
 	rctx, cancel := context.WithTimeout(ctx, remaining())
 	err = d.discoverReplicaSets(rctx, rec, objs, applied)
 	cancel()
@@ -224,7 +226,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	case canary != nil:
 		wres, f, werr = d.runCanary(ctx, p, rec, canary, applyOpts, remaining)
 		deadline = deadline.Add(canary.run.held)
-		opts.Note = joinNotes(opts.Note, rec.Canary.summary())
+		opts.Note = joinNotes(opts.Note, canarySummary(rec.Canary))
 		if werr == nil {
 			wres, werr = d.waitObjects(ctx, rec, objs, remaining())
 			canary.run.finish()
@@ -239,7 +241,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 		}
 	}
 	if canary == nil && rec.Canary != nil {
-		opts.Note = joinNotes(opts.Note, rec.Canary.summary())
+		opts.Note = joinNotes(opts.Note, canarySummary(rec.Canary))
 	}
 
 	if werr != nil {
@@ -272,15 +274,15 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *Release, res
 	pruned, err := d.pruneObjects(ctx, rec, previous, objs)
 	res.Pruned = pruned
 	errs = append(errs, err)
-	errs = append(errs, d.pruneHistoryAmong(ctx, rec, opts.HistoryMax, p.afterDeployed(rec)))
+	errs = append(errs, d.PruneHistoryAmong(ctx, rec, opts.HistoryMax, p.afterDeployed(rec)))
 	res.sync(rec, start, clk)
 	return res, errors.Join(errs...)
 }
 
 // changedAny reports whether an apply created or changed any object.
-func changedAny(applied []ApplyResult) bool {
+func changedAny(applied []cluster.ApplyResult) bool {
 	for _, a := range applied {
-		if a.Action == ActionCreated || a.Action == ActionConfigured {
+		if a.Action == cluster.ActionCreated || a.Action == cluster.ActionConfigured {
 			return true
 		}
 	}
@@ -289,7 +291,7 @@ func changedAny(applied []ApplyResult) bool {
 
 // lockLost returns err when it says the lock was taken over.
 func lockLost(err error) error {
-	var conflict *ConflictError
+	var conflict *storage.ConflictError
 	if errors.As(err, &conflict) {
 		return err
 	}
@@ -297,7 +299,7 @@ func lockLost(err error) error {
 }
 
 // finishFailed marks rec failed and returns the result with err.
-func (d *Deployer) finishFailed(ctx context.Context, rec *Release, res *Result, start time.Time, desc string, f *wait.Diagnosis, err error) (*Result, error) {
+func (d *Deployer) finishFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *wait.Diagnosis, err error) (*Result, error) {
 	if merr := d.markFailed(ctx, rec, desc, f); merr != nil {
 		err = errors.Join(err, merr)
 	}
@@ -308,12 +310,12 @@ func (d *Deployer) finishFailed(ctx context.Context, rec *Release, res *Result, 
 // rolloutFailed handles a failed ReplicaSet discovery or wait: diagnosis
 // (f, when already known), the automatic rollback while the lock is held,
 // then the failed record.
-func (d *Deployer) rolloutFailed(ctx context.Context, rec *Release, res *Result, start time.Time, opts DeployOptions,
+func (d *Deployer) rolloutFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
 	wres wait.Result, werr error, f *wait.Diagnosis, install bool) (*Result, error) {
 	if f == nil {
 		f = waitFailure(wres, werr)
 	}
-	rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: OpDeploy, Failure: f, Err: werr, Install: install}
+	rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: storage.OpDeploy, Failure: f, Err: werr, Install: install}
 	desc := fmt.Sprintf("%s failed: %s", opts.verb(install), f.Reason)
 	if f.Object != "" {
 		desc += " (" + f.Object + ")"
@@ -339,7 +341,7 @@ func (d *Deployer) rolloutFailed(ctx context.Context, rec *Release, res *Result,
 // autoRollback restores the newest good revision while the failed
 // revision's lock is still held, on a context of its own (an interrupt of
 // the deploy stops the wait, never the rescue) bounded by its own budget.
-func (d *Deployer) autoRollback(ctx context.Context, failed *Release, opts DeployOptions) (*Result, error) {
+func (d *Deployer) autoRollback(ctx context.Context, failed *storage.Release, opts DeployOptions) (*Result, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.RollbackTimeout)
 	defer cancel()
 	return NewRollbacker(d.Engine).RollbackHeld(rctx, failed, RollbackOptions{
@@ -353,11 +355,11 @@ func (d *Deployer) autoRollback(ctx context.Context, failed *Release, opts Deplo
 // recorded.
 func (d *Deployer) dryRun(ctx context.Context, p *deployPlan, start time.Time) (*Result, error) {
 	opts := p.opts
-	status := StatusPendingInstall
+	status := storage.StatusPendingInstall
 	if p.plan.Upgrade {
-		status = StatusPendingUpgrade
+		status = storage.StatusPendingUpgrade
 	}
-	res := newResult(&Release{Name: opts.Name, Namespace: d.Namespace(), Revision: p.plan.Revision, Status: status, Chart: p.chart})
+	res := newResult(&storage.Release{Name: opts.Name, Namespace: d.Namespace(), Revision: p.plan.Revision, Status: status, Chart: p.chart})
 	res.DryRun = true
 	res.Description = "Dry run complete"
 	applyOpts := p.applyOptions(opts.Name)
@@ -371,7 +373,7 @@ func (d *Deployer) dryRun(ctx context.Context, p *deployPlan, start time.Time) (
 		}
 		d.emit(opts.Name, res.Revision, PhaseApply, a.Object.String(), string(a.Action), msg)
 	}
-	res.DurationSeconds = stamp(d.clock()).Sub(start).Seconds()
+	res.DurationSeconds = storage.Stamp(d.clock()).Sub(start).Seconds()
 	if err != nil {
 		// As the deploy would be refused: no result, the dry run's code
 		// (2 for an invalid object).
@@ -395,23 +397,23 @@ func (d *Deployer) dryRun(ctx context.Context, p *deployPlan, start time.Time) (
 
 // markDeployed marks rec deployed and supersedes the deployed revision,
 // among the records known under the lock when they are.
-func (d *Deployer) markDeployed(ctx context.Context, p *deployPlan, rec *Release, desc string) error {
-	return markDeployedAmong(ctx, d.Store, rec, d.clock(), desc, p.underLock)
+func (d *Deployer) markDeployed(ctx context.Context, p *deployPlan, rec *storage.Release, desc string) error {
+	return storage.MarkDeployedAmong(ctx, d.Store, rec, d.clock(), desc, p.underLock)
 }
 
 // afterDeployed returns the release's records once rec is deployed, as
 // known under the lock (nil: unknown): the deployed one superseded, rec
 // last.
-func (p *deployPlan) afterDeployed(rec *Release) []Entry {
+func (p *deployPlan) afterDeployed(rec *storage.Release) []storage.Entry {
 	if p.underLock == nil {
 		return nil
 	}
-	out := make([]Entry, 0, len(p.underLock)+1)
+	out := make([]storage.Entry, 0, len(p.underLock)+1)
 	for _, e := range p.underLock {
-		if e.Status == StatusDeployed {
-			e.Status = StatusSuperseded
+		if e.Status == storage.StatusDeployed {
+			e.Status = storage.StatusSuperseded
 		}
 		out = append(out, e)
 	}
-	return append(out, Entry{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Status: rec.Status})
+	return append(out, storage.Entry{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Status: rec.Status})
 }

@@ -22,8 +22,10 @@ import (
 
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -36,14 +38,14 @@ func TestDeployRevisions(t *testing.T) {
 	s.args = []string{"--model=a", "--max-model-len=4096"}
 	r3 := f.deploy(t, s)
 
-	assert.Equal(t, map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusSuperseded, 3: release.StatusDeployed}, f.statuses(t))
+	assert.Equal(t, map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusSuperseded, 3: storage.StatusDeployed}, f.statuses(t))
 	for i, want := range []struct {
 		res  *release.Result
 		desc string
 	}{{r1, "Install complete"}, {r2, "Upgrade complete"}, {r3, "Upgrade complete"}} {
 		rev := i + 1
 		assert.Equal(t, rev, want.res.Revision)
-		assert.Equal(t, release.StatusDeployed, want.res.Status, "status in the result of revision %d", rev)
+		assert.Equal(t, storage.StatusDeployed, want.res.Status, "status in the result of revision %d", rev)
 		assert.Equal(t, want.desc, f.record(t, rev).Description)
 		assert.Equal(t, engRelease, want.res.Release)
 		assert.Equal(t, engNS, want.res.Namespace)
@@ -80,7 +82,7 @@ func TestDeployDryRunRecordsNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.DryRun)
 	assert.Equal(t, 1, res.Revision)
-	assert.Equal(t, release.StatusPendingInstall, res.Status)
+	assert.Equal(t, storage.StatusPendingInstall, res.Status)
 	assert.Len(t, res.Applied, 3)
 	assert.Empty(t, f.statuses(t), "no record, no lock")
 	assert.Empty(t, f.cluster.Refs(), "nothing applied")
@@ -90,8 +92,8 @@ func TestDeployDryRunRecordsNothing(t *testing.T) {
 	res, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Revision)
-	assert.Equal(t, release.StatusPendingUpgrade, res.Status)
-	assert.Equal(t, map[int]release.Status{1: release.StatusDeployed}, f.statuses(t))
+	assert.Equal(t, storage.StatusPendingUpgrade, res.Status)
+	assert.Equal(t, map[int]storage.Status{1: storage.StatusDeployed}, f.statuses(t))
 }
 
 func TestDeployRefusesBadInputBeforeLocking(t *testing.T) {
@@ -133,12 +135,12 @@ func TestDeployRefusesBadInputBeforeLocking(t *testing.T) {
 func TestDeployFieldConflictMarksFailed(t *testing.T) {
 	f := newEngFixture(t)
 	f.deploy(t, baseSpec())
-	conflict := &release.FieldConflictError{
+	conflict := &cluster.FieldConflictError{
 		Object:    object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: engNS, Name: "chat"},
-		Conflicts: []release.FieldConflict{{Manager: "kubectl-scale", Field: ".spec.replicas"}},
+		Conflicts: []cluster.FieldConflict{{Manager: "kubectl-scale", Field: ".spec.replicas"}},
 		Err:       apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "chat", errors.New("conflict")),
 	}
-	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, opts release.ApplyOptions) error {
+	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, opts cluster.ApplyOptions) error {
 		if obj.GetKind() == "Deployment" && !opts.Force {
 			return conflict
 		}
@@ -149,14 +151,14 @@ func TestDeployFieldConflictMarksFailed(t *testing.T) {
 	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
 	require.Error(t, err)
 	assert.Equal(t, 6, exitCode(err))
-	var ce *release.FieldConflictError
+	var ce *cluster.FieldConflictError
 	require.ErrorAs(t, err, &ce)
 	assert.Contains(t, err.Error(), `"kubectl-scale"`)
-	assert.Equal(t, map[int]release.Status{1: release.StatusDeployed, 2: release.StatusFailed}, f.statuses(t))
+	assert.Equal(t, map[int]storage.Status{1: storage.StatusDeployed, 2: storage.StatusFailed}, f.statuses(t))
 	require.NotNil(t, res.Failure)
 	assert.Equal(t, "FieldManagerConflict", res.Failure.Reason)
 	assert.Equal(t, "Deployment/chat", res.Failure.Object)
-	assert.Equal(t, release.StatusFailed, res.Status)
+	assert.Equal(t, storage.StatusFailed, res.Status)
 	assert.Equal(t, "FieldManagerConflict", f.record(t, 2).Failure.Reason)
 	assert.Equal(t, 1, f.waiter.Calls(), "no wait after a refused apply")
 
@@ -165,7 +167,7 @@ func TestDeployFieldConflictMarksFailed(t *testing.T) {
 	res, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Revision)
-	assert.Equal(t, release.StatusDeployed, f.statuses(t)[3])
+	assert.Equal(t, storage.StatusDeployed, f.statuses(t)[3])
 }
 
 func TestDeployRolloutFailure(t *testing.T) {
@@ -183,14 +185,14 @@ func TestDeployRolloutFailure(t *testing.T) {
 			var re *release.RolloutError
 			require.ErrorAs(t, err, &re)
 			assert.Equal(t, 4, exitCode(err))
-			assert.Equal(t, map[int]release.Status{1: release.StatusDeployed, 2: release.StatusFailed}, f.statuses(t))
+			assert.Equal(t, map[int]storage.Status{1: storage.StatusDeployed, 2: storage.StatusFailed}, f.statuses(t))
 			wantReason := map[wait.Outcome]string{wait.OutcomeFailed: "Failed", wait.OutcomeTimeout: "Timeout"}[outcome]
 			require.NotNil(t, res.Failure)
 			assert.Equal(t, wantReason, res.Failure.Reason)
 			assert.Equal(t, "Deployment/chat", res.Failure.Object)
 			assert.Contains(t, res.Failure.Message, "Progress deadline exceeded")
 			rec := f.record(t, 2)
-			assert.Equal(t, release.StatusFailed, rec.Status)
+			assert.Equal(t, storage.StatusFailed, rec.Status)
 			assert.Equal(t, "Upgrade failed: "+wantReason+" (Deployment/chat)", rec.Description)
 			assert.Len(t, rec.ReplicaSets, 1, "the failed revision's ReplicaSet is recorded")
 			assert.NotNil(t, f.configMap("chat-extra"), "nothing pruned after a failed rollout")
@@ -214,7 +216,7 @@ func TestDeployOnFailureRollsBackWhileHoldingTheLock(t *testing.T) {
 		}
 		return wait.Result{Outcome: wait.OutcomeCurrent, Objects: objs}, nil
 	}
-	var sawPending release.Status
+	var sawPending storage.Status
 	progress := f.engine.Progress
 	f.engine.Progress = func(ev release.ProgressEvent) {
 		if ev.Phase == release.PhaseRollback && ev.Status == "started" {
@@ -234,11 +236,11 @@ func TestDeployOnFailureRollsBackWhileHoldingTheLock(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, 3, exitCode(err))
 	assert.Contains(t, err.Error(), "rolled back to revision 1")
-	assert.Equal(t, release.StatusPendingUpgrade, sawPending, "the rollback runs while the failed revision still holds the lock")
+	assert.Equal(t, storage.StatusPendingUpgrade, sawPending, "the rollback runs while the failed revision still holds the lock")
 	assert.Equal(t, 1, res.RolledBackTo)
 	require.NotNil(t, res.Rollback)
 	assert.Equal(t, 3, res.Rollback.Revision)
-	assert.Equal(t, map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusFailed, 3: release.StatusDeployed}, f.statuses(t))
+	assert.Equal(t, map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusFailed, 3: storage.StatusDeployed}, f.statuses(t))
 	rb := f.record(t, 3)
 	assert.Equal(t, "Rollback to 1", rb.Description)
 	assert.Equal(t, 1, rb.RollbackOf)
@@ -272,7 +274,7 @@ func TestDeployRollbackDisabledOrImpossible(t *testing.T) {
 	assert.Equal(t, 4, exitCode(err), "no good revision to roll back to")
 	assert.Equal(t, 1, ran)
 	assert.Contains(t, err.Error(), "automatic rollback failed")
-	assert.Equal(t, map[int]release.Status{1: release.StatusFailed, 2: release.StatusFailed}, f.statuses(t))
+	assert.Equal(t, map[int]storage.Status{1: storage.StatusFailed, 2: storage.StatusFailed}, f.statuses(t))
 }
 
 func TestDeployPrunesOnlyAfterHealthy(t *testing.T) {
@@ -326,13 +328,13 @@ func TestDeployLock(t *testing.T) {
 	ctx := context.Background()
 	f := newEngFixture(t)
 	f.deploy(t, baseSpec())
-	other, err := release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{
+	other, err := storage.Acquire(ctx, f.store, engRelease, storage.OpDeploy, storage.LockOptions{
 		Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(f.tick)})
 	require.NoError(t, err)
 
 	applies := f.cluster.Applies()
 	_, err = release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
-	var le *release.LockedError
+	var le *storage.LockedError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, 5, exitCode(err))
 	assert.Contains(t, err.Error(), "bob@ci pid 7")
@@ -343,17 +345,17 @@ func TestDeployLock(t *testing.T) {
 	res, err := release.NewDeployer(f.engine).Deploy(ctx, opts)
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Revision)
-	assert.Equal(t, release.StatusFailed, f.statuses(t)[other.Revision])
+	assert.Equal(t, storage.StatusFailed, f.statuses(t)[other.Revision])
 	assert.Contains(t, f.record(t, other.Revision).Description, "interrupted: lock taken over by test@host pid 1")
 
 	// A pending record watched going unrenewed for its lease is stale.
-	_, err = release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{Holder: "bob", Clock: releasetest.ClockFunc(f.tick), Lease: 3 * time.Second})
+	_, err = storage.Acquire(ctx, f.store, engRelease, storage.OpDeploy, storage.LockOptions{Holder: "bob", Clock: releasetest.ClockFunc(f.tick), Lease: 3 * time.Second})
 	require.NoError(t, err)
 	f.advance(2 * time.Minute)
 	res, err = release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
 	require.NoError(t, err)
 	assert.Equal(t, 5, res.Revision)
-	assert.Equal(t, release.StatusFailed, f.statuses(t)[4])
+	assert.Equal(t, storage.StatusFailed, f.statuses(t)[4])
 }
 
 func TestDeployLosesItsLockWhileWaiting(t *testing.T) {
@@ -374,17 +376,17 @@ func TestDeployLosesItsLockWhileWaiting(t *testing.T) {
 	}
 	go func() {
 		<-waiting
-		_, err := release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{Holder: "bob", Force: true})
+		_, err := storage.Acquire(ctx, f.store, engRelease, storage.OpDeploy, storage.LockOptions{Holder: "bob", Force: true})
 		if !assert.NoError(t, err, "a forced takeover succeeds while the holder keeps renewing") {
 			takeoverFailed <- err
 		}
 	}()
 	_, err := release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
-	var ce *release.ConflictError
+	var ce *storage.ConflictError
 	require.ErrorAs(t, err, &ce, "got %v", err)
 	assert.Equal(t, 5, exitCode(err))
-	assert.Equal(t, release.StatusFailed, f.statuses(t)[1], "the taker marked it failed; the loser did not touch it")
-	assert.Equal(t, release.StatusPendingInstall, f.statuses(t)[2])
+	assert.Equal(t, storage.StatusFailed, f.statuses(t)[1], "the taker marked it failed; the loser did not touch it")
+	assert.Equal(t, storage.StatusPendingInstall, f.statuses(t)[2])
 }
 
 func TestDeployInterrupted(t *testing.T) {
@@ -397,9 +399,9 @@ func TestDeployInterrupted(t *testing.T) {
 	}
 	res, err := release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, release.StatusFailed, res.Status)
+	assert.Equal(t, storage.StatusFailed, res.Status)
 	assert.Equal(t, "Interrupted", res.Failure.Reason)
-	assert.Equal(t, map[int]release.Status{1: release.StatusFailed}, f.statuses(t), "an interrupted deploy releases its lock")
+	assert.Equal(t, map[int]storage.Status{1: storage.StatusFailed}, f.statuses(t), "an interrupted deploy releases its lock")
 }
 
 func TestDeployHistoryMax(t *testing.T) {
@@ -412,7 +414,7 @@ func TestDeployHistoryMax(t *testing.T) {
 		_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, map[int]release.Status{3: release.StatusSuperseded, 4: release.StatusDeployed}, f.statuses(t))
+	assert.Equal(t, map[int]storage.Status{3: storage.StatusSuperseded, 4: storage.StatusDeployed}, f.statuses(t))
 }
 
 func TestDeployStrategyOverride(t *testing.T) {
@@ -481,7 +483,7 @@ func TestDeployRefusedDryRunAppliesNothing(t *testing.T) {
 	f := newEngFixture(t)
 	f.deploy(t, baseSpec())
 	applies := f.cluster.Applies()
-	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, _ release.ApplyOptions) error {
+	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, _ cluster.ApplyOptions) error {
 		if obj.GetKind() == "Deployment" {
 			return apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "chat",
 				field.ErrorList{field.Invalid(field.NewPath("spec", "replicas"), -1, "must be greater than or equal to 0")})
@@ -497,14 +499,14 @@ func TestDeployRefusedDryRunAppliesNothing(t *testing.T) {
 	assert.Contains(t, err.Error(), "dry run refused the deploy, nothing was applied")
 	assert.Equal(t, applies, f.cluster.Applies(), "nothing applied")
 	assert.Equal(t, "hello", f.configMap("chat-config").Object["data"].(map[string]any)["greeting"])
-	assert.Equal(t, map[int]release.Status{1: release.StatusDeployed}, f.statuses(t), "no record written")
+	assert.Equal(t, map[int]storage.Status{1: storage.StatusDeployed}, f.statuses(t), "no record written")
 
-	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, _ release.ApplyOptions) error {
+	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, _ cluster.ApplyOptions) error {
 		return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, obj.GetName(), errors.New("no"))
 	}
 	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
 	assert.Equal(t, 6, exitCode(err), "a refusal other than invalid: the cluster refused")
-	assert.Equal(t, map[int]release.Status{1: release.StatusDeployed}, f.statuses(t))
+	assert.Equal(t, map[int]storage.Status{1: storage.StatusDeployed}, f.statuses(t))
 }
 
 // TestDeployRefusedMidwayRestoresThePreviousRevision: when the real apply
@@ -513,8 +515,8 @@ func TestDeployRefusedDryRunAppliesNothing(t *testing.T) {
 func TestDeployRefusedMidwayRestoresThePreviousRevision(t *testing.T) {
 	f := newEngFixture(t)
 	f.deploy(t, baseSpec())
-	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, opts release.ApplyOptions) error {
-		if obj.GetKind() == "Deployment" && !opts.DryRun && obj.GetLabels()[release.LabelInstance] == engRelease &&
+	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, opts cluster.ApplyOptions) error {
+		if obj.GetKind() == "Deployment" && !opts.DryRun && obj.GetLabels()[cluster.LabelInstance] == engRelease &&
 			len(obj.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"].([]any)) > 1 {
 			return apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "chat", errors.New("admission webhook said no"))
 		}
@@ -530,7 +532,7 @@ func TestDeployRefusedMidwayRestoresThePreviousRevision(t *testing.T) {
 	assert.Equal(t, 3, exitCode(err), "%v", err)
 	assert.Equal(t, 1, res.RolledBackTo)
 	assert.Equal(t, "hello", f.configMap("chat-config").Object["data"].(map[string]any)["greeting"], "the ConfigMap applied before the refusal is restored")
-	assert.Equal(t, map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusFailed, 3: release.StatusDeployed}, f.statuses(t))
+	assert.Equal(t, map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusFailed, 3: storage.StatusDeployed}, f.statuses(t))
 
 	opts.RollbackOnFailure = false
 	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
@@ -546,7 +548,7 @@ func TestDeployRefusesObjectsOfOthers(t *testing.T) {
 		labels map[string]string
 		owner  string
 	}{
-		{"another release's", map[string]string{release.LabelManagedBy: release.ManagedByVllmctl, release.LabelInstance: "other"}, "release other"},
+		{"another release's", map[string]string{storage.LabelManagedBy: storage.ManagedByVllmctl, cluster.LabelInstance: "other"}, "release other"},
 		{"made by hand", nil, "not managed by vllmctl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -573,7 +575,7 @@ func TestDeployRefusesObjectsOfOthers(t *testing.T) {
 			res, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
 			require.NoError(t, err)
 			assert.Contains(t, f.record(t, res.Revision).Description, "took ownership of v1 ConfigMap ml/chat-config ("+tc.owner+")")
-			assert.Equal(t, engRelease, f.configMap("chat-config").GetLabels()[release.LabelInstance])
+			assert.Equal(t, engRelease, f.configMap("chat-config").GetLabels()[cluster.LabelInstance])
 		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // DiffOptions are the inputs of `vllmctl diff`.
@@ -35,7 +37,7 @@ func NewDiffer(engine *Engine) *Differ { return &Differ{Engine: engine} }
 // renders are shown as pruned. Input errors come first (exit code 2),
 // before the cluster is asked anything.
 func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, error) {
-	if err := ValidateName(opts.Name); err != nil {
+	if err := storage.ValidateName(opts.Name); err != nil {
 		return nil, err
 	}
 	if err := validateRender(ctx, opts.Name, &opts.Render); err != nil {
@@ -52,7 +54,7 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	if err != nil {
 		return nil, fmt.Errorf("release %s: %w", opts.Name, err)
 	}
-	plan := PlanOf(entries)
+	plan := storage.PlanOf(entries)
 	ro := opts.Render.Options
 	ro.ReleaseName = opts.Name
 	ro.Revision, ro.IsUpgrade, ro.KubeVersion = plan.Revision, plan.Upgrade, kv
@@ -67,7 +69,7 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	if err != nil {
 		return nil, err
 	}
-	return d.withCRDs(crds).diff(ctx, opts.Name, entries, r.Objects, ApplyOptions{
+	return d.withCRDs(crds).diff(ctx, opts.Name, entries, r.Objects, cluster.ApplyOptions{
 		Release:         opts.Name,
 		Force:           opts.ForceConflicts,
 		CreateNamespace: opts.CreateNamespace,

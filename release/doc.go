@@ -1,25 +1,17 @@
-// Package release is vllmctl's release engine: the records of a release's
-// revisions, the lock that serialises operations on a release, and the
-// pruning of old revisions.
+// Package release holds vllmctl's verbs, one type each, in the manner of
+// Helm's pkg/action: [Deployer] (render, capacity preflight, dry-run diff,
+// lock, apply, record the ReplicaSets, watch, automatic rollback, canary),
+// [Rollbacker], [Watcher] (the wait command), [Differ], [Statuser] and
+// [Uninstaller], over one [Engine] that holds the record store, the object
+// client, the watcher and the clock.
 //
-// A release revision is stored as one Secret in the release namespace, named
-// vllmctl.release.v1.<release>.v<revision>, of type vllmctl.io/release.v1,
-// labelled with the release, the revision and the status, and holding under
-// the data key "release" the gzip-compressed JSON encoding of a [Release]
-// (see shared/design/contract.md, "Release records").
+// The layers below it are packages of their own: release/storage keeps the
+// records, the lock and the status transitions; release/cluster applies,
+// dry-runs and prunes objects, creates CRDs and finds ReplicaSets;
+// release/preflight checks capacity; wait watches a rollout and diagnoses
+// its failure; diff compares desired and live objects; charts renders. No
+// package below imports this one.
 //
-// [Store] is the storage abstraction; [Secrets] keeps records in Secrets
-// through client-go, [Memory] keeps them in memory for unit tests. Listing is
-// lazy: [Store.List] returns [Entry] values that carry the revision and the
-// status from the labels and decode the record only when asked; the entries
-// of one listing share a decompressor, and a record decompresses to at most
-// [MaxDecodedBytes].
-//
-// A pending record (pending-install, pending-upgrade, pending-rollback) is the
-// lock of its release: [Acquire] creates the next revision as pending, and
-// because a create of an existing name fails, two racing writers cannot both
-// win. The holder later finishes its record with [MarkDeployed],
-// [MarkFailed] or [MarkUninstalled].
-//
-// Errors that map to a contract exit code implement ExitCode() int.
+// Errors that map to an exit code implement ExitCode() int
+// (internal/exitcode).
 package release

@@ -15,7 +15,9 @@ import (
 
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -23,29 +25,19 @@ import (
 // wait) when its options give none: deploy's --timeout default.
 const DefaultTimeout = 10 * time.Minute
 
-// DefaultHeartbeat is how often an operation rewrites its pending record
-// while it waits, so that the lock never looks stale while its holder is
-// alive.
-const DefaultHeartbeat = DefaultLease / 3
-
-// finishTimeout bounds the writes that finish a record after the
-// operation's own context ended (an interrupted deploy is still marked
-// failed).
-const finishTimeout = 30 * time.Second
-
 // ObjectClient is what the release operations need from the cluster's
 // objects. [*Applier] implements it; tests use fakes.
 type ObjectClient interface {
 	// Apply applies objs with server-side apply; see [Applier.Apply].
-	Apply(ctx context.Context, objs []*unstructured.Unstructured, opts ApplyOptions) ([]ApplyResult, error)
+	Apply(ctx context.Context, objs []*unstructured.Unstructured, opts cluster.ApplyOptions) ([]cluster.ApplyResult, error)
 	// Prune deletes the objects of previous that current no longer has;
 	// see [Applier.Prune].
-	Prune(ctx context.Context, previous, current []*unstructured.Unstructured, opts PruneOptions) ([]PruneResult, error)
+	Prune(ctx context.Context, previous, current []*unstructured.Unstructured, opts cluster.PruneOptions) ([]cluster.PruneResult, error)
 	// Get reads the live copy of obj; see [Applier.Get].
 	Get(ctx context.Context, obj *unstructured.Unstructured, namespace string) (*unstructured.Unstructured, error)
 }
 
-var _ ObjectClient = (*Applier)(nil)
+var _ ObjectClient = (*cluster.Applier)(nil)
 
 // Engine holds what every release operation shares, as Helm's
 // action.Configuration does: the record store of the release namespace, the
@@ -54,7 +46,7 @@ var _ ObjectClient = (*Applier)(nil)
 type Engine struct {
 	// Store keeps the release records; its namespace is the release
 	// namespace.
-	Store Store
+	Store storage.Store
 	// Objects applies, prunes and reads the release's objects.
 	Objects ObjectClient
 	// Waiter waits for applied objects to become Current.
@@ -96,7 +88,7 @@ func (e *Engine) holder() string {
 	if e.Holder != "" {
 		return e.Holder
 	}
-	return DefaultHolder()
+	return storage.DefaultHolder()
 }
 
 // check reports a missing dependency instead of a nil dereference later.
@@ -133,7 +125,7 @@ func (e *Engine) emitEvent(ev ProgressEvent) {
 	if e.Progress == nil {
 		return
 	}
-	ev.Time = stamp(e.clock())
+	ev.Time = storage.Stamp(e.clock())
 	e.Progress(ev)
 }
 
@@ -146,13 +138,13 @@ type Result struct {
 	Namespace string `json:"namespace"`
 	// Revision is the revision the operation wrote (for a dry run: the one
 	// it would write).
-	Revision int    `json:"revision"`
-	Status   Status `json:"status"`
+	Revision int            `json:"revision"`
+	Status   storage.Status `json:"status"`
 	// Chart is name-version, as history shows it.
 	Chart      string `json:"chart"`
 	AppVersion string `json:"appVersion"`
 	// ReplicaSets are the ReplicaSets the revision's Deployments rolled out.
-	ReplicaSets []ReplicaSetRef `json:"replicaSets"`
+	ReplicaSets []storage.ReplicaSetRef `json:"replicaSets"`
 	// RolledBackTo is the revision whose manifest was restored: the target
 	// of a rollback, or of the automatic rollback after a failed deploy.
 	RolledBackTo int `json:"rolledBackTo,omitempty"`
@@ -171,17 +163,17 @@ type Result struct {
 	// revision created.
 	CRDs []string `json:"crds,omitempty"`
 	// Applied are the per-object results of the apply.
-	Applied []ApplyResult `json:"-"`
+	Applied []cluster.ApplyResult `json:"-"`
 	// Rollback is the result of the automatic rollback, if one ran.
 	Rollback *Result `json:"-"`
 	// Preflight is the capacity preflight's report, when one ran.
 	Preflight *preflight.Report `json:"preflight,omitempty"`
 	// Canary is what the canary phase did (deploy --canary).
-	Canary *CanaryReport `json:"canary,omitempty"`
+	Canary *storage.CanaryReport `json:"canary,omitempty"`
 }
 
 // newResult starts the result of an operation on record r.
-func newResult(r *Release) *Result {
+func newResult(r *storage.Release) *Result {
 	return &Result{
 		Release:     r.Name,
 		Namespace:   r.Namespace,
@@ -189,13 +181,13 @@ func newResult(r *Release) *Result {
 		Status:      r.Status,
 		Chart:       r.Chart.String(),
 		AppVersion:  r.Chart.AppVersion,
-		ReplicaSets: []ReplicaSetRef{},
+		ReplicaSets: []storage.ReplicaSetRef{},
 		Description: r.Description,
 	}
 }
 
 // sync copies the record's state into the result.
-func (res *Result) sync(r *Release, start time.Time, clk clock.PassiveClock) {
+func (res *Result) sync(r *storage.Release, start time.Time, clk clock.PassiveClock) {
 	res.Revision = r.Revision
 	res.Status = r.Status
 	res.Description = r.Description
@@ -203,7 +195,7 @@ func (res *Result) sync(r *Release, start time.Time, clk clock.PassiveClock) {
 	if len(r.ReplicaSets) > 0 {
 		res.ReplicaSets = slices.Clone(r.ReplicaSets)
 	}
-	res.DurationSeconds = stamp(clk).Sub(start).Seconds()
+	res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
 }
 
 // RolloutError reports a rollout that failed: the wait ended with objects
@@ -215,7 +207,7 @@ type RolloutError struct {
 	Name      string
 	Revision  int
 	// Op is what failed: "deploy" or "rollback".
-	Op      Operation
+	Op      storage.Operation
 	Failure *wait.Diagnosis
 	// Err is the underlying error (often a *wait.NotReadyError).
 	Err error
@@ -232,7 +224,7 @@ type RolloutError struct {
 func (e *RolloutError) Error() string {
 	var b strings.Builder
 	what := "rollout"
-	if e.Op == OpRollback {
+	if e.Op == storage.OpRollback {
 		what = "rollback"
 	}
 	fmt.Fprintf(&b, "release %s revision %d: %s failed", e.Name, e.Revision, what)
@@ -278,36 +270,30 @@ func (e *RolloutError) ExitCode() int {
 	return 4
 }
 
-// finishContext returns a context for the writes that finish an operation:
-// ctx's values without its cancellation, bounded by finishTimeout.
-func finishContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-}
-
 // liveEntries returns the entries (oldest first) whose objects may be live
 // in the cluster, leaving out revision own (an operation's own record; 0:
 // none): the deployed revision and every revision after it (failed or
 // interrupted ones applied their objects too), or, when none is deployed,
 // every revision after the last uninstalled one. Uninstalled revisions are
 // never included.
-func liveEntries(entries []Entry, own int) []Entry {
+func liveEntries(entries []storage.Entry, own int) []storage.Entry {
 	start := -1
 	for i, e := range entries {
-		if e.Status == StatusDeployed {
+		if e.Status == storage.StatusDeployed {
 			start = i
 		}
 	}
 	if start < 0 {
 		start = 0
 		for i, e := range entries {
-			if e.Status == StatusUninstalled {
+			if e.Status == storage.StatusUninstalled {
 				start = i + 1
 			}
 		}
 	}
-	var out []Entry
+	var out []storage.Entry
 	for _, e := range entries[start:] {
-		if e.Revision != own && e.Status != StatusUninstalled {
+		if e.Revision != own && e.Status != storage.StatusUninstalled {
 			out = append(out, e)
 		}
 	}
@@ -318,12 +304,12 @@ func liveEntries(entries []Entry, own int) []Entry {
 // An unreadable record is skipped with a progress note (its objects cannot
 // be pruned): the operations that must not go on with one refuse before
 // they take the lock.
-func (e *Engine) liveRevisions(ctx context.Context, name string, own int) ([]*Release, error) {
+func (e *Engine) liveRevisions(ctx context.Context, name string, own int) ([]*storage.Release, error) {
 	return e.liveRevisionsAmong(ctx, nil, name, own)
 }
 
 // liveRevisionsAmong is liveRevisions over known records (nil: listed).
-func (e *Engine) liveRevisionsAmong(ctx context.Context, known []Entry, name string, own int) ([]*Release, error) {
+func (e *Engine) liveRevisionsAmong(ctx context.Context, known []storage.Entry, name string, own int) ([]*storage.Release, error) {
 	entries := known
 	if entries == nil {
 		var err error
@@ -331,10 +317,10 @@ func (e *Engine) liveRevisionsAmong(ctx context.Context, known []Entry, name str
 			return nil, err
 		}
 	}
-	var out []*Release
+	var out []*storage.Release
 	for _, en := range liveEntries(entries, own) {
 		r, err := en.Release()
-		var unreadable *UnreadableError
+		var unreadable *storage.UnreadableError
 		switch {
 		case errors.As(err, &unreadable):
 			e.emit(name, own, PhasePrune, "", "skipped", err.Error()+": the objects only it had are not pruned")
@@ -350,8 +336,8 @@ func (e *Engine) liveRevisionsAmong(ctx context.Context, known []Entry, name str
 // PreviousObjects returns the objects of the revisions among entries whose
 // objects may be live: what the next deploy would consider for pruning, and
 // what a diff shows as to be pruned.
-func PreviousObjects(entries []Entry) ([]*unstructured.Unstructured, error) {
-	revs, err := DecodeAll(liveEntries(entries, 0))
+func PreviousObjects(entries []storage.Entry) ([]*unstructured.Unstructured, error) {
+	revs, err := storage.DecodeAll(liveEntries(entries, 0))
 	if err != nil {
 		return nil, err
 	}
@@ -360,10 +346,10 @@ func PreviousObjects(entries []Entry) ([]*unstructured.Unstructured, error) {
 
 // manifestObjects parses the manifests of revs and concatenates their
 // objects, in order.
-func manifestObjects(revs []*Release) ([]*unstructured.Unstructured, error) {
+func manifestObjects(revs []*storage.Release) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	for _, r := range revs {
-		o, err := ParseManifest(r.Manifest)
+		o, err := cluster.ParseManifest(r.Manifest)
 		if err != nil {
 			return nil, fmt.Errorf("release %s revision %d: %w", r.Name, r.Revision, err)
 		}
@@ -388,10 +374,10 @@ type heartbeat struct {
 
 // lockTerms sets the lease and renewal terms of this engine's pending
 // records on opts.
-func (e *Engine) lockTerms(opts LockOptions) LockOptions {
+func (e *Engine) lockTerms(opts storage.LockOptions) storage.LockOptions {
 	opts.Renew = e.heartbeat()
 	if opts.Renew <= 0 {
-		opts.Renew = DefaultHeartbeat
+		opts.Renew = storage.DefaultHeartbeat
 	}
 	opts.Lease = e.Lease
 	return opts
@@ -405,7 +391,7 @@ func (e *Engine) heartbeat() time.Duration {
 	}
 	lease := e.Lease
 	if lease <= 0 {
-		lease = DefaultLease
+		lease = storage.DefaultLease
 	}
 	return lease / 3
 }
@@ -413,7 +399,7 @@ func (e *Engine) heartbeat() time.Duration {
 // startHeartbeat starts rewriting rec; the caller must not touch rec until
 // stop returns. cancel is called, with the *ConflictError, when the lock is
 // lost.
-func (e *Engine) startHeartbeat(ctx context.Context, rec *Release, cancel context.CancelCauseFunc) *heartbeat {
+func (e *Engine) startHeartbeat(ctx context.Context, rec *storage.Release, cancel context.CancelCauseFunc) *heartbeat {
 	hb := &heartbeat{stopCh: make(chan struct{}), done: make(chan struct{})}
 	interval := e.heartbeat()
 	if interval < 0 {
@@ -432,13 +418,13 @@ func (e *Engine) startHeartbeat(ctx context.Context, rec *Release, cancel contex
 				return
 			case <-t.C:
 			}
-			rec.Updated = stamp(e.clock())
+			rec.Updated = storage.Stamp(e.clock())
 			err := e.Store.Update(ctx, rec)
-			var conflict *ConflictError
-			var nf *NotFoundError
+			var conflict *storage.ConflictError
+			var nf *storage.NotFoundError
 			if errors.As(err, &conflict) || errors.As(err, &nf) {
 				hb.mu.Lock()
-				hb.err = &ConflictError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Err: err}
+				hb.err = &storage.ConflictError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Err: err}
 				hb.mu.Unlock()
 				cancel(hb.err)
 				return
@@ -465,12 +451,12 @@ func (hb *heartbeat) stop() error {
 // waitObjects waits for objs with the engine's Waiter, forwarding its
 // events as progress, for at most timeout, while a heartbeat keeps rec's
 // lock fresh. A lost lock is returned as a *ConflictError.
-func (e *Engine) waitObjects(ctx context.Context, rec *Release, objs []*unstructured.Unstructured, timeout time.Duration) (wait.Result, error) {
+func (e *Engine) waitObjects(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, timeout time.Duration) (wait.Result, error) {
 	return e.waitWith(ctx, rec, objs, wait.Options{Timeout: timeout})
 }
 
 // waitWith is waitObjects with the wait's options (a canary phase's goal).
-func (e *Engine) waitWith(ctx context.Context, rec *Release, objs []*unstructured.Unstructured, wopts wait.Options) (wait.Result, error) {
+func (e *Engine) waitWith(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, wopts wait.Options) (wait.Result, error) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hb := e.startHeartbeat(wctx, rec, cancel)
@@ -543,14 +529,14 @@ func replicaSetFailure(err error) *wait.Diagnosis {
 // discoverReplicaSets finds the ReplicaSet of every Deployment among objs
 // within ctx, records them on rec (a rewrite that also refreshes the lock)
 // and reports them as progress.
-func (e *Engine) discoverReplicaSets(ctx context.Context, rec *Release, objs []*unstructured.Unstructured, applied []ApplyResult) error {
+func (e *Engine) discoverReplicaSets(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, applied []cluster.ApplyResult) error {
 	live := map[string]*unstructured.Unstructured{}
 	for _, a := range applied {
 		if a.Live != nil && !a.Unvalidated {
 			live[a.Object.String()] = a.Live
 		}
 	}
-	refs, err := currentReplicaSetsFrom(ctx, e.Client, objs, e.Namespace(), live)
+	refs, err := cluster.CurrentReplicaSetsFrom(ctx, e.Client, objs, e.Namespace(), live)
 	if err != nil {
 		return err
 	}
@@ -559,16 +545,16 @@ func (e *Engine) discoverReplicaSets(ctx context.Context, rec *Release, objs []*
 			fmt.Sprintf("pod-template-hash %s, revision %d", rs.PodTemplateHash, rs.Revision))
 	}
 	rec.ReplicaSets = refs
-	rec.Updated = stamp(e.clock())
+	rec.Updated = storage.Stamp(e.clock())
 	return e.Store.Update(ctx, rec)
 }
 
 // markFailed finishes rec as failed, even when ctx has ended.
-func (e *Engine) markFailed(ctx context.Context, rec *Release, description string, f *wait.Diagnosis) error {
-	fctx, cancel := finishContext(ctx)
+func (e *Engine) markFailed(ctx context.Context, rec *storage.Release, description string, f *wait.Diagnosis) error {
+	fctx, cancel := storage.FinishContext(ctx)
 	defer cancel()
-	err := MarkFailed(fctx, e.Store, rec, e.clock(), description, f)
-	e.emit(rec.Name, rec.Revision, PhaseDone, "", string(StatusFailed), description)
+	err := storage.MarkFailed(fctx, e.Store, rec, e.clock(), description, f)
+	e.emit(rec.Name, rec.Revision, PhaseDone, "", string(storage.StatusFailed), description)
 	if err != nil {
 		return fmt.Errorf("mark release %s revision %d failed: %w", rec.Name, rec.Revision, err)
 	}
@@ -578,8 +564,8 @@ func (e *Engine) markFailed(ctx context.Context, rec *Release, description strin
 // applyFailure is the diagnosis of an apply the cluster refused.
 func applyFailure(err error) *wait.Diagnosis {
 	f := &wait.Diagnosis{Reason: "ApplyFailed", Message: err.Error()}
-	var ce *FieldConflictError
-	var uk *UnknownKindError
+	var ce *cluster.FieldConflictError
+	var uk *cluster.UnknownKindError
 	switch {
 	case errors.As(err, &ce):
 		f.Reason = "FieldManagerConflict"
@@ -593,15 +579,15 @@ func applyFailure(err error) *wait.Diagnosis {
 
 // pruneObjects deletes the objects of previous that objs no longer has and
 // reports them; it returns the deleted ones.
-func (e *Engine) pruneObjects(ctx context.Context, rec *Release, previous, objs []*unstructured.Unstructured) ([]object.Ref, error) {
+func (e *Engine) pruneObjects(ctx context.Context, rec *storage.Release, previous, objs []*unstructured.Unstructured) ([]object.Ref, error) {
 	if len(previous) == 0 {
 		return nil, nil
 	}
-	results, err := e.Objects.Prune(ctx, previous, objs, PruneOptions{Release: rec.Name, Namespace: e.Namespace()})
+	results, err := e.Objects.Prune(ctx, previous, objs, cluster.PruneOptions{Release: rec.Name, Namespace: e.Namespace()})
 	var pruned []object.Ref
 	for _, r := range results {
 		e.emit(rec.Name, rec.Revision, PhasePrune, r.Object.String(), string(r.Action), r.Reason)
-		if r.Action == PruneDeleted {
+		if r.Action == cluster.PruneDeleted {
 			pruned = append(pruned, r.Object)
 		}
 	}
@@ -612,18 +598,18 @@ func (e *Engine) pruneObjects(ctx context.Context, rec *Release, previous, objs 
 }
 
 // pruneHistory applies --history-max after a revision was finished.
-func (e *Engine) pruneHistory(ctx context.Context, rec *Release, keep int) error {
-	return e.pruneHistoryAmong(ctx, rec, keep, nil)
+func (e *Engine) pruneHistory(ctx context.Context, rec *storage.Release, keep int) error {
+	return e.PruneHistoryAmong(ctx, rec, keep, nil)
 }
 
-// pruneHistoryAmong is pruneHistory over known records (nil: listed).
-func (e *Engine) pruneHistoryAmong(ctx context.Context, rec *Release, keep int, known []Entry) error {
+// PruneHistoryAmong is pruneHistory over known records (nil: listed).
+func (e *Engine) PruneHistoryAmong(ctx context.Context, rec *storage.Release, keep int, known []storage.Entry) error {
 	var deleted []int
 	var err error
 	if known == nil {
-		deleted, err = PruneHistory(ctx, e.Store, rec.Name, keep)
+		deleted, err = storage.PruneHistory(ctx, e.Store, rec.Name, keep)
 	} else {
-		deleted, err = pruneHistoryAmong(ctx, e.Store, rec.Name, keep, known)
+		deleted, err = storage.PruneHistoryAmong(ctx, e.Store, rec.Name, keep, known)
 	}
 	for _, d := range deleted {
 		e.emit(rec.Name, rec.Revision, PhaseHistory, "", "deleted", fmt.Sprintf("record of revision %d (history max %d)", d, keep))

@@ -12,7 +12,9 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 const (
@@ -25,7 +27,7 @@ const (
 // collected.
 type engFixture struct {
 	cluster *releasetest.Cluster
-	store   *release.Memory
+	store   *storage.Memory
 	waiter  *releasetest.Waiter
 	engine  *release.Engine
 
@@ -38,7 +40,7 @@ func newEngFixture(t *testing.T) *engFixture {
 	t.Helper()
 	f := &engFixture{
 		cluster: releasetest.NewCluster(),
-		store:   release.NewMemory(engNS),
+		store:   storage.NewMemory(engNS),
 		waiter:  &releasetest.Waiter{},
 		now:     time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC),
 	}
@@ -90,7 +92,7 @@ func baseSpec() spec {
 }
 
 func labels() map[string]any {
-	return map[string]any{release.LabelManagedBy: release.ManagedByVllmctl, release.LabelInstance: engRelease}
+	return map[string]any{storage.LabelManagedBy: storage.ManagedByVllmctl, cluster.LabelInstance: engRelease}
 }
 
 // objects renders s as the chart renderer would: labelled and sorted.
@@ -152,7 +154,7 @@ func (s spec) options() release.DeployOptions {
 	}
 	return release.DeployOptions{
 		Name:       engRelease,
-		Chart:      release.Chart{Name: "test", Version: "0.1.0", AppVersion: s.image},
+		Chart:      storage.Chart{Name: "test", Version: "0.1.0", AppVersion: s.image},
 		Values:     map[string]any{"image": s.image},
 		Objects:    objs,
 		Manifest:   manifest,
@@ -170,18 +172,18 @@ func (f *engFixture) deploy(t *testing.T, s spec) *release.Result {
 }
 
 // statuses returns the statuses of the release's records by revision.
-func (f *engFixture) statuses(t *testing.T) map[int]release.Status {
+func (f *engFixture) statuses(t *testing.T) map[int]storage.Status {
 	t.Helper()
 	entries, err := f.store.List(context.Background(), engRelease)
 	require.NoError(t, err)
-	out := map[int]release.Status{}
+	out := map[int]storage.Status{}
 	for _, e := range entries {
 		out[e.Revision] = e.Status
 	}
 	return out
 }
 
-func (f *engFixture) record(t *testing.T, rev int) *release.Release {
+func (f *engFixture) record(t *testing.T, rev int) *storage.Release {
 	t.Helper()
 	r, err := f.store.Get(context.Background(), engRelease, rev)
 	require.NoError(t, err)

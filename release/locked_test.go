@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -22,13 +23,13 @@ func TestWaitLockedNamesTheRecordsLease(t *testing.T) {
 	const wantNote = "; wait takes no lock and never takes one over: run it again once that operation ends, " +
 		"or see `vllmctl history chat -n ml` (deploy, rollback and uninstall take the lock over once they watched it unrenewed for its lease of 1m30s)"
 	acquire := func(ctx context.Context, f *engFixture) {
-		_, err := release.Acquire(ctx, f.store, engRelease, release.OpDeploy,
-			release.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(f.tick), Lease: 90 * time.Second})
+		_, err := storage.Acquire(ctx, f.store, engRelease, storage.OpDeploy,
+			storage.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(f.tick), Lease: 90 * time.Second})
 		require.NoError(t, err)
 	}
 	check := func(t *testing.T, err error) {
 		t.Helper()
-		var locked *release.LockedError
+		var locked *storage.LockedError
 		require.ErrorAs(t, err, &locked)
 		assert.Equal(t, 90*time.Second, locked.Timeout, "the record's lease")
 		assert.Equal(t, release.OpWait, locked.NoTakeover)
@@ -63,13 +64,13 @@ func TestWaitLockedNamesTheRecordsLease(t *testing.T) {
 // TestLockedErrorMessage: what the holder of a lock is told, by whether
 // the refused operation takes locks over.
 func TestLockedErrorMessage(t *testing.T) {
-	base := release.LockedError{Namespace: "ml", Name: "chat", Revision: 4, Status: release.StatusPendingUpgrade,
+	base := storage.LockedError{Namespace: "ml", Name: "chat", Revision: 4, Status: storage.StatusPendingUpgrade,
 		Holder: "bob@ci pid 7", Description: "Upgrade in progress", Age: 125 * time.Second}
 	const head = "release chat in namespace ml is locked by another operation: revision 4 is pending-upgrade (Upgrade in progress), held by bob@ci pid 7 for 2m5s"
 	for _, tc := range []struct {
 		name       string
 		lease      time.Duration
-		noTakeover release.Operation
+		noTakeover storage.Operation
 		want       string
 	}{
 		{"takes locks over", 2 * time.Minute, "",

@@ -9,6 +9,8 @@ import (
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // ForeignObject is an existing object a release would write that is not
@@ -47,7 +49,7 @@ func (e *OwnershipError) ExitCode() int { return exitcode.Cluster }
 func foreignObjects(name string, live []*unstructured.Unstructured) []ForeignObject {
 	var out []ForeignObject
 	for _, o := range live {
-		if o == nil || managedBy(o, name) {
+		if o == nil || cluster.ManagedBy(o, name) {
 			continue
 		}
 		out = append(out, ForeignObject{Object: object.RefOf(o), Owner: ownerOf(o)})
@@ -58,8 +60,8 @@ func foreignObjects(name string, live []*unstructured.Unstructured) []ForeignObj
 // ownerOf names who has an object: its release, else its field managers.
 func ownerOf(o *unstructured.Unstructured) string {
 	l := o.GetLabels()
-	if l[LabelManagedBy] == ManagedByVllmctl && l[LabelInstance] != "" {
-		return "release " + l[LabelInstance]
+	if l[storage.LabelManagedBy] == storage.ManagedByVllmctl && l[cluster.LabelInstance] != "" {
+		return "release " + l[cluster.LabelInstance]
 	}
 	var managers []string
 	for _, m := range o.GetManagedFields() {

@@ -1,9 +1,8 @@
 package release
 
 import (
-	"context"
-
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -12,7 +11,7 @@ import (
 // messages, a canary gate's command and output, and the descriptions made
 // from them) passes through the operation's Redactor, which knows the
 // values of every Secret the operation rendered or read. A record is
-// redacted before it is written (see redactingStore), so that every reader
+// redacted before it is written (see storage.Rewriting), so that every reader
 // (status, history, a later operation) prints what the record holds, and
 // never a Secret value or its base64 form. The values and the manifest of
 // a record are not text from outside: they are stored as given (the record
@@ -26,40 +25,14 @@ func (e *Engine) UseRedactor(red *diff.Redactor) {
 	if red == nil || e.Store == nil {
 		return
 	}
-	if rs, ok := e.Store.(*redactingStore); ok {
-		rs.red = red
-		return
-	}
-	e.Store = &redactingStore{Store: e.Store, red: red}
-}
-
-// redactingStore is a Store that writes a redacted copy of every record
-// (the caller's record is left as it is, and gets the copy's concurrency
-// token).
-type redactingStore struct {
-	Store
-	red *diff.Redactor
-}
-
-// Create writes a redacted copy of r.
-func (s *redactingStore) Create(ctx context.Context, r *Release) error {
-	c := redactedRecord(s.red, r)
-	err := s.Store.Create(ctx, c)
-	r.Namespace, r.version = c.Namespace, c.version
-	return err
-}
-
-// Update writes a redacted copy of r.
-func (s *redactingStore) Update(ctx context.Context, r *Release) error {
-	c := redactedRecord(s.red, r)
-	err := s.Store.Update(ctx, c)
-	r.version = c.version
-	return err
+	e.Store = storage.Rewriting(e.Store, func(r *storage.Release) *storage.Release {
+		return redactedRecord(red, r)
+	})
 }
 
 // redactedRecord returns a copy of r whose text from outside passed
 // through red.
-func redactedRecord(red *diff.Redactor, r *Release) *Release {
+func redactedRecord(red *diff.Redactor, r *storage.Release) *storage.Release {
 	c := *r
 	c.Description = red.Line(c.Description)
 	c.Failure = redactFailure(red, c.Failure)
@@ -94,7 +67,7 @@ func redactFailure(red *diff.Redactor, f *wait.Diagnosis) *wait.Diagnosis {
 }
 
 // redactCanary returns a redacted copy of r (nil stays nil).
-func redactCanary(red *diff.Redactor, r *CanaryReport) *CanaryReport {
+func redactCanary(red *diff.Redactor, r *storage.CanaryReport) *storage.CanaryReport {
 	if r == nil {
 		return nil
 	}

@@ -11,6 +11,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -60,13 +63,13 @@ func (r *Rollbacker) Rollback(ctx context.Context, opts RollbackOptions) (*Resul
 	if err := r.check("store", "objects", "waiter", "client"); err != nil {
 		return nil, err
 	}
-	if err := ValidateName(opts.Name); err != nil {
+	if err := storage.ValidateName(opts.Name); err != nil {
 		return nil, err
 	}
 	if opts.ToRevision < 0 {
 		return nil, &InvalidRevisionError{Namespace: r.Namespace(), Name: opts.Name, Revision: opts.ToRevision, Reason: "must be 1 or more (0: the previous good revision)"}
 	}
-	entries, err := listExisting(ctx, r.Store, opts.Name)
+	entries, err := storage.ListExisting(ctx, r.Store, opts.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +77,7 @@ func (r *Rollbacker) Rollback(ctx context.Context, opts RollbackOptions) (*Resul
 		// Which revision is the previous good one cannot be known with an
 		// unreadable record; an explicit revision that is intact can be
 		// restored.
-		if err := CheckReadable(entries); err != nil {
+		if err := storage.CheckReadable(entries); err != nil {
 			return nil, err
 		}
 	}
@@ -92,7 +95,7 @@ func (r *Rollbacker) Rollback(ctx context.Context, opts RollbackOptions) (*Resul
 // with ToRevision 0 the target is the newest deployed or superseded
 // revision before held. held itself is left pending: finishing it is the
 // caller's job.
-func (r *Rollbacker) RollbackHeld(ctx context.Context, held *Release, opts RollbackOptions) (*Result, error) {
+func (r *Rollbacker) RollbackHeld(ctx context.Context, held *storage.Release, opts RollbackOptions) (*Result, error) {
 	if err := r.check("store", "objects", "waiter", "client"); err != nil {
 		return nil, err
 	}
@@ -100,13 +103,13 @@ func (r *Rollbacker) RollbackHeld(ctx context.Context, held *Release, opts Rollb
 		return nil, errors.New("rollback: no held record")
 	}
 	opts.Name = held.Name
-	entries, err := listExisting(ctx, r.Store, held.Name)
+	entries, err := storage.ListExisting(ctx, r.Store, held.Name)
 	if err != nil {
 		return nil, err
 	}
 	if opts.ToRevision == held.Revision {
 		return nil, &InvalidRevisionError{Namespace: r.Namespace(), Name: held.Name, Revision: held.Revision,
-			Reason: "is the revision being rolled back", Existing: Revisions(entries)}
+			Reason: "is the revision being rolled back", Existing: storage.Revisions(entries)}
 	}
 	target, err := r.target(ctx, entries, opts, held.Revision)
 	if err != nil {
@@ -117,16 +120,16 @@ func (r *Rollbacker) RollbackHeld(ctx context.Context, held *Release, opts Rollb
 
 // target picks the revision to restore: opts.ToRevision, or the newest
 // deployed or superseded revision below current.
-func (r *Rollbacker) target(ctx context.Context, entries []Entry, opts RollbackOptions, current int) (*Release, error) {
-	existing := Revisions(entries)
+func (r *Rollbacker) target(ctx context.Context, entries []storage.Entry, opts RollbackOptions, current int) (*storage.Release, error) {
+	existing := storage.Revisions(entries)
 	invalid := func(rev int, reason string) error {
 		return &InvalidRevisionError{Namespace: r.Namespace(), Name: opts.Name, Revision: rev, Reason: reason, Existing: existing}
 	}
-	var pick *Entry
+	var pick *storage.Entry
 	if opts.ToRevision > 0 {
-		i := slices.IndexFunc(entries, func(e Entry) bool { return e.Revision == opts.ToRevision })
+		i := slices.IndexFunc(entries, func(e storage.Entry) bool { return e.Revision == opts.ToRevision })
 		if i < 0 {
-			return nil, &NotFoundError{Namespace: r.Namespace(), Name: opts.Name, Revision: opts.ToRevision, Existing: existing}
+			return nil, &storage.NotFoundError{Namespace: r.Namespace(), Name: opts.Name, Revision: opts.ToRevision, Existing: existing}
 		}
 		pick = &entries[i]
 		if pick.Status.IsPending() {
@@ -135,7 +138,7 @@ func (r *Rollbacker) target(ctx context.Context, entries []Entry, opts RollbackO
 	} else {
 		for i := len(entries) - 1; i >= 0; i-- {
 			e := entries[i]
-			if e.Revision < current && (e.Status == StatusDeployed || e.Status == StatusSuperseded) {
+			if e.Revision < current && (e.Status == storage.StatusDeployed || e.Status == storage.StatusSuperseded) {
 				pick = &entries[i]
 				break
 			}
@@ -156,11 +159,11 @@ func (r *Rollbacker) target(ctx context.Context, entries []Entry, opts RollbackO
 
 // run restores target as the next revision; held, when set, is the
 // pending record the caller holds.
-func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, opts RollbackOptions) (*Result, error) {
+func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *storage.Release, opts RollbackOptions) (*Result, error) {
 	clk := r.clock()
-	start := stamp(clk)
+	start := storage.Stamp(clk)
 	n := target.Revision
-	objs, err := ParseManifest(target.Manifest)
+	objs, err := cluster.ParseManifest(target.Manifest)
 	if err != nil {
 		return nil, &InvalidManifestError{Name: target.Name, Err: fmt.Errorf("revision %d: %w", n, err)}
 	}
@@ -173,14 +176,14 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 	}
 	desc := fmt.Sprintf("Rollback to %d", n)
 
-	rec, err := Acquire(ctx, r.Store, target.Name, OpRollback, r.lockTerms(LockOptions{
+	rec, err := storage.Acquire(ctx, r.Store, target.Name, storage.OpRollback, r.lockTerms(storage.LockOptions{
 		Holder:      r.holder(),
 		Description: desc + " in progress",
 		Timeout:     opts.Timeout,
 		Force:       opts.ForceUnlock,
 		Clock:       clk,
 		Held:        held,
-		Record:      &Release{Chart: target.Chart, Values: target.Values, Manifest: target.Manifest, CRDManifest: target.CRDManifest, RollbackOf: n},
+		Record:      &storage.Release{Chart: target.Chart, Values: target.Values, Manifest: target.Manifest, CRDManifest: target.CRDManifest, RollbackOf: n},
 	}))
 	if err != nil {
 		return nil, err
@@ -189,7 +192,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 	res.RolledBackTo = n
 	r.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
 	failed := func(f *wait.Diagnosis, err error) (*Result, error) {
-		rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: OpRollback, Failure: f, Err: err}
+		rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: storage.OpRollback, Failure: f, Err: err}
 		d := fmt.Sprintf("%s failed: %s", desc, f.Reason)
 		if f.Object != "" {
 			d += " (" + f.Object + ")"
@@ -217,7 +220,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 	if err := r.createCRDs(ctx, crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
 		return r.restoreCRDsFailed(ctx, rec, res, start, desc, err)
 	}
-	applied, err := r.Objects.Apply(ctx, objs, ApplyOptions{Namespace: r.Namespace(), Release: rec.Name, Force: opts.ForceConflicts, NoCreateNamespaceFlag: true})
+	applied, err := r.Objects.Apply(ctx, objs, cluster.ApplyOptions{Namespace: r.Namespace(), Release: rec.Name, Force: opts.ForceConflicts, NoCreateNamespaceFlag: true})
 	res.Applied = applied
 	for _, a := range applied {
 		r.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
@@ -240,7 +243,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 	}
 
 	deadline := start.Add(opts.Timeout)
-	remaining := func() time.Duration { return max(deadline.Sub(stamp(clk)), time.Millisecond) }
+	remaining := func() time.Duration { return max(deadline.Sub(storage.Stamp(clk)), time.Millisecond) }
 	rctx, cancel := context.WithTimeout(ctx, remaining())
 	err = r.discoverReplicaSets(rctx, rec, objs, applied)
 	cancel()
@@ -266,7 +269,7 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 		return failed(waitFailure(wres, werr), werr)
 	}
 
-	if err := MarkDeployed(ctx, r.Store, rec, clk, desc); err != nil {
+	if err := storage.MarkDeployed(ctx, r.Store, rec, clk, desc); err != nil {
 		res.sync(rec, start, clk)
 		return res, fmt.Errorf("mark release %s revision %d deployed: %w", rec.Name, rec.Revision, err)
 	}
@@ -280,9 +283,9 @@ func (r *Rollbacker) run(ctx context.Context, target *Release, held *Release, op
 // target ran: the ReplicaSet found now has the pod-template-hash target
 // recorded (the controller reuses that ReplicaSet and gives it a new
 // revision number). It returns the failure when one does not.
-func (r *Rollbacker) verify(rec, target *Release) *wait.Diagnosis {
+func (r *Rollbacker) verify(rec, target *storage.Release) *wait.Diagnosis {
 	for _, want := range target.ReplicaSets {
-		i := slices.IndexFunc(rec.ReplicaSets, func(got ReplicaSetRef) bool { return got.Deployment == want.Deployment })
+		i := slices.IndexFunc(rec.ReplicaSets, func(got storage.ReplicaSetRef) bool { return got.Deployment == want.Deployment })
 		if i < 0 {
 			continue
 		}
@@ -332,4 +335,4 @@ func (e *InvalidRevisionError) Error() string {
 }
 
 // ExitCode is 2: invalid input.
-func (e *InvalidRevisionError) ExitCode() int { return exitInvalid }
+func (e *InvalidRevisionError) ExitCode() int { return exitcode.Invalid }

@@ -12,6 +12,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -39,11 +40,11 @@ func TestRollbackToRevision(t *testing.T) {
 	require.NoError(t, err)
 
 	assert.Equal(t, 4, res.Revision)
-	assert.Equal(t, release.StatusDeployed, res.Status)
+	assert.Equal(t, storage.StatusDeployed, res.Status)
 	assert.Equal(t, 1, res.RolledBackTo)
 	assert.Equal(t, "Rollback to 1", res.Description)
-	assert.Equal(t, map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusSuperseded,
-		3: release.StatusSuperseded, 4: release.StatusDeployed}, f.statuses(t))
+	assert.Equal(t, map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusSuperseded,
+		3: storage.StatusSuperseded, 4: storage.StatusDeployed}, f.statuses(t))
 	rec := f.record(t, 4)
 	assert.Equal(t, "Rollback to 1", rec.Description)
 	assert.Equal(t, 1, rec.RollbackOf)
@@ -93,8 +94,8 @@ func TestRollbackDefaultTarget(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 2, res.RolledBackTo)
 		assert.Equal(t, r2.ReplicaSets[0].PodTemplateHash, res.ReplicaSets[0].PodTemplateHash)
-		assert.Equal(t, map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusSuperseded,
-			3: release.StatusFailed, 4: release.StatusDeployed}, f.statuses(t))
+		assert.Equal(t, map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusSuperseded,
+			3: storage.StatusFailed, 4: storage.StatusDeployed}, f.statuses(t))
 	})
 }
 
@@ -155,9 +156,9 @@ func TestRollbackVerifiesThePodTemplate(t *testing.T) {
 	assert.Equal(t, 4, exitCode(err))
 	assert.Equal(t, "PodTemplateMismatch", res.Failure.Reason)
 	assert.Contains(t, err.Error(), "pod-template-hash other")
-	assert.Equal(t, release.StatusFailed, f.statuses(t)[3])
+	assert.Equal(t, storage.StatusFailed, f.statuses(t)[3])
 	assert.Equal(t, "Rollback to 1 failed: PodTemplateMismatch (Deployment/chat)", f.record(t, 3).Description)
-	assert.Equal(t, release.StatusDeployed, f.statuses(t)[2])
+	assert.Equal(t, storage.StatusDeployed, f.statuses(t)[2])
 }
 
 func TestRollbackWaitFailure(t *testing.T) {
@@ -170,15 +171,15 @@ func TestRollbackWaitFailure(t *testing.T) {
 	assert.Equal(t, 4, exitCode(err))
 	assert.Contains(t, err.Error(), "rollback failed")
 	assert.Equal(t, "Timeout", res.Failure.Reason)
-	assert.Equal(t, release.StatusFailed, f.statuses(t)[4])
-	assert.Equal(t, release.StatusDeployed, f.statuses(t)[3])
+	assert.Equal(t, storage.StatusFailed, f.statuses(t)[4])
+	assert.Equal(t, storage.StatusDeployed, f.statuses(t)[3])
 }
 
 func TestRollbackLocked(t *testing.T) {
 	ctx := context.Background()
 	f := newEngFixture(t)
 	threeRevisions(t, f)
-	_, err := release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{Holder: "bob"})
+	_, err := storage.Acquire(ctx, f.store, engRelease, storage.OpDeploy, storage.LockOptions{Holder: "bob"})
 	require.NoError(t, err)
 	_, err = release.NewRollbacker(f.engine).Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 1})
 	assert.Equal(t, 5, exitCode(err))

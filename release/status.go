@@ -17,6 +17,8 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -34,7 +36,7 @@ type StatusReport struct {
 	Release     string          `json:"release"`
 	Namespace   string          `json:"namespace"`
 	Revision    int             `json:"revision"`
-	Status      Status          `json:"status"`
+	Status      storage.Status  `json:"status"`
 	Description string          `json:"description,omitempty"`
 	Chart       string          `json:"chart"`
 	AppVersion  string          `json:"appVersion"`
@@ -44,7 +46,7 @@ type StatusReport struct {
 	// CRDs are the CustomResourceDefinitions the revision created.
 	CRDs []string `json:"crds,omitempty"`
 	// Canary is what the revision's canary phase did, if it had one.
-	Canary *CanaryReport `json:"canary,omitempty"`
+	Canary *storage.CanaryReport `json:"canary,omitempty"`
 	// CanaryLeftovers are the revision's Deployments that still carry a
 	// canary's transient strategy (see canary_leftover.go).
 	CanaryLeftovers []CanaryLeftover `json:"canaryLeftovers,omitempty"`
@@ -55,7 +57,7 @@ type StatusReport struct {
 	// Deployments now (replicas > 0), newest revision first.
 	ReplicaSets []ServingReplicaSet `json:"replicaSets"`
 	// RecordedReplicaSets are the ReplicaSets the revision recorded.
-	RecordedReplicaSets []ReplicaSetRef `json:"recordedReplicaSets"`
+	RecordedReplicaSets []storage.ReplicaSetRef `json:"recordedReplicaSets"`
 }
 
 // LiveObject is an object of the revision and its live status.
@@ -69,7 +71,7 @@ type LiveObject struct {
 
 // ServingReplicaSet is a ReplicaSet running pods of a Deployment.
 type ServingReplicaSet struct {
-	ReplicaSetRef
+	storage.ReplicaSetRef
 	Replicas          int32 `json:"replicas"`
 	ReadyReplicas     int32 `json:"readyReplicas"`
 	AvailableReplicas int32 `json:"availableReplicas"`
@@ -93,7 +95,7 @@ func (s *Statuser) Status(ctx context.Context, name string) (*StatusReport, erro
 	if err := s.check("store", "objects", "client"); err != nil {
 		return nil, err
 	}
-	rec, err := Last(ctx, s.Store, name)
+	rec, err := storage.Last(ctx, s.Store, name)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +103,7 @@ func (s *Statuser) Status(ctx context.Context, name string) (*StatusReport, erro
 }
 
 // StatusOf is Status of the revision rec.
-func (s *Statuser) StatusOf(ctx context.Context, rec *Release) (*StatusReport, error) {
+func (s *Statuser) StatusOf(ctx context.Context, rec *storage.Release) (*StatusReport, error) {
 	if err := s.check("objects", "client"); err != nil {
 		return nil, err
 	}
@@ -109,12 +111,12 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *Release) (*StatusReport, e
 		Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Status: rec.Status,
 		Description: rec.Description, Chart: rec.Chart.String(), AppVersion: rec.Chart.AppVersion,
 		Updated: rec.Updated, RollbackOf: rec.RollbackOf, Failure: rec.Failure, Canary: rec.Canary, CRDs: rec.CRDs,
-		Objects: []LiveObject{}, ReplicaSets: []ServingReplicaSet{}, RecordedReplicaSets: []ReplicaSetRef{},
+		Objects: []LiveObject{}, ReplicaSets: []ServingReplicaSet{}, RecordedReplicaSets: []storage.ReplicaSetRef{},
 	}
 	if len(rec.ReplicaSets) > 0 {
 		rep.RecordedReplicaSets = rec.ReplicaSets
 	}
-	objs, err := ParseManifest(rec.Manifest)
+	objs, err := cluster.ParseManifest(rec.Manifest)
 	if err != nil {
 		return nil, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 	}
@@ -189,7 +191,7 @@ func ServingReplicaSets(ctx context.Context, client kubernetes.Interface, namesp
 	if err != nil {
 		return nil, fmt.Errorf("%s: list ReplicaSets: %w", obj, err)
 	}
-	current := newReplicaSet(d, list.Items)
+	current := cluster.NewReplicaSet(d, list.Items)
 	var out []ServingReplicaSet
 	for i := range list.Items {
 		rs := &list.Items[i]
@@ -199,9 +201,9 @@ func ServingReplicaSets(ctx context.Context, client kubernetes.Interface, namesp
 		if ptr.Deref(rs.Spec.Replicas, 0) == 0 && rs.Status.Replicas == 0 {
 			continue
 		}
-		rev, _ := strconv.ParseInt(rs.Annotations[RevisionAnnotation], 10, 64)
+		rev, _ := strconv.ParseInt(rs.Annotations[cluster.RevisionAnnotation], 10, 64)
 		out = append(out, ServingReplicaSet{
-			ReplicaSetRef: ReplicaSetRef{
+			ReplicaSetRef: storage.ReplicaSetRef{
 				Deployment:      name,
 				Name:            rs.Name,
 				PodTemplateHash: rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey],

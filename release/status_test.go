@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 func TestStatus(t *testing.T) {
@@ -17,13 +19,13 @@ func TestStatus(t *testing.T) {
 	s := baseSpec()
 	s.image = "v2"
 	r2 := f.deploy(t, s)
-	_, err := f.cluster.Prune(ctx, s.objects()[:1], nil, release.PruneOptions{Release: engRelease, Namespace: engNS})
+	_, err := f.cluster.Prune(ctx, s.objects()[:1], nil, cluster.PruneOptions{Release: engRelease, Namespace: engNS})
 	require.NoError(t, err)
 
 	rep, err := release.NewStatuser(f.engine).Status(ctx, engRelease)
 	require.NoError(t, err)
 	assert.Equal(t, 2, rep.Revision)
-	assert.Equal(t, release.StatusDeployed, rep.Status)
+	assert.Equal(t, storage.StatusDeployed, rep.Status)
 	assert.Equal(t, "Upgrade complete", rep.Description)
 	assert.Equal(t, r2.ReplicaSets, rep.RecordedReplicaSets)
 	got := map[string]string{}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -36,12 +38,12 @@ type UninstallResult struct {
 	// revision of the lock that was deleted with the other records.
 	Revision int `json:"revision"`
 	// Status is uninstalled; with the records deleted it reports that too.
-	Status Status `json:"status"`
+	Status storage.Status `json:"status"`
 	// Deleted are the objects deleted (foreground), in deletion order.
 	Deleted []object.Ref `json:"deleted"`
 	// Kept are the objects left alone (not managed by the release any
 	// more, namespaces), with why.
-	Kept []PruneResult `json:"kept,omitempty"`
+	Kept []cluster.PruneResult `json:"kept,omitempty"`
 	// KeptCRDs are the CustomResourceDefinitions the release's revisions
 	// created: never deleted.
 	KeptCRDs []string `json:"keptCRDs,omitempty"`
@@ -72,11 +74,11 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 		return nil, err
 	}
 	clk := u.clock()
-	start := stamp(clk)
+	start := storage.Stamp(clk)
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	entries, err := listExisting(ctx, u.Store, opts.Name)
+	entries, err := storage.ListExisting(ctx, u.Store, opts.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -85,18 +87,18 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 		return nil, err
 	}
 	res := &UninstallResult{Release: opts.Name, Namespace: u.Namespace(), Deleted: []object.Ref{}, KeptHistory: opts.KeepHistory}
-	if last.Status == StatusUninstalled && opts.KeepHistory {
+	if last.Status == storage.StatusUninstalled && opts.KeepHistory {
 		// Already uninstalled with its history kept: nothing to do.
 		res.Revision, res.Status = last.Revision, last.Status
 		return res, nil
 	}
 
-	rec, err := Acquire(ctx, u.Store, opts.Name, OpUninstall, u.lockTerms(LockOptions{
+	rec, err := storage.Acquire(ctx, u.Store, opts.Name, storage.OpUninstall, u.lockTerms(storage.LockOptions{
 		Holder:  u.holder(),
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
 		Clock:   clk,
-		Record:  &Release{Chart: last.Chart, Values: last.Values},
+		Record:  &storage.Release{Chart: last.Chart, Values: last.Values},
 	}))
 	if err != nil {
 		return nil, err
@@ -106,14 +108,14 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 
 	objs, err := u.liveObjects(ctx, rec)
 	if err == nil {
-		var results []PruneResult
-		results, err = u.Objects.Prune(ctx, objs, nil, PruneOptions{Release: rec.Name, Namespace: u.Namespace()})
+		var results []cluster.PruneResult
+		results, err = u.Objects.Prune(ctx, objs, nil, cluster.PruneOptions{Release: rec.Name, Namespace: u.Namespace()})
 		for _, r := range results {
 			u.emit(rec.Name, rec.Revision, PhaseDelete, r.Object.String(), string(r.Action), r.Reason)
 			switch r.Action {
-			case PruneDeleted:
+			case cluster.PruneDeleted:
 				res.Deleted = append(res.Deleted, r.Object)
-			case PruneKept:
+			case cluster.PruneKept:
 				res.Kept = append(res.Kept, r)
 			}
 		}
@@ -129,12 +131,12 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 	res.KeptCRDs = u.keptCRDs(rec, entries)
 
 	if opts.KeepHistory {
-		if err := MarkUninstalled(ctx, u.Store, rec, clk, "Uninstallation complete"); err != nil {
+		if err := storage.MarkUninstalled(ctx, u.Store, rec, clk, "Uninstallation complete"); err != nil {
 			return res, fmt.Errorf("mark release %s revision %d uninstalled: %w", rec.Name, rec.Revision, err)
 		}
 		u.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), "Uninstallation complete")
 		res.Status = rec.Status
-		res.DurationSeconds = stamp(clk).Sub(start).Seconds()
+		res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
 		return res, nil
 	}
 
@@ -156,15 +158,15 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 		return res, err
 	}
 	res.DeletedRecords = append(res.DeletedRecords, rec.Revision)
-	res.Status = StatusUninstalled
-	u.emit(rec.Name, rec.Revision, PhaseDone, "", string(StatusUninstalled), fmt.Sprintf("%d record(s) deleted", len(res.DeletedRecords)))
-	res.DurationSeconds = stamp(clk).Sub(start).Seconds()
+	res.Status = storage.StatusUninstalled
+	u.emit(rec.Name, rec.Revision, PhaseDone, "", string(storage.StatusUninstalled), fmt.Sprintf("%d record(s) deleted", len(res.DeletedRecords)))
+	res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
 	return res, nil
 }
 
 func (u *Uninstaller) deleteRecord(ctx context.Context, name string, revision int) error {
 	err := u.Store.Delete(ctx, name, revision)
-	var nf *NotFoundError
+	var nf *storage.NotFoundError
 	if err != nil && !errors.As(err, &nf) {
 		return fmt.Errorf("delete record of release %s revision %d: %w", name, revision, err)
 	}
@@ -173,7 +175,7 @@ func (u *Uninstaller) deleteRecord(ctx context.Context, name string, revision in
 
 // liveObjects returns the objects of the release's live revisions without
 // repeats (the newest revision's copy wins), in apply order.
-func (u *Uninstaller) liveObjects(ctx context.Context, rec *Release) ([]*unstructured.Unstructured, error) {
+func (u *Uninstaller) liveObjects(ctx context.Context, rec *storage.Release) ([]*unstructured.Unstructured, error) {
 	live, err := u.liveRevisions(ctx, rec.Name, rec.Revision)
 	if err != nil {
 		return nil, err

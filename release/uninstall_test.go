@@ -11,6 +11,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -47,7 +48,7 @@ func TestUninstall(t *testing.T) {
 	assert.Equal(t, []string{"v1 ConfigMap ml/someone-else"}, f.cluster.Refs(), "only the release's objects deleted")
 	assert.Empty(t, f.statuses(t), "records deleted")
 	assert.Equal(t, []int{1, 2, 3}, res.DeletedRecords)
-	assert.Equal(t, release.StatusUninstalled, res.Status)
+	assert.Equal(t, storage.StatusUninstalled, res.Status)
 	assert.False(t, res.KeptHistory)
 
 	_, err = release.NewUninstaller(f.engine).Uninstall(ctx, release.UninstallOptions{Name: engRelease})
@@ -64,7 +65,7 @@ func TestUninstallKeepHistory(t *testing.T) {
 	assert.Equal(t, 2, res.Revision)
 	assert.Len(t, res.Deleted, 3)
 	assert.Empty(t, f.cluster.Refs())
-	assert.Equal(t, map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusUninstalled}, f.statuses(t))
+	assert.Equal(t, map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusUninstalled}, f.statuses(t))
 	assert.Equal(t, "Uninstallation complete", f.record(t, 2).Description)
 
 	again, err := release.NewUninstaller(f.engine).Uninstall(ctx, release.UninstallOptions{Name: engRelease, KeepHistory: true})
@@ -83,7 +84,7 @@ func TestUninstallLocked(t *testing.T) {
 	ctx := context.Background()
 	f := newEngFixture(t)
 	f.deploy(t, baseSpec())
-	_, err := release.Acquire(ctx, f.store, engRelease, release.OpDeploy, release.LockOptions{Holder: "bob"})
+	_, err := storage.Acquire(ctx, f.store, engRelease, storage.OpDeploy, storage.LockOptions{Holder: "bob"})
 	require.NoError(t, err)
 	_, err = release.NewUninstaller(f.engine).Uninstall(ctx, release.UninstallOptions{Name: engRelease})
 	assert.Equal(t, 5, exitCode(err))

@@ -9,12 +9,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
 // OpWait names a wait in a *RolloutError. A wait never takes the release's
 // lock, so it has no pending status.
-const OpWait Operation = "wait"
+const OpWait storage.Operation = "wait"
 
 // WaitOptions are the inputs of a wait on a release's current revision.
 type WaitOptions struct {
@@ -72,8 +74,8 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 		return nil, err
 	}
 	clk := w.clock()
-	start := stamp(clk)
-	entries, err := listExisting(ctx, w.Store, opts.Name)
+	start := storage.Stamp(clk)
+	entries, err := storage.ListExisting(ctx, w.Store, opts.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +83,7 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := ParseManifest(rec.Manifest)
+	objs, err := cluster.ParseManifest(rec.Manifest)
 	if err != nil {
 		return nil, &InvalidManifestError{Name: rec.Name, Err: fmt.Errorf("revision %d: %w", rec.Revision, err)}
 	}
@@ -97,7 +99,7 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	w.emit(rec.Name, rec.Revision, PhaseWait, "", "waiting",
 		fmt.Sprintf("revision %d (%s: %s), %d object(s), timeout %s%s", rec.Revision, rec.Status, rec.Description, len(objs), opts.Timeout, timeoutNote))
 
-	finish := func() { res.DurationSeconds = stamp(clk).Sub(start).Seconds() }
+	finish := func() { res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds() }
 	// A canary left behind can never finish rolling out by itself: say so
 	// now, rather than time out on pods that never count as available.
 	leftovers, err := w.liveCanaryLeftovers(ctx, objs)
@@ -115,7 +117,7 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	}
 	if werr == nil {
 		msg := "healthy"
-		if rec.Status != StatusDeployed {
+		if rec.Status != storage.StatusDeployed {
 			msg += fmt.Sprintf("; the record stays %s (wait changes no record)", rec.Status)
 		}
 		w.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), msg)
@@ -149,8 +151,8 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	if rb != nil {
 		res.Rollback = rb
 	}
-	var locked *LockedError
-	var conflict *ConflictError
+	var locked *storage.LockedError
+	var conflict *storage.ConflictError
 	switch {
 	case errors.As(err, &locked) || errors.As(err, &conflict):
 		finish()
@@ -170,7 +172,7 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 
 // current returns the revision to wait on: the release's highest one,
 // which must be neither uninstalled nor pending.
-func (w *Watcher) current(ctx context.Context, entries []Entry, opts WaitOptions) (*Release, error) {
+func (w *Watcher) current(ctx context.Context, entries []storage.Entry, opts WaitOptions) (*storage.Release, error) {
 	for _, e := range slices.Backward(entries) {
 		if !e.Status.IsPending() {
 			continue
@@ -179,13 +181,13 @@ func (w *Watcher) current(ctx context.Context, entries []Entry, opts WaitOptions
 		if err != nil {
 			return nil, err
 		}
-		locked := lockedBy(p, stamp(w.clock()).Sub(p.Updated), leaseOf(p)).refusing(OpWait)
+		locked := storage.LockedBy(p, storage.Stamp(w.clock()).Sub(p.Updated), storage.LeaseOf(p)).Refusing(OpWait)
 		return nil, fmt.Errorf("wait on release %s: another operation is in progress (wait for it to finish)%s: %w", opts.Name, w.pendingCanaryNote(ctx, p), locked)
 	}
 	top := entries[len(entries)-1]
-	if top.Status == StatusUninstalled {
+	if top.Status == storage.StatusUninstalled {
 		return nil, &InvalidRevisionError{Namespace: w.Namespace(), Name: opts.Name, Revision: top.Revision,
-			Reason: "is uninstalled: the release has no objects to wait for", Existing: Revisions(entries)}
+			Reason: "is uninstalled: the release has no objects to wait for", Existing: storage.Revisions(entries)}
 	}
 	return top.Release()
 }
@@ -194,7 +196,7 @@ func (w *Watcher) current(ctx context.Context, entries []Entry, opts WaitOptions
 // progress of rec. It notes once per Deployment when the pod template
 // being rolled out is not the one rec recorded (another manager changed
 // it). Nothing is written: the wait holds no lock.
-func (w *Watcher) watch(ctx context.Context, rec *Release, objs []*unstructured.Unstructured, timeout time.Duration) (wait.Result, error) {
+func (w *Watcher) watch(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, timeout time.Duration) (wait.Result, error) {
 	events := make(chan wait.Event)
 	forwarded := make(chan struct{})
 	go func() {
@@ -219,12 +221,12 @@ func (w *Watcher) watch(ctx context.Context, rec *Release, objs []*unstructured.
 
 // drift describes a Deployment event whose new ReplicaSet is not the one
 // rec recorded for it, or returns "".
-func drift(rec *Release, ev wait.Event) string {
+func drift(rec *storage.Release, ev wait.Event) string {
 	p := ev.Rollout
 	if p == nil || p.PodTemplateHash == "" {
 		return ""
 	}
-	i := slices.IndexFunc(rec.ReplicaSets, func(rs ReplicaSetRef) bool { return rs.Deployment == ev.Object.Name })
+	i := slices.IndexFunc(rec.ReplicaSets, func(rs storage.ReplicaSetRef) bool { return rs.Deployment == ev.Object.Name })
 	if i < 0 || rec.ReplicaSets[i].PodTemplateHash == p.PodTemplateHash {
 		return ""
 	}
@@ -237,7 +239,7 @@ func drift(rec *Release, ev wait.Event) string {
 // while rec was waited on: a pending record (*LockedError) or a newer
 // revision (*ConflictError). It returns nil when nothing changed or the
 // records cannot be read.
-func (w *Watcher) changedMeanwhile(ctx context.Context, rec *Release, opts WaitOptions) error {
+func (w *Watcher) changedMeanwhile(ctx context.Context, rec *storage.Release, opts WaitOptions) error {
 	entries, err := w.Store.List(ctx, rec.Name)
 	if err != nil {
 		return nil
@@ -248,10 +250,10 @@ func (w *Watcher) changedMeanwhile(ctx context.Context, rec *Release, opts WaitO
 			if err != nil {
 				return nil
 			}
-			return lockedBy(p, stamp(w.clock()).Sub(p.Updated), leaseOf(p)).refusing(OpWait)
+			return storage.LockedBy(p, storage.Stamp(w.clock()).Sub(p.Updated), storage.LeaseOf(p)).Refusing(OpWait)
 		}
 		if e.Revision > rec.Revision {
-			return &ConflictError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision,
+			return &storage.ConflictError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision,
 				Err: fmt.Errorf("revision %d (%s) was written while waiting", e.Revision, e.Status)}
 		}
 	}
@@ -261,17 +263,17 @@ func (w *Watcher) changedMeanwhile(ctx context.Context, rec *Release, opts WaitO
 // rollback restores the newest good revision at or below rec, on a
 // context of its own (an interrupt stops the wait, never the rescue)
 // bounded by opts.RollbackTimeout.
-func (w *Watcher) rollback(ctx context.Context, rec *Release, entries []Entry, f *wait.Diagnosis, opts WaitOptions) (*Result, error) {
+func (w *Watcher) rollback(ctx context.Context, rec *storage.Release, entries []storage.Entry, f *wait.Diagnosis, opts WaitOptions) (*Result, error) {
 	target := 0
 	for _, e := range slices.Backward(entries) {
-		if e.Revision <= rec.Revision && (e.Status == StatusDeployed || e.Status == StatusSuperseded) {
+		if e.Revision <= rec.Revision && (e.Status == storage.StatusDeployed || e.Status == storage.StatusSuperseded) {
 			target = e.Revision
 			break
 		}
 	}
 	if target == 0 {
 		return nil, &InvalidRevisionError{Namespace: w.Namespace(), Name: rec.Name,
-			Reason: fmt.Sprintf("no deployed or superseded revision up to revision %d to roll back to", rec.Revision), Existing: Revisions(entries)}
+			Reason: fmt.Sprintf("no deployed or superseded revision up to revision %d to roll back to", rec.Revision), Existing: storage.Revisions(entries)}
 	}
 	budget := opts.RollbackTimeout
 	if budget <= 0 {
@@ -298,8 +300,8 @@ func (w *Watcher) rollback(ctx context.Context, rec *Release, entries []Entry, f
 // pendingCanaryNote says, for a pending revision p, whether its Deployments
 // hold a canary ("" when not, or when that cannot be read): a deploy that
 // died during its canary leaves both its lock and its canary behind.
-func (w *Watcher) pendingCanaryNote(ctx context.Context, p *Release) string {
-	objs, err := ParseManifest(p.Manifest)
+func (w *Watcher) pendingCanaryNote(ctx context.Context, p *storage.Release) string {
+	objs, err := cluster.ParseManifest(p.Manifest)
 	if err != nil {
 		return ""
 	}

@@ -6,11 +6,12 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
 func TestWaitDrift(t *testing.T) {
-	rec := &Release{Revision: 3, ReplicaSets: []ReplicaSetRef{{Deployment: "chat", Name: "chat-aaa", PodTemplateHash: "aaa", Revision: 3}}}
+	rec := &storage.Release{Revision: 3, ReplicaSets: []storage.ReplicaSetRef{{Deployment: "chat", Name: "chat-aaa", PodTemplateHash: "aaa", Revision: 3}}}
 	dep := object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ml", Name: "chat"}
 	tests := []struct {
 		name string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // TestCorruptRecord: one record Secret whose data is garbage never hides
@@ -22,7 +23,7 @@ import (
 func TestCorruptRecord(t *testing.T) {
 	f := newReleaseFakes()
 	ctx := context.Background()
-	secrets := func(ns string) release.Store { return release.NewSecrets(f.cluster.Client, ns) }
+	secrets := func(ns string) storage.Store { return storage.NewSecrets(f.cluster.Client, ns) }
 	engine := func(ns string) (*release.Engine, error) {
 		return f.cluster.Engine(secrets(ns), f.waiter, releasetest.ClockFunc(func() time.Time { return f.now })), nil
 	}
@@ -50,13 +51,13 @@ func TestCorruptRecord(t *testing.T) {
 
 	// Corrupt revision 2 of chat.
 	corrupt := func(rev int) {
-		s, err := f.cluster.Client.CoreV1().Secrets("ml").Get(ctx, release.SecretName("chat", rev), metav1.GetOptions{})
+		s, err := f.cluster.Client.CoreV1().Secrets("ml").Get(ctx, storage.SecretName("chat", rev), metav1.GetOptions{})
 		require.NoError(t, err)
 		s.Data["release"] = []byte("garbage, not gzip")
 		_, err = f.cluster.Client.CoreV1().Secrets("ml").Update(ctx, s, metav1.UpdateOptions{})
 		require.NoError(t, err)
 	}
-	secretName := release.SecretName("chat", 2)
+	secretName := storage.SecretName("chat", 2)
 	corrupt(2)
 	records := func() int {
 		l, err := f.cluster.Client.CoreV1().Secrets("ml").List(ctx, metav1.ListOptions{})

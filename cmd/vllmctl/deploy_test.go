@@ -13,6 +13,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -21,7 +22,7 @@ import (
 // change releases.
 type releaseFakes struct {
 	cluster *releasetest.Cluster
-	store   *release.Memory
+	store   *storage.Memory
 	waiter  *releasetest.Waiter
 	now     time.Time
 }
@@ -30,7 +31,7 @@ func newReleaseFakes() *releaseFakes {
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	return &releaseFakes{
 		cluster: releasetest.NewCluster(),
-		store:   release.NewMemory(""),
+		store:   storage.NewMemory(""),
 		waiter:  &releasetest.Waiter{Now: func() time.Time { return now }},
 		now:     now,
 	}
@@ -111,11 +112,11 @@ func TestDeployCommand(t *testing.T) {
 
 	entries, err := f.store.InNamespace("ml").List(context.Background(), "chat")
 	require.NoError(t, err)
-	var statuses []release.Status
+	var statuses []storage.Status
 	for _, e := range entries {
 		statuses = append(statuses, e.Status)
 	}
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusSuperseded, release.StatusDeployed, release.StatusFailed}, statuses)
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusSuperseded, storage.StatusDeployed, storage.StatusFailed}, statuses)
 }
 
 func TestDeployCommandProgressJSON(t *testing.T) {
@@ -171,8 +172,8 @@ func TestDeployCommandRefuses(t *testing.T) {
 
 func TestDeployCommandLocked(t *testing.T) {
 	f := newReleaseFakes()
-	_, err := release.Acquire(context.Background(), f.store.InNamespace("ml"), "chat", release.OpDeploy,
-		release.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(func() time.Time { return f.now })})
+	_, err := storage.Acquire(context.Background(), f.store.InNamespace("ml"), "chat", storage.OpDeploy,
+		storage.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(func() time.Time { return f.now })})
 	require.NoError(t, err)
 	stdout, stderr, code := f.run(t, deployArgs()...)
 	assert.Equal(t, 5, code)

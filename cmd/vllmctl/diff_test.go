@@ -21,23 +21,25 @@ import (
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // diffFixture is what the diff command runs against in unit tests: a
 // record store and a fake cluster whose dry run answers with the rendered
 // objects as they are.
 type diffFixture struct {
-	store release.Store
+	store storage.Store
 	live  []*unstructured.Unstructured
 	// dryRunErr, when set, is the dry run's error.
 	dryRunErr error
 	// conflicts are reported by the dry run, by kind/name, as
-	// release.NewDiffCluster reports a dry run it repeated with force.
+	// cluster.NewDiffCluster reports a dry run it repeated with force.
 	conflicts map[string][]diff.FieldConflict
 	// clusterCalls counts the connections to the cluster.
 	clusterCalls int
 	// applyOpts are the options of the last connection.
-	applyOpts release.ApplyOptions
+	applyOpts cluster.ApplyOptions
 }
 
 // renderQwen renders the built-in chart as release qwen in namespace ml.
@@ -62,7 +64,7 @@ func liveKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name
 
 // Apply answers a dry run with the objects as they are (and the fixture's
 // conflicts).
-func (f *diffFixture) Apply(_ context.Context, objs []*unstructured.Unstructured, opts release.ApplyOptions) ([]release.ApplyResult, error) {
+func (f *diffFixture) Apply(_ context.Context, objs []*unstructured.Unstructured, opts cluster.ApplyOptions) ([]cluster.ApplyResult, error) {
 	f.clusterCalls++
 	f.applyOpts = opts
 	if !opts.DryRun {
@@ -71,13 +73,13 @@ func (f *diffFixture) Apply(_ context.Context, objs []*unstructured.Unstructured
 	if f.dryRunErr != nil {
 		return nil, f.dryRunErr
 	}
-	out := make([]release.ApplyResult, 0, len(objs))
+	out := make([]cluster.ApplyResult, 0, len(objs))
 	for _, o := range objs {
-		r := release.ApplyResult{Object: object.RefOf(o), Live: o.DeepCopy()}
+		r := cluster.ApplyResult{Object: object.RefOf(o), Live: o.DeepCopy()}
 		if cs := f.conflicts[o.GetKind()+"/"+o.GetName()]; len(cs) > 0 {
-			r.Conflict = &release.FieldConflictError{Object: r.Object}
+			r.Conflict = &cluster.FieldConflictError{Object: r.Object}
 			for _, c := range cs {
-				r.Conflict.Conflicts = append(r.Conflict.Conflicts, release.FieldConflict{Field: c.Field, Manager: c.Manager, Subresource: c.Subresource})
+				r.Conflict.Conflicts = append(r.Conflict.Conflicts, cluster.FieldConflict{Field: c.Field, Manager: c.Manager, Subresource: c.Subresource})
 			}
 		}
 		out = append(out, r)
@@ -100,7 +102,7 @@ func (f *diffFixture) Get(_ context.Context, obj *unstructured.Unstructured, ns 
 }
 
 // Prune is never called by diff.
-func (f *diffFixture) Prune(context.Context, []*unstructured.Unstructured, []*unstructured.Unstructured, release.PruneOptions) ([]release.PruneResult, error) {
+func (f *diffFixture) Prune(context.Context, []*unstructured.Unstructured, []*unstructured.Unstructured, cluster.PruneOptions) ([]cluster.PruneResult, error) {
 	return nil, errors.New("diff fixture: no prune")
 }
 
@@ -110,8 +112,8 @@ func (f *diffFixture) deployRecord(t *testing.T, objs []*unstructured.Unstructur
 	manifest, err := charts.Manifest(objs)
 	require.NoError(t, err)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	require.NoError(t, f.store.Create(context.Background(), &release.Release{
-		Name: "qwen", Revision: 1, Status: release.StatusDeployed, Manifest: manifest, Created: now, Updated: now,
+	require.NoError(t, f.store.Create(context.Background(), &storage.Release{
+		Name: "qwen", Revision: 1, Status: storage.StatusDeployed, Manifest: manifest, Created: now, Updated: now,
 	}))
 }
 
@@ -235,7 +237,7 @@ func TestDiffCommand(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &diffFixture{store: release.NewMemory("ml")}
+			f := &diffFixture{store: storage.NewMemory("ml")}
 			if tc.setup != nil {
 				tc.setup(t, f)
 			}
@@ -265,10 +267,10 @@ func TestDiffCommand(t *testing.T) {
 }
 
 func TestDiffCommandPassesDeployFlags(t *testing.T) {
-	f := &diffFixture{store: release.NewMemory("ml")}
+	f := &diffFixture{store: storage.NewMemory("ml")}
 	_, _, code := f.run(t, "qwen", "--force-conflicts", "--create-namespace")
 	assert.Equal(t, 1, code)
-	assert.Equal(t, release.ApplyOptions{Namespace: "ml", Release: "qwen", Force: true, CreateNamespace: true, DryRun: true}, f.applyOpts)
+	assert.Equal(t, cluster.ApplyOptions{Namespace: "ml", Release: "qwen", Force: true, CreateNamespace: true, DryRun: true}, f.applyOpts)
 }
 
 func TestPreviousObjects(t *testing.T) {
@@ -276,19 +278,19 @@ func TestPreviousObjects(t *testing.T) {
 	cm := func(name string) string { return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n" }
 	cases := []struct {
 		name     string
-		statuses []release.Status
+		statuses []storage.Status
 		want     []string
 	}{
 		{"nothing recorded", nil, nil},
-		{"deployed and after", []release.Status{release.StatusSuperseded, release.StatusDeployed, release.StatusFailed}, []string{"r2", "r3"}},
-		{"none deployed: after the last uninstall", []release.Status{release.StatusFailed, release.StatusUninstalled, release.StatusFailed}, []string{"r3"}},
+		{"deployed and after", []storage.Status{storage.StatusSuperseded, storage.StatusDeployed, storage.StatusFailed}, []string{"r2", "r3"}},
+		{"none deployed: after the last uninstall", []storage.Status{storage.StatusFailed, storage.StatusUninstalled, storage.StatusFailed}, []string{"r3"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := release.NewMemory("ml")
+			s := storage.NewMemory("ml")
 			for i, st := range tc.statuses {
 				rev := i + 1
-				require.NoError(t, s.Create(ctx, &release.Release{Name: "qwen", Revision: rev, Status: st, Manifest: cm("r" + string(rune('0'+rev)))}))
+				require.NoError(t, s.Create(ctx, &storage.Release{Name: "qwen", Revision: rev, Status: st, Manifest: cm("r" + string(rune('0'+rev)))}))
 			}
 			entries, err := s.List(ctx, "qwen")
 			require.NoError(t, err)

@@ -9,6 +9,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -20,7 +22,7 @@ type Factory interface {
 	// KubernetesClientSet is the typed client of the cluster.
 	KubernetesClientSet() (kubernetes.Interface, error)
 	// Store opens the release record store of namespace.
-	Store(namespace string) (release.Store, error)
+	Store(namespace string) (storage.Store, error)
 	// Engine builds the release engine of namespace, its rollout watcher
 	// judging with verdicts.
 	Engine(namespace string, verdicts wait.RolloutOptions) (*release.Engine, error)
@@ -58,12 +60,12 @@ func (f *clusterFactory) KubernetesClientSet() (kubernetes.Interface, error) {
 }
 
 // Store opens the records of namespace: Secrets.
-func (f *clusterFactory) Store(namespace string) (release.Store, error) {
+func (f *clusterFactory) Store(namespace string) (storage.Store, error) {
 	client, err := f.KubernetesClientSet()
 	if err != nil {
 		return nil, err
 	}
-	return release.NewSecrets(client, namespace), nil
+	return storage.NewSecrets(client, namespace), nil
 }
 
 // Engine builds the release engine on the cluster: Secrets for records,
@@ -74,13 +76,13 @@ func (f *clusterFactory) Engine(namespace string, verdicts wait.RolloutOptions) 
 	if err != nil {
 		return nil, err
 	}
-	applier, err := release.NewApplier(f.getter)
+	applier, err := cluster.NewApplier(f.getter)
 	if err != nil {
 		return nil, kubeconfigError(err)
 	}
 	others := wait.NewKstatusWaiter(applier.DynamicClient(), applier.RESTMapper())
 	return &release.Engine{
-		Store:   release.NewSecrets(client, namespace),
+		Store:   storage.NewSecrets(client, namespace),
 		Objects: applier,
 		Waiter:  wait.NewRolloutWatcher(client, others, verdicts),
 		Client:  client,

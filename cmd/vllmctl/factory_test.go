@@ -6,6 +6,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -16,7 +17,7 @@ type fakeFactory struct {
 	// the fake waiter's business); nil: no engine.
 	engine func(namespace string) (*release.Engine, error)
 	// store opens the record store of a namespace; nil: the engine's.
-	store func(namespace string) release.Store
+	store func(namespace string) storage.Store
 	// client is the clientset; nil: none.
 	client kubernetes.Interface
 }
@@ -29,7 +30,7 @@ func engineFactory(engine func(namespace string) (*release.Engine, error)) Facto
 }
 
 // storeFactory is a fakeFactory of record stores only (list, history).
-func storeFactory(store func(namespace string) release.Store) Factory {
+func storeFactory(store func(namespace string) storage.Store) Factory {
 	return fakeFactory{store: store}
 }
 
@@ -40,7 +41,7 @@ func (f fakeFactory) KubernetesClientSet() (kubernetes.Interface, error) {
 	return f.client, nil
 }
 
-func (f fakeFactory) Store(namespace string) (release.Store, error) {
+func (f fakeFactory) Store(namespace string) (storage.Store, error) {
 	if f.store != nil {
 		return f.store(namespace), nil
 	}

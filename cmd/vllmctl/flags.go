@@ -7,6 +7,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -87,7 +88,7 @@ type lockFlags struct {
 
 // AddFlags registers --lock-lease on fs.
 func (l *lockFlags) AddFlags(fs *pflag.FlagSet) {
-	fs.DurationVar(&l.lease, "lock-lease", release.DefaultLease,
+	fs.DurationVar(&l.lease, "lock-lease", storage.DefaultLease,
 		"how long this operation's lock survives without renewal (renewed every third of it) before another operation takes it over")
 }
 

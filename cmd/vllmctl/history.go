@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -19,7 +19,7 @@ type historyOptions struct {
 	repair bool
 
 	releaseTarget
-	store release.Store
+	store storage.Store
 
 	// loc is the time zone of the table's times; nil: local time.
 	loc *time.Location
@@ -59,7 +59,7 @@ func (o *historyOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Validate checks the release name and the output format.
 func (o *historyOptions) Validate() error {
-	if err := release.ValidateName(o.release); err != nil {
+	if err := storage.ValidateName(o.release); err != nil {
 		return err
 	}
 	return o.output.Validate()
@@ -69,21 +69,21 @@ func (o *historyOptions) Validate() error {
 type historyRow struct {
 	Revision    int                     `json:"revision"`
 	Updated     time.Time               `json:"updated"`
-	Status      release.Status          `json:"status"`
+	Status      storage.Status          `json:"status"`
 	Chart       string                  `json:"chart"`
 	AppVersion  string                  `json:"appVersion"`
 	Description string                  `json:"description"`
-	ReplicaSets []release.ReplicaSetRef `json:"replicaSets"`
+	ReplicaSets []storage.ReplicaSetRef `json:"replicaSets"`
 	RollbackOf  int                     `json:"rollbackOf,omitempty"`
 	Failure     *wait.Diagnosis         `json:"failure,omitempty"`
-	Canary      *release.CanaryReport   `json:"canary,omitempty"`
+	Canary      *storage.CanaryReport   `json:"canary,omitempty"`
 }
 
 // Run prints the release's revisions. An unreadable record is a row with
 // status "unreadable" and a warning on stderr; it never hides the others.
 func (o *historyOptions) Run(ctx context.Context) error {
 	if o.repair {
-		repaired, err := release.Repair(ctx, o.store, o.release, nil)
+		repaired, err := storage.Repair(ctx, o.store, o.release, nil)
 		for _, rev := range repaired {
 			fmt.Fprintf(o.g.Streams.ErrOut, "repaired revision %d of release %s: its unreadable record is now marked failed\n", rev, o.release)
 		}
@@ -91,7 +91,7 @@ func (o *historyOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	entries, err := release.HistoryEntries(ctx, o.store, o.release)
+	entries, err := storage.HistoryEntries(ctx, o.store, o.release)
 	if err != nil {
 		return err
 	}
@@ -101,12 +101,12 @@ func (o *historyOptions) Run(ctx context.Context) error {
 		if err != nil {
 			fmt.Fprintf(o.g.Streams.ErrOut, "warning: %v\n", err)
 			rows = append(rows, historyRow{Revision: e.Revision, Status: statusUnreadable, Description: "unreadable record (was " + string(e.Status) + ")",
-				ReplicaSets: []release.ReplicaSetRef{}})
+				ReplicaSets: []storage.ReplicaSetRef{}})
 			continue
 		}
 		rs := r.ReplicaSets
 		if rs == nil {
-			rs = []release.ReplicaSetRef{}
+			rs = []storage.ReplicaSetRef{}
 		}
 		rows = append(rows, historyRow{
 			Revision:    r.Revision,

@@ -20,8 +20,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -60,19 +60,19 @@ func assertGolden(t *testing.T, name, got string) {
 func recordBackends() []struct {
 	name string
 	// open returns a fresh store factory; all namespaces share the cluster.
-	open func() func(ns string) release.Store
+	open func() func(ns string) storage.Store
 } {
 	return []struct {
 		name string
-		open func() func(ns string) release.Store
+		open func() func(ns string) storage.Store
 	}{
-		{"memory", func() func(string) release.Store {
-			m := release.NewMemory("")
-			return func(ns string) release.Store { return m.InNamespace(ns) }
+		{"memory", func() func(string) storage.Store {
+			m := storage.NewMemory("")
+			return func(ns string) storage.Store { return m.InNamespace(ns) }
 		}},
-		{"secrets", func() func(string) release.Store {
+		{"secrets", func() func(string) storage.Store {
 			cs := fake.NewClientset()
-			return func(ns string) release.Store { return release.NewSecrets(cs, ns) }
+			return func(ns string) storage.Store { return storage.NewSecrets(cs, ns) }
 		}},
 	}
 }
@@ -83,66 +83,66 @@ func recordBackends() []struct {
 //	ml/chat:  1 superseded (install), 2 superseded, 3 failed, 4 deployed (rollback to 2)
 //	ml/embed: 1 pending-install
 //	dev/chat: 1 deployed
-func seedRecords(t *testing.T, open func(ns string) release.Store) {
+func seedRecords(t *testing.T, open func(ns string) storage.Store) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	clk := releasetest.ClockFunc(func() time.Time { return now })
 	tick := func(d time.Duration) { now = now.Add(d) }
-	chart := func(version, app string) *release.Release {
-		return &release.Release{Chart: release.Chart{Name: "vllm", Version: version, AppVersion: app},
+	chart := func(version, app string) *storage.Release {
+		return &storage.Release{Chart: storage.Chart{Name: "vllm", Version: version, AppVersion: app},
 			Values: map[string]any{"image": map[string]any{"tag": app}}, Manifest: "kind: Deployment\n"}
 	}
-	rs := func(hash string, rev int64) []release.ReplicaSetRef {
-		return []release.ReplicaSetRef{{Deployment: "chat-vllm", Name: "chat-vllm-" + hash, PodTemplateHash: hash, Revision: rev}}
+	rs := func(hash string, rev int64) []storage.ReplicaSetRef {
+		return []storage.ReplicaSetRef{{Deployment: "chat-vllm", Name: "chat-vllm-" + hash, PodTemplateHash: hash, Revision: rev}}
 	}
-	lock := func(s release.Store, name string, op release.Operation, tmpl *release.Release) *release.Release {
-		r, err := release.Acquire(ctx, s, name, op, release.LockOptions{Holder: "alice@laptop pid 42", Clock: clk, Timeout: 10 * time.Minute, Record: tmpl})
+	lock := func(s storage.Store, name string, op storage.Operation, tmpl *storage.Release) *storage.Release {
+		r, err := storage.Acquire(ctx, s, name, op, storage.LockOptions{Holder: "alice@laptop pid 42", Clock: clk, Timeout: 10 * time.Minute, Record: tmpl})
 		require.NoError(t, err)
 		return r
 	}
 
 	ml := open("ml")
-	r := lock(ml, "chat", release.OpDeploy, chart("0.3.0", "v0.10.1"))
+	r := lock(ml, "chat", storage.OpDeploy, chart("0.3.0", "v0.10.1"))
 	tick(90 * time.Second)
 	r.ReplicaSets = rs("7c9d8f6b5", 1)
-	require.NoError(t, release.MarkDeployed(ctx, ml, r, clk, "Install complete"))
+	require.NoError(t, storage.MarkDeployed(ctx, ml, r, clk, "Install complete"))
 
 	tick(time.Hour)
-	r = lock(ml, "chat", release.OpDeploy, chart("0.3.1", "v0.11.0"))
+	r = lock(ml, "chat", storage.OpDeploy, chart("0.3.1", "v0.11.0"))
 	tick(2 * time.Minute)
 	r.ReplicaSets = rs("5f4b8c7d9", 2)
-	require.NoError(t, release.MarkDeployed(ctx, ml, r, clk, "Upgrade complete"))
+	require.NoError(t, storage.MarkDeployed(ctx, ml, r, clk, "Upgrade complete"))
 
 	tick(24 * time.Hour)
-	r = lock(ml, "chat", release.OpDeploy, chart("0.3.1", "v0.11.1-crash"))
+	r = lock(ml, "chat", storage.OpDeploy, chart("0.3.1", "v0.11.1-crash"))
 	tick(5 * time.Minute)
 	r.ReplicaSets = rs("6d5e9a8c4", 3)
 	held := r
-	require.NoError(t, release.MarkFailed(ctx, ml, r, clk, "Upgrade failed: container vllm\tCrashLoopBackOff\n(exit code 1)",
+	require.NoError(t, storage.MarkFailed(ctx, ml, r, clk, "Upgrade failed: container vllm\tCrashLoopBackOff\n(exit code 1)",
 		&wait.Diagnosis{Reason: "CrashLoopBackOff", Object: "Deployment/chat-vllm", Pod: "chat-vllm-6d5e9a8c4-x7k2p",
 			Container: "vllm", ExitCode: 1, RestartCount: 3, Message: "back-off restarting failed container",
 			Events: []string{"Back-off restarting failed container vllm"}, LogTail: []string{"ValueError: unknown model"}}))
 
 	rb := chart("0.3.1", "v0.11.0")
 	rb.RollbackOf = 2
-	r, err := release.Acquire(ctx, ml, "chat", release.OpRollback, release.LockOptions{Holder: "alice@laptop pid 42", Clock: clk, Held: held, Record: rb})
+	r, err := storage.Acquire(ctx, ml, "chat", storage.OpRollback, storage.LockOptions{Holder: "alice@laptop pid 42", Clock: clk, Held: held, Record: rb})
 	require.NoError(t, err)
 	tick(40 * time.Second)
 	r.ReplicaSets = rs("5f4b8c7d9", 4)
-	require.NoError(t, release.MarkDeployed(ctx, ml, r, clk, "Rollback to 2"))
+	require.NoError(t, storage.MarkDeployed(ctx, ml, r, clk, "Rollback to 2"))
 
 	tick(time.Minute)
-	lock(ml, "embed", release.OpDeploy, &release.Release{Chart: release.Chart{Name: "vllm", Version: "0.3.1", AppVersion: "v0.11.0"}})
+	lock(ml, "embed", storage.OpDeploy, &storage.Release{Chart: storage.Chart{Name: "vllm", Version: "0.3.1", AppVersion: "v0.11.0"}})
 
 	dev := open("dev")
 	tick(time.Minute)
-	r = lock(dev, "chat", release.OpDeploy, chart("0.4.0-rc.1", "v0.12.0"))
-	r.ReplicaSets = []release.ReplicaSetRef{
+	r = lock(dev, "chat", storage.OpDeploy, chart("0.4.0-rc.1", "v0.12.0"))
+	r.ReplicaSets = []storage.ReplicaSetRef{
 		{Deployment: "chat-vllm", Name: "chat-vllm-8b7c6d5e4", PodTemplateHash: "8b7c6d5e4", Revision: 1},
 		{Deployment: "chat-router", Name: "chat-router-4c3b2a1f9", PodTemplateHash: "4c3b2a1f9", Revision: 1},
 	}
-	require.NoError(t, release.MarkDeployed(ctx, dev, r, clk, "Install complete"))
+	require.NoError(t, storage.MarkDeployed(ctx, dev, r, clk, "Install complete"))
 }
 
 // runRecordCommand runs one command built by build under a root carrying
@@ -254,12 +254,12 @@ func TestHistoryJSONIsOneDocument(t *testing.T) {
 func TestReplicaSetsCell(t *testing.T) {
 	tests := []struct {
 		name string
-		refs []release.ReplicaSetRef
+		refs []storage.ReplicaSetRef
 		want string
 	}{
 		{"none", nil, "<none>"},
-		{"one", []release.ReplicaSetRef{{Name: "chat-vllm-abc", PodTemplateHash: "abc", Revision: 3}}, "chat-vllm-abc(abc, rev 3)"},
-		{"two", []release.ReplicaSetRef{{Name: "a-1", PodTemplateHash: "1", Revision: 1}, {Name: "b-2", PodTemplateHash: "2", Revision: 7}},
+		{"one", []storage.ReplicaSetRef{{Name: "chat-vllm-abc", PodTemplateHash: "abc", Revision: 3}}, "chat-vllm-abc(abc, rev 3)"},
+		{"two", []storage.ReplicaSetRef{{Name: "a-1", PodTemplateHash: "1", Revision: 1}, {Name: "b-2", PodTemplateHash: "2", Revision: 7}},
 			"a-1(1, rev 1), b-2(2, rev 7)"},
 	}
 	for _, tt := range tests {

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // listOptions are the inputs of `vllmctl list`.
@@ -19,7 +19,7 @@ type listOptions struct {
 	allNamespaces bool
 
 	namespace string
-	store     release.Store
+	store     storage.Store
 
 	// loc is the time zone of the table's times; nil: local time.
 	loc *time.Location
@@ -68,7 +68,7 @@ type listRow struct {
 	Name       string         `json:"name"`
 	Namespace  string         `json:"namespace"`
 	Revision   int            `json:"revision"`
-	Status     release.Status `json:"status"`
+	Status     storage.Status `json:"status"`
 	Chart      string         `json:"chart"`
 	AppVersion string         `json:"appVersion"`
 	Updated    time.Time      `json:"updated"`
@@ -86,7 +86,7 @@ func (o *listOptions) Run(ctx context.Context) error {
 		return err
 	}
 	rows := []listRow{}
-	for _, e := range release.LatestPerRelease(entries) {
+	for _, e := range storage.LatestPerRelease(entries) {
 		r, err := e.Release()
 		if err != nil {
 			// One unreadable record never hides the other releases.

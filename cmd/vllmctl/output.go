@@ -17,12 +17,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
 // replicaSetsCell shows ReplicaSets as name(hash, rev N), comma-separated.
-func replicaSetsCell(refs []release.ReplicaSetRef) string {
+func replicaSetsCell(refs []storage.ReplicaSetRef) string {
 	if len(refs) == 0 {
 		return "<none>"
 	}
@@ -35,7 +35,7 @@ func replicaSetsCell(refs []release.ReplicaSetRef) string {
 
 // statusUnreadable is what list and history show for a record that
 // cannot be decoded (it is no record status of the contract).
-const statusUnreadable release.Status = "unreadable"
+const statusUnreadable storage.Status = "unreadable"
 
 // recordNamespace is the namespace of -n/--namespace or the kubeconfig
 // context.

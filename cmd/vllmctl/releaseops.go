@@ -15,6 +15,7 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -296,7 +297,7 @@ func formatSeconds(s float64) string {
 }
 
 // canaryCell summarises a canary: outcome, pods, and each phase's time.
-func canaryCell(c *release.CanaryReport) string {
+func canaryCell(c *storage.CanaryReport) string {
 	s := fmt.Sprintf("%s (%s", c.Outcome, c.Count)
 	if len(c.Pods) > 0 {
 		s += ": " + strings.Join(c.Pods, ", ")
@@ -305,7 +306,7 @@ func canaryCell(c *release.CanaryReport) string {
 	for _, p := range c.Phases {
 		s += fmt.Sprintf("; %s %s", p.Name, formatSeconds(p.DurationSeconds))
 	}
-	if c.Reason != "" && c.Outcome != release.CanaryPromoted {
+	if c.Reason != "" && c.Outcome != storage.CanaryPromoted {
 		s += "; " + c.Reason
 	}
 	return s

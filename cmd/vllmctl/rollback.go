@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -66,7 +67,7 @@ func (o *rollbackOptions) Complete(cmd *cobra.Command, args []string) error {
 
 // Validate checks the release name and the flags.
 func (o *rollbackOptions) Validate() error {
-	if err := release.ValidateName(o.release); err != nil {
+	if err := storage.ValidateName(o.release); err != nil {
 		return err
 	}
 	toRevision := func() error {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -56,7 +57,7 @@ func (o *statusOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Validate checks the release name and the output format.
 func (o *statusOptions) Validate() error {
-	if err := release.ValidateName(o.release); err != nil {
+	if err := storage.ValidateName(o.release); err != nil {
 		return err
 	}
 	return o.output.Validate()

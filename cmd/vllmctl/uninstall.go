@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -55,7 +56,7 @@ func (o *uninstallOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Validate checks the release name and the flags.
 func (o *uninstallOptions) Validate() error {
-	if err := release.ValidateName(o.release); err != nil {
+	if err := storage.ValidateName(o.release); err != nil {
 		return err
 	}
 	return validateAll(o.output.Validate, o.timeout.Validate, o.progress.Validate)

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // waitOptions are the inputs of `vllmctl wait RELEASE`.
@@ -74,7 +75,7 @@ func (o *waitOptions) Complete(cmd *cobra.Command, args []string) error {
 
 // Validate checks the release name and the flags.
 func (o *waitOptions) Validate() error {
-	if err := release.ValidateName(o.release); err != nil {
+	if err := storage.ValidateName(o.release); err != nil {
 		return err
 	}
 	return validateAll(o.output.Validate, o.progress.Validate, o.verdicts.Validate, o.timeout.Validate,

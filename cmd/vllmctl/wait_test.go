@@ -13,6 +13,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -23,11 +24,11 @@ func (f *releaseFakes) runWait(t *testing.T, args ...string) (string, string, in
 }
 
 // records returns the statuses and descriptions of release chat in ml.
-func (f *releaseFakes) records(t *testing.T) ([]release.Status, []string) {
+func (f *releaseFakes) records(t *testing.T) ([]storage.Status, []string) {
 	t.Helper()
-	revs, err := release.History(context.Background(), f.store.InNamespace("ml"), "chat")
+	revs, err := storage.History(context.Background(), f.store.InNamespace("ml"), "chat")
 	require.NoError(t, err)
-	var statuses []release.Status
+	var statuses []storage.Status
 	var descs []string
 	for _, r := range revs {
 		statuses = append(statuses, r.Status)
@@ -80,7 +81,7 @@ func TestWaitCommandHealthy(t *testing.T) {
 	}
 
 	statuses, _ := f.records(t)
-	assert.Equal(t, []release.Status{release.StatusDeployed}, statuses, "records unchanged")
+	assert.Equal(t, []storage.Status{storage.StatusDeployed}, statuses, "records unchanged")
 }
 
 func TestWaitCommandFailedWithoutRollback(t *testing.T) {
@@ -103,7 +104,7 @@ func TestWaitCommandFailedWithoutRollback(t *testing.T) {
 			assert.Contains(t, stderr, "Error: release chat revision 2: rollout failed")
 			assert.Equal(t, applies, f.cluster.Applies(), "nothing applied")
 			statuses, _ := f.records(t)
-			assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusDeployed}, statuses, "records unchanged")
+			assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusDeployed}, statuses, "records unchanged")
 		})
 	}
 }
@@ -121,7 +122,7 @@ func TestWaitCommandRollsBack(t *testing.T) {
 	res := &release.Result{}
 	require.NoError(t, json.Unmarshal([]byte(stdout), res))
 	assert.Equal(t, 2, res.Revision, "the waited revision")
-	assert.Equal(t, release.StatusSuperseded, res.Status, "superseded by the rollback")
+	assert.Equal(t, storage.StatusSuperseded, res.Status, "superseded by the rollback")
 	assert.Equal(t, 2, res.RolledBackTo, "the deployed revision itself is the newest good one")
 	require.NotNil(t, res.Failure)
 	assert.Equal(t, "Failed", res.Failure.Reason)
@@ -130,7 +131,7 @@ func TestWaitCommandRollsBack(t *testing.T) {
 	assert.Contains(t, stderr, "rolled back to revision 2")
 
 	statuses, descs := f.records(t)
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusSuperseded, release.StatusDeployed}, statuses)
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusSuperseded, storage.StatusDeployed}, statuses)
 	assert.Equal(t, "Rollback to 2", descs[2])
 }
 
@@ -148,7 +149,7 @@ func TestWaitCommandFailedRevisionRollsBackToTheLastGoodOne(t *testing.T) {
 	assert.Contains(t, stderr, "chat#2 wait: waiting: revision 2 (failed: Upgrade failed: Timeout (Deployment/chat))")
 	assert.Contains(t, stderr, "restoring revision 1")
 	statuses, descs := f.records(t)
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusFailed, release.StatusDeployed}, statuses)
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusFailed, storage.StatusDeployed}, statuses)
 	assert.Equal(t, "Rollback to 1", descs[2])
 }
 
@@ -167,7 +168,7 @@ func TestWaitCommandFailedRevisionNowHealthyKeepsItsRecord(t *testing.T) {
 	assert.Contains(t, stdout, "STATUS: failed\n")
 	assert.Contains(t, stderr, "chat#2 done: failed: healthy; the record stays failed (wait changes no record)")
 	statuses, _ := f.records(t)
-	assert.Equal(t, []release.Status{release.StatusDeployed, release.StatusFailed}, statuses, "records unchanged")
+	assert.Equal(t, []storage.Status{storage.StatusDeployed, storage.StatusFailed}, statuses, "records unchanged")
 }
 
 func TestWaitCommandNoGoodRevision(t *testing.T) {
@@ -181,15 +182,15 @@ func TestWaitCommandNoGoodRevision(t *testing.T) {
 	assert.Contains(t, stdout, "FAILURE: Failed")
 	assert.Contains(t, stderr, "automatic rollback failed: release chat: no deployed or superseded revision up to revision 1 to roll back to")
 	statuses, _ := f.records(t)
-	assert.Equal(t, []release.Status{release.StatusFailed}, statuses, "records unchanged")
+	assert.Equal(t, []storage.Status{storage.StatusFailed}, statuses, "records unchanged")
 }
 
 func TestWaitCommandLocked(t *testing.T) {
 	f := newReleaseFakes()
 	_, stderr, code := f.run(t, deployArgs()...)
 	require.Equal(t, 0, code, "stderr: %s", stderr)
-	_, err := release.Acquire(context.Background(), f.store.InNamespace("ml"), "chat", release.OpDeploy,
-		release.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(func() time.Time { return f.now })})
+	_, err := storage.Acquire(context.Background(), f.store.InNamespace("ml"), "chat", storage.OpDeploy,
+		storage.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(func() time.Time { return f.now })})
 	require.NoError(t, err)
 	calls := f.waiter.Calls()
 
@@ -208,8 +209,8 @@ func TestWaitCommandAnotherOperationStartsMeanwhile(t *testing.T) {
 	fail := releasetest.FailKind("Deployment", wait.OutcomeFailed, "CrashLoopBackOff")
 	f.waiter.Script = func(ctx context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
 		// A deploy by someone else takes the lock while we wait.
-		_, err := release.Acquire(ctx, f.store.InNamespace("ml"), "chat", release.OpDeploy,
-			release.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(func() time.Time { return f.now })})
+		_, err := storage.Acquire(ctx, f.store.InNamespace("ml"), "chat", storage.OpDeploy,
+			storage.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(func() time.Time { return f.now })})
 		require.NoError(t, err)
 		return fail(ctx, objs, opts)
 	}
@@ -220,7 +221,7 @@ func TestWaitCommandAnotherOperationStartsMeanwhile(t *testing.T) {
 	assert.Contains(t, stderr, "Error: wait on release chat revision 1: Failed; release chat in namespace ml is locked by another operation: revision 2 is pending-upgrade")
 	assert.NotContains(t, stderr, "rollback: started")
 	statuses, _ := f.records(t)
-	assert.Equal(t, []release.Status{release.StatusDeployed, release.StatusPendingUpgrade}, statuses, "no rollback")
+	assert.Equal(t, []storage.Status{storage.StatusDeployed, storage.StatusPendingUpgrade}, statuses, "no rollback")
 }
 
 func TestWaitCommandRefuses(t *testing.T) {

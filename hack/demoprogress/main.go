@@ -20,6 +20,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -189,7 +190,7 @@ func measure(r io.Reader) (*timings, error) {
 		}
 	}
 	for _, ev := range events {
-		if ev.Phase == release.PhaseDone && ev.Status == string(release.StatusDeployed) && ev.Revision > t.failedRevision {
+		if ev.Phase == release.PhaseDone && ev.Status == string(storage.StatusDeployed) && ev.Revision > t.failedRevision {
 			t.rolledBack = mark{ev.Time, fmt.Sprintf("revision %d deployed: %s", ev.Revision, ev.Message)}
 			break
 		}

@@ -20,7 +20,7 @@ func (c coded) Error() string { return "coded" }
 func (c coded) ExitCode() int { return c.code }
 
 // codedCause carries its own code and wraps its cause, as
-// release.UnknownKindError (6) wraps the RESTMapper's error.
+// cluster.UnknownKindError (6) wraps the RESTMapper's error.
 type codedCause struct {
 	code int
 	err  error

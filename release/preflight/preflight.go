@@ -19,7 +19,7 @@ import (
 )
 
 // fieldManager is the server-side apply field manager of the dry run that
-// finds whether a pod template changes: vllmctl's own (release.FieldManager,
+// finds whether a pod template changes: vllmctl's own (cluster.FieldManager,
 // which this package cannot import), so that the dry run sees what the
 // apply will do.
 const fieldManager = "vllmctl"

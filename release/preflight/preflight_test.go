@@ -999,7 +999,7 @@ func TestPreflightChartGolden(t *testing.T) {
 	t.Log("\n" + buf.String())
 }
 
-// parseManifest parses a "---" separated YAML stream as release.ParseManifest
+// parseManifest parses a "---" separated YAML stream as cluster.ParseManifest
 // does (this package cannot import release), skipping empty documents.
 func parseManifest(manifest string) ([]*unstructured.Unstructured, error) {
 	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewBufferString(manifest), 4096)

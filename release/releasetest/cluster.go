@@ -40,6 +40,8 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/internal/vllm"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -61,7 +63,7 @@ type Cluster struct {
 	Client *fake.Clientset
 	// ApplyHook, when set, runs before each object is applied and may
 	// refuse it.
-	ApplyHook func(obj *unstructured.Unstructured, opts release.ApplyOptions) error
+	ApplyHook func(obj *unstructured.Unstructured, opts cluster.ApplyOptions) error
 
 	mu      sync.Mutex
 	objects map[objectKey]*unstructured.Unstructured
@@ -118,7 +120,7 @@ func fakeGPUNode() *corev1.Node {
 }
 
 // Engine returns a release engine on c with store, waiter and clock.
-func (c *Cluster) Engine(store release.Store, w wait.Waiter, clk clock.WithTicker) *release.Engine {
+func (c *Cluster) Engine(store storage.Store, w wait.Waiter, clk clock.WithTicker) *release.Engine {
 	return &release.Engine{Store: store, Objects: c, Waiter: w, Client: c.Client, Clock: clk, Holder: "test@host pid 1", Heartbeat: -1}
 }
 
@@ -180,12 +182,12 @@ func (c *Cluster) Refs() []string {
 }
 
 // Apply stores the objects (Namespaces first), as server-side apply would.
-func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts release.ApplyOptions) ([]release.ApplyResult, error) {
+func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts cluster.ApplyOptions) ([]cluster.ApplyResult, error) {
 	ordered := slices.Clone(objs)
 	sort.SliceStable(ordered, func(i, j int) bool {
 		return ordered[i].GetKind() == "Namespace" && ordered[j].GetKind() != "Namespace"
 	})
-	var results []release.ApplyResult
+	var results []cluster.ApplyResult
 	if opts.CreateNamespace && opts.Namespace != "" {
 		nsKey := objectKey{kind: "Namespace", name: opts.Namespace}
 		c.mu.Lock()
@@ -199,7 +201,7 @@ func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		}
 		c.mu.Unlock()
 		if !ok {
-			results = append(results, release.ApplyResult{Object: object.Ref{Version: "v1", Kind: "Namespace", Name: opts.Namespace}, Action: release.ActionCreated})
+			results = append(results, cluster.ApplyResult{Object: object.Ref{Version: "v1", Kind: "Namespace", Name: opts.Namespace}, Action: cluster.ActionCreated})
 		}
 	}
 	for _, obj := range ordered {
@@ -207,7 +209,7 @@ func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 			return results, err
 		}
 		r := ref(obj, opts.Namespace)
-		var conflict *release.FieldConflictError
+		var conflict *cluster.FieldConflictError
 		if c.ApplyHook != nil {
 			if err := c.ApplyHook(obj, opts); err != nil {
 				// A dry run with ForceOnConflict is repeated with force
@@ -224,11 +226,11 @@ func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		}
 		c.mu.Lock()
 		old := c.objects[keyOf(r)]
-		action := release.ActionCreated
+		action := cluster.ActionCreated
 		if old != nil {
-			action = release.ActionConfigured
+			action = cluster.ActionConfigured
 			if apiequality.Semantic.DeepEqual(old.Object, body.Object) {
-				action = release.ActionUnchanged
+				action = cluster.ActionUnchanged
 			}
 		}
 		if !opts.DryRun {
@@ -241,19 +243,19 @@ func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 				return results, fmt.Errorf("apply %s: %w", r, err)
 			}
 		}
-		results = append(results, release.ApplyResult{Object: r, Action: action, Live: body, Conflict: conflict})
+		results = append(results, cluster.ApplyResult{Object: r, Action: action, Live: body, Conflict: conflict})
 	}
 	return results, nil
 }
 
 // Prune deletes the objects of previous that current lacks, in reverse
 // order, only when labelled as opts.Release's; Namespaces are kept.
-func (c *Cluster) Prune(ctx context.Context, previous, current []*unstructured.Unstructured, opts release.PruneOptions) ([]release.PruneResult, error) {
+func (c *Cluster) Prune(ctx context.Context, previous, current []*unstructured.Unstructured, opts cluster.PruneOptions) ([]cluster.PruneResult, error) {
 	keep := map[objectKey]bool{}
 	for _, o := range current {
 		keep[keyOf(ref(o, opts.Namespace))] = true
 	}
-	var results []release.PruneResult
+	var results []cluster.PruneResult
 	for i := len(previous) - 1; i >= 0; i-- {
 		r := ref(previous[i], opts.Namespace)
 		k := keyOf(r)
@@ -262,7 +264,7 @@ func (c *Cluster) Prune(ctx context.Context, previous, current []*unstructured.U
 		}
 		keep[k] = true
 		if r.Kind == "Namespace" {
-			results = append(results, release.PruneResult{Object: r, Action: release.PruneKept, Reason: "namespaces are never pruned"})
+			results = append(results, cluster.PruneResult{Object: r, Action: cluster.PruneKept, Reason: "namespaces are never pruned"})
 			continue
 		}
 		c.mu.Lock()
@@ -270,11 +272,11 @@ func (c *Cluster) Prune(ctx context.Context, previous, current []*unstructured.U
 		switch {
 		case live == nil:
 			c.mu.Unlock()
-			results = append(results, release.PruneResult{Object: r, Action: release.PruneGone, Reason: "not found"})
+			results = append(results, cluster.PruneResult{Object: r, Action: cluster.PruneGone, Reason: "not found"})
 			continue
-		case live.GetLabels()[release.LabelInstance] != opts.Release || live.GetLabels()[release.LabelManagedBy] != release.ManagedByVllmctl:
+		case live.GetLabels()[cluster.LabelInstance] != opts.Release || live.GetLabels()[storage.LabelManagedBy] != storage.ManagedByVllmctl:
 			c.mu.Unlock()
-			results = append(results, release.PruneResult{Object: r, Action: release.PruneKept, Reason: "not managed by release " + opts.Release})
+			results = append(results, cluster.PruneResult{Object: r, Action: cluster.PruneKept, Reason: "not managed by release " + opts.Release})
 			continue
 		}
 		if !opts.DryRun {
@@ -286,7 +288,7 @@ func (c *Cluster) Prune(ctx context.Context, previous, current []*unstructured.U
 				return results, err
 			}
 		}
-		results = append(results, release.PruneResult{Object: r, Action: release.PruneDeleted})
+		results = append(results, cluster.PruneResult{Object: r, Action: cluster.PruneDeleted})
 	}
 	return results, nil
 }
@@ -375,7 +377,7 @@ func (c *Cluster) reconcile(ctx context.Context, d *appsv1.Deployment, create bo
 			continue
 		}
 		owned = append(owned, rs)
-		rev, _ := strconv.ParseInt(rs.Annotations[release.RevisionAnnotation], 10, 64)
+		rev, _ := strconv.ParseInt(rs.Annotations[cluster.RevisionAnnotation], 10, 64)
 		maxRev = max(maxRev, rev)
 		if match == nil && sameTemplate(&rs.Spec.Template, &d.Spec.Template) {
 			match = rs
@@ -412,7 +414,7 @@ func (c *Cluster) reconcile(ctx context.Context, d *appsv1.Deployment, create bo
 				Name:            d.Name + "-" + hash,
 				Namespace:       d.Namespace,
 				Labels:          tmpl.Labels,
-				Annotations:     map[string]string{release.RevisionAnnotation: strconv.FormatInt(maxRev+1, 10)},
+				Annotations:     map[string]string{cluster.RevisionAnnotation: strconv.FormatInt(maxRev+1, 10)},
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))},
 				UID:             types.UID("uid-rs-" + d.Name + "-" + hash),
 			},
@@ -423,9 +425,9 @@ func (c *Cluster) reconcile(ctx context.Context, d *appsv1.Deployment, create bo
 			return err
 		}
 	} else {
-		rev, _ := strconv.ParseInt(match.Annotations[release.RevisionAnnotation], 10, 64)
+		rev, _ := strconv.ParseInt(match.Annotations[cluster.RevisionAnnotation], 10, 64)
 		if rev < maxRev {
-			match.Annotations[release.RevisionAnnotation] = strconv.FormatInt(maxRev+1, 10)
+			match.Annotations[cluster.RevisionAnnotation] = strconv.FormatInt(maxRev+1, 10)
 		}
 		match.Spec.Replicas = ptr.To(replicas)
 		match.Status = appsv1.ReplicaSetStatus{Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas}

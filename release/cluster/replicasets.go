@@ -1,0 +1,188 @@
+// The ReplicaSet carrying a Deployment's current pod template, once its
+// controller has observed the Deployment's latest generation.
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
+
+	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/release/storage"
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// RevisionAnnotation is the annotation in which the Deployment controller
+// numbers a Deployment's ReplicaSets.
+const RevisionAnnotation = deploymentutil.RevisionAnnotation
+
+// CurrentReplicaSets returns, for every Deployment among objs (in order),
+// the ReplicaSet carrying its current pod template; see
+// [CurrentReplicaSet]. Deployments without a namespace are looked up in
+// namespace.
+func CurrentReplicaSets(ctx context.Context, client kubernetes.Interface, objs []*unstructured.Unstructured, namespace string) ([]storage.ReplicaSetRef, error) {
+	return CurrentReplicaSetsFrom(ctx, client, objs, namespace, nil)
+}
+
+// CurrentReplicaSetsFrom is CurrentReplicaSets starting from the
+// Deployments as an apply just returned them (by object.Ref.String(); a
+// missing one is read), so that none is read again.
+func CurrentReplicaSetsFrom(ctx context.Context, client kubernetes.Interface, objs []*unstructured.Unstructured, namespace string,
+	applied map[string]*unstructured.Unstructured) ([]storage.ReplicaSetRef, error) {
+	var refs []storage.ReplicaSetRef
+	for _, obj := range objs {
+		ref := object.RefOf(obj)
+		if !ref.IsDeployment() {
+			continue
+		}
+		ns := ref.Namespace
+		if ns == "" {
+			ns = namespace
+		}
+		ref.Namespace = ns
+		var start *appsv1.Deployment
+		if u := applied[ref.String()]; u != nil {
+			d := &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err == nil {
+				start = d
+			}
+		}
+		rs, err := currentReplicaSet(ctx, client, ns, ref.Name, start)
+		if err != nil {
+			return refs, err
+		}
+		refs = append(refs, rs)
+	}
+	return refs, nil
+}
+
+// CurrentReplicaSet waits until the Deployment controller has observed the
+// Deployment's latest generation (status.observedGeneration >=
+// metadata.generation), watching the Deployment from the resourceVersion it
+// read, then returns the ReplicaSet the Deployment controls whose pod
+// template equals the Deployment's, ignoring the pod-template-hash label:
+// the controller's own rule for its "new" ReplicaSet. If several match, the
+// oldest wins, as in the controller.
+//
+// ctx bounds the wait. A paused Deployment, or one whose controller has not
+// created the ReplicaSet, is an error.
+func CurrentReplicaSet(ctx context.Context, client kubernetes.Interface, namespace, name string) (storage.ReplicaSetRef, error) {
+	return currentReplicaSet(ctx, client, namespace, name, nil)
+}
+
+// currentReplicaSet is CurrentReplicaSet from the Deployment start, when
+// known (else it is read).
+func currentReplicaSet(ctx context.Context, client kubernetes.Interface, namespace, name string, start *appsv1.Deployment) (storage.ReplicaSetRef, error) {
+	obj := "Deployment " + namespace + "/" + name
+	d, err := observedDeployment(ctx, client, namespace, name, start)
+	if err != nil {
+		return storage.ReplicaSetRef{}, err
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return storage.ReplicaSetRef{}, fmt.Errorf("%s: invalid selector: %w", obj, err)
+	}
+	list, err := client.AppsV1().ReplicaSets(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return storage.ReplicaSetRef{}, fmt.Errorf("%s: list ReplicaSets: %w", obj, err)
+	}
+	rs := NewReplicaSet(d, list.Items)
+	if rs == nil {
+		if d.Spec.Paused {
+			return storage.ReplicaSetRef{}, fmt.Errorf("%s is paused: its controller creates no ReplicaSet for the current pod template", obj)
+		}
+		return storage.ReplicaSetRef{}, fmt.Errorf("%s: no ReplicaSet it controls has its current pod template (generation %d)", obj, d.Generation)
+	}
+	ref := storage.ReplicaSetRef{
+		Deployment:      name,
+		Name:            rs.Name,
+		PodTemplateHash: rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey],
+	}
+	if v, ok := rs.Annotations[RevisionAnnotation]; ok {
+		rev, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return storage.ReplicaSetRef{}, fmt.Errorf("ReplicaSet %s/%s: annotation %s=%q: %w", namespace, rs.Name, RevisionAnnotation, v, err)
+		}
+		ref.Revision = rev
+	}
+	return ref, nil
+}
+
+// observed reports whether the Deployment controller has seen d's latest
+// spec.
+func observed(d *appsv1.Deployment) bool {
+	return d.Status.ObservedGeneration >= d.Generation
+}
+
+// observedDeployment returns the Deployment once its controller has
+// observed its latest generation, watching (not polling) until then.
+func observedDeployment(ctx context.Context, client kubernetes.Interface, namespace, name string, start *appsv1.Deployment) (*appsv1.Deployment, error) {
+	obj := "Deployment " + namespace + "/" + name
+	deps := client.AppsV1().Deployments(namespace)
+	d := start
+	if d == nil || d.ResourceVersion == "" {
+		var err error
+		if d, err = deps.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return nil, fmt.Errorf("get %s: %w", obj, err)
+		}
+	}
+	if observed(d) {
+		return d, nil
+	}
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.FieldSelector = selector
+		return deps.Watch(ctx, o)
+	}}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, d.ResourceVersion, lw)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", obj, err)
+	}
+	defer w.Stop()
+	generation := d.Generation
+	_, err = watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+		switch ev.Type {
+		case watch.Deleted:
+			return false, apierrors.NewNotFound(appsv1.Resource("deployments"), name)
+		case watch.Error:
+			return false, apierrors.FromObject(ev.Object)
+		}
+		got, ok := ev.Object.(*appsv1.Deployment)
+		if !ok || got.Name != name {
+			return false, nil
+		}
+		d, generation = got, got.Generation
+		return observed(got), nil
+	})
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			err = ctxErr
+		}
+		return nil, fmt.Errorf("%s: waiting for its controller to observe generation %d: %w", obj, generation, err)
+	}
+	return d, nil
+}
+
+// newReplicaSet returns the Deployment's new ReplicaSet among items, by the
+// Deployment controller's rule: see [wait.NewReplicaSet], the one copy of
+// it.
+func NewReplicaSet(d *appsv1.Deployment, items []appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	rss := make([]*appsv1.ReplicaSet, len(items))
+	for i := range items {
+		rss[i] = &items[i]
+	}
+	return wait.NewReplicaSet(d, rss)
+}

@@ -1,0 +1,332 @@
+package storage
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// Names, labels and the type of release record Secrets (contract: "Release
+// records").
+const (
+	// SecretType is the type of every release record Secret.
+	SecretType corev1.SecretType = "vllmctl.io/release.v1"
+	// SecretNamePrefix starts the name of every release record Secret.
+	SecretNamePrefix = "vllmctl.release.v1."
+	// DataKey is the Secret data key holding the gzip-compressed JSON record.
+	DataKey = "release"
+
+	LabelManagedBy   = "app.kubernetes.io/managed-by"
+	ManagedByVllmctl = "vllmctl"
+	LabelRelease     = "vllmctl.io/release"
+	LabelRevision    = "vllmctl.io/revision"
+	LabelStatus      = "vllmctl.io/status"
+
+	// MaxRecordBytes bounds the compressed record so that the Secret stays
+	// well below the API server's 1 MiB object limit.
+	MaxRecordBytes = 900 << 10
+	// MaxDecodedBytes bounds a record's decompressed JSON. A record within
+	// MaxRecordBytes that vllmctl wrote stays far below it; a Secret crafted
+	// to decompress to gigabytes fails to decode instead of exhausting memory.
+	MaxDecodedBytes = 64 << 20
+)
+
+// Status is the state of one release revision.
+type Status string
+
+// The statuses of the contract. The pending ones act as the release's lock.
+const (
+	StatusPendingInstall  Status = "pending-install"
+	StatusPendingUpgrade  Status = "pending-upgrade"
+	StatusPendingRollback Status = "pending-rollback"
+	StatusDeployed        Status = "deployed"
+	StatusSuperseded      Status = "superseded"
+	StatusFailed          Status = "failed"
+	StatusUninstalled     Status = "uninstalled"
+)
+
+// IsPending reports whether s is one of the pending statuses, which hold the
+// release's lock.
+func (s Status) IsPending() bool {
+	switch s {
+	case StatusPendingInstall, StatusPendingUpgrade, StatusPendingRollback:
+		return true
+	}
+	return false
+}
+
+// IsValid reports whether s is one of the contract's statuses.
+func (s Status) IsValid() bool {
+	switch s {
+	case StatusPendingInstall, StatusPendingUpgrade, StatusPendingRollback,
+		StatusDeployed, StatusSuperseded, StatusFailed, StatusUninstalled:
+		return true
+	}
+	return false
+}
+
+// String returns the status as written in records and labels.
+func (s Status) String() string { return string(s) }
+
+// Chart identifies the chart a revision was rendered from. Its JSON form
+// matches charts.ChartInfo.
+type Chart struct {
+	Name       string `json:"name"`
+	Version    string `json:"version"`
+	AppVersion string `json:"appVersion,omitempty"`
+}
+
+// String returns name-version, as the history and list tables show it.
+func (c Chart) String() string {
+	switch {
+	case c.Name == "":
+		return ""
+	case c.Version == "":
+		return c.Name
+	}
+	return c.Name + "-" + c.Version
+}
+
+// ReplicaSetRef names a ReplicaSet a revision's Deployment rolled out.
+type ReplicaSetRef struct {
+	Deployment      string `json:"deployment"`
+	Name            string `json:"name"`
+	PodTemplateHash string `json:"podTemplateHash"`
+	// Revision is the Deployment revision (deployment.kubernetes.io/revision).
+	Revision int64 `json:"revision"`
+}
+
+// Release is one revision of a release: what the data key of its record
+// Secret holds, gzip-compressed. Chart files are never stored.
+type Release struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Revision  int    `json:"revision"`
+	Status    Status `json:"status"`
+	// Description says what happened, e.g. "Upgrade complete".
+	Description string `json:"description,omitempty"`
+	// Holder identifies who wrote the revision (user@host pid N); while the
+	// revision is pending it names the lock holder.
+	Holder string `json:"holder,omitempty"`
+	// Lease and Renew are the lock's terms while the revision is pending,
+	// written by its holder: it rewrites the record every Renew, and
+	// another operation takes the lock over only once it has watched the
+	// record go unrenewed for Lease (never by comparing clocks).
+	Lease time.Duration `json:"lease,omitempty"`
+	Renew time.Duration `json:"renew,omitempty"`
+	Chart Chart         `json:"chart"`
+	// Values are the user-supplied values (files then --set), not the
+	// chart defaults.
+	Values map[string]any `json:"values,omitempty"`
+	// Manifest is the rendered manifest, one YAML stream.
+	Manifest string `json:"manifest,omitempty"`
+	// RollbackOf is the revision whose manifest a rollback restored.
+	RollbackOf int `json:"rollbackOf,omitempty"`
+	// ReplicaSets are the ReplicaSets this revision produced.
+	ReplicaSets []ReplicaSetRef `json:"replicaSets,omitempty"`
+	// CRDs are the CustomResourceDefinitions (crds/ of the chart) this
+	// revision created, by name; vllmctl never updates or deletes them.
+	CRDs []string `json:"crds,omitempty"`
+	// CRDManifest holds the CustomResourceDefinitions of the chart's crds/
+	// the revision was deployed with (one YAML stream; none with
+	// --skip-crds), so that a rollback to it creates the ones deleted
+	// since, as the deploy did (crds_rollback.go).
+	CRDManifest string `json:"crdManifest,omitempty"`
+	// Failure is the diagnosis when the revision failed.
+	Failure *wait.Diagnosis `json:"failure,omitempty"`
+	// Canary is what the revision's canary phase did (deploy --canary).
+	Canary *CanaryReport `json:"canary,omitempty"`
+	// Created is when the revision was first written (its pending record).
+	Created time.Time `json:"created"`
+	// Updated is when the revision was last written by its own operation
+	// (or marked failed by a lock takeover); being superseded does not
+	// change it. The age of a pending record (its lock) is measured from it.
+	Updated time.Time `json:"updated"`
+
+	// version is the store's optimistic-concurrency token (a Secret's
+	// resourceVersion) of the record this value was read from or written
+	// as; Update refuses to overwrite a record that changed since.
+	version string
+}
+
+// SecretName returns the name of the record Secret of a revision.
+func SecretName(name string, revision int) string {
+	return SecretNamePrefix + name + ".v" + strconv.Itoa(revision)
+}
+
+// Labels returns the labels of the record Secret of r.
+func Labels(r *Release) map[string]string {
+	return map[string]string{
+		LabelManagedBy: ManagedByVllmctl,
+		LabelRelease:   r.Name,
+		LabelRevision:  strconv.Itoa(r.Revision),
+		LabelStatus:    string(r.Status),
+	}
+}
+
+// ValidateName checks that name can name a release (it is used in label
+// values and in Secret and object names) by the one rule for release names,
+// Helm's, which charts.ValidateReleaseName applies too: a DNS-1123 label of
+// at most 53 characters. A name that breaks it is an *InvalidNameError
+// (exit code 2) naming it and the rule.
+func ValidateName(name string) error {
+	if problem := charts.ReleaseNameProblem(name); problem != "" {
+		return &InvalidNameError{Name: name, Reasons: []string{problem}}
+	}
+	return nil
+}
+
+// validate checks what a store needs before writing r.
+func (r *Release) validate() error {
+	if err := ValidateName(r.Name); err != nil {
+		return err
+	}
+	if r.Revision < 1 {
+		return fmt.Errorf("release %s: invalid revision %d (must be >= 1)", r.Name, r.Revision)
+	}
+	if !r.Status.IsValid() {
+		return fmt.Errorf("release %s revision %d: invalid status %q", r.Name, r.Revision, r.Status)
+	}
+	return nil
+}
+
+// Encode returns the gzip-compressed JSON form of r.
+func Encode(r *Release) ([]byte, error) {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.NewEncoder(zw).Encode(r); err != nil {
+		return nil, fmt.Errorf("encode release %s revision %d: %w", r.Name, r.Revision, err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	if buf.Len() > MaxRecordBytes {
+		return nil, fmt.Errorf("release %s revision %d: record is %d bytes compressed, more than the %d allowed",
+			r.Name, r.Revision, buf.Len(), MaxRecordBytes)
+	}
+	return buf.Bytes(), nil
+}
+
+// Decode parses what Encode produced.
+func Decode(data []byte) (*Release, error) {
+	return new(decoder).decode(data)
+}
+
+// decoder decodes records with one decompressor and one buffer, reused from
+// record to record: listing a namespace's releases then allocates gzip's
+// window and tables once, not once per record. It is safe for concurrent use.
+type decoder struct {
+	mu  sync.Mutex
+	zr  *gzip.Reader
+	buf bytes.Buffer
+}
+
+func (d *decoder) decode(data []byte) (*Release, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var err error
+	if d.zr == nil {
+		d.zr, err = gzip.NewReader(bytes.NewReader(data))
+	} else {
+		err = d.zr.Reset(bytes.NewReader(data))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decompress release record: %w", err)
+	}
+	d.buf.Reset()
+	n, err := d.buf.ReadFrom(io.LimitReader(d.zr, MaxDecodedBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("decompress release record: %w", err)
+	}
+	if n > MaxDecodedBytes {
+		return nil, fmt.Errorf("decompress release record: it decompresses to more than %d bytes", MaxDecodedBytes)
+	}
+	r := &Release{}
+	if err := json.Unmarshal(d.buf.Bytes(), r); err != nil {
+		return nil, fmt.Errorf("parse release record: %w", err)
+	}
+	return r, nil
+}
+
+// ToSecret returns the record Secret of r, in r's namespace.
+func ToSecret(r *Release) (*corev1.Secret, error) {
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	data, err := Encode(r)
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            SecretName(r.Name, r.Revision),
+			Namespace:       r.Namespace,
+			Labels:          Labels(r),
+			ResourceVersion: r.version,
+		},
+		Type: SecretType,
+		Data: map[string][]byte{DataKey: data},
+	}, nil
+}
+
+// FromSecret decodes the record a Secret holds. The namespace, name, revision
+// and status of the result come from the Secret's metadata, which is what
+// selectors see.
+func FromSecret(s *corev1.Secret) (*Release, error) {
+	e, err := entryFromSecret(s, new(decoder))
+	if err != nil {
+		return nil, err
+	}
+	return e.Release()
+}
+
+// entryFromSecret reads a record Secret's identity from its metadata,
+// leaving its body to decode on demand, by d (which the entries of one list
+// share).
+func entryFromSecret(s *corev1.Secret, d *decoder) (Entry, error) {
+	obj := s.Namespace + "/" + s.Name
+	if s.Type != SecretType {
+		return Entry{}, fmt.Errorf("Secret %s: type %q is not %q", obj, s.Type, SecretType)
+	}
+	name := s.Labels[LabelRelease]
+	rev, err := strconv.Atoi(s.Labels[LabelRevision])
+	if err != nil || name == "" || rev < 1 || !strings.HasPrefix(s.Name, SecretNamePrefix) {
+		return Entry{}, fmt.Errorf("Secret %s: not a release record (labels %s=%q, %s=%q)",
+			obj, LabelRelease, name, LabelRevision, s.Labels[LabelRevision])
+	}
+	status := Status(s.Labels[LabelStatus])
+	data := s.Data[DataKey]
+	version := s.ResourceVersion
+	ns := s.Namespace
+	return Entry{
+		Namespace: ns,
+		Name:      name,
+		Revision:  rev,
+		Status:    status,
+		decode: func() (*Release, error) {
+			r, err := d.decode(data)
+			if err != nil {
+				return nil, fmt.Errorf("Secret %s: %w", obj, err)
+			}
+			r.Namespace, r.Name, r.Revision, r.Status = ns, name, rev, status
+			r.version = version
+			return r, nil
+		},
+	}, nil
+}
