@@ -62,7 +62,7 @@ type Engine struct {
 	// called concurrently.
 	Progress func(ProgressEvent)
 	// Heartbeat is how often a waiting operation rewrites its pending
-	// record (0: a third of the lease; negative: never).
+	// record (0: a third of the lease).
 	Heartbeat time.Duration
 	// Redactor, when set, learns the values of every Secret an operation
 	// renders or reads from a record, so that whoever prints the
@@ -384,7 +384,7 @@ func (e *Engine) lockTerms(opts storage.LockOptions) storage.LockOptions {
 }
 
 // heartbeat is how often this engine rewrites its pending records:
-// Heartbeat, else a third of the lease (negative: never).
+// Heartbeat, else a third of the lease.
 func (e *Engine) heartbeat() time.Duration {
 	if e.Heartbeat != 0 {
 		return e.Heartbeat
@@ -401,14 +401,11 @@ func (e *Engine) heartbeat() time.Duration {
 // lost.
 func (e *Engine) startHeartbeat(ctx context.Context, rec *storage.Release, cancel context.CancelCauseFunc) *heartbeat {
 	hb := &heartbeat{stopCh: make(chan struct{}), done: make(chan struct{})}
-	interval := e.heartbeat()
-	if interval < 0 {
-		close(hb.done)
-		return hb
-	}
+	// The engine's clock ticks: a test's fake clock beats only when the
+	// test moves it.
+	t := e.clock().NewTicker(e.heartbeat())
 	go func() {
 		defer close(hb.done)
-		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
@@ -416,7 +413,7 @@ func (e *Engine) startHeartbeat(ctx context.Context, rec *storage.Release, cance
 				return
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 			rec.Updated = storage.Stamp(e.clock())
 			err := e.Store.Update(ctx, rec)

@@ -121,7 +121,7 @@ func fakeGPUNode() *corev1.Node {
 
 // Engine returns a release engine on c with store, waiter and clock.
 func (c *Cluster) Engine(store storage.Store, w wait.Waiter, clk clock.WithTicker) *release.Engine {
-	return &release.Engine{Store: store, Objects: c, Waiter: w, Client: c.Client, Clock: clk, Holder: "test@host pid 1", Heartbeat: -1}
+	return &release.Engine{Store: store, Objects: c, Waiter: w, Client: c.Client, Clock: clk, Holder: "test@host pid 1"}
 }
 
 // ref resolves obj's reference, defaulting the namespace of namespaced

@@ -62,7 +62,8 @@ func defaultDescription(op Operation, status Status) string {
 const DefaultLease = 2 * time.Minute
 
 // defaultObserve is how often an operation looks at a pending record it
-// watches for renewals.
+// watches for renewals (a tenth of a shorter lease; never past the
+// watch's end).
 const defaultObserve = time.Second
 
 // LockOptions tune Acquire.
@@ -82,9 +83,6 @@ type LockOptions struct {
 	// record for renewals before giving up (0: as long as that record's
 	// lease). It never decides staleness.
 	Timeout time.Duration
-	// Observe is how often a watched pending record is read again (0: one
-	// second).
-	Observe time.Duration
 	// Force takes any pending record over regardless of its age
 	// (--force-unlock).
 	Force bool
@@ -286,10 +284,7 @@ func watchLease(ctx context.Context, s Store, p *Release, clk clock.PassiveClock
 	if age := Stamp(clk).Sub(p.Updated); age <= lease {
 		return "", LockedBy(p, age, lease)
 	}
-	observe := opts.Observe
-	if observe <= 0 {
-		observe = min(defaultObserve, lease/10)
-	}
+	observe := min(defaultObserve, lease/10)
 	start, startReal := clk.Now(), time.Now()
 	for {
 		// This process's own clock (monotonic), or the injected one.
@@ -300,10 +295,14 @@ func watchLease(ctx context.Context, s Store, p *Release, clk clock.PassiveClock
 		if opts.Timeout > 0 && watched >= opts.Timeout {
 			return "", LockedBy(p, Stamp(clk).Sub(p.Updated), lease)
 		}
+		next := min(observe, lease-watched)
+		if opts.Timeout > 0 {
+			next = min(next, opts.Timeout-watched)
+		}
 		select {
 		case <-ctx.Done():
 			return "", ctx.Err()
-		case <-time.After(observe):
+		case <-time.After(next):
 		}
 		fresh, err := s.Get(ctx, p.Name, p.Revision)
 		var nf *NotFoundError

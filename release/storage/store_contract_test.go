@@ -407,7 +407,7 @@ func contractAcquireLocked(t *testing.T, b storeBackend) {
 	// off): it is watched, and a watch cut short by the waiter's timeout
 	// leaves it held.
 	clk.Step(24 * time.Hour)
-	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Clock: clk, Timeout: 50 * time.Millisecond, Observe: 10 * time.Millisecond})
+	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Clock: clk, Timeout: 50 * time.Millisecond})
 	require.ErrorAs(t, err, &locked)
 	assert.Equal(t, []Status{StatusDeployed, StatusPendingUpgrade}, recordStatuses(t, s, "chat"), "nothing changed")
 }
@@ -421,7 +421,7 @@ func contractAcquireRace(t *testing.T, b storeBackend) {
 	}{
 		{"fresh release", nil, LockOptions{}},
 		{"deployed release", []Status{StatusSuperseded, StatusDeployed}, LockOptions{}},
-		{"stale pending", []Status{StatusDeployed, StatusPendingUpgrade}, LockOptions{Observe: time.Millisecond}},
+		{"stale pending", []Status{StatusDeployed, StatusPendingUpgrade}, LockOptions{}},
 		{"forced", []Status{StatusDeployed, StatusPendingUpgrade}, LockOptions{Force: true}},
 	}
 	for _, tt := range tests {
@@ -515,13 +515,13 @@ func contractAcquireStale(t *testing.T, b storeBackend) {
 		}
 		assert.NoError(t, err)
 	}()
-	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-2", Clock: clk, Observe: 10 * time.Millisecond})
+	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-2", Clock: clk})
 	<-renewed
 	require.ErrorAs(t, err, &locked, "renewed while watched")
 
 	// Unrenewed for its whole lease, as watched: stale, taken over.
 	clk.Step(time.Hour)
-	r, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-2", Clock: clk, Observe: 10 * time.Millisecond})
+	r, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-2", Clock: clk})
 	require.NoError(t, err)
 	assert.Equal(t, 3, r.Revision)
 	assert.Equal(t, "ci-job-2", r.Holder)
@@ -581,7 +581,7 @@ func contractTakenOverHolder(t *testing.T, b storeBackend) {
 	slow, err := Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "slow", Clock: clk, Lease: 50 * time.Millisecond})
 	require.NoError(t, err)
 	clk.Step(time.Hour)
-	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "fast", Clock: clk, Observe: 10 * time.Millisecond})
+	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "fast", Clock: clk})
 	require.NoError(t, err)
 
 	err = MarkDeployed(ctx, s, slow, clk, "Install complete")
