@@ -38,9 +38,7 @@ func (c *crdCluster) deleteCRD(name string) {
 // withoutAdapter is opts without its LoraAdapter (a chart version whose
 // custom resource is gone, its crds/ kept).
 func withoutAdapter(opts release.DeployOptions) release.DeployOptions {
-	opts.Objects = slices.DeleteFunc(slices.Clone(opts.Objects), func(o *unstructured.Unstructured) bool { return o.GetKind() == "LoraAdapter" })
-	opts.Manifest = ""
-	return opts
+	return rebuilt(opts, slices.DeleteFunc(objectsOf(opts), func(o *unstructured.Unstructured) bool { return o.GetKind() == "LoraAdapter" }))
 }
 
 // adapterRevisions deploys revision 1 (crds/ and a LoraAdapter), then,

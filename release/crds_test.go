@@ -270,26 +270,18 @@ func loraAdapter(version string) *unstructured.Unstructured {
 // crdOptions are the deploy options of s plus a LoraAdapter and the CRD.
 func crdOptions(s spec, crds ...*unstructured.Unstructured) release.DeployOptions {
 	opts := s.options()
-	opts.Objects = append(opts.Objects, loraAdapter("v1"))
-	charts.SortObjects(opts.Objects)
-	manifest, err := charts.Manifest(opts.Objects)
-	if err != nil {
-		panic(err)
-	}
-	opts.Manifest = manifest
-	opts.CRDs = crds
-	return opts
+	objs := append(objectsOf(opts), loraAdapter("v1"))
+	charts.SortObjects(objs)
+	return withObjects(opts, objs, crds, s.image)
 }
 
 // lean keeps the ConfigMaps and LoraAdapters of opts (no Deployment: the
 // fake cluster's controller reports its status, which a redeploy never
 // finds up to date).
 func lean(opts release.DeployOptions) release.DeployOptions {
-	opts.Objects = slices.DeleteFunc(opts.Objects, func(o *unstructured.Unstructured) bool {
+	return rebuilt(opts, slices.DeleteFunc(objectsOf(opts), func(o *unstructured.Unstructured) bool {
 		return o.GetKind() != "ConfigMap" && o.GetKind() != "LoraAdapter"
-	})
-	opts.Manifest = ""
-	return opts
+	}))
 }
 
 // newCRDFixture is an engine fixture on a crdCluster.
@@ -382,7 +374,7 @@ func TestDeployRendersChartCRDs(t *testing.T) {
 	require.NoError(t, err)
 	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), release.DeployOptions{
 		Name:    engRelease,
-		Render:  &release.RenderInput{Chart: ch, Options: charts.RenderOptions{Namespace: engNS}},
+		Render:  release.RenderInput{Chart: ch, Options: charts.RenderOptions{Namespace: engNS}},
 		Timeout: time.Minute,
 	})
 	require.NoError(t, err)
@@ -649,9 +641,9 @@ func TestDeployInvalidCRDs(t *testing.T) {
 		want    string
 	}{
 		{name: "v1beta1", crd: edit(func(o *unstructured.Unstructured) { o.SetAPIVersion("apiextensions.k8s.io/v1beta1") }),
-			version: "v1", want: "apiVersion apiextensions.k8s.io/v1beta1 is not served by Kubernetes since 1.22"},
+			version: "v1", want: "apiextensions.k8s.io/v1beta1 CustomResourceDefinition " + loraCRD + " is not a CustomResourceDefinition of apiextensions.k8s.io/v1"},
 		{name: "not a CRD", crd: edit(func(o *unstructured.Unstructured) { o.SetAPIVersion("v1"); o.SetKind("ConfigMap") }),
-			version: "v1", want: "crds/ holds CustomResourceDefinitions only"},
+			version: "v1", want: "v1 ConfigMap " + loraCRD + " is not a CustomResourceDefinition of apiextensions.k8s.io/v1 (crds/ holds only CRDs"},
 		{name: "name not plural.group", crd: edit(func(o *unstructured.Unstructured) { o.SetName("adapters.demo.vllmctl.io") }),
 			version: "v1", want: `its name must be <spec.names.plural>.<spec.group>, "loraadapters.demo.vllmctl.io"`},
 		{name: "no group", crd: edit(func(o *unstructured.Unstructured) { unstructured.RemoveNestedField(o.Object, "spec", "group") }),
@@ -667,12 +659,13 @@ func TestDeployInvalidCRDs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, c := newCRDFixture(t)
 			opts := crdOptions(baseSpec(), tc.crd)
-			for i, o := range opts.Objects {
+			objs := objectsOf(opts)
+			for i, o := range objs {
 				if o.GetKind() == "LoraAdapter" {
-					opts.Objects[i] = loraAdapter(tc.version)
+					objs[i] = loraAdapter(tc.version)
 				}
 			}
-			opts.Manifest = ""
+			opts = rebuilt(opts, objs)
 			_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
 			require.Error(t, err)
 			assert.Equal(t, 2, exitCode(err), "%v", err)

@@ -9,7 +9,6 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vllmctl/vllmctl/charts"
@@ -23,26 +22,12 @@ import (
 type DeployOptions struct {
 	// Name is the release name.
 	Name string
-	// Render, when set, is the chart the deploy renders: the Deployer
-	// renders it for the revision it writes (.Release.Revision and
+	// Render is the chart the deploy renders and its render options: the
+	// Deployer renders it for the revision it writes (.Release.Revision and
 	// .Release.IsUpgrade taken under the lock, .Capabilities.KubeVersion
-	// the server's), and Chart, Values, Objects and Manifest are taken from
-	// the render. When nil, the deploy applies the pre-rendered Objects or
-	// Manifest.
-	Render *RenderInput
-	// Chart identifies the chart the objects were rendered from.
-	Chart storage.Chart
-	// Values are the user-supplied values (stored in the record).
-	Values map[string]any
-	// Objects are the rendered objects, in apply order. When nil they are
-	// parsed from Manifest.
-	Objects []*unstructured.Unstructured
-	// Manifest is the rendered manifest (stored in the record). When empty
-	// it is generated from Objects.
-	Manifest string
-	// CRDs are the CustomResourceDefinitions of the chart's crds/ when
-	// Render is nil (with Render: the render's). See crds.go.
-	CRDs []*unstructured.Unstructured
+	// the server's); the record's chart, values and manifest and the
+	// chart's crds/ come from the render.
+	Render RenderInput
 	// SkipCRDs leaves the chart's crds/ alone (--skip-crds): no CRD is
 	// read or created.
 	SkipCRDs bool
@@ -195,7 +180,7 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 		}
 		opts.Canary = &cc
 	}
-	if err := validateRender(ctx, opts.Name, opts.Render); err != nil {
+	if err := validateRender(ctx, opts.Name, &opts.Render); err != nil {
 		return nil, err
 	}
 	entries, err := d.Store.List(ctx, opts.Name)

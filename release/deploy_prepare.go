@@ -72,23 +72,20 @@ type deployPlan struct {
 	// left out because it is disabled and not vendored).
 	renderWarnings []string
 
-	// crdObjs are the chart's crds/ (or DeployOptions.CRDs) and crds what
+	// crdObjs are the chart's crds/ and crds what
 	// the deploy does with them (nil: nothing; see crds.go).
 	crdObjs []*unstructured.Unstructured
 	crds    *crdPlan
 }
 
-// prepare renders the chart (when the deploy has one) for plan and
-// prepares the objects.
+// prepare renders the chart for plan and prepares the objects.
 func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan storage.Plan) (*deployPlan, error) {
 	p := &deployPlan{opts: opts}
-	if opts.Render != nil {
-		kv, err := ServerKubeVersion(d.Client.Discovery())
-		if err != nil {
-			return nil, fmt.Errorf("release %s: %w", opts.Name, err)
-		}
-		p.kubeVersion = kv
+	kv, err := ServerKubeVersion(d.Client.Discovery())
+	if err != nil {
+		return nil, fmt.Errorf("release %s: %w", opts.Name, err)
 	}
+	p.kubeVersion = kv
 	if err := p.build(ctx, plan); err != nil {
 		return nil, err
 	}
@@ -99,29 +96,24 @@ func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan storage
 	return p, nil
 }
 
-// build renders (or parses) the objects for plan and applies the strategy
+// build renders the objects for plan and applies the strategy
 // overrides: the flags', then the preflight's.
 func (p *deployPlan) build(ctx context.Context, plan storage.Plan) error {
 	opts := p.opts
 	p.plan = plan
-	objs, manifest := opts.Objects, opts.Manifest
-	p.chart, p.values = opts.Chart, opts.Values
-	p.crdObjs = opts.CRDs
-	if in := opts.Render; in != nil {
-		ro := in.Options
-		ro.ReleaseName = opts.Name
-		ro.Revision, ro.IsUpgrade, ro.KubeVersion = plan.Revision, plan.Upgrade, p.kubeVersion
-		r, err := charts.RenderContext(ctx, in.Chart, ro)
-		if err != nil {
-			return err
-		}
-		objs, manifest = r.Objects, r.Manifest
-		p.renderWarnings = r.Warnings
-		p.crdObjs = r.CRDs
-		p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion}
-		p.values = r.UserValues
+	in := opts.Render
+	ro := in.Options
+	ro.ReleaseName = opts.Name
+	ro.Revision, ro.IsUpgrade, ro.KubeVersion = plan.Revision, plan.Upgrade, p.kubeVersion
+	r, err := charts.RenderContext(ctx, in.Chart, ro)
+	if err != nil {
+		return err
 	}
-	objs, manifest, err := prepareObjects(opts.Name, objs, manifest, opts.MaxSurge, opts.MaxUnavailable)
+	p.renderWarnings = r.Warnings
+	p.crdObjs = r.CRDs
+	p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion}
+	p.values = r.UserValues
+	objs, manifest, err := prepareObjects(opts.Name, r.Objects, r.Manifest, opts.MaxSurge, opts.MaxUnavailable)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func (s *racingStore) List(ctx context.Context, name string) ([]storage.Entry, e
 func raceOptions(revision bool, greeting string) release.DeployOptions {
 	return release.DeployOptions{
 		Name: engRelease,
-		Render: &release.RenderInput{Chart: raceChart(revision), Options: charts.RenderOptions{
+		Render: release.RenderInput{Chart: raceChart(revision), Options: charts.RenderOptions{
 			Namespace: engNS, Set: []string{"greeting=" + greeting},
 		}},
 		HistoryMax: 10,

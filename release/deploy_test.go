@@ -105,8 +105,8 @@ func TestDeployRefusesBadInputBeforeLocking(t *testing.T) {
 		{name: "invalid release name", mutate: func(o *release.DeployOptions, _ *release.Deployer) { o.Name = "Chat_1" },
 			want: `invalid release name "Chat_1"`},
 		{name: "bad manifest", mutate: func(o *release.DeployOptions, _ *release.Deployer) {
-			o.Objects, o.Manifest = nil, "kind: [\n"
-		}, want: "invalid manifest"},
+			o.Render.Chart.Templates[0].Data = []byte("kind: [\n")
+		}, want: "templates/objects.yaml"},
 		{name: "preflight refuses", mutate: func(o *release.DeployOptions, _ *release.Deployer) {
 			s := baseSpec()
 			s.gpus = 16 // the fake cluster's only node has 8
@@ -432,8 +432,8 @@ func TestDeployStrategyOverride(t *testing.T) {
 	m := f.record(t, res.Revision).Manifest
 	assert.Contains(t, m, "maxSurge: 0")
 	assert.Contains(t, m, "maxUnavailable: 25%")
-	_, found, _ := unstructured.NestedFieldNoCopy(opts.Objects[2].Object, "spec", "strategy")
-	assert.False(t, found, "the caller's objects are not modified")
+	_, found, _ := unstructured.NestedFieldNoCopy(objectsOf(opts)[2].Object, "spec", "strategy")
+	assert.False(t, found, "the caller's chart is not modified")
 }
 
 // TestDeployPreflightMayReplaceTheObjects: when the surge pod cannot fit,
@@ -445,9 +445,9 @@ func TestDeployPreflightMayReplaceTheObjects(t *testing.T) {
 	s.gpus = 4
 	twoReplicas := func(s spec) release.DeployOptions {
 		opts := s.options()
-		require.NoError(t, unstructured.SetNestedField(opts.Objects[2].Object, int64(2), "spec", "replicas"))
-		opts.Manifest = ""
-		return opts
+		objs := objectsOf(opts)
+		require.NoError(t, unstructured.SetNestedField(objs[2].Object, int64(2), "spec", "replicas"))
+		return rebuilt(opts, objs)
 	}
 	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), twoReplicas(s))
 	require.NoError(t, err)

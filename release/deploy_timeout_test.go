@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -21,7 +20,8 @@ import (
 // and a readiness probe with initialDelay seconds of initial delay.
 func withStartupProbe(t *testing.T, opts release.DeployOptions, failureThreshold, initialDelay int64) release.DeployOptions {
 	t.Helper()
-	for _, o := range opts.Objects {
+	objs := objectsOf(opts)
+	for _, o := range objs {
 		if o.GetKind() != "Deployment" {
 			continue
 		}
@@ -39,10 +39,7 @@ func withStartupProbe(t *testing.T, opts release.DeployOptions, failureThreshold
 		}
 		require.NoError(t, unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"))
 	}
-	manifest, err := charts.Manifest(opts.Objects)
-	require.NoError(t, err)
-	opts.Manifest = manifest
-	return opts
+	return rebuilt(opts, objs)
 }
 
 // waitTimeouts records the timeout of every wait the fake waiter runs.
@@ -230,6 +227,6 @@ func TestStartupTimeout(t *testing.T) {
 		if tc.failureThreshold > 0 {
 			opts = withStartupProbe(t, opts, tc.failureThreshold, tc.readinessDelay)
 		}
-		assert.Equal(t, tc.want, release.StartupTimeout(opts.Objects), "failureThreshold %d, readiness delay %ds", tc.failureThreshold, tc.readinessDelay)
+		assert.Equal(t, tc.want, release.StartupTimeout(objectsOf(opts)), "failureThreshold %d, readiness delay %ds", tc.failureThreshold, tc.readinessDelay)
 	}
 }

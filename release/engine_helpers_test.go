@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
@@ -147,20 +150,63 @@ func (s spec) objects() []*unstructured.Unstructured {
 }
 
 func (s spec) options() release.DeployOptions {
-	objs := s.objects()
+	return withObjects(release.DeployOptions{
+		Name:       engRelease,
+		Render:     release.RenderInput{Options: charts.RenderOptions{Namespace: engNS, SetString: []string{"image=" + s.image}}},
+		Timeout:    time.Minute,
+		HistoryMax: 10,
+	}, s.objects(), nil, s.image)
+}
+
+// withObjects is opts deploying a fixture chart (name test, version
+// 0.1.0, appVersion app) whose one template is objs, verbatim, and whose
+// crds/ are crds.
+func withObjects(opts release.DeployOptions, objs, crds []*unstructured.Unstructured, app string) release.DeployOptions {
 	manifest, err := charts.Manifest(objs)
 	if err != nil {
 		panic(err)
 	}
-	return release.DeployOptions{
-		Name:       engRelease,
-		Chart:      storage.Chart{Name: "test", Version: "0.1.0", AppVersion: s.image},
-		Values:     map[string]any{"image": s.image},
-		Objects:    objs,
-		Manifest:   manifest,
-		Timeout:    time.Minute,
-		HistoryMax: 10,
+	ch := &chart.Chart{
+		Metadata:  &chart.Metadata{APIVersion: "v2", Name: "test", Version: "0.1.0", AppVersion: app},
+		Templates: []*common.File{{Name: "templates/objects.yaml", Data: []byte(manifest)}},
 	}
+	for _, crd := range crds {
+		data, err := yaml.Marshal(crd.Object)
+		if err != nil {
+			panic(err)
+		}
+		ch.Files = append(ch.Files, &common.File{Name: "crds/" + crd.GetName() + ".yaml", Data: data})
+	}
+	opts.Render.Chart = ch
+	return opts
+}
+
+// objectsOf returns (fresh copies of) the objects of opts' fixture chart.
+func objectsOf(opts release.DeployOptions) []*unstructured.Unstructured {
+	objs, err := cluster.ParseManifest(string(opts.Render.Chart.Templates[0].Data))
+	if err != nil {
+		panic(err)
+	}
+	return objs
+}
+
+// crdsOf returns the crds/ of opts' fixture chart.
+func crdsOf(opts release.DeployOptions) []*unstructured.Unstructured {
+	var crds []*unstructured.Unstructured
+	for _, f := range opts.Render.Chart.Files {
+		var m map[string]any
+		if err := yaml.Unmarshal(f.Data, &m); err != nil {
+			panic(err)
+		}
+		crds = append(crds, &unstructured.Unstructured{Object: m})
+	}
+	return crds
+}
+
+// rebuilt is opts deploying objs instead of its fixture chart's objects
+// (its crds/ and appVersion kept).
+func rebuilt(opts release.DeployOptions, objs []*unstructured.Unstructured) release.DeployOptions {
+	return withObjects(opts, objs, crdsOf(opts), opts.Render.Chart.Metadata.AppVersion)
 }
 
 // deploy deploys s and requires success.

@@ -154,7 +154,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 	o.lock.apply(engine)
 	res, err := release.NewDeployer(engine).Deploy(ctx, release.DeployOptions{
 		Name:              o.opts.ReleaseName,
-		Render:            &release.RenderInput{Chart: o.chart, Options: o.opts},
+		Render:            release.RenderInput{Chart: o.chart, Options: o.opts},
 		Timeout:           o.timeout.givenTimeout(),
 		HistoryMax:        o.history.max,
 		DryRun:            o.dryRun,
