@@ -211,6 +211,30 @@ func (p *preflighter) scaleUp(ec *evalContext) bool {
 // the strategy, then the rollout needs the surge pods on top (or replaces
 // old pods in the room left).
 func (p *preflighter) rolling(ctx context.Context, ec *evalContext) error {
+	if p.rollAsConfigured(ec) {
+		return nil
+	}
+	// Not even one new pod can start. Would removing every old pod help?
+	e := ec.d.entry
+	all := int64(len(ec.old))
+	if final := p.step(ec, StepReplace, max(all, 1), all); !final.progress() {
+		e.Checks = append(e.Checks, final.checks...)
+		p.conclude(e, VerdictImpossible, "a new pod does not fit even with every old pod gone")
+		return nil
+	}
+	e.Verdict = VerdictSurgeBlocked
+	reason := blockedReason(e.Checks)
+	if p.keepBlockedStrategy(e, reason) {
+		return nil
+	}
+	return p.replaceInPlace(ctx, ec, reason)
+}
+
+// rollAsConfigured tries the strategy as configured: the added pods of a
+// replica increase, then the surge pods, then replacing up to
+// maxUnavailable old pods at a time. It reports whether that settled the
+// verdict.
+func (p *preflighter) rollAsConfigured(ec *evalContext) bool {
 	e, s := ec.d.entry, ec.d.strategy
 	added := int64(ec.d.added)
 	if added > 0 {
@@ -219,7 +243,7 @@ func (p *preflighter) rolling(ctx context.Context, ec *evalContext) error {
 		probe := p.step(ec, StepScaleUp, added, 0)
 		if !probe.full() {
 			p.scaleUp(ec)
-			return nil
+			return true
 		}
 	}
 	if s.Surge > 0 {
@@ -232,11 +256,11 @@ func (p *preflighter) rolling(ctx context.Context, ec *evalContext) error {
 				e.Message = fmt.Sprintf("%d of %d surge pods fit now; the others wait for old pods to go", fit-added, s.Surge)
 			}
 			p.reserve(ec, fit)
-			return nil
+			return true
 		}
 	}
 	if added > 0 && !p.scaleUp(ec) {
-		return nil
+		return true
 	}
 	if s.Unavailable > 0 {
 		r := p.step(ec, StepReplace, int64(s.Unavailable), int64(s.Unavailable))
@@ -246,35 +270,40 @@ func (p *preflighter) rolling(ctx context.Context, ec *evalContext) error {
 			if s.Surge > 0 {
 				e.Message = fmt.Sprintf("surge pods do not fit; the rollout proceeds by replacing up to %d old pods at a time (maxUnavailable)", s.Unavailable)
 			}
-			return nil
+			return true
 		}
 		if s.Surge == 0 {
 			e.Checks = append(e.Checks, r.checks...)
 		}
 	}
-	// Not even one new pod can start. Would removing every old pod help?
-	all := int64(len(ec.old))
-	if final := p.step(ec, StepReplace, max(all, 1), all); !final.progress() {
-		e.Checks = append(e.Checks, final.checks...)
-		p.conclude(e, VerdictImpossible, "a new pod does not fit even with every old pod gone")
-		return nil
-	}
-	e.Verdict = VerdictSurgeBlocked
-	reason := blockedReason(e.Checks)
+	return false
+}
+
+// keepBlockedStrategy concludes on a blocked surge when the surge policy
+// may not change the strategy (policy off or strict, values the user
+// set, a single replica), and reports whether it did.
+func (p *preflighter) keepBlockedStrategy(e *DeploymentPreflight, reason string) bool {
 	switch {
 	case p.policy == SurgePolicyOff:
 		e.Message = "surge blocked (" + reason + "); surge policy off: applying anyway, the rollout will stall"
-		return nil
 	case p.policy == SurgePolicyStrict:
 		p.conclude(e, VerdictSurgeBlocked, "surge blocked ("+reason+"); surge policy strict never changes the strategy: free capacity, or pass --max-surge 0 --max-unavailable 1 to replace pods one at a time")
-		return nil
 	case e.Overridden:
 		p.conclude(e, VerdictSurgeBlocked, "surge blocked ("+reason+") with the --max-surge/--max-unavailable given; the surge policy does not change values the user set")
-		return nil
 	case e.Replicas <= 1:
 		p.conclude(e, VerdictSurgeBlocked, "surge blocked ("+reason+"); with 1 replica, maxUnavailable 1 takes the service down, which surge policy auto does not do: pass --max-surge 0 --max-unavailable 1 to accept that, or free capacity")
-		return nil
+	default:
+		return false
 	}
+	return true
+}
+
+// replaceInPlace applies surge policy auto to a blocked surge: the
+// strategy becomes maxSurge 0 with the smallest maxUnavailable that lets
+// a new pod start, within what the PDBs allow and keeping one replica
+// serving; it concludes SurgeBlocked when there is none.
+func (p *preflighter) replaceInPlace(ctx context.Context, ec *evalContext, reason string) error {
+	e, s := ec.d.entry, ec.d.strategy
 	pdbs, err := p.pdbsIn(ctx, e.Namespace)
 	if err != nil {
 		return err
