@@ -21,6 +21,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/engine"
 	"helm.sh/helm/v4/pkg/strvals"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
@@ -75,6 +76,58 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 	if ch == nil || ch.Metadata == nil {
 		return nil, errors.New("render: no chart")
 	}
+	caps, err := checkRenderInput(ch, opts)
+	if err != nil {
+		return nil, err
+	}
+	user, err := UserValues(opts)
+	if err != nil {
+		return nil, err
+	}
+
+	// Helm's order (pkg/action/install.go): dependencies first, on a copy
+	// (the caller's chart may be rendered again), then the CRDs of what
+	// remains, then the values, validated against every schema.
+	work, crds, warnings, err := prepareChart(ch, user, opts.ChartDir)
+	if err != nil {
+		return nil, err
+	}
+	top, err := renderValues(work, user, opts, caps)
+	if err != nil {
+		return nil, err
+	}
+	files, err := renderTemplates(ctx, work, top)
+	if err != nil {
+		return nil, err
+	}
+	notes := takeNotes(files, ch.Name())
+	objs, sources, manifest, err := releaseObjects(files, opts.ReleaseName)
+	if err != nil {
+		return nil, err
+	}
+
+	values, _ := top["Values"].(common.Values)
+	return &Rendered{
+		Chart: ChartInfo{
+			Name:       ch.Metadata.Name,
+			Version:    ch.Metadata.Version,
+			AppVersion: ch.Metadata.AppVersion,
+		},
+		UserValues: user,
+		Values:     values.AsMap(),
+		Objects:    objs,
+		Sources:    sources,
+		Manifest:   manifest,
+		Notes:      notes,
+		CRDs:       crds,
+		Warnings:   warnings,
+	}, nil
+}
+
+// checkRenderInput checks the release name, the chart and the chart's
+// kubeVersion constraint (unless opts.SkipKubeVersionCheck), and returns
+// the .Capabilities to render with.
+func checkRenderInput(ch *chart.Chart, opts RenderOptions) (*common.Capabilities, error) {
 	if err := ValidateReleaseName(opts.ReleaseName); err != nil {
 		return nil, err
 	}
@@ -90,29 +143,32 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 			return nil, err
 		}
 	}
+	return caps, nil
+}
 
-	user, err := UserValues(opts)
-	if err != nil {
-		return nil, err
-	}
-
-	// Helm's order (pkg/action/install.go): dependencies first, on a copy
-	// (the caller's chart may be rendered again), then the CRDs of what
-	// remains, then the values, validated against every schema.
+// prepareChart processes the dependencies of ch on a copy, which it
+// returns with the CRDs of that copy and the warnings about left-out
+// dependencies and CRDs.
+func prepareChart(ch *chart.Chart, user map[string]any, chartDir string) (*chart.Chart, []*unstructured.Unstructured, []string, error) {
 	work, states, err := processDependencies(ch, user)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	warnings, err := missingDependencies(states, ch.Name(), opts.ChartDir)
+	warnings, err := missingDependencies(states, ch.Name(), chartDir)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	crds, crdWarnings, err := parseCRDs(work)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	warnings = append(warnings, crdWarnings...)
+	return work, crds, append(warnings, crdWarnings...), nil
+}
 
+// renderValues coalesces user with the values of work, validates them
+// against every schema, and returns the top-level render values (.Values,
+// .Release, .Capabilities, ...).
+func renderValues(work *chart.Chart, user map[string]any, opts RenderOptions, caps *common.Capabilities) (common.Values, error) {
 	coalesced, err := util.CoalesceValues(work, user)
 	if err != nil {
 		return nil, &InputError{Source: "values", Msg: err.Error(), Err: err}
@@ -137,7 +193,12 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 	if err != nil {
 		return nil, &InputError{Source: "values", Msg: err.Error(), Err: err}
 	}
+	return top, nil
+}
 
+// renderTemplates runs the template engine over work, without a client.
+// A cancelled ctx is returned as ctx's error, not as a template error.
+func renderTemplates(ctx context.Context, work *chart.Chart, top common.Values) (map[string]string, error) {
 	var e engine.Engine // no client: lookup returns an empty map, DNS off
 	files, err := e.RenderWithContext(ctx, work, top)
 	if err != nil {
@@ -146,20 +207,31 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 		}
 		return nil, templateError(err)
 	}
+	return files, nil
+}
 
-	notes := files[path.Join(ch.Name(), "templates", notesFile)]
+// takeNotes returns the rendered NOTES.txt of the chart named chartName
+// and deletes every NOTES.txt (the chart's and its subcharts') from files.
+func takeNotes(files map[string]string, chartName string) string {
+	notes := files[path.Join(chartName, "templates", notesFile)]
 	for name := range files {
 		if strings.HasSuffix(name, notesFile) {
 			delete(files, name)
 		}
 	}
+	return notes
+}
 
+// releaseObjects parses the rendered files into objects, checks their
+// numbers, labels them as managed by vllmctl for release, sorts them, and
+// returns them with their source templates and their manifest.
+func releaseObjects(files map[string]string, release string) ([]*unstructured.Unstructured, map[string]string, string, error) {
 	objs, sources, err := parseRendered(files)
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	if err := CheckNumbers(objs); err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	for _, o := range objs {
 		labels := o.GetLabels()
@@ -167,31 +239,15 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 			labels = map[string]string{}
 		}
 		labels[LabelManagedBy] = ManagedByVllmctl
-		labels[LabelInstance] = opts.ReleaseName
+		labels[LabelInstance] = release
 		o.SetLabels(labels)
 	}
 	SortObjects(objs)
 	manifest, err := Manifest(objs)
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
-
-	values, _ := top["Values"].(common.Values)
-	return &Rendered{
-		Chart: ChartInfo{
-			Name:       ch.Metadata.Name,
-			Version:    ch.Metadata.Version,
-			AppVersion: ch.Metadata.AppVersion,
-		},
-		UserValues: user,
-		Values:     values.AsMap(),
-		Objects:    objs,
-		Sources:    sources,
-		Manifest:   manifest,
-		Notes:      notes,
-		CRDs:       crds,
-		Warnings:   warnings,
-	}, nil
+	return objs, sources, manifest, nil
 }
 
 // ValidateReleaseName checks that name can name a release, by the one rule

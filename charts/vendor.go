@@ -172,62 +172,95 @@ func vendorLocal(dir string, reqs []*chart.Dependency, progress io.Writer) error
 		return err
 	}
 	fmt.Fprintf(progress, "Saving %d charts\n", len(reqs))
-	local := map[string]bool{}
-	saved := map[string]bool{}
-	var order []string // archive names, in the order of the dependencies
+	packed, err := packDependencies(dir, tmp, reqs, epoch, progress)
+	if err != nil {
+		return err
+	}
+	// All packed: only now is charts/ changed.
+	for _, name := range packed.order {
+		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dest, name)); err != nil {
+			return fmt.Errorf("move %s into %s: %w", name, dest, err)
+		}
+		fmt.Fprintf(progress, "Saved %s\n", filepath.Join(dest, name))
+	}
+	return deleteOutdated(dir, packed, progress)
+}
+
+// packedDeps is what packDependencies did.
+type packedDeps struct {
+	local map[string]bool // names of the dependencies without repository
+	saved map[string]bool // archive names packed
+	order []string        // archive names, in the order of the dependencies
+}
+
+// packDependencies packs each file:// dependency of reqs into tmp, and
+// checks that each dependency without repository, already in charts/,
+// satisfies its version constraint.
+func packDependencies(dir, tmp string, reqs []*chart.Dependency, epoch *time.Time, progress io.Writer) (packedDeps, error) {
+	packed := packedDeps{local: map[string]bool{}, saved: map[string]bool{}}
 	for _, d := range reqs {
 		if d.Repository == "" {
-			local[d.Name] = true
-			sub, err := loader.LoadDir(filepath.Join(dest, d.Name))
-			if err != nil {
-				return &InputError{Source: "chart", File: filepath.Join(dest, d.Name), Msg: err.Error(), Err: err}
-			}
-			if !chartutil.IsCompatibleRange(d.Version, sub.Metadata.Version) {
-				return &InputError{Source: "chart", File: dir, Msg: fmt.Sprintf(
-					"dependency %s at version %s does not satisfy the constraint %s", d.Name, sub.Metadata.Version, d.Version)}
+			packed.local[d.Name] = true
+			if err := checkUnmanaged(dir, d); err != nil {
+				return packedDeps{}, err
 			}
 			continue
 		}
 		src, err := localPath(d.Repository, dir)
 		if err != nil {
-			return err
+			return packedDeps{}, err
 		}
 		sub, err := loader.LoadDir(src)
 		if err != nil {
-			return &InputError{Source: "chart", File: src, Msg: err.Error(), Err: err}
+			return packedDeps{}, &InputError{Source: "chart", File: src, Msg: err.Error(), Err: err}
 		}
 		if epoch != nil {
 			sub.StampModTimes(*epoch)
 		}
 		file, err := chartutil.Save(sub, tmp)
 		if err != nil {
-			return fmt.Errorf("pack dependency %s from %s: %w", d.Name, src, err)
+			return packedDeps{}, fmt.Errorf("pack dependency %s from %s: %w", d.Name, src, err)
 		}
-		if name := filepath.Base(file); !saved[name] { // the same chart twice (aliases): one archive
-			saved[name] = true
-			order = append(order, name)
+		if name := filepath.Base(file); !packed.saved[name] { // the same chart twice (aliases): one archive
+			packed.saved[name] = true
+			packed.order = append(packed.order, name)
 		}
 		fmt.Fprintf(progress, "Packed %s %s from %s\n", d.Name, sub.Metadata.Version, d.Repository)
 	}
-	// All packed: only now is charts/ changed.
-	for _, name := range order {
-		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dest, name)); err != nil {
-			return fmt.Errorf("move %s into %s: %w", name, dest, err)
-		}
-		fmt.Fprintf(progress, "Saved %s\n", filepath.Join(dest, name))
-	}
+	return packed, nil
+}
 
+// checkUnmanaged checks that the dependency d without repository, which
+// must already be a directory of charts/, satisfies its version
+// constraint.
+func checkUnmanaged(dir string, d *chart.Dependency) error {
+	p := filepath.Join(dir, "charts", d.Name)
+	sub, err := loader.LoadDir(p)
+	if err != nil {
+		return &InputError{Source: "chart", File: p, Msg: err.Error(), Err: err}
+	}
+	if !chartutil.IsCompatibleRange(d.Version, sub.Metadata.Version) {
+		return &InputError{Source: "chart", File: dir, Msg: fmt.Sprintf(
+			"dependency %s at version %s does not satisfy the constraint %s", d.Name, sub.Metadata.Version, d.Version)}
+	}
+	return nil
+}
+
+// deleteOutdated deletes the chart archives of dir/charts that were not
+// packed, except those of dependencies without repository.
+func deleteOutdated(dir string, packed packedDeps, progress io.Writer) error {
+	dest := filepath.Join(dir, "charts")
 	entries, err := os.ReadDir(dest)
 	if err != nil {
 		return fmt.Errorf("chart %s: %w", dir, err)
 	}
 	for _, e := range entries {
-		if e.IsDir() || saved[e.Name()] {
+		if e.IsDir() || packed.saved[e.Name()] {
 			continue
 		}
 		p := filepath.Join(dest, e.Name())
 		old, err := loader.LoadFile(p)
-		if err != nil || local[old.Name()] {
+		if err != nil || packed.local[old.Name()] {
 			continue // not a chart, or a dependency without repository
 		}
 		if err := os.Remove(p); err != nil {

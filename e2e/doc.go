@@ -3,4 +3,11 @@
 // kube-scheduler, with kwok simulating nodes and pods). They are built only
 // with the e2e build tag and need VLLMCTL_E2E_KUBECONFIG (make e2e sets it
 // after `make cluster`).
+//
+// The tests share the cluster. The top-level tests run one after the
+// other (some run their cases as parallel subtests); the faults that
+// disturb the whole cluster (stopping etcd, restarting the kube-apiserver)
+// run last and alone, as subtests of TestDestructiveFaults, whatever the
+// file names (see destructive_test.go). order_test.go, built without the
+// tag and needing no cluster, checks what that order rests on.
 package e2e

@@ -36,7 +36,8 @@ import (
 // serving its ReplicaSet). The cases deploy the small test chart relChart
 // (one replica, no GPU): they fit next to each other and next to the
 // other tests on the shared cluster. The etcd case is in
-// zz_etcd_stop_test.go, so that it runs last.
+// fault_etcd_stop_test.go, run last by TestDestructiveFaults
+// (destructive_test.go).
 
 // faultDeployArgs are the arguments of a deploy of relChart as relName.
 func faultDeployArgs(args ...string) []string {

@@ -300,51 +300,69 @@ func (j *podJudge) judge(pod *corev1.Pod, obs int, now time.Time) (fail *podFind
 
 // judgeContainer evaluates one container status of pod.
 func (j *podJudge) judgeContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, m *podMemory, fresh bool) *podFinding {
-	last := cs.LastTerminationState.Terminated
 	waiting := ""
 	if cs.State.Waiting != nil {
 		waiting = cs.State.Waiting.Reason
 	}
-	finding := func() *podFinding {
-		f := &podFinding{Verdict: VerdictProgressing, Pod: pod, Container: cs.Name, RestartCount: cs.RestartCount}
-		f.restarted = last != nil || cs.RestartCount > 0
-		f.ran = f.restarted || cs.State.Running != nil || cs.State.Terminated != nil
-		f.crashed = last != nil || cs.State.Terminated != nil
-		return f
-	}
-
-	// Image pulls: only consecutive observations count.
 	if isImagePullReason(waiting) {
-		if fresh {
-			if m.pullStreak == nil {
-				m.pullStreak = map[string]int{}
-			}
-			m.pullStreak[cs.Name]++
-		}
-		f := finding()
-		f.Reason, f.Message = waiting, cs.State.Waiting.Message
-		if m.pullStreak[cs.Name] >= j.opts.ImagePullObservations {
-			f.Verdict = VerdictImagePull
-		}
-		return f
+		return j.judgeImagePull(pod, cs, m, fresh)
 	}
 	if fresh {
 		delete(m.pullStreak, cs.Name)
 	}
+	last := cs.LastTerminationState.Terminated
 	if waiting == "" && cs.State.Terminated == nil && last == nil && cs.RestartCount == 0 {
 		// Running (or not started) and never restarted: nothing to say.
 		// The common case of a big rollout, so nothing is allocated.
 		return nil
 	}
-	f := finding()
+	f := newContainerFinding(pod, cs)
 
 	if isContainerErrorReason(waiting) {
 		f.Verdict, f.Reason, f.Message = VerdictContainerError, waiting, cs.State.Waiting.Message
 		return f
 	}
+	if j.judgeOOMKills(cs, m, f) {
+		return f
+	}
+	return j.judgeFailures(cs, waiting, f)
+}
 
-	// OOMKilled, in the current or the last state.
-	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, last} {
+// newContainerFinding is a VerdictProgressing finding about container cs
+// of pod, without reason yet.
+func newContainerFinding(pod *corev1.Pod, cs *corev1.ContainerStatus) *podFinding {
+	last := cs.LastTerminationState.Terminated
+	f := &podFinding{Verdict: VerdictProgressing, Pod: pod, Container: cs.Name, RestartCount: cs.RestartCount}
+	f.restarted = last != nil || cs.RestartCount > 0
+	f.ran = f.restarted || cs.State.Running != nil || cs.State.Terminated != nil
+	f.crashed = last != nil || cs.State.Terminated != nil
+	return f
+}
+
+// judgeImagePull evaluates container cs waiting for its image. Only
+// consecutive observations count: it fails with VerdictImagePull after
+// opts.ImagePullObservations fresh ones.
+func (j *podJudge) judgeImagePull(pod *corev1.Pod, cs *corev1.ContainerStatus, m *podMemory, fresh bool) *podFinding {
+	if fresh {
+		if m.pullStreak == nil {
+			m.pullStreak = map[string]int{}
+		}
+		m.pullStreak[cs.Name]++
+	}
+	f := newContainerFinding(pod, cs)
+	f.Reason, f.Message = cs.State.Waiting.Reason, cs.State.Waiting.Message
+	if m.pullStreak[cs.Name] >= j.opts.ImagePullObservations {
+		f.Verdict = VerdictImagePull
+	}
+	return f
+}
+
+// judgeOOMKills records the OOMKilled terminations of container cs, in
+// the current or the last state, and fills f with the last one. It
+// reports whether there was one; f.Verdict is VerdictOOMKilled once
+// opts.MaxOOMKills distinct terminations were seen.
+func (j *podJudge) judgeOOMKills(cs *corev1.ContainerStatus, m *podMemory, f *podFinding) bool {
+	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 		if t == nil || t.Reason != reasonOOMKilled {
 			continue
 		}
@@ -361,13 +379,19 @@ func (j *podJudge) judgeContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, m
 		f.Message = terminationMessage(t)
 		if len(seen) >= j.opts.MaxOOMKills {
 			f.Verdict = VerdictOOMKilled
-			return f
+			return true
 		}
 	}
-	if f.Reason == reasonOOMKilled {
-		return f
-	}
+	return f.Reason == reasonOOMKilled
+}
 
+// judgeFailures fills f for container cs, which was neither pulling its
+// image, in a container error nor OOMKilled: a crash loop (failing with
+// VerdictCrashLoop after opts.MaxRestarts restarts), a failed
+// termination, another waiting reason or a restart. It returns nil when
+// there is nothing to say.
+func (j *podJudge) judgeFailures(cs *corev1.ContainerStatus, waiting string, f *podFinding) *podFinding {
+	last := cs.LastTerminationState.Terminated
 	if waiting == reasonCrashLoopBackOff {
 		f.Reason, f.Message = reasonCrashLoopBackOff, cs.State.Waiting.Message
 		if last != nil {

@@ -78,7 +78,35 @@ func (b *bench) manyReleases(ctx context.Context) error {
 		return err
 	}
 	progress("installing %d releases with vllmctl and with helm", n)
-	// Two installs at a time: setup only.
+	if err := b.installReleases(ctx, chart, nsV, nsH, n); err != nil {
+		return err
+	}
+	// r050 gets 3 revisions.
+	const name = "r050"
+	for v := 2; v <= 3; v++ {
+		set := fmt.Sprintf("data.greeting=hello-%d", v)
+		if err := b.setup(ctx,
+			cmd(b.o.vllmctl, "deploy", name, chart, "-n", nsV, "--set", set, "-o", "json"),
+			cmd(b.o.helm, "upgrade", name, chart, "-n", nsH, "--set", set),
+		); err != nil {
+			return err
+		}
+	}
+	if err := b.listAndHistory(ctx, n, name, nsV, nsH); err != nil {
+		return err
+	}
+	for _, ns := range []string{nsV, nsH} {
+		if err := b.deleteNamespace(ctx, ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// installReleases installs n releases r001... of chart with vllmctl in
+// nsV and with helm in nsH, two installs at a time (setup only: not
+// measured). It returns the first error of each worker.
+func (b *bench) installReleases(ctx context.Context, chart, nsV, nsH string, n int) error {
 	jobs := make(chan step)
 	errs := make(chan error, 2)
 	var wg sync.WaitGroup
@@ -108,17 +136,13 @@ func (b *bench) manyReleases(ctx context.Context) error {
 			return err
 		}
 	}
-	// r050 gets 3 revisions.
-	const name = "r050"
-	for v := 2; v <= 3; v++ {
-		set := fmt.Sprintf("data.greeting=hello-%d", v)
-		if err := b.setup(ctx,
-			cmd(b.o.vllmctl, "deploy", name, chart, "-n", nsV, "--set", set, "-o", "json"),
-			cmd(b.o.helm, "upgrade", name, chart, "-n", nsH, "--set", set),
-		); err != nil {
-			return err
-		}
-	}
+	return nil
+}
+
+// listAndHistory measures vllmctl list vs helm list in namespaces of n
+// releases (nsV and nsH), and vllmctl history vs helm history of the
+// release name there.
+func (b *bench) listAndHistory(ctx context.Context, n int, name, nsV, nsH string) error {
 	for _, sc := range []struct {
 		name, title string
 		v, h        []string
@@ -149,11 +173,6 @@ func (b *bench) manyReleases(ctx context.Context) error {
 			}
 		}
 		b.finish(s)
-	}
-	for _, ns := range []string{nsV, nsH} {
-		if err := b.deleteNamespace(ctx, ns); err != nil {
-			return err
-		}
 	}
 	return nil
 }

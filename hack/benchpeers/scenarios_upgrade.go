@@ -9,9 +9,22 @@ import (
 	"strings"
 )
 
-// healthy: scenario 1.
+// healthy: scenario 1, the healthy upgrade by every tool, then two
+// variations of it measured with vllmctl alone.
 func (b *bench) healthy(ctx context.Context) error {
 	values := b.file("values.yaml")
+	if err := b.healthyUpgrade(ctx, values); err != nil {
+		return err
+	}
+	if err := b.rolloutDuration(ctx, values); err != nil {
+		return err
+	}
+	return b.revisionCount(ctx, values)
+}
+
+// healthyUpgrade: each tool upgrades a 3-replica release to a new image
+// tag.
+func (b *bench) healthyUpgrade(ctx context.Context, values string) error {
 	s := newScenario("healthy-upgrade",
 		"upgrade of a 3-replica release to a new image tag (1 GPU, ready delay 2s, maxSurge 1/maxUnavailable 0); "+
 			"kubectl = apply --server-side + rollout status, helm = upgrade --install --wait",
@@ -37,10 +50,13 @@ func (b *bench) healthy(ctx context.Context) error {
 		}
 	}
 	b.finish(s)
+	return nil
+}
 
-	// vllmctl alone: a 1-replica rollout taking 10 s vs 60 s (the ready
-	// delay of the new pod).
-	s = newScenario("vllmctl-rollout-duration",
+// rolloutDuration: vllmctl alone, a 1-replica rollout taking 10 s vs 60 s
+// (the ready delay of the new pod).
+func (b *bench) rolloutDuration(ctx context.Context, values string) error {
+	s := newScenario("vllmctl-rollout-duration",
 		"vllmctl deploy of a 1-replica upgrade whose new pod is Ready after 10 s vs 60 s: requests against rollout time",
 		"rollout-10s", "rollout-60s")
 	runs := b.o.runs
@@ -69,10 +85,14 @@ func (b *bench) healthy(ctx context.Context) error {
 		}
 	}
 	b.finish(s)
+	return nil
+}
 
-	// vllmctl alone: the healthy upgrade at revision 2 vs revision 20 (18
-	// cheap upgrades first, changing a Service annotation: no rollout).
-	s = newScenario("vllmctl-revision",
+// revisionCount: vllmctl alone, the healthy upgrade at revision 2 vs
+// revision 20 (18 cheap upgrades first, changing a Service annotation: no
+// rollout).
+func (b *bench) revisionCount(ctx context.Context, values string) error {
+	s := newScenario("vllmctl-revision",
 		"vllmctl deploy of the healthy upgrade as revision 2 vs revision 20 (history-max 10): requests against history length",
 		"revision-2", "revision-20")
 	for i := 1; i <= b.o.runs; i++ {

@@ -211,6 +211,30 @@ func (p *preflighter) scaleUp(ec *evalContext) bool {
 // the strategy, then the rollout needs the surge pods on top (or replaces
 // old pods in the room left).
 func (p *preflighter) rolling(ctx context.Context, ec *evalContext) error {
+	if p.rollAsConfigured(ec) {
+		return nil
+	}
+	// Not even one new pod can start. Would removing every old pod help?
+	e := ec.d.entry
+	all := int64(len(ec.old))
+	if final := p.step(ec, StepReplace, max(all, 1), all); !final.progress() {
+		e.Checks = append(e.Checks, final.checks...)
+		p.conclude(e, VerdictImpossible, "a new pod does not fit even with every old pod gone")
+		return nil
+	}
+	e.Verdict = VerdictSurgeBlocked
+	reason := blockedReason(e.Checks)
+	if p.keepBlockedStrategy(e, reason) {
+		return nil
+	}
+	return p.replaceInPlace(ctx, ec, reason)
+}
+
+// rollAsConfigured tries the strategy as configured: the added pods of a
+// replica increase, then the surge pods, then replacing up to
+// maxUnavailable old pods at a time. It reports whether that settled the
+// verdict.
+func (p *preflighter) rollAsConfigured(ec *evalContext) bool {
 	e, s := ec.d.entry, ec.d.strategy
 	added := int64(ec.d.added)
 	if added > 0 {
@@ -219,7 +243,7 @@ func (p *preflighter) rolling(ctx context.Context, ec *evalContext) error {
 		probe := p.step(ec, StepScaleUp, added, 0)
 		if !probe.full() {
 			p.scaleUp(ec)
-			return nil
+			return true
 		}
 	}
 	if s.Surge > 0 {
@@ -232,11 +256,11 @@ func (p *preflighter) rolling(ctx context.Context, ec *evalContext) error {
 				e.Message = fmt.Sprintf("%d of %d surge pods fit now; the others wait for old pods to go", fit-added, s.Surge)
 			}
 			p.reserve(ec, fit)
-			return nil
+			return true
 		}
 	}
 	if added > 0 && !p.scaleUp(ec) {
-		return nil
+		return true
 	}
 	if s.Unavailable > 0 {
 		r := p.step(ec, StepReplace, int64(s.Unavailable), int64(s.Unavailable))
@@ -246,35 +270,40 @@ func (p *preflighter) rolling(ctx context.Context, ec *evalContext) error {
 			if s.Surge > 0 {
 				e.Message = fmt.Sprintf("surge pods do not fit; the rollout proceeds by replacing up to %d old pods at a time (maxUnavailable)", s.Unavailable)
 			}
-			return nil
+			return true
 		}
 		if s.Surge == 0 {
 			e.Checks = append(e.Checks, r.checks...)
 		}
 	}
-	// Not even one new pod can start. Would removing every old pod help?
-	all := int64(len(ec.old))
-	if final := p.step(ec, StepReplace, max(all, 1), all); !final.progress() {
-		e.Checks = append(e.Checks, final.checks...)
-		p.conclude(e, VerdictImpossible, "a new pod does not fit even with every old pod gone")
-		return nil
-	}
-	e.Verdict = VerdictSurgeBlocked
-	reason := blockedReason(e.Checks)
+	return false
+}
+
+// keepBlockedStrategy concludes on a blocked surge when the surge policy
+// may not change the strategy (policy off or strict, values the user
+// set, a single replica), and reports whether it did.
+func (p *preflighter) keepBlockedStrategy(e *DeploymentPreflight, reason string) bool {
 	switch {
 	case p.policy == SurgePolicyOff:
 		e.Message = "surge blocked (" + reason + "); surge policy off: applying anyway, the rollout will stall"
-		return nil
 	case p.policy == SurgePolicyStrict:
 		p.conclude(e, VerdictSurgeBlocked, "surge blocked ("+reason+"); surge policy strict never changes the strategy: free capacity, or pass --max-surge 0 --max-unavailable 1 to replace pods one at a time")
-		return nil
 	case e.Overridden:
 		p.conclude(e, VerdictSurgeBlocked, "surge blocked ("+reason+") with the --max-surge/--max-unavailable given; the surge policy does not change values the user set")
-		return nil
 	case e.Replicas <= 1:
 		p.conclude(e, VerdictSurgeBlocked, "surge blocked ("+reason+"); with 1 replica, maxUnavailable 1 takes the service down, which surge policy auto does not do: pass --max-surge 0 --max-unavailable 1 to accept that, or free capacity")
-		return nil
+	default:
+		return false
 	}
+	return true
+}
+
+// replaceInPlace applies surge policy auto to a blocked surge: the
+// strategy becomes maxSurge 0 with the smallest maxUnavailable that lets
+// a new pod start, within what the PDBs allow and keeping one replica
+// serving; it concludes SurgeBlocked when there is none.
+func (p *preflighter) replaceInPlace(ctx context.Context, ec *evalContext, reason string) error {
+	e, s := ec.d.entry, ec.d.strategy
 	pdbs, err := p.pdbsIn(ctx, e.Namespace)
 	if err != nil {
 		return err
@@ -428,7 +457,6 @@ func (p *preflighter) oldPods(ctx context.Context, live *appsv1.Deployment) ([]o
 // (spread over their nodes, one per node in turn).
 func (p *preflighter) step(ec *evalContext, step string, n, freed int64) stepResult {
 	res := stepResult{pods: n, placeable: unlimited, admitted: unlimited}
-	per := ec.per.requests
 	removed := ec.old
 	if freed < int64(len(removed)) {
 		removed = spread(ec.old, freed)
@@ -436,6 +464,18 @@ func (p *preflighter) step(ec *evalContext, step string, n, freed int64) stepRes
 	if freed == 0 {
 		removed = nil
 	}
+	qual := stepQualifier(ec, step, n, len(removed))
+	if p.nodesKnown {
+		res.placeable, res.checks = nodeChecks(ec, step, n, removed, qual)
+	}
+	admitted, checks := quotaChecks(ec, step, n, removed, qual)
+	res.admitted, res.checks = admitted, append(res.checks, checks...)
+	return res
+}
+
+// stepQualifier says, for the checks' Where, which pods a step of n new
+// pods places, after removing `removed` old pods.
+func stepQualifier(ec *evalContext, step string, n int64, removed int) string {
 	var qual string
 	d := ec.d
 	increase := fmt.Sprintf("the replica increase from %d to %d", d.liveReplicas, d.entry.Replicas)
@@ -448,55 +488,69 @@ func (p *preflighter) step(ec *evalContext, step string, n, freed int64) stepRes
 			qual = fmt.Sprintf("%d new pod%s of %s and %d surge pod%s, next to the old ones", a, plural(a), increase, n-a, plural(n-a))
 		}
 	case StepReplace:
-		qual = fmt.Sprintf("%d new pod%s after removing %d old", n, plural(n), len(removed))
+		qual = fmt.Sprintf("%d new pod%s after removing %d old", n, plural(n), removed)
 	case StepRecreate:
-		qual = fmt.Sprintf("%d new pod%s after removing all %d old", n, plural(n), len(removed))
+		qual = fmt.Sprintf("%d new pod%s after removing all %d old", n, plural(n), removed)
 	default:
 		qual = fmt.Sprintf("%d new pod%s", n, plural(n))
 	}
 	if ec.addedReserved && step != StepScaleUp {
 		qual += fmt.Sprintf(", next to the %d new pod%s of %s", d.added, plural(int64(d.added)), increase)
 	}
+	return qual
+}
 
-	if p.nodesKnown {
-		type room struct {
-			name string
-			free resVec
-		}
-		rooms := make([]room, 0, len(ec.matches))
-		for _, nd := range ec.matches {
-			free := nd.free.clone()
-			for _, o := range removed {
-				if o.node == nd.node.Name {
-					free.add(o.usage.requests)
-				}
-			}
-			rooms = append(rooms, room{name: nd.node.Name, free: free})
-		}
-		names := matchNames(ec.matches)
-		res.placeable = 0
-		for _, rm := range rooms {
-			res.placeable += fitCount(rm.free, per)
-		}
-		for _, r := range per.names() {
-			var usable, most int64
-			for _, rm := range rooms {
-				f := max(rm.free[r], 0)
-				usable += f / per[r] * per[r]
-				most = max(most, f)
-			}
-			if r == corev1.ResourcePods {
-				usable = min(res.placeable, unlimited) * 1000
-			}
-			c := CapacityCheck{Step: step, Pods: n, Resource: string(r), Needed: formatAmount(r, n*per[r]), Free: formatAmount(r, usable),
-				Where: "nodes " + nodeNames(names) + " (" + qual + ")", Nodes: names, MostOnOneNode: formatAmount(r, most), OK: usable >= n*per[r]}
-			if !c.OK {
-				c.Short = formatAmount(r, n*per[r]-usable)
-			}
-			res.checks = append(res.checks, c)
-		}
+// nodeChecks returns how many new pods the matching nodes can place once
+// the removed old pods are gone, and the check of each requested resource
+// for n of them.
+func nodeChecks(ec *evalContext, step string, n int64, removed []oldPod, qual string) (int64, []CapacityCheck) {
+	per := ec.per.requests
+	type room struct {
+		name string
+		free resVec
 	}
+	rooms := make([]room, 0, len(ec.matches))
+	for _, nd := range ec.matches {
+		free := nd.free.clone()
+		for _, o := range removed {
+			if o.node == nd.node.Name {
+				free.add(o.usage.requests)
+			}
+		}
+		rooms = append(rooms, room{name: nd.node.Name, free: free})
+	}
+	names := matchNames(ec.matches)
+	placeable := int64(0)
+	for _, rm := range rooms {
+		placeable += fitCount(rm.free, per)
+	}
+	var checks []CapacityCheck
+	for _, r := range per.names() {
+		var usable, most int64
+		for _, rm := range rooms {
+			f := max(rm.free[r], 0)
+			usable += f / per[r] * per[r]
+			most = max(most, f)
+		}
+		if r == corev1.ResourcePods {
+			usable = min(placeable, unlimited) * 1000
+		}
+		c := CapacityCheck{Step: step, Pods: n, Resource: string(r), Needed: formatAmount(r, n*per[r]), Free: formatAmount(r, usable),
+			Where: "nodes " + nodeNames(names) + " (" + qual + ")", Nodes: names, MostOnOneNode: formatAmount(r, most), OK: usable >= n*per[r]}
+		if !c.OK {
+			c.Short = formatAmount(r, n*per[r]-usable)
+		}
+		checks = append(checks, c)
+	}
+	return placeable, checks
+}
 
+// quotaChecks returns how many new pods the quotas admit once the
+// removed old pods are gone (unlimited without quota), and the check of
+// each quota key a pod uses for n of them.
+func quotaChecks(ec *evalContext, step string, n int64, removed []oldPod, qual string) (int64, []CapacityCheck) {
+	admitted := unlimited
+	var checks []CapacityCheck
 	for _, q := range ec.quotas {
 		for _, key := range q.keys() {
 			k, _ := quotaKeyOf(key)
@@ -508,17 +562,17 @@ func (p *preflighter) step(ec *evalContext, step string, n, freed int64) stepRes
 			for _, o := range removed {
 				free += o.usage.amount(k)
 			}
-			res.admitted = min(res.admitted, max(free, 0)/need)
+			admitted = min(admitted, max(free, 0)/need)
 			c := CapacityCheck{Step: step, Pods: n, Resource: string(key), Needed: formatAmount(k.name, n*need), Free: formatAmount(k.name, max(free, 0)),
 				Where: fmt.Sprintf("quota %s (hard %s, used %s; %s)", q.quota.Name, formatAmount(k.name, q.hard[key]), formatAmount(k.name, q.used[key]), qual),
 				Quota: q.quota.Name, OK: free >= n*need}
 			if !c.OK {
 				c.Short = formatAmount(k.name, n*need-max(free, 0))
 			}
-			res.checks = append(res.checks, c)
+			checks = append(checks, c)
 		}
 	}
-	return res
+	return admitted, checks
 }
 
 // spread picks n of the old pods, one per node in turn (the pods are

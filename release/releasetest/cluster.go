@@ -368,21 +368,7 @@ func (c *Cluster) reconcile(ctx context.Context, d *appsv1.Deployment, create bo
 	if err != nil {
 		return err
 	}
-	var owned []*appsv1.ReplicaSet
-	var maxRev int64
-	var match *appsv1.ReplicaSet
-	for i := range list.Items {
-		rs := &list.Items[i]
-		if !metav1.IsControlledBy(rs, d) {
-			continue
-		}
-		owned = append(owned, rs)
-		rev, _ := strconv.ParseInt(rs.Annotations[cluster.RevisionAnnotation], 10, 64)
-		maxRev = max(maxRev, rev)
-		if match == nil && sameTemplate(&rs.Spec.Template, &d.Spec.Template) {
-			match = rs
-		}
-	}
+	owned, match, maxRev := ownedReplicaSets(list.Items, d)
 	replicas := ptr.Deref(d.Spec.Replicas, 1)
 	for _, rs := range owned {
 		if rs == match {
@@ -395,35 +381,7 @@ func (c *Cluster) reconcile(ctx context.Context, d *appsv1.Deployment, create bo
 		}
 	}
 	if match == nil {
-		hash := templateHash(&d.Spec.Template)
-		tmpl := d.Spec.Template.DeepCopy()
-		if tmpl.Labels == nil {
-			tmpl.Labels = map[string]string{}
-		}
-		tmpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
-		sel := d.Spec.Selector.DeepCopy()
-		if sel == nil {
-			sel = &metav1.LabelSelector{}
-		}
-		if sel.MatchLabels == nil {
-			sel.MatchLabels = map[string]string{}
-		}
-		sel.MatchLabels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
-		rs := &appsv1.ReplicaSet{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:            d.Name + "-" + hash,
-				Namespace:       d.Namespace,
-				Labels:          tmpl.Labels,
-				Annotations:     map[string]string{cluster.RevisionAnnotation: strconv.FormatInt(maxRev+1, 10)},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))},
-				UID:             types.UID("uid-rs-" + d.Name + "-" + hash),
-			},
-			Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To(replicas), Selector: sel, Template: *tmpl},
-			Status: appsv1.ReplicaSetStatus{Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas},
-		}
-		if _, err := rsClient.Create(ctx, rs, metav1.CreateOptions{}); err != nil {
-			return err
-		}
+		_, err = rsClient.Create(ctx, newReplicaSet(d, replicas, maxRev+1), metav1.CreateOptions{})
 	} else {
 		rev, _ := strconv.ParseInt(match.Annotations[cluster.RevisionAnnotation], 10, 64)
 		if rev < maxRev {
@@ -431,18 +389,12 @@ func (c *Cluster) reconcile(ctx context.Context, d *appsv1.Deployment, create bo
 		}
 		match.Spec.Replicas = ptr.To(replicas)
 		match.Status = appsv1.ReplicaSetStatus{Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas}
-		if _, err := rsClient.Update(ctx, match, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
+		_, err = rsClient.Update(ctx, match, metav1.UpdateOptions{})
 	}
-	d.Status = appsv1.DeploymentStatus{
-		ObservedGeneration: d.Generation,
-		Replicas:           replicas, UpdatedReplicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas,
-		Conditions: []appsv1.DeploymentCondition{
-			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
-			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
-		},
+	if err != nil {
+		return err
 	}
+	d.Status = rolledOutStatus(d.Generation, replicas)
 	deps := c.Client.AppsV1().Deployments(d.Namespace)
 	if create {
 		_, err = deps.Create(ctx, d, metav1.CreateOptions{})
@@ -450,6 +402,69 @@ func (c *Cluster) reconcile(ctx context.Context, d *appsv1.Deployment, create bo
 		_, err = deps.Update(ctx, d, metav1.UpdateOptions{})
 	}
 	return err
+}
+
+// ownedReplicaSets returns the ReplicaSets of items that d controls, the
+// first of them with d's pod template (nil if none), and the highest
+// revision number among them.
+func ownedReplicaSets(items []appsv1.ReplicaSet, d *appsv1.Deployment) (owned []*appsv1.ReplicaSet, match *appsv1.ReplicaSet, maxRev int64) {
+	for i := range items {
+		rs := &items[i]
+		if !metav1.IsControlledBy(rs, d) {
+			continue
+		}
+		owned = append(owned, rs)
+		rev, _ := strconv.ParseInt(rs.Annotations[cluster.RevisionAnnotation], 10, 64)
+		maxRev = max(maxRev, rev)
+		if match == nil && sameTemplate(&rs.Spec.Template, &d.Spec.Template) {
+			match = rs
+		}
+	}
+	return owned, match, maxRev
+}
+
+// newReplicaSet is the ReplicaSet the Deployment controller creates for
+// d's pod template, at revision rev, with every replica available.
+func newReplicaSet(d *appsv1.Deployment, replicas int32, rev int64) *appsv1.ReplicaSet {
+	hash := templateHash(&d.Spec.Template)
+	tmpl := d.Spec.Template.DeepCopy()
+	if tmpl.Labels == nil {
+		tmpl.Labels = map[string]string{}
+	}
+	tmpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+	sel := d.Spec.Selector.DeepCopy()
+	if sel == nil {
+		sel = &metav1.LabelSelector{}
+	}
+	if sel.MatchLabels == nil {
+		sel.MatchLabels = map[string]string{}
+	}
+	sel.MatchLabels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            d.Name + "-" + hash,
+			Namespace:       d.Namespace,
+			Labels:          tmpl.Labels,
+			Annotations:     map[string]string{cluster.RevisionAnnotation: strconv.FormatInt(rev, 10)},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))},
+			UID:             types.UID("uid-rs-" + d.Name + "-" + hash),
+		},
+		Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To(replicas), Selector: sel, Template: *tmpl},
+		Status: appsv1.ReplicaSetStatus{Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas},
+	}
+}
+
+// rolledOutStatus is the status of a Deployment at generation whose
+// rollout of replicas completed.
+func rolledOutStatus(generation int64, replicas int32) appsv1.DeploymentStatus {
+	return appsv1.DeploymentStatus{
+		ObservedGeneration: generation,
+		Replicas:           replicas, UpdatedReplicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+		},
+	}
 }
 
 // deleteDeployment deletes a Deployment and its ReplicaSets.

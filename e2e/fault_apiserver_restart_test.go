@@ -17,9 +17,10 @@ import (
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
-// This file sorts last on purpose: go test runs the tests of a package in
-// file order, and restarting the kube-apiserver disturbs every other test
-// on the cluster. Its tests are named TestZZ so -run can select them.
+// Restarting the kube-apiserver disturbs every other test on the cluster:
+// the scenario is not a test of its own but a subtest of
+// TestDestructiveFaults (destructive_test.go), which runs it after every
+// other test.
 
 // restartAPIServer kills the local cluster's kube-apiserver and starts it
 // again (hack/restart-apiserver.sh), returning once it is ready and the
@@ -42,10 +43,10 @@ func restartAPIServer(t *testing.T, clusterDir string) {
 	require.NotEqual(t, strings.TrimSpace(string(before)), strings.TrimSpace(string(after)), "a new kube-apiserver pid")
 }
 
-// TestZZRolloutSurvivesAPIServerRestart: a kube-apiserver killed and
-// restarted while a deploy waits neither loses nor misjudges the rollout.
-// It runs last (TestZZ): the restart disturbs every test on the cluster.
-func TestZZRolloutSurvivesAPIServerRestart(t *testing.T) {
+// faultAPIServerRestart: a kube-apiserver killed and restarted while a
+// deploy waits neither loses nor misjudges the rollout. Run by
+// TestDestructiveFaults.
+func faultAPIServerRestart(t *testing.T) {
 	kubeconfig := os.Getenv("VLLMCTL_E2E_KUBECONFIG")
 	clusterDir := os.Getenv("VLLMCTL_E2E_CLUSTER_DIR")
 	if clusterDir == "" {

@@ -22,9 +22,9 @@ import (
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
-// This file sorts last on purpose (after zz_apiserver_restart_test.go's
-// file name too): stopping etcd stalls every API request on the shared
-// cluster. Its test is named TestZZ so -run can select it.
+// Stopping etcd stalls every API request on the shared cluster: the
+// scenario is not a test of its own but a subtest of TestDestructiveFaults
+// (destructive_test.go), which runs it after every other test.
 
 // etcdStop is how long etcd stays stopped.
 const etcdStop = 10 * time.Second
@@ -243,11 +243,11 @@ func (f *relFixture) recoverControlPlane(t *testing.T, dir string, comps []*cpPr
 	}
 }
 
-// TestZZFaultEtcdStopped: etcd stopped (SIGSTOP) for 10 s while a deploy
-// waits on a slow rollout. The deploy either finishes deployed or fails
-// with a documented code and a consistent record; no record is lost; the
-// next deploy works.
-func TestZZFaultEtcdStopped(t *testing.T) {
+// faultEtcdStopped: etcd stopped (SIGSTOP) for 10 s while a deploy waits
+// on a slow rollout. The deploy either finishes deployed or fails with a
+// documented code and a consistent record; no record is lost; the next
+// deploy works. Run by TestDestructiveFaults.
+func faultEtcdStopped(t *testing.T) {
 	dir := kwokClusterDir()
 	etcdPid, err := cpPid(dir, "etcd")
 	if err != nil {

@@ -1,0 +1,34 @@
+//go:build e2e
+
+package e2e
+
+import "testing"
+
+// TestDestructiveFaults runs the fault scenarios that disturb the whole
+// shared cluster, not only the release under test, one after the other
+// and after every other test of the package, whatever the file names, the
+// order of declarations or -shuffle.
+//
+// The order rests on t.Parallel: the testing package runs a parallel test
+// only with other parallel tests, so a top-level test that calls it first
+// waits until every sequential top-level test (with its subtests) has
+// returned. No other top-level test of the package calls t.Parallel
+// (TestOnlyDestructiveFaultsRunParallel in order_test.go checks it), so
+// these scenarios run last and alone. The scenarios themselves run in the
+// order listed, as sequential subtests: the kube-apiserver restart, then
+// etcd stopped.
+//
+// -run selects them as subtests: -run TestDestructiveFaults runs both,
+// -run TestDestructiveFaults/EtcdStopped one of them.
+func TestDestructiveFaults(t *testing.T) {
+	t.Parallel()
+	for _, f := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"APIServerRestart", faultAPIServerRestart}, // fault_apiserver_restart_test.go
+		{"EtcdStopped", faultEtcdStopped},           // fault_etcd_stop_test.go
+	} {
+		t.Run(f.name, f.run)
+	}
+}
