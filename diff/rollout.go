@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 )
 
 // ResourceGPU is the extended resource a GPU is requested as.
@@ -71,31 +72,20 @@ func withSpec(n int32, spec string) string {
 	return fmt.Sprintf("%d (%s)", n, spec)
 }
 
-// ResolveFenceposts resolves a rolling update's maxSurge and
-// maxUnavailable against the desired replica count the way the Deployment
-// controller does: a percentage of maxSurge rounds up, one of
-// maxUnavailable rounds down, nil means the API default 25%, and when both
-// come out 0 maxUnavailable becomes 1 so the rollout can progress.
-func ResolveFenceposts(maxSurge, maxUnavailable *intstr.IntOrString, desired int32) (surge, unavailable int32, err error) {
+// resolveFenceposts resolves a rolling update's maxSurge and
+// maxUnavailable against the desired replica count with the Deployment
+// controller's own rule (deploymentutil.ResolveFenceposts: surge rounds up,
+// unavailable down, both 0 makes unavailable 1); nil means the API default
+// 25%, which the library leaves to defaulting.
+func resolveFenceposts(maxSurge, maxUnavailable *intstr.IntOrString, desired int32) (surge, unavailable int32, err error) {
 	def := intstr.FromString("25%")
-	if maxSurge == nil {
-		maxSurge = &def
-	}
-	if maxUnavailable == nil {
-		maxUnavailable = &def
-	}
-	s, err := intstr.GetScaledValueFromIntOrPercent(maxSurge, int(desired), true)
+	ms := intstr.ValueOrDefault(maxSurge, def)
+	mu := intstr.ValueOrDefault(maxUnavailable, def)
+	surge, unavailable, err = deploymentutil.ResolveFenceposts(ms, mu, desired)
 	if err != nil {
-		return 0, 0, fmt.Errorf("maxSurge %s: %w", maxSurge.String(), err)
+		return 0, 0, fmt.Errorf("resolve maxSurge %s / maxUnavailable %s: %w", ms, mu, err)
 	}
-	u, err := intstr.GetScaledValueFromIntOrPercent(maxUnavailable, int(desired), false)
-	if err != nil {
-		return 0, 0, fmt.Errorf("maxUnavailable %s: %w", maxUnavailable.String(), err)
-	}
-	if s == 0 && u == 0 {
-		u = 1
-	}
-	return int32(s), int32(u), nil
+	return surge, unavailable, nil
 }
 
 // PodGPUs returns the nvidia.com/gpu a pod of spec needs: the sum over its
@@ -158,7 +148,7 @@ func rolloutOf(before, after map[string]any) (*Rollout, error) {
 	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
 		ms, mu = ru.MaxSurge, ru.MaxUnavailable
 	}
-	surge, unavailable, err := ResolveFenceposts(ms, mu, r.Pods)
+	surge, unavailable, err := resolveFenceposts(ms, mu, r.Pods)
 	if err != nil {
 		return nil, err
 	}

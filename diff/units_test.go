@@ -224,13 +224,13 @@ func TestResolveFenceposts(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s, u, err := ResolveFenceposts(tc.surge, tc.unavailable, tc.desired)
+			s, u, err := resolveFenceposts(tc.surge, tc.unavailable, tc.desired)
 			require.NoError(t, err)
 			assert.Equal(t, tc.wantSurge, s, "surge")
 			assert.Equal(t, tc.wantUnavail, u, "unavailable")
 		})
 	}
-	_, _, err := ResolveFenceposts(pct("lots"), nil, 2)
+	_, _, err := resolveFenceposts(pct("lots"), nil, 2)
 	assert.Error(t, err)
 }
 
