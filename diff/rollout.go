@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	resourcehelper "k8s.io/component-helpers/resource"
 	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 )
 
@@ -88,33 +89,38 @@ func resolveFenceposts(maxSurge, maxUnavailable *intstr.IntOrString, desired int
 	return surge, unavailable, nil
 }
 
-// PodGPUs returns the nvidia.com/gpu a pod of spec needs: the sum over its
+// PodGPUs returns the nvidia.com/gpu a pod of spec needs, as the scheduler
+// counts it (component-helpers resource.PodRequests): the sum over its
 // containers and restartable (sidecar) init containers, or the largest
-// plain init container if that is more. Limits count, requests when no
-// limit is set.
+// plain init container (plus the sidecars started before it) if that is
+// more. A container with a GPU limit and no GPU request requests its limit,
+// as API defaulting sets it.
 func PodGPUs(spec *corev1.PodSpec) int64 {
-	gpus := func(c *corev1.Container) int64 {
-		if q, ok := c.Resources.Limits[ResourceGPU]; ok {
-			return q.Value()
+	pod := &corev1.Pod{Spec: *spec.DeepCopy()}
+	for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			defaultGPURequest(&cs[i].Resources)
 		}
-		if q, ok := c.Resources.Requests[ResourceGPU]; ok {
-			return q.Value()
-		}
-		return 0
 	}
-	var sum, maxInit int64
-	for i := range spec.Containers {
-		sum += gpus(&spec.Containers[i])
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{ExcludeOverhead: true})
+	q := reqs[ResourceGPU]
+	return q.Value()
+}
+
+// defaultGPURequest sets r's GPU request to its GPU limit when only the
+// limit is set.
+func defaultGPURequest(r *corev1.ResourceRequirements) {
+	limit, ok := r.Limits[ResourceGPU]
+	if !ok {
+		return
 	}
-	for i := range spec.InitContainers {
-		c := &spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			sum += gpus(c)
-			continue
-		}
-		maxInit = max(maxInit, gpus(c))
+	if _, ok := r.Requests[ResourceGPU]; ok {
+		return
 	}
-	return max(sum, maxInit)
+	if r.Requests == nil {
+		r.Requests = corev1.ResourceList{}
+	}
+	r.Requests[ResourceGPU] = limit
 }
 
 // rolloutOf returns the rollout impact of changing Deployment before into

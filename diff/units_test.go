@@ -258,6 +258,14 @@ func TestPodGPUs(t *testing.T) {
 			InitContainers: []corev1.Container{{Resources: gpu(1), RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}},
 			Containers:     []corev1.Container{{Resources: gpu(1)}},
 		}, 2},
+		{"an init container runs beside the sidecars started before it", corev1.PodSpec{
+			InitContainers: []corev1.Container{
+				{Resources: gpu(1), RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)},
+				{Resources: gpu(2)},
+			},
+			Containers: []corev1.Container{{Resources: gpu(1)}},
+		}, 3},
+		{"limits and requests mixed across containers", corev1.PodSpec{Containers: []corev1.Container{{Resources: gpu(1)}, {Resources: req(2)}}}, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
