@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,6 +105,9 @@ type harness struct {
 
 	mu     sync.Mutex
 	events []Event
+	// idles records, for each time the run loop went idle (evaluated,
+	// and waiting for news), how many events it had sent by then.
+	idles  []int
 	done   chan struct{}
 	res    Result
 	err    error
@@ -148,6 +152,8 @@ func startHarness(t *testing.T, o harnessOptions) *harness {
 		o.setup(h.client)
 	}
 	o.rollout.Clock = h.clock
+	idle := make(chan struct{})
+	o.rollout.idle = func() { idle <- struct{}{} }
 	w := NewRolloutWatcher(h.client, o.others, o.rollout)
 	events := make(chan Event)
 	o.wait.Events = events
@@ -160,13 +166,25 @@ func startHarness(t *testing.T, o harnessOptions) *harness {
 	dep := toUnstructured(t, h.d)
 	dep.SetNamespace("") // as rendered: the wait's namespace applies
 	in := append([]*unstructured.Unstructured{dep}, o.extra...)
+	// One goroutine receives both the events and the loop's idle signals,
+	// so that an idle is recorded after every event sent before it.
 	collected := make(chan struct{})
 	go func() {
 		defer close(collected)
-		for e := range events {
-			h.mu.Lock()
-			h.events = append(h.events, e)
-			h.mu.Unlock()
+		for {
+			select {
+			case e, ok := <-events:
+				if !ok {
+					return
+				}
+				h.mu.Lock()
+				h.events = append(h.events, e)
+				h.mu.Unlock()
+			case <-idle:
+				h.mu.Lock()
+				h.idles = append(h.idles, len(h.events))
+				h.mu.Unlock()
+			}
 		}
 	}()
 	go func() {
@@ -193,6 +211,23 @@ func (h *harness) await(what string, pred func(Event) bool) Event {
 		return false
 	}, 10*time.Second, 5*time.Millisecond, "waiting for %s; events:\n%s", what, h.eventLines())
 	return found
+}
+
+// awaitIdleAfter waits until the run loop, having sent an event that
+// satisfies pred, went idle (the evaluation that sent it did not end the
+// wait, and the loop waits for news), or until Wait returned (which the
+// caller's check of h.running() then reports).
+func (h *harness) awaitIdleAfter(what string, pred func(Event) bool) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		if !h.running() {
+			return true
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		first := slices.IndexFunc(h.events, pred)
+		return first >= 0 && slices.ContainsFunc(h.idles, func(sent int) bool { return sent > first })
+	}, 10*time.Second, time.Millisecond, "waiting for the loop to go idle after %s; events:\n%s", what, h.eventLines())
 }
 
 func (h *harness) eventLines() string {
@@ -461,8 +496,9 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				h.createEvent(testEvent("ev1", "Pod", p.Name, p.UID, "Warning", "FailedScheduling", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.", t0))
 				h.await("unschedulable", h.warned("Unschedulable"))
 				require.Eventually(h.t, h.clock.HasWaiters, 5*time.Second, time.Millisecond)
+				waiters := h.clock.Waiters()
 				h.clock.Step(4 * time.Second)
-				time.Sleep(20 * time.Millisecond)
+				assert.Equal(h.t, waiters, h.clock.Waiters(), "no timer fired: nothing woke the loop")
 				assert.True(h.t, h.running(), "4s of 5s is not a verdict")
 				h.clock.Step(2 * time.Second)
 			},
@@ -529,8 +565,7 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				})
 				h.createEvent(testEvent("ev1", "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate",
 					`Error creating: pods "chat-new-x" is forbidden: exceeded quota: gpu`, t0))
-				h.await("the first refusal", h.warned(`"chat-new-x" is forbidden`))
-				time.Sleep(20 * time.Millisecond)
+				h.awaitIdleAfter("the first refusal", h.warned(`"chat-new-x" is forbidden`))
 				assert.True(h.t, h.running(), "a quota refusal right at the start may be stale")
 				h.clock.Step(quotaSettle)
 				h.createEvent(testEvent("ev2", "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate",
@@ -550,8 +585,7 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				refuse := func(name string, n int) {
 					msg := fmt.Sprintf(`Error creating: pods "chat-new-%d" is forbidden: exceeded quota: gpu`, n)
 					h.createEvent(testEvent(name, "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate", msg, h.clock.Now()))
-					h.await(name, h.warned(fmt.Sprintf(`"chat-new-%d" is forbidden`, n)))
-					time.Sleep(20 * time.Millisecond)
+					h.awaitIdleAfter(name, h.warned(fmt.Sprintf(`"chat-new-%d" is forbidden`, n)))
 				}
 				// maxUnavailable 1: the old ReplicaSet is scaled down, its
 				// pod terminates and still holds its quota.
@@ -568,7 +602,11 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				h.updateReplicaSet("chat-old", func(rs *appsv1.ReplicaSet) {
 					rs.Status.Replicas, rs.Status.TerminatingReplicas = 1, ptr.To[int32](0)
 				})
-				time.Sleep(20 * time.Millisecond)
+				// The ReplicaSets' informer delivers in order: once the
+				// watcher reports the new ReplicaSet's next revision, it
+				// has the old one's update too.
+				h.updateReplicaSet("chat-new", func(rs *appsv1.ReplicaSet) { rs.Annotations[deploymentRevisionAnnotKey] = "3" })
+				h.await("the old ReplicaSet's update", func(e Event) bool { return e.Rollout != nil && e.Rollout.Revision == "3" })
 				h.clock.Step(quotaSettle - time.Second)
 				refuse("ev3", 3)
 				assert.True(h.t, h.running(), "the quota may not be recomputed yet")
@@ -763,8 +801,7 @@ func TestRolloutWatcherOtherObjects(t *testing.T) {
 		sw := &stubWaiter{status: StatusCurrent, outcome: OutcomeCurrent, delay: make(chan struct{})}
 		h := startHarness(t, harnessOptions{others: sw, extra: []*unstructured.Unstructured{svc}})
 		h.updateDeployment(rolledOut)
-		h.await("rolled out", func(e Event) bool { return e.Rollout != nil && e.Rollout.Verdict == VerdictRolledOut })
-		time.Sleep(20 * time.Millisecond)
+		h.awaitIdleAfter("rolled out", func(e Event) bool { return e.Rollout != nil && e.Rollout.Verdict == VerdictRolledOut })
 		assert.True(t, h.running(), "the Service is not Current yet")
 		close(sw.delay)
 		res, err := h.result()
