@@ -475,7 +475,7 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				p.Spec.Containers = []corev1.Container{{Name: "vllm", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}
 				p.Status.Conditions[0].Message = "0/2 nodes are available: 2 Insufficient cpu."
 				h.createPod(p)
-				h.await("unschedulable", h.warned("Unschedulable"))
+				h.awaitIdleAfter("unschedulable", h.warned("Unschedulable"))
 				require.Eventually(h.t, h.clock.HasWaiters, 5*time.Second, time.Millisecond)
 				h.clock.Step(6 * time.Second)
 			},
@@ -494,11 +494,13 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				p.Name, p.UID, p.Labels, p.OwnerReferences = "chat-new-a", "chat-new-a", h.newRS.Spec.Template.Labels, testPod(h.newRS, "a").OwnerReferences
 				h.createPod(p)
 				h.createEvent(testEvent("ev1", "Pod", p.Name, p.UID, "Warning", "FailedScheduling", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.", t0))
-				h.await("unschedulable", h.warned("Unschedulable"))
+				h.awaitIdleAfter("unschedulable", h.warned("Unschedulable"))
 				require.Eventually(h.t, h.clock.HasWaiters, 5*time.Second, time.Millisecond)
-				waiters := h.clock.Waiters()
 				h.clock.Step(4 * time.Second)
-				assert.Equal(h.t, waiters, h.clock.Waiters(), "no timer fired: nothing woke the loop")
+				// An old pod's warning makes the loop evaluate at 4s;
+				// going idle after reporting it, it reached no verdict.
+				h.createEvent(testEvent("ev-old", "Pod", "chat-old-x", "chat-old-x", "Warning", "Unhealthy", "Readiness probe failed", h.clock.Now()))
+				h.awaitIdleAfter("the old pod's warning", h.warned("pod chat-old-x (old ReplicaSet chat-old)"))
 				assert.True(h.t, h.running(), "4s of 5s is not a verdict")
 				h.clock.Step(2 * time.Second)
 			},
@@ -606,7 +608,7 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				// watcher reports the new ReplicaSet's next revision, it
 				// has the old one's update too.
 				h.updateReplicaSet("chat-new", func(rs *appsv1.ReplicaSet) { rs.Annotations[deploymentRevisionAnnotKey] = "3" })
-				h.await("the old ReplicaSet's update", func(e Event) bool { return e.Rollout != nil && e.Rollout.Revision == "3" })
+				h.awaitIdleAfter("the old ReplicaSet's update", func(e Event) bool { return e.Rollout != nil && e.Rollout.Revision == "3" })
 				h.clock.Step(quotaSettle - time.Second)
 				refuse("ev3", 3)
 				assert.True(h.t, h.running(), "the quota may not be recomputed yet")
@@ -702,6 +704,10 @@ func TestRolloutWatcherTimeout(t *testing.T) {
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"}}
 	h.createPod(p)
 	h.progressed()
+	// Stepped while idle, not during an evaluation.
+	h.awaitIdleAfter("the pod starting", func(e Event) bool {
+		return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == PhaseStarting
+	})
 	require.Eventually(t, func() bool { return h.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
 	h.clock.Step(31 * time.Second)
 	res, err := h.result()
@@ -741,7 +747,7 @@ func TestRolloutWatcherTimeoutWhileLoading(t *testing.T) {
 	p.Spec.Containers[0].StartupProbe = &corev1.Probe{PeriodSeconds: 10, FailureThreshold: 180}
 	h.createPod(p)
 	h.progressed()
-	h.await("the pod loading", func(e Event) bool {
+	h.awaitIdleAfter("the pod loading", func(e Event) bool {
 		return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == PhaseLoading
 	})
 	require.Eventually(t, func() bool { return h.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
