@@ -9,10 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-)
+	resourcehelper "k8s.io/component-helpers/resource"
+	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 
-// ResourceGPU is the extended resource a GPU is requested as.
-const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+	"github.com/vllmctl/vllmctl/internal/vllm"
+)
 
 // Rollout is the impact of a Deployment change that replaces its pods: the
 // Deployment controller rolls out a new ReplicaSet.
@@ -71,60 +72,54 @@ func withSpec(n int32, spec string) string {
 	return fmt.Sprintf("%d (%s)", n, spec)
 }
 
-// ResolveFenceposts resolves a rolling update's maxSurge and
-// maxUnavailable against the desired replica count the way the Deployment
-// controller does: a percentage of maxSurge rounds up, one of
-// maxUnavailable rounds down, nil means the API default 25%, and when both
-// come out 0 maxUnavailable becomes 1 so the rollout can progress.
-func ResolveFenceposts(maxSurge, maxUnavailable *intstr.IntOrString, desired int32) (surge, unavailable int32, err error) {
+// resolveFenceposts resolves a rolling update's maxSurge and
+// maxUnavailable against the desired replica count with the Deployment
+// controller's own rule (deploymentutil.ResolveFenceposts: surge rounds up,
+// unavailable down, both 0 makes unavailable 1); nil means the API default
+// 25%, which the library leaves to defaulting.
+func resolveFenceposts(maxSurge, maxUnavailable *intstr.IntOrString, desired int32) (surge, unavailable int32, err error) {
 	def := intstr.FromString("25%")
-	if maxSurge == nil {
-		maxSurge = &def
-	}
-	if maxUnavailable == nil {
-		maxUnavailable = &def
-	}
-	s, err := intstr.GetScaledValueFromIntOrPercent(maxSurge, int(desired), true)
+	ms := intstr.ValueOrDefault(maxSurge, def)
+	mu := intstr.ValueOrDefault(maxUnavailable, def)
+	surge, unavailable, err = deploymentutil.ResolveFenceposts(ms, mu, desired)
 	if err != nil {
-		return 0, 0, fmt.Errorf("maxSurge %s: %w", maxSurge.String(), err)
+		return 0, 0, fmt.Errorf("resolve maxSurge %s / maxUnavailable %s: %w", ms, mu, err)
 	}
-	u, err := intstr.GetScaledValueFromIntOrPercent(maxUnavailable, int(desired), false)
-	if err != nil {
-		return 0, 0, fmt.Errorf("maxUnavailable %s: %w", maxUnavailable.String(), err)
-	}
-	if s == 0 && u == 0 {
-		u = 1
-	}
-	return int32(s), int32(u), nil
+	return surge, unavailable, nil
 }
 
-// PodGPUs returns the nvidia.com/gpu a pod of spec needs: the sum over its
+// PodGPUs returns the nvidia.com/gpu a pod of spec needs, as the scheduler
+// counts it (component-helpers resource.PodRequests): the sum over its
 // containers and restartable (sidecar) init containers, or the largest
-// plain init container if that is more. Limits count, requests when no
-// limit is set.
+// plain init container (plus the sidecars started before it) if that is
+// more. A container with a GPU limit and no GPU request requests its limit,
+// as API defaulting sets it.
 func PodGPUs(spec *corev1.PodSpec) int64 {
-	gpus := func(c *corev1.Container) int64 {
-		if q, ok := c.Resources.Limits[ResourceGPU]; ok {
-			return q.Value()
+	pod := &corev1.Pod{Spec: *spec.DeepCopy()}
+	for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			defaultGPURequest(&cs[i].Resources)
 		}
-		if q, ok := c.Resources.Requests[ResourceGPU]; ok {
-			return q.Value()
-		}
-		return 0
 	}
-	var sum, maxInit int64
-	for i := range spec.Containers {
-		sum += gpus(&spec.Containers[i])
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{ExcludeOverhead: true})
+	q := reqs[vllm.GPUResource]
+	return q.Value()
+}
+
+// defaultGPURequest sets r's GPU request to its GPU limit when only the
+// limit is set.
+func defaultGPURequest(r *corev1.ResourceRequirements) {
+	limit, ok := r.Limits[vllm.GPUResource]
+	if !ok {
+		return
 	}
-	for i := range spec.InitContainers {
-		c := &spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			sum += gpus(c)
-			continue
-		}
-		maxInit = max(maxInit, gpus(c))
+	if _, ok := r.Requests[vllm.GPUResource]; ok {
+		return
 	}
-	return max(sum, maxInit)
+	if r.Requests == nil {
+		r.Requests = corev1.ResourceList{}
+	}
+	r.Requests[vllm.GPUResource] = limit
 }
 
 // rolloutOf returns the rollout impact of changing Deployment before into
@@ -158,7 +153,7 @@ func rolloutOf(before, after map[string]any) (*Rollout, error) {
 	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
 		ms, mu = ru.MaxSurge, ru.MaxUnavailable
 	}
-	surge, unavailable, err := ResolveFenceposts(ms, mu, r.Pods)
+	surge, unavailable, err := resolveFenceposts(ms, mu, r.Pods)
 	if err != nil {
 		return nil, err
 	}

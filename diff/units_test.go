@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 func TestStripNoise(t *testing.T) {
@@ -224,23 +226,23 @@ func TestResolveFenceposts(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s, u, err := ResolveFenceposts(tc.surge, tc.unavailable, tc.desired)
+			s, u, err := resolveFenceposts(tc.surge, tc.unavailable, tc.desired)
 			require.NoError(t, err)
 			assert.Equal(t, tc.wantSurge, s, "surge")
 			assert.Equal(t, tc.wantUnavail, u, "unavailable")
 		})
 	}
-	_, _, err := ResolveFenceposts(pct("lots"), nil, 2)
+	_, _, err := resolveFenceposts(pct("lots"), nil, 2)
 	assert.Error(t, err)
 }
 
 func TestPodGPUs(t *testing.T) {
 	gpu := func(n int64) corev1.ResourceRequirements {
 		q := *resource.NewQuantity(n, resource.DecimalSI)
-		return corev1.ResourceRequirements{Limits: corev1.ResourceList{ResourceGPU: q}}
+		return corev1.ResourceRequirements{Limits: corev1.ResourceList{vllm.GPUResource: q}}
 	}
 	req := func(n int64) corev1.ResourceRequirements {
-		return corev1.ResourceRequirements{Requests: corev1.ResourceList{ResourceGPU: *resource.NewQuantity(n, resource.DecimalSI)}}
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{vllm.GPUResource: *resource.NewQuantity(n, resource.DecimalSI)}}
 	}
 	cases := []struct {
 		name string
@@ -258,6 +260,14 @@ func TestPodGPUs(t *testing.T) {
 			InitContainers: []corev1.Container{{Resources: gpu(1), RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}},
 			Containers:     []corev1.Container{{Resources: gpu(1)}},
 		}, 2},
+		{"an init container runs beside the sidecars started before it", corev1.PodSpec{
+			InitContainers: []corev1.Container{
+				{Resources: gpu(1), RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)},
+				{Resources: gpu(2)},
+			},
+			Containers: []corev1.Container{{Resources: gpu(1)}},
+		}, 3},
+		{"limits and requests mixed across containers", corev1.PodSpec{Containers: []corev1.Container{{Resources: gpu(1)}, {Resources: req(2)}}}, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

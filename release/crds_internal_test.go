@@ -108,6 +108,8 @@ func TestWaitEstablished(t *testing.T) {
 			calls:   []string{"watch 5", "get", "watch 5", "get"}},
 		{name: "names not accepted", start: testCRDObject(cond("NamesAccepted", "False", "KindConflict")),
 			reason: ReasonCRDNamesNotAccepted, message: "NamesAccepted=False: KindConflict", code: exitcode.Cluster},
+		{name: "unreadable status", start: testCRDObject("not a condition"),
+			reason: ReasonCRDNotEstablished, message: "read its status: ", code: exitcode.Cluster},
 		{name: "deleted while watched", start: installing,
 			watches: [][]watch.Event{{{Type: watch.Deleted, Object: installing}}},
 			reason:  ReasonCRDNotEstablished, message: "deleted while the deploy waited", code: exitcode.Cluster},

@@ -55,6 +55,8 @@ type crdCluster struct {
 	watchEvents []watch.Event
 	// onCreate runs when a CRD is created for real.
 	onCreate func()
+	// onWatch runs when a CRD is watched, before the watch is returned.
+	onWatch func()
 }
 
 var _ release.CRDClient = (*crdCluster)(nil)
@@ -158,6 +160,9 @@ func (c *crdCluster) CreateCRD(_ context.Context, crd *unstructured.Unstructured
 
 func (c *crdCluster) WatchCRD(_ context.Context, name, _ string) (watch.Interface, error) {
 	c.note("watch crd %s", name)
+	if c.onWatch != nil {
+		c.onWatch()
+	}
 	w := watch.NewFakeWithChanSize(len(c.watchEvents), false)
 	for _, ev := range c.watchEvents {
 		w.Action(ev.Type, ev.Object)
@@ -563,15 +568,13 @@ func TestDeployWaitsForCRDEstablished(t *testing.T) {
 	ok := loraCRDObject(false)
 	_ = unstructured.SetNestedSlice(ok.Object, establishedConditions(), "status", "conditions")
 	c.watchEvents = []watch.Event{{Type: watch.Modified, Object: ok}}
-	// Established in the watch, not in the store: discovery serves the
-	// kind once the store says so too.
-	c.onCreate = func() {
-		go func() {
-			time.Sleep(50 * time.Millisecond)
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			_ = unstructured.SetNestedSlice(c.crds[loraCRD].Object, establishedConditions(), "status", "conditions")
-		}()
+	// Established in the watch, not in the store it was created in:
+	// discovery serves the kind once the store says so too, from when the
+	// deploy watches it.
+	c.onWatch = func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_ = unstructured.SetNestedSlice(c.crds[loraCRD].Object, establishedConditions(), "status", "conditions")
 	}
 	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), crdOptions(baseSpec(), loraCRDObject(false)))
 	require.NoError(t, err)

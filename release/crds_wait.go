@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
+	watchtools "k8s.io/client-go/tools/watch"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
 
 // waitKinds waits until discovery maps the kinds of the objects the new
@@ -47,12 +49,13 @@ func waitKinds(ctx context.Context, client CRDClient, name string, plan *crdPlan
 }
 
 // waitEstablished waits, watching it, until crd is Established; a CRD
-// whose names are not accepted fails at once.
+// whose names are not accepted, or that is deleted, fails at once. A watch
+// that ends (closed, or an error such as an expired resourceVersion) is
+// resumed after reading the CRD again.
 func waitEstablished(ctx context.Context, client CRDClient, crd *unstructured.Unstructured) error {
 	name := crd.GetName()
 	for {
-		ok, err := established(crd)
-		if ok || err != nil {
+		if ok, err := established(crd); ok || err != nil {
 			return err
 		}
 		w, err := client.WatchCRD(ctx, name, crd.GetResourceVersion())
@@ -62,84 +65,72 @@ func waitEstablished(ctx context.Context, client CRDClient, crd *unstructured.Un
 			}
 			return &CRDError{CRD: name, Reason: ReasonCRDNotEstablished, Err: err}
 		}
-		crd, err = followCRD(ctx, w, crd)
-		w.Stop()
+		last, err := followCRD(ctx, w, crd)
 		switch {
+		case err == nil:
+			return nil
 		case ctx.Err() != nil:
-			return notEstablished(ctx, crd)
-		case err != nil:
+			return notEstablished(ctx, last)
+		case !errors.Is(err, watchtools.ErrWatchClosed) && !errors.Is(err, errWatchError):
 			return err
 		}
-		if ok, _ := established(crd); ok {
-			return nil
-		}
-		// The watch ended (closed, or an error such as an expired
-		// resourceVersion): read it again and watch on.
 		if crd, err = client.GetCRD(ctx, name); err != nil {
 			if ctx.Err() != nil {
-				return notEstablished(ctx, &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name}}})
+				return notEstablished(ctx, last)
 			}
 			return &CRDError{CRD: name, Reason: ReasonCRDNotEstablished, Err: err}
 		}
 	}
 }
 
-// followCRD follows crd through the watch w until it is Established (or
-// its names are refused), it is deleted, ctx ends, or the watch ends; it
-// returns the last state seen.
+// errWatchError is a watch that reported an error event: it is resumed
+// like a closed one.
+var errWatchError = errors.New("the watch reported an error")
+
+// followCRD follows crd through the watch w (stopping it) until it is
+// Established: nil. Otherwise it returns the last state seen and the *CRDError
+// of a CRD deleted or whose names are refused, watchtools.ErrWatchClosed or
+// errWatchError when the watch ends, or the error of ctx's end.
 func followCRD(ctx context.Context, w watch.Interface, crd *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	name := crd.GetName()
-	for {
-		next, err := nextCRD(ctx, w, name)
+	last := crd
+	_, err := watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+		if ev.Type == watch.Error {
+			return false, errWatchError
+		}
+		obj, ok := ev.Object.(*unstructured.Unstructured)
 		switch {
-		case ctx.Err() != nil:
-			return crd, nil
-		case err != nil:
-			return crd, &CRDError{CRD: name, Reason: ReasonCRDNotEstablished, Err: err}
-		case next == nil:
-			return crd, nil // the watch ended
+		case !ok || obj.GetName() != name:
+			return false, nil
+		case ev.Type == watch.Deleted:
+			return false, &CRDError{CRD: name, Reason: ReasonCRDNotEstablished,
+				Err: errors.New("deleted while the deploy waited for it to be Established")}
+		case ev.Type == watch.Added, ev.Type == watch.Modified:
+			last = obj
+			return established(obj)
 		}
-		crd = next
-		if ok, err := established(crd); ok || err != nil {
-			return crd, err
-		}
-	}
+		return false, nil
+	})
+	return last, err
 }
 
-// nextCRD returns the next state of the CRD named name that w reports;
-// nil when the watch ends.
-func nextCRD(ctx context.Context, w watch.Interface, name string) (*unstructured.Unstructured, error) {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return nil, nil
-			}
-			obj, isObj := ev.Object.(*unstructured.Unstructured)
-			switch {
-			case ev.Type == watch.Error:
-				return nil, nil
-			case !isObj || obj.GetName() != name:
-			case ev.Type == watch.Deleted:
-				return nil, errors.New("deleted while the deploy waited for it to be Established")
-			case ev.Type == watch.Added, ev.Type == watch.Modified:
-				return obj, nil
-			}
-		}
-	}
-}
-
-// established reports whether crd is Established; a NamesAccepted=False
-// condition is a *CRDError.
+// established reports whether crd is Established, as kstatus computes it
+// (Current once its Established condition is True); names refused
+// (NamesAccepted=False, which kstatus reports as Failed) are a *CRDError.
+// A status kstatus cannot read (never one the API server writes) is a
+// *CRDError too.
 func established(crd *unstructured.Unstructured) (bool, error) {
-	if c := crdCondition(crd, "NamesAccepted"); c != nil && c["status"] == "False" {
-		return false, &CRDError{CRD: crd.GetName(), Reason: ReasonCRDNamesNotAccepted,
-			Err: fmt.Errorf("the API server did not accept its names (NamesAccepted=False: %s: %s)", c["reason"], c["message"])}
+	res, err := kstatus.Compute(crd)
+	if err != nil {
+		return false, &CRDError{CRD: crd.GetName(), Reason: ReasonCRDNotEstablished, Err: fmt.Errorf("read its status: %w", err)}
 	}
-	c := crdCondition(crd, "Established")
-	return c != nil && c["status"] == "True", nil
+	if res.Status == kstatus.FailedStatus {
+		if c := crdCondition(crd, "NamesAccepted"); c != nil && c["status"] == "False" {
+			return false, &CRDError{CRD: crd.GetName(), Reason: ReasonCRDNamesNotAccepted,
+				Err: fmt.Errorf("the API server did not accept its names (NamesAccepted=False: %s: %s)", c["reason"], c["message"])}
+		}
+	}
+	return res.Status == kstatus.CurrentStatus, nil
 }
 
 // notEstablished is the error of a CRD that was not Established when ctx

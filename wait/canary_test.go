@@ -2,7 +2,6 @@ package wait
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,10 +31,9 @@ func TestCanaryGoal(t *testing.T) {
 		h.createPod(p)
 		h.progressed()
 		h.updatePod(readyPod(p))
-		h.await("the pod Ready", func(e Event) bool {
+		h.awaitIdleAfter("the pod Ready", func(e Event) bool {
 			return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == PhaseReady
 		})
-		time.Sleep(50 * time.Millisecond)
 		assert.True(t, h.running(), "held until Until is closed")
 		close(until)
 		res, err := h.result()
@@ -54,7 +52,9 @@ func TestCanaryGoal(t *testing.T) {
 		a := testPod(h.newRS, "a", running("vllm", 0))
 		h.createPod(readyPod(a))
 		h.progressed()
-		time.Sleep(50 * time.Millisecond)
+		h.awaitIdleAfter("pod a Ready", func(e Event) bool {
+			return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == PhaseReady
+		})
 		assert.True(t, h.running(), "1 of 2 canary pods Ready")
 		h.createPod(readyPod(testPod(h.newRS, "b", running("vllm", 0))))
 		res, err := h.result()

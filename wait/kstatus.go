@@ -12,7 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/polling/aggregator"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/polling/collector"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/polling/event"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/watcher"
 	clobject "sigs.k8s.io/cli-utils/pkg/object"
 
@@ -46,131 +49,187 @@ func NewKstatusWaiterWithWatcher(w watcher.StatusWatcher, mapper meta.RESTMapper
 
 // Wait watches objs until every one is Current, one is Failed, opts.Timeout
 // passes or ctx ends. See [Waiter].
+//
+// The watcher's events go through a cli-utils ResourceStatusCollector, as
+// in Helm's status waiter: it keeps the latest status of every object and
+// the watcher's fatal error, and its observer (kstatusRun.observe) turns
+// each change into our statuses and events and ends the wait on the
+// aggregate status (aggregator.AggregateStatus): at the first Failed
+// object, or once all are Current.
 func (w *KstatusWaiter) Wait(ctx context.Context, objs []*unstructured.Unstructured, opts Options) (Result, error) {
 	start := w.now()
 	if opts.Events != nil {
 		defer close(opts.Events)
 	}
 	res := Result{}
-	finish := func(o Outcome, err error) (Result, error) {
-		res.Outcome = o
-		res.Elapsed = w.now().Sub(start)
-		return res, err
-	}
-
 	ids, index, err := w.identify(ctx, objs, opts.Namespace, &res)
 	if err != nil {
-		return finish(OutcomeError, err)
+		return w.finish(res, start, OutcomeError, err)
 	}
 	if len(ids) == 0 {
-		return finish(OutcomeCurrent, nil)
+		return w.finish(res, start, OutcomeCurrent, nil)
 	}
 
-	var wctx context.Context
-	var cancel context.CancelFunc
-	if opts.Timeout > 0 {
-		wctx, cancel = context.WithTimeout(ctx, opts.Timeout)
-	} else {
-		wctx, cancel = context.WithCancel(ctx)
-	}
+	wctx, cancel := withOptionalTimeout(ctx, opts.Timeout)
 	defer cancel()
-
-	emit := func(i int) {
-		if opts.Events == nil {
-			return
-		}
-		s := res.Objects[i]
-		select {
-		case opts.Events <- Event{Time: w.now(), Object: s.Object, Status: s.Status, Message: s.Message}:
-		case <-wctx.Done():
-		}
-	}
-	set := func(i int, st Status, msg string) {
-		cur := &res.Objects[i]
-		if cur.Status == st && cur.Message == msg {
-			return
-		}
-		cur.Status, cur.Message = st, msg
-		emit(i)
-	}
-
-	var outcome Outcome
-	var fatal error
+	run := &kstatusRun{done: wctx.Done(), cancel: cancel, res: &res, index: index, events: opts.Events, now: w.now}
 	// The status watcher closes its channel once wctx is done; after the
 	// outcome is known the rest is drained.
 	// Namespace scope: one informer per kind and namespace (cluster-scoped
 	// kinds at cluster scope), never a cluster-wide watch of namespaced
 	// kinds, which would need cluster-wide list permissions.
-	for ev := range w.watcher.Watch(wctx, ids, watcher.Options{RESTScopeStrategy: watcher.RESTScopeNamespace}) {
-		if outcome != "" || fatal != nil {
-			continue
-		}
-		switch ev.Type {
-		case event.ErrorEvent:
-			fatal = ev.Error
-			cancel()
-			continue
-		case event.SyncEvent:
-			// Informers are synced: objects not reported do not exist.
-			for i := range res.Objects {
-				if res.Objects[i].Status == StatusUnknown {
-					set(i, StatusNotFound, "not found")
-				}
-			}
-		case event.ResourceUpdateEvent:
-			rs := ev.Resource
-			if rs == nil {
-				continue
-			}
-			i, ok := index[rs.Identifier]
-			if !ok {
-				continue
-			}
-			st, msg := Status(rs.Status), rs.Message
-			if rs.Error != nil {
-				st, msg = StatusUnknown, rs.Error.Error()
-			}
-			// The message quotes the object's conditions: untrusted.
-			msg = SanitizeLine(msg)
-			set(i, st, msg)
-			if st == StatusFailed {
-				outcome = OutcomeFailed
-				cancel()
-				continue
-			}
-		}
-		if allCurrent(res.Objects) {
-			outcome = OutcomeCurrent
-			cancel()
+	evs := w.watcher.Watch(wctx, ids, watcher.Options{RESTScopeStrategy: watcher.RESTScopeNamespace})
+	statuses := collector.NewResourceStatusCollector(ids)
+	// The collector reports the watcher's errors here (the observer stops
+	// the wait at the first); run is read once the collector is done.
+	var fatal error
+	for r := range statuses.ListenWithObserver(evs, collector.ObserverFunc(run.observe)) {
+		if fatal == nil {
+			fatal = r.Err
 		}
 	}
+	return w.verdict(ctx, wctx, res, start, run.outcome, fatal, opts.Timeout)
+}
 
+// withOptionalTimeout bounds ctx by timeout when it is positive.
+func withOptionalTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout > 0 {
+		return context.WithTimeout(ctx, timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// finish completes res with outcome o and the time elapsed since start.
+func (w *KstatusWaiter) finish(res Result, start time.Time, o Outcome, err error) (Result, error) {
+	res.Outcome = o
+	res.Elapsed = w.now().Sub(start)
+	return res, err
+}
+
+// verdict is the result of a wait that ended with outcome (none when the
+// watch ended first) or the watcher's fatal error; ctx is the caller's
+// context, wctx the one bounded by timeout.
+func (w *KstatusWaiter) verdict(ctx, wctx context.Context, res Result, start time.Time, outcome Outcome, fatal error, timeout time.Duration) (Result, error) {
 	switch {
 	case outcome == OutcomeCurrent:
-		return finish(OutcomeCurrent, nil)
+		return w.finish(res, start, OutcomeCurrent, nil)
 	case outcome == OutcomeFailed:
-		r, _ := finish(OutcomeFailed, nil)
+		r, _ := w.finish(res, start, OutcomeFailed, nil)
 		return r, &NotReadyError{Outcome: OutcomeFailed, Objects: failedFirst(r.NotCurrent())}
 	case fatal != nil:
-		return finish(OutcomeError, fmt.Errorf("watch object status: %w", fatal))
+		return w.finish(res, start, OutcomeError, fmt.Errorf("watch object status: %w", fatal))
 	case errors.Is(ctx.Err(), context.Canceled):
-		return finish(OutcomeCanceled, fmt.Errorf("wait canceled: %w", ctx.Err()))
+		return w.finish(res, start, OutcomeCanceled, fmt.Errorf("wait canceled: %w", ctx.Err()))
 	case ctx.Err() != nil:
-		r, _ := finish(OutcomeTimeout, nil)
+		r, _ := w.finish(res, start, OutcomeTimeout, nil)
 		return r, &NotReadyError{Outcome: OutcomeTimeout, Objects: r.NotCurrent()}
 	case wctx.Err() != nil:
-		r, _ := finish(OutcomeTimeout, nil)
-		return r, &NotReadyError{Outcome: OutcomeTimeout, Timeout: opts.Timeout, Objects: r.NotCurrent()}
+		r, _ := w.finish(res, start, OutcomeTimeout, nil)
+		return r, &NotReadyError{Outcome: OutcomeTimeout, Timeout: timeout, Objects: r.NotCurrent()}
 	}
-	return finish(OutcomeError, errors.New("the status watcher stopped unexpectedly"))
+	return w.finish(res, start, OutcomeError, errors.New("the status watcher stopped unexpectedly"))
+}
+
+// kstatusRun is the state of one KstatusWaiter.Wait, kept by the
+// collector's observer: it runs on the collector's goroutine, and Wait
+// reads it once the collector is done.
+type kstatusRun struct {
+	done    <-chan struct{} // the wait's end: bounds sends on events
+	cancel  context.CancelFunc
+	res     *Result
+	index   map[object.ID]int
+	events  chan<- Event
+	now     func() time.Time
+	outcome Outcome
+	stopped bool // an outcome or a fatal error ended the wait
+}
+
+// observe is the collector's observer: it applies ev, which c has
+// recorded, to the run's statuses and ends the wait once its outcome is
+// known or the watcher failed.
+func (r *kstatusRun) observe(c *collector.ResourceStatusCollector, ev event.Event) {
+	if r.stopped {
+		return
+	}
+	switch ev.Type {
+	case event.ErrorEvent:
+		r.stop("")
+		return
+	case event.SyncEvent:
+		// Informers are synced: objects not reported do not exist.
+		for i := range r.res.Objects {
+			if r.res.Objects[i].Status == StatusUnknown {
+				r.set(i, StatusNotFound, "not found")
+			}
+		}
+	case event.ResourceUpdateEvent:
+		if !r.update(ev.Resource) {
+			return
+		}
+	}
+	// Only the waited objects count, should the watcher report others.
+	var rss []*event.ResourceStatus
+	for _, rs := range c.LatestObservation().ResourceStatuses {
+		if _, ok := r.index[rs.Identifier]; ok {
+			rss = append(rss, rs)
+		}
+	}
+	switch aggregator.AggregateStatus(rss, status.CurrentStatus) {
+	case status.FailedStatus:
+		r.stop(OutcomeFailed)
+	case status.CurrentStatus:
+		r.stop(OutcomeCurrent)
+	}
+}
+
+// update applies the status rs reports; false when rs is none of the
+// waited objects.
+func (r *kstatusRun) update(rs *event.ResourceStatus) bool {
+	if rs == nil {
+		return false
+	}
+	i, ok := r.index[rs.Identifier]
+	if !ok {
+		return false
+	}
+	st, msg := Status(rs.Status), rs.Message
+	if rs.Error != nil {
+		st, msg = StatusUnknown, rs.Error.Error()
+	}
+	// The message quotes the object's conditions: untrusted.
+	r.set(i, st, SanitizeLine(msg))
+	return true
+}
+
+// stop ends the wait with outcome ("" for a fatal error of the watcher).
+func (r *kstatusRun) stop(outcome Outcome) {
+	r.outcome, r.stopped = outcome, true
+	r.cancel()
+}
+
+// set records object i's status and message, sending an Event when
+// either changed.
+func (r *kstatusRun) set(i int, st Status, msg string) {
+	cur := &r.res.Objects[i]
+	if cur.Status == st && cur.Message == msg {
+		return
+	}
+	cur.Status, cur.Message = st, msg
+	if r.events == nil {
+		return
+	}
+	select {
+	case r.events <- Event{Time: r.now(), Object: cur.Object, Status: st, Message: msg}:
+	case <-r.done:
+	}
 }
 
 // identify returns the watcher's identifiers of objs, with the namespace
 // defaulted, and fills res.Objects (status Unknown) in order, without
 // duplicates.
-func (w *KstatusWaiter) identify(ctx context.Context, objs []*unstructured.Unstructured, namespace string, res *Result) (clobject.ObjMetadataSet, map[clobject.ObjMetadata]int, error) {
+func (w *KstatusWaiter) identify(ctx context.Context, objs []*unstructured.Unstructured, namespace string, res *Result) (clobject.ObjMetadataSet, map[object.ID]int, error) {
 	var ids clobject.ObjMetadataSet
-	index := map[clobject.ObjMetadata]int{}
+	index := map[object.ID]int{}
 	reset := false
 	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
@@ -192,7 +251,7 @@ func (w *KstatusWaiter) identify(ctx context.Context, objs []*unstructured.Unstr
 				ref.Namespace = namespace
 			}
 		}
-		id := clobject.ObjMetadata{Namespace: ref.Namespace, Name: ref.Name, GroupKind: gvk.GroupKind()}
+		id := ref.ID()
 		if _, dup := index[id]; dup {
 			continue
 		}
@@ -201,15 +260,6 @@ func (w *KstatusWaiter) identify(ctx context.Context, objs []*unstructured.Unstr
 		res.Objects = append(res.Objects, ObjectStatus{Object: ref, Status: StatusUnknown})
 	}
 	return ids, index, nil
-}
-
-func allCurrent(objs []ObjectStatus) bool {
-	for _, s := range objs {
-		if s.Status != StatusCurrent {
-			return false
-		}
-	}
-	return true
 }
 
 // failedFirst orders failed objects before the others, keeping the order

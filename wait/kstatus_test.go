@@ -28,15 +28,20 @@ const ns = "llm"
 // closes its channel, as the status watcher does.
 type scriptedWatcher struct {
 	events []event.Event
-	mu     sync.Mutex
-	ids    clobject.ObjMetadataSet
-	opts   watcher.Options
+	// watching, when not nil, is closed once Watch is called.
+	watching chan struct{}
+	mu       sync.Mutex
+	ids      clobject.ObjMetadataSet
+	opts     watcher.Options
 }
 
 func (w *scriptedWatcher) Watch(ctx context.Context, ids clobject.ObjMetadataSet, opts watcher.Options) <-chan event.Event {
 	w.mu.Lock()
 	w.ids, w.opts = ids, opts
 	w.mu.Unlock()
+	if w.watching != nil {
+		close(w.watching)
+	}
 	ch := make(chan event.Event)
 	go func() {
 		defer close(ch)
@@ -220,8 +225,8 @@ func TestKstatusWaiterEnds(t *testing.T) {
 	})
 	t.Run("canceled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
-		sw := &scriptedWatcher{}
-		go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+		sw := &scriptedWatcher{watching: make(chan struct{})}
+		go func() { <-sw.watching; cancel() }()
 		res, err := NewKstatusWaiterWithWatcher(sw, testMapper()).Wait(ctx, objects(), Options{Namespace: ns})
 		require.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, OutcomeCanceled, res.Outcome)

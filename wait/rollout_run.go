@@ -161,6 +161,9 @@ func (r *rolloutRun) run(wctx context.Context, l *loop) {
 		if now {
 			continue
 		}
+		if r.o.idle != nil {
+			r.o.idle()
+		}
 		if r.next(wctx, l, recheckC, settle) {
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,6 +107,9 @@ type harness struct {
 
 	mu     sync.Mutex
 	events []Event
+	// idles records, for each time the run loop went idle (evaluated,
+	// and waiting for news), how many events it had sent by then.
+	idles  []int
 	done   chan struct{}
 	res    Result
 	err    error
@@ -150,6 +154,8 @@ func startHarness(t *testing.T, o harnessOptions) *harness {
 		o.setup(h.client)
 	}
 	o.rollout.Clock = h.clock
+	idle := make(chan struct{})
+	o.rollout.idle = func() { idle <- struct{}{} }
 	w := NewRolloutWatcher(h.client, o.others, o.rollout)
 	events := make(chan Event)
 	o.wait.Events = events
@@ -162,13 +168,25 @@ func startHarness(t *testing.T, o harnessOptions) *harness {
 	dep := toUnstructured(t, h.d)
 	dep.SetNamespace("") // as rendered: the wait's namespace applies
 	in := append([]*unstructured.Unstructured{dep}, o.extra...)
+	// One goroutine receives both the events and the loop's idle signals,
+	// so that an idle is recorded after every event sent before it.
 	collected := make(chan struct{})
 	go func() {
 		defer close(collected)
-		for e := range events {
-			h.mu.Lock()
-			h.events = append(h.events, e)
-			h.mu.Unlock()
+		for {
+			select {
+			case e, ok := <-events:
+				if !ok {
+					return
+				}
+				h.mu.Lock()
+				h.events = append(h.events, e)
+				h.mu.Unlock()
+			case <-idle:
+				h.mu.Lock()
+				h.idles = append(h.idles, len(h.events))
+				h.mu.Unlock()
+			}
 		}
 	}()
 	go func() {
@@ -195,6 +213,23 @@ func (h *harness) await(what string, pred func(Event) bool) Event {
 		return false
 	}, 10*time.Second, 5*time.Millisecond, "waiting for %s; events:\n%s", what, h.eventLines())
 	return found
+}
+
+// awaitIdleAfter waits until the run loop, having sent an event that
+// satisfies pred, went idle (the evaluation that sent it did not end the
+// wait, and the loop waits for news), or until Wait returned (which the
+// caller's check of h.running() then reports).
+func (h *harness) awaitIdleAfter(what string, pred func(Event) bool) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		if !h.running() {
+			return true
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		first := slices.IndexFunc(h.events, pred)
+		return first >= 0 && slices.ContainsFunc(h.idles, func(sent int) bool { return sent > first })
+	}, 10*time.Second, time.Millisecond, "waiting for the loop to go idle after %s; events:\n%s", what, h.eventLines())
 }
 
 func (h *harness) eventLines() string {
@@ -442,7 +477,7 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				p.Spec.Containers = []corev1.Container{{Name: "vllm", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}
 				p.Status.Conditions[0].Message = "0/2 nodes are available: 2 Insufficient cpu."
 				h.createPod(p)
-				h.await("unschedulable", h.warned("Unschedulable"))
+				h.awaitIdleAfter("unschedulable", h.warned("Unschedulable"))
 				require.Eventually(h.t, h.clock.HasWaiters, 5*time.Second, time.Millisecond)
 				h.clock.Step(6 * time.Second)
 			},
@@ -461,10 +496,13 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				p.Name, p.UID, p.Labels, p.OwnerReferences = "chat-new-a", "chat-new-a", h.newRS.Spec.Template.Labels, testPod(h.newRS, "a").OwnerReferences
 				h.createPod(p)
 				h.createEvent(testEvent("ev1", "Pod", p.Name, p.UID, "Warning", "FailedScheduling", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.", t0))
-				h.await("unschedulable", h.warned("Unschedulable"))
+				h.awaitIdleAfter("unschedulable", h.warned("Unschedulable"))
 				require.Eventually(h.t, h.clock.HasWaiters, 5*time.Second, time.Millisecond)
 				h.clock.Step(4 * time.Second)
-				time.Sleep(20 * time.Millisecond)
+				// An old pod's warning makes the loop evaluate at 4s;
+				// going idle after reporting it, it reached no verdict.
+				h.createEvent(testEvent("ev-old", "Pod", "chat-old-x", "chat-old-x", "Warning", "Unhealthy", "Readiness probe failed", h.clock.Now()))
+				h.awaitIdleAfter("the old pod's warning", h.warned("pod chat-old-x (old ReplicaSet chat-old)"))
 				assert.True(h.t, h.running(), "4s of 5s is not a verdict")
 				h.clock.Step(2 * time.Second)
 			},
@@ -531,8 +569,7 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				})
 				h.createEvent(testEvent("ev1", "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate",
 					`Error creating: pods "chat-new-x" is forbidden: exceeded quota: gpu`, t0))
-				h.await("the first refusal", h.warned(`"chat-new-x" is forbidden`))
-				time.Sleep(20 * time.Millisecond)
+				h.awaitIdleAfter("the first refusal", h.warned(`"chat-new-x" is forbidden`))
 				assert.True(h.t, h.running(), "a quota refusal right at the start may be stale")
 				h.clock.Step(quotaSettle)
 				h.createEvent(testEvent("ev2", "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate",
@@ -552,8 +589,7 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				refuse := func(name string, n int) {
 					msg := fmt.Sprintf(`Error creating: pods "chat-new-%d" is forbidden: exceeded quota: gpu`, n)
 					h.createEvent(testEvent(name, "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate", msg, h.clock.Now()))
-					h.await(name, h.warned(fmt.Sprintf(`"chat-new-%d" is forbidden`, n)))
-					time.Sleep(20 * time.Millisecond)
+					h.awaitIdleAfter(name, h.warned(fmt.Sprintf(`"chat-new-%d" is forbidden`, n)))
 				}
 				// maxUnavailable 1: the old ReplicaSet is scaled down, its
 				// pod terminates and still holds its quota.
@@ -570,7 +606,11 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				h.updateReplicaSet("chat-old", func(rs *appsv1.ReplicaSet) {
 					rs.Status.Replicas, rs.Status.TerminatingReplicas = 1, ptr.To[int32](0)
 				})
-				time.Sleep(20 * time.Millisecond)
+				// The ReplicaSets' informer delivers in order: once the
+				// watcher reports the new ReplicaSet's next revision, it
+				// has the old one's update too.
+				h.updateReplicaSet("chat-new", func(rs *appsv1.ReplicaSet) { rs.Annotations[deploymentRevisionAnnotKey] = "3" })
+				h.awaitIdleAfter("the old ReplicaSet's update", func(e Event) bool { return e.Rollout != nil && e.Rollout.Revision == "3" })
 				h.clock.Step(quotaSettle - time.Second)
 				refuse("ev3", 3)
 				assert.True(h.t, h.running(), "the quota may not be recomputed yet")
@@ -666,6 +706,10 @@ func TestRolloutWatcherTimeout(t *testing.T) {
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"}}
 	h.createPod(p)
 	h.progressed()
+	// Stepped while idle, not during an evaluation.
+	h.awaitIdleAfter("the pod starting", func(e Event) bool {
+		return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == PhaseStarting
+	})
 	require.Eventually(t, func() bool { return h.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
 	h.clock.Step(31 * time.Second)
 	res, err := h.result()
@@ -705,7 +749,7 @@ func TestRolloutWatcherTimeoutWhileLoading(t *testing.T) {
 	p.Spec.Containers[0].StartupProbe = &corev1.Probe{PeriodSeconds: 10, FailureThreshold: 180}
 	h.createPod(p)
 	h.progressed()
-	h.await("the pod loading", func(e Event) bool {
+	h.awaitIdleAfter("the pod loading", func(e Event) bool {
 		return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == PhaseLoading
 	})
 	require.Eventually(t, func() bool { return h.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
@@ -765,8 +809,7 @@ func TestRolloutWatcherOtherObjects(t *testing.T) {
 		sw := &stubWaiter{status: StatusCurrent, outcome: OutcomeCurrent, delay: make(chan struct{})}
 		h := startHarness(t, harnessOptions{others: sw, extra: []*unstructured.Unstructured{svc}})
 		h.updateDeployment(rolledOut)
-		h.await("rolled out", func(e Event) bool { return e.Rollout != nil && e.Rollout.Verdict == VerdictRolledOut })
-		time.Sleep(20 * time.Millisecond)
+		h.awaitIdleAfter("rolled out", func(e Event) bool { return e.Rollout != nil && e.Rollout.Verdict == VerdictRolledOut })
 		assert.True(t, h.running(), "the Service is not Current yet")
 		close(sw.delay)
 		res, err := h.result()

@@ -97,6 +97,11 @@ type RolloutOptions struct {
 	// Clock measures durations (the unschedulable timer, the timeout) and
 	// stamps events; default the wall clock.
 	Clock clock.WithTicker
+
+	// idle, when set (by tests), is called each time the run loop has
+	// evaluated and, the wait not over, is about to wait for news: a
+	// deterministic sign that what it evaluated did not end the wait.
+	idle func()
 }
 
 func (o RolloutOptions) withDefaults() RolloutOptions {

@@ -502,21 +502,20 @@ func contractAcquireStale(t *testing.T, b storeBackend) {
 	var locked *LockedError
 	require.ErrorAs(t, err, &locked)
 
-	// Renewed while watched: live.
+	// Renewed while watched: live. The holder renews it just before the
+	// watch's first read, after the watch began from the listed record.
 	clk.Step(time.Hour)
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		time.Sleep(50 * time.Millisecond)
+	renewing := &renewBeforeGet{Store: s, renew: func() error {
 		p, err := s.Get(ctx, "chat", old.Revision)
-		if err == nil {
-			p.Updated = p.Updated.Add(time.Second)
-			err = s.Update(ctx, p)
+		if err != nil {
+			return err
 		}
-		assert.NoError(t, err)
-	}()
-	_, err = Acquire(ctx, s, "chat", OpDeploy, LockOptions{Holder: "ci-job-2", Clock: clk})
-	<-renewed
+		p.Updated = p.Updated.Add(time.Second)
+		return s.Update(ctx, p)
+	}}
+	_, err = Acquire(ctx, renewing, "chat", OpDeploy, LockOptions{Holder: "ci-job-2", Clock: clk})
+	require.NoError(t, renewing.err)
+	require.True(t, renewing.renewed, "the watch read the record")
 	require.ErrorAs(t, err, &locked, "renewed while watched")
 
 	// Unrenewed for its whole lease, as watched: stale, taken over.
@@ -531,6 +530,23 @@ func contractAcquireStale(t *testing.T, b storeBackend) {
 	assert.True(t, strings.HasPrefix(prev.Description, "interrupted: lock taken over by ci-job-2"), prev.Description)
 	assert.Contains(t, prev.Description, "as watched by this operation, lease 200ms")
 	assert.Equal(t, []Status{StatusDeployed, StatusFailed, StatusPendingUpgrade}, recordStatuses(t, s, "chat"))
+}
+
+// renewBeforeGet is a Store whose first Get runs renew first: the
+// holder of a watched pending record renewing it while it is watched.
+type renewBeforeGet struct {
+	Store
+	renew   func() error
+	renewed bool
+	err     error
+}
+
+func (r *renewBeforeGet) Get(ctx context.Context, name string, revision int) (*Release, error) {
+	if !r.renewed {
+		r.renewed = true
+		r.err = r.renew()
+	}
+	return r.Store.Get(ctx, name, revision)
 }
 
 func contractAcquireForce(t *testing.T, b storeBackend) {
