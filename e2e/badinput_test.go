@@ -37,7 +37,7 @@ import (
 const (
 	badDir   = "testdata/bad"
 	badCases = badDir + "/cases.yaml"
-	// badMinCases is what issue 12 asks of the corpus.
+	// badMinCases is the least the corpus must hold.
 	badMinCases = 80
 	// setupNone marks a case that needs no cluster.
 	setupNone = "none"

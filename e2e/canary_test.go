@@ -20,7 +20,7 @@ import (
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
-// Issue 14: the canary gate on the local control plane. The release has 3
+// The canary gate on the local control plane. The release has 3
 // replicas of 1 GPU each (the chart's strategy maxSurge 1, maxUnavailable
 // 0); revision 2 changes the image and rolls out through a canary.
 

@@ -180,8 +180,8 @@ func pod(name, image string, gpus int64, annotations map[string]string) *corev1.
 	}
 }
 
-// TestFaultClasses checks that each fault class of the contract produces
-// exactly the container statuses the contract names.
+// TestFaultClasses checks that each fault class of the local cluster
+// (docs/local-cluster.md) produces exactly the container statuses it names.
 func TestFaultClasses(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()

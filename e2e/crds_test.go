@@ -24,7 +24,7 @@ import (
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
-// Issue 15: a chart's crds/ on the local control plane.
+// A chart's crds/ on the local control plane.
 
 // crdChart is the demo chart: crds/ with the LoraAdapter CRD (group
 // demo.vllmctl.io), a LoraAdapter and a ConfigMap.

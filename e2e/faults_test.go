@@ -28,7 +28,7 @@ import (
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
-// The fault suite (issue 12): faults on the local control plane and on the
+// The fault suite: faults on the local control plane and on the
 // vllmctl process itself. Every case checks that no release record is lost
 // (the history is complete and consistent: exactly one deployed revision,
 // no pending record, every revision number present unless deleted on

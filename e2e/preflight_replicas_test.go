@@ -17,7 +17,7 @@ import (
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
-// Issue 12, item 4: the capacity preflight counts the pods a replica
+// The capacity preflight counts the pods a replica
 // increase adds, not only a changed pod template's. On the isolated pool
 // (2 × 8 GPUs, these tests' alone, see surge_test.go) a release of 1 pod
 // of 1 GPU leaves exactly 15 GPUs free.

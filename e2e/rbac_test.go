@@ -54,7 +54,7 @@ func applyRBAC(t *testing.T, f *relFixture, file, ns string) {
 	}
 }
 
-// Issue 12: least privilege. The Role and the preflight ClusterRole of
+// Least privilege. The Role and the preflight ClusterRole of
 // deploy/rbac are enough for every release command run as a CI service
 // account; an account without them gets exit 6 naming the verb and the
 // resource.

@@ -18,7 +18,7 @@ import (
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
-// Issue 6: deploy reconciles like a controller. The same inputs twice make
+// Deploy reconciles like a controller. The same inputs twice make
 // one revision; hand edits of fields the chart sets show in diff and the
 // next deploy undoes them.
 

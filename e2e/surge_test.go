@@ -31,7 +31,7 @@ import (
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
-// Issue 7, what must be shown: the capacity preflight and the surge policy
+// The capacity preflight and the surge policy
 // through the real binary, on the isolated GPU pool of the local cluster
 // (gpu-isolated-1/2, 8 GPUs each, labelled and tainted
 // vllmctl.io/pool=isolated), which only these tests use. Each test starts

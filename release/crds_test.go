@@ -320,7 +320,7 @@ func (f *engFixture) crdEvents() []string {
 // absent).
 func index(log []string, want string) int { return slices.Index(log, want) }
 
-// Issue 15: a chart with crds/ deploys in one go. The CRD is dry-run
+// A chart with crds/ deploys in one go. The CRD is dry-run
 // created before the lock (validation, nothing persisted), the custom
 // resource is not dry-run (its kind does not exist yet) and counts as to
 // be created, the CRD is created under the lock before any object, the

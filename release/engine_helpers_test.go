@@ -240,6 +240,6 @@ func (f *engFixture) configMap(name string) *unstructured.Unstructured {
 	return f.cluster.Object("", "ConfigMap", engNS, name)
 }
 
-// exitCode returns the contract exit code of err (exitcode.Of: the
+// exitCode returns the exit code of err (exitcode.Of: the
 // command's rule).
 func exitCode(err error) int { return exitcode.Of(err) }

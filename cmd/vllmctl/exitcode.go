@@ -9,7 +9,7 @@ import (
 	"github.com/vllmctl/vllmctl/wait"
 )
 
-// Exit codes of the contract (shared/design/contract.md).
+// Exit codes of vllmctl (docs/exit-codes.md).
 const (
 	ExitOK          = exitcode.OK
 	ExitChanges     = exitcode.Changes

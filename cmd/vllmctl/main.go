@@ -1,6 +1,6 @@
 // Command vllmctl is a declarative rollout orchestrator for LLM inference
 // services on Kubernetes. main only wires signals, runs the command tree and
-// maps the returned error to the exit codes of the contract.
+// maps the returned error to its exit code (docs/exit-codes.md).
 package main
 
 import (

@@ -34,7 +34,7 @@ func replicaSetsCell(refs []storage.ReplicaSetRef) string {
 }
 
 // statusUnreadable is what list and history show for a record that
-// cannot be decoded (it is no record status of the contract).
+// cannot be decoded (it is no record status, docs/release-record.md).
 const statusUnreadable storage.Status = "unreadable"
 
 // recordNamespace is the namespace of -n/--namespace or the kubeconfig

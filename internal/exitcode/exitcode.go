@@ -1,5 +1,4 @@
-// Package exitcode holds the exit codes of vllmctl's contract
-// (shared/design/contract.md) and the one rule that maps an error to its
+// Package exitcode holds vllmctl's exit codes (docs/exit-codes.md) and the one rule that maps an error to its
 // code. Errors of the library packages implement Coder where their code is
 // not a plain internal error; cmd/vllmctl's main exits with Of(err).
 package exitcode
@@ -13,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// The exit codes of the contract.
+// The exit codes (docs/exit-codes.md).
 const (
 	OK          = 0
 	Changes     = 1 // diff found changes

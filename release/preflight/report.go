@@ -14,7 +14,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
-// exitInvalid is the contract's exit code for invalid input, which a
+// exitInvalid is the exit code for invalid input, which a
 // refusing preflight also returns: nothing was applied.
 const exitInvalid = exitcode.Invalid
 

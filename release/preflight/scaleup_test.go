@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// Issue 12, item 4: the preflight counts the pods a replica increase adds
+// The preflight counts the pods a replica increase adds
 // (rendered replicas, or an HPA's minReplicas above the live count), with
 // or without a template change.
 

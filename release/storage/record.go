@@ -46,7 +46,7 @@ const (
 // Status is the state of one release revision.
 type Status string
 
-// The statuses of the contract. The pending ones act as the release's lock.
+// The statuses of a revision (docs/release-record.md). The pending ones act as the release's lock.
 const (
 	StatusPendingInstall  Status = "pending-install"
 	StatusPendingUpgrade  Status = "pending-upgrade"
@@ -67,7 +67,7 @@ func (s Status) IsPending() bool {
 	return false
 }
 
-// IsValid reports whether s is one of the contract's statuses.
+// IsValid reports whether s is one of the statuses of a revision.
 func (s Status) IsValid() bool {
 	switch s {
 	case StatusPendingInstall, StatusPendingUpgrade, StatusPendingRollback,
