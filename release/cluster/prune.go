@@ -50,9 +50,9 @@ const (
 // PruneResult reports what pruning did with one object of the previous
 // revision that the new one no longer has.
 type PruneResult struct {
-	Object object.Ref
-	Action PruneAction
-	Reason string
+	Object object.Ref  `json:"object"`
+	Action PruneAction `json:"action"`
+	Reason string      `json:"reason,omitempty"`
 }
 
 // Prune deletes the objects of the previous revision's manifest (previous)

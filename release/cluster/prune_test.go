@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -238,4 +239,12 @@ spec:
 		assert.True(t, found)
 		assert.Equal(t, int64(3), r)
 	})
+}
+
+// A prune result's JSON (uninstall's kept objects) uses the same
+// lower-case keys as every other document.
+func TestPruneResultJSON(t *testing.T) {
+	b, err := json.Marshal(PruneResult{Object: object.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "ml", Name: "cfg"}, Action: PruneKept, Reason: "owned by release other"})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"object":{"version":"v1","kind":"ConfigMap","namespace":"ml","name":"cfg"},"action":"kept","reason":"owned by release other"}`, string(b))
 }
