@@ -495,8 +495,13 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				p := unschedulablePod()
 				p.Name, p.UID, p.Labels, p.OwnerReferences = "chat-new-a", "chat-new-a", h.newRS.Spec.Template.Labels, testPod(h.newRS, "a").OwnerReferences
 				h.createPod(p)
-				h.createEvent(testEvent("ev1", "Pod", p.Name, p.UID, "Warning", "FailedScheduling", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.", t0))
+				// One input at a time, each judged before the next: the
+				// pod's condition, then the scheduler's event (a clock
+				// step while an evaluation is under way would land in its
+				// settle pause instead).
 				h.awaitIdleAfter("unschedulable", h.warned("Unschedulable"))
+				h.createEvent(testEvent("ev1", "Pod", p.Name, p.UID, "Warning", "FailedScheduling", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.", t0))
+				h.awaitIdleAfter("the scheduler's event", h.warned("Warning FailedScheduling"))
 				require.Eventually(h.t, h.clock.HasWaiters, 5*time.Second, time.Millisecond)
 				h.clock.Step(4 * time.Second)
 				// An old pod's warning makes the loop evaluate at 4s;
