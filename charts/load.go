@@ -12,7 +12,8 @@ import (
 )
 
 // Load loads the chart ref: the name of a built-in chart (see
-// BuiltinCharts), or the path of a chart directory. A plain name that is a
+// BuiltinCharts), the path of a chart directory, or the path of a packaged
+// chart (a .tgz, as helm package writes it). A plain name that is a
 // built-in chart always means the built-in chart; write a path with a slash
 // ("./vllm") to load a directory of the same name. A ref that is neither
 // yields an *InputError naming it and listing the built-in charts.
@@ -33,10 +34,16 @@ func Load(ref string) (*chart.Chart, error) {
 	case err != nil:
 		return nil, &InputError{Source: "chart", File: ref, Msg: err.Error(), Err: err}
 	case !fi.IsDir():
-		return nil, &InputError{
-			Source: "chart", File: ref,
-			Msg: fmt.Sprintf("not a chart directory (built-in charts: %s)", strings.Join(BuiltinCharts(), ", ")),
+		// A packaged chart (helm package's .tgz), read by Helm's own
+		// archive loader with its size limits.
+		ch, err := loader.LoadFile(ref)
+		if err != nil {
+			return nil, &InputError{
+				Source: "chart", File: ref, Err: err,
+				Msg: fmt.Sprintf("not a chart directory nor a packaged chart (.tgz): %v", err),
+			}
 		}
+		return ch, nil
 	}
 	ch, err := loader.LoadDir(ref)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -464,6 +465,9 @@ func TestLoad(t *testing.T) {
 	notChart := t.TempDir()
 	file := filepath.Join(notChart, "file.txt")
 	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	packaged := packageChart(t, handwritten)
+	notGzip := filepath.Join(notChart, "broken-0.1.0.tgz")
+	require.NoError(t, os.WriteFile(notGzip, []byte("not gzip"), 0o644))
 
 	tests := []struct {
 		name    string
@@ -477,7 +481,9 @@ func TestLoad(t *testing.T) {
 		{"directory", handwritten, "handwritten", "", ""},
 		{"directory with ./", "./" + handwritten, "handwritten", "", ""},
 		{"unknown", "llama", "", "llama", "not a chart directory nor a built-in chart (built-in charts: vllm)"},
-		{"a file", file, "", file, "not a chart directory"},
+		{"packaged chart", packaged, "handwritten", "", ""},
+		{"a file", file, "", file, "not a chart directory nor a packaged chart (.tgz)"},
+		{"a .tgz that is not gzip", notGzip, "", notGzip, "does not appear to be a gzipped archive"},
 		{"a directory without Chart.yaml", notChart, "", notChart, "Chart.yaml file is missing"},
 	}
 	for _, tt := range tests {
@@ -576,4 +582,30 @@ func writeChart(t *testing.T, files map[string]string) string {
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
 	}
 	return dir
+}
+
+// packageChart packages the chart directory dir as helm package does and
+// returns the .tgz's path.
+func packageChart(t *testing.T, dir string) string {
+	t.Helper()
+	ch, err := loader.LoadDir(dir)
+	require.NoError(t, err)
+	path, err := chartutil.Save(ch, t.TempDir())
+	require.NoError(t, err)
+	return path
+}
+
+// A packaged chart renders exactly as the directory it was packaged from.
+func TestRenderPackagedChart(t *testing.T) {
+	opts := RenderOptions{ReleaseName: "chat", Namespace: "ml", Set: []string{"replicas=3"}}
+	dir, err := Load(handwritten)
+	require.NoError(t, err)
+	tgz, err := Load(packageChart(t, handwritten))
+	require.NoError(t, err)
+	want, err := Render(dir, opts)
+	require.NoError(t, err)
+	got, err := Render(tgz, opts)
+	require.NoError(t, err)
+	assert.Equal(t, want.Manifest, got.Manifest)
+	assert.Equal(t, want.Chart, got.Chart)
 }

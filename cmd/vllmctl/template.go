@@ -29,7 +29,7 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "template RELEASE [CHART]",
 		Short: "Render a chart's manifests to stdout, no cluster needed",
-		Long: "Render CHART (a chart directory or a built-in chart; default \"vllm\") for release RELEASE\n" +
+		Long: "Render CHART (a chart directory, a packaged .tgz or a built-in chart; default \"vllm\") for release RELEASE\n" +
 			"as `helm template` would, label every object with app.kubernetes.io/managed-by=vllmctl and\n" +
 			"app.kubernetes.io/instance=RELEASE, sort the objects in apply order and print them as one\n" +
 			"YAML stream. The namespace is -n, else the kubeconfig's, else \"default\".\n\n" +

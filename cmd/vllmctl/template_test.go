@@ -301,3 +301,45 @@ func TestTemplateIncludeCRDsMatchesHelm(t *testing.T) {
 		})
 	}
 }
+
+// TestTemplatePackagedChartMatchesHelm: a chart packaged by `helm
+// package` (a .tgz with its subcharts) renders as `helm template` renders
+// the same file, and as its directory does.
+func TestTemplatePackagedChartMatchesHelm(t *testing.T) {
+	bin := os.Getenv("HELM_BIN")
+	if bin == "" {
+		t.Skip("HELM_BIN is not set: run with HELM_BIN=$(hack/install-helm.sh)")
+	}
+	dir := vendoredUmbrella(t)
+	home := t.TempDir()
+	helm := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home,
+			"KUBECONFIG="+filepath.Join(home, "kubeconfig"))
+		out, err := cmd.Output()
+		require.NoError(t, err, "helm %s", strings.Join(args, " "))
+		return string(out)
+	}
+	dest := t.TempDir()
+	helm("package", dir, "-d", dest)
+	tgzs, err := filepath.Glob(filepath.Join(dest, "*.tgz"))
+	require.NoError(t, err)
+	require.Len(t, tgzs, 1)
+
+	fromTgz, stderr, code := runTemplateCLI(t, "template", "shop", tgzs[0], "-n", "apps", "--include-crds", "--set", "web.replicas=3")
+	require.Equal(t, ExitOK, code, stderr)
+	theirs := helm("template", "shop", tgzs[0], "-n", "apps", "--include-crds", "--set", "web.replicas=3")
+	assert.Equal(t, decodeStream(t, theirs), decodeStream(t, fromTgz), "the same objects as helm template of the .tgz")
+
+	fromDir, stderr, code := runTemplateCLI(t, "template", "shop", dir, "-n", "apps", "--include-crds", "--set", "web.replicas=3")
+	require.Equal(t, ExitOK, code, stderr)
+	assert.Equal(t, fromDir, fromTgz, "the .tgz renders as its directory")
+
+	broken := filepath.Join(dest, "broken-0.1.0.tgz")
+	require.NoError(t, os.WriteFile(broken, []byte("not a chart"), 0o644))
+	_, stderr, code = runTemplateCLI(t, "template", "shop", broken)
+	assert.Equal(t, ExitInvalid, code)
+	assert.Contains(t, stderr, broken)
+	assert.Contains(t, stderr, "not a chart directory nor a packaged chart (.tgz)")
+}
