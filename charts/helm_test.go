@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -184,4 +186,49 @@ func BenchmarkLoadBuiltin(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestBlockScalarEndingAFileMatchesHelm: a block scalar that ends a
+// template file (no newline after it, as `{{- ... }}` at the end of a file
+// leaves it) keeps its final line break, as in what Helm applies: Helm
+// parses the manifest it joined with a newline after each file.
+func TestBlockScalarEndingAFileMatchesHelm(t *testing.T) {
+	ch := &chart.Chart{
+		Metadata: &chart.Metadata{APIVersion: "v2", Name: "blocks", Version: "0.1.0"},
+		Values:   map[string]any{"config": map[string]any{"rules": []any{"a", "b"}}},
+		Templates: []*common.File{
+			{Name: "templates/last.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: last\ndata:\n  config.yaml: |\n    {{- toYaml .Values.config | nindent 4 }}")},
+			{Name: "templates/two.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: first\ndata:\n  a.txt: |\n    one\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: second\ndata:\n  b.txt: |\n    two")},
+		},
+	}
+	opts := RenderOptions{ReleaseName: "r", Namespace: "ns"}
+	ours, err := Render(ch, opts)
+	require.NoError(t, err)
+	data := map[string]map[string]any{}
+	for _, o := range ours.Objects {
+		d, _, _ := unstructured.NestedMap(o.Object, "data")
+		data[o.GetName()] = d
+	}
+	assert.Equal(t, "rules:\n- a\n- b\n", data["last"]["config.yaml"], "the final line break kept")
+	assert.Equal(t, "one\n", data["first"]["a.txt"])
+	assert.Equal(t, "two\n", data["second"]["b.txt"])
+
+	bin := helmBin(t)
+	dir := t.TempDir()
+	files := map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: blocks\nversion: 0.1.0\n",
+		"values.yaml": "config:\n  rules: [a, b]\n",
+	}
+	for _, f := range ch.Templates {
+		files[f.Name] = string(f.Data)
+	}
+	for name, data := range files {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644))
+	}
+	stdout, stderr, err := runHelmTemplate(t, bin, dir, opts)
+	require.NoError(t, err, "helm template: %s", stderr)
+	theirs, err := parseObjects(map[string]string{"helm": stdout})
+	require.NoError(t, err)
+	assert.Equal(t, comparable(t, theirs), comparable(t, ours.Objects))
 }

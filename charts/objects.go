@@ -209,6 +209,12 @@ func parseRendered(files map[string]string) ([]*unstructured.Unstructured, map[s
 		if strings.TrimSpace(content) == "" {
 			continue
 		}
+		// Helm joins the rendered files into one manifest with a newline
+		// after each and parses that: a block scalar that ends a file
+		// keeps its final line break in what Helm applies, so here too.
+		if !strings.HasSuffix(content, "\n") {
+			content += "\n"
+		}
 		docs := docSep.Split(strings.TrimLeftFunc(content, unicode.IsSpace), -1)
 		n := 0
 		for _, doc := range docs {
