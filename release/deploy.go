@@ -163,73 +163,18 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 		return nil, err
 	}
 	start := storage.Stamp(d.clock())
-	if err := storage.ValidateName(opts.Name); err != nil {
+	if err := settleOptions(ctx, &opts); err != nil {
 		return nil, err
 	}
-	if opts.Timeout <= 0 {
-		// Until the objects are rendered; warnStartup settles it.
-		opts.Timeout, opts.timeoutFollowsStartup = DefaultTimeout, true
-	}
-	if opts.RollbackTimeout <= 0 {
-		opts.RollbackTimeout = DefaultRollbackTimeout
-	}
-	if c := opts.Canary; c != nil {
-		cc := *c
-		if err := cc.Validate(opts); err != nil {
-			return nil, err
-		}
-		opts.Canary = &cc
-	}
-	if err := validateRender(ctx, opts.Name, &opts.Render); err != nil {
-		return nil, err
-	}
-	entries, err := d.Store.List(ctx, opts.Name)
+	p, entries, err := d.planDeploy(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("release %s: read its records: %w", opts.Name, err)
-	}
-	if err := storage.CheckReadable(entries); err != nil {
-		return nil, err
-	}
-	p, err := d.prepare(ctx, opts, storage.PlanOf(entries))
-	if err != nil {
-		return nil, err
-	}
-	if err := p.readDeployed(entries); err != nil {
-		return nil, err
-	}
-	// A strategy the API server would refuse is the preflight's refusal,
-	// named as the preflight names it, before any dry run.
-	if err := preflight.CheckStrategies(p.objs, d.Namespace()); err != nil {
 		return nil, err
 	}
 	if opts.DryRun {
-		if opts.Diff {
-			// --dry-run --diff: what the deploy would change, from the
-			// same server-side dry run a deploy computes it with.
-			if err := d.changes(ctx, p, entries); err != nil {
-				return nil, err
-			}
-		}
-		if err := d.preflight(ctx, p); err != nil {
-			return nil, err
-		}
-		d.warnStartup(p)
-		d.emitDiff(p)
-		return p.withPreflight(d.dryRun(ctx, p, start))
+		return d.deployDryRun(ctx, p, entries, start)
 	}
-	// The dry run of the changes comes first: the preflight takes the live
-	// Deployments and their dry-run outcome from it. A strategy the
-	// preflight then steers changes the objects: their dry run is redone.
-	if err := d.changes(ctx, p, entries); err != nil {
+	if err := d.settleChanges(ctx, p, entries); err != nil {
 		return nil, err
-	}
-	switch adjusted, err := d.preflightAdjusts(ctx, p); {
-	case err != nil:
-		return nil, err
-	case adjusted:
-		if err := d.changes(ctx, p, entries); err != nil {
-			return nil, err
-		}
 	}
 	d.warnStartup(p)
 	d.emitDiff(p)
@@ -251,6 +196,91 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 		return res, nil
 	}
 	return p.withPreflight(d.rollout(ctx, p, rec, res, start))
+}
+
+// settleOptions checks the release name, fills in the default timeouts
+// and checks the canary (on a copy of it) and render options.
+func settleOptions(ctx context.Context, opts *DeployOptions) error {
+	if err := storage.ValidateName(opts.Name); err != nil {
+		return err
+	}
+	if opts.Timeout <= 0 {
+		// Until the objects are rendered; warnStartup settles it.
+		opts.Timeout, opts.timeoutFollowsStartup = DefaultTimeout, true
+	}
+	if opts.RollbackTimeout <= 0 {
+		opts.RollbackTimeout = DefaultRollbackTimeout
+	}
+	if c := opts.Canary; c != nil {
+		cc := *c
+		if err := cc.Validate(*opts); err != nil {
+			return err
+		}
+		opts.Canary = &cc
+	}
+	return validateRender(ctx, opts.Name, &opts.Render)
+}
+
+// planDeploy reads the release's records and renders the chart for the
+// revision they imply; it returns the plan and the records it was made
+// from.
+func (d *Deployer) planDeploy(ctx context.Context, opts DeployOptions) (*deployPlan, []storage.Entry, error) {
+	entries, err := d.Store.List(ctx, opts.Name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("release %s: read its records: %w", opts.Name, err)
+	}
+	if err := storage.CheckReadable(entries); err != nil {
+		return nil, nil, err
+	}
+	p, err := d.prepare(ctx, opts, storage.PlanOf(entries))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := p.readDeployed(entries); err != nil {
+		return nil, nil, err
+	}
+	// A strategy the API server would refuse is the preflight's refusal,
+	// named as the preflight names it, before any dry run.
+	if err := preflight.CheckStrategies(p.objs, d.Namespace()); err != nil {
+		return nil, nil, err
+	}
+	return p, entries, nil
+}
+
+// deployDryRun is a deploy with DryRun: the changes (with Diff), the
+// capacity preflight and a server-side dry run of every object; nothing is
+// recorded.
+func (d *Deployer) deployDryRun(ctx context.Context, p *deployPlan, entries []storage.Entry, start time.Time) (*Result, error) {
+	if p.opts.Diff {
+		// --dry-run --diff: what the deploy would change, from the
+		// same server-side dry run a deploy computes it with.
+		if err := d.changes(ctx, p, entries); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.preflight(ctx, p); err != nil {
+		return nil, err
+	}
+	d.warnStartup(p)
+	d.emitDiff(p)
+	return p.withPreflight(d.dryRun(ctx, p, start))
+}
+
+// settleChanges computes what the deploy changes and runs the capacity
+// preflight. The dry run of the changes comes first: the preflight takes
+// the live Deployments and their dry-run outcome from it. A strategy the
+// preflight then steers changes the objects: their dry run is redone.
+func (d *Deployer) settleChanges(ctx context.Context, p *deployPlan, entries []storage.Entry) error {
+	if err := d.changes(ctx, p, entries); err != nil {
+		return err
+	}
+	switch adjusted, err := d.preflightAdjusts(ctx, p); {
+	case err != nil:
+		return err
+	case adjusted:
+		return d.changes(ctx, p, entries)
+	}
+	return nil
 }
 
 // withPreflight adds the preflight's report to a deploy's result.

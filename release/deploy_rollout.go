@@ -166,16 +166,11 @@ func (d *Deployer) unlock(ctx context.Context, rec *storage.Release, cause error
 // rollout applies the objects under the lock, records the ReplicaSets,
 // waits and finishes the record.
 func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time) (*Result, error) {
-	opts, objs, clk := p.opts, p.objs, d.clock()
+	opts, objs := p.opts, p.objs
 	install := rec.Status == storage.StatusPendingInstall
 
-	live, err := d.liveRevisionsAmong(ctx, p.underLock, rec.Name, rec.Revision)
-	var previous []*unstructured.Unstructured
-	if err == nil {
-		previous, err = manifestObjects(live)
-	}
+	previous, err := d.previousObjects(ctx, p, rec)
 	if err != nil {
-		err = fmt.Errorf("release %s: read the previous revisions: %w", rec.Name, err)
 		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(),
 			&wait.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
 	}
@@ -190,36 +185,81 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 	if err := d.createCRDs(ctx, p.crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
 		return d.crdsFailed(ctx, p, rec, res, start, install, err)
 	}
-	applied, err := d.Objects.Apply(ctx, canary.applied(objs), applyOpts)
+	applied, err := d.applyObjects(ctx, rec, res, canary.applied(objs), applyOpts)
+	if err != nil {
+		return d.applyFailed(ctx, rec, res, start, opts, applied, err, install)
+	}
+
+	wres, f, werr := d.awaitRollout(ctx, p, rec, canary, applyOpts, applied, start, &opts)
+	if lost := lockLost(werr); lost != nil {
+		return res, lost
+	}
+	if werr != nil {
+		return d.waitFailed(ctx, rec, res, start, opts, wres, werr, f, install)
+	}
+	return d.finishDeployed(ctx, p, rec, res, start, opts, previous, install)
+}
+
+// previousObjects returns the objects of the release's live revisions
+// before rec, among the records known under the lock: what the deploy
+// prunes unless rec has them too.
+func (d *Deployer) previousObjects(ctx context.Context, p *deployPlan, rec *storage.Release) ([]*unstructured.Unstructured, error) {
+	live, err := d.liveRevisionsAmong(ctx, p.underLock, rec.Name, rec.Revision)
+	var previous []*unstructured.Unstructured
+	if err == nil {
+		previous, err = manifestObjects(live)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("release %s: read the previous revisions: %w", rec.Name, err)
+	}
+	return previous, nil
+}
+
+// applyObjects applies objs under the lock, reporting each in res and the
+// progress events, and notes the canaries this deploy replaced.
+func (d *Deployer) applyObjects(ctx context.Context, rec *storage.Release, res *Result, objs []*unstructured.Unstructured,
+	applyOpts cluster.ApplyOptions) ([]cluster.ApplyResult, error) {
+	applied, err := d.Objects.Apply(ctx, objs, applyOpts)
 	res.Applied = applied
 	for _, a := range applied {
 		d.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
 	}
 	d.emitCanaryLeftovers(rec, beforeObjects(applied), "this deploy replaced that strategy with its own")
 	if err != nil {
-		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
-		f := applyFailure(err)
-		if opts.RollbackOnFailure && !install && changedAny(applied) {
-			// Refused midway: what was applied before the refusal is
-			// restored to the previous good revision (exit code 3).
-			return d.rolloutFailed(ctx, rec, res, start, opts, wait.Result{}, err, f, install)
-		}
-		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+f.Reason, f, err)
+		return applied, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 	}
+	return applied, nil
+}
 
-	// Discover the ReplicaSets, then wait, within the timeout.
+// applyFailed finishes a deploy whose apply the cluster refused. Refused
+// midway on an upgrade with RollbackOnFailure, what was applied before the
+// refusal is restored to the previous good revision (exit code 3).
+func (d *Deployer) applyFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
+	applied []cluster.ApplyResult, err error, install bool) (*Result, error) {
+	f := applyFailure(err)
+	if opts.RollbackOnFailure && !install && changedAny(applied) {
+		return d.rolloutFailed(ctx, rec, res, start, opts, wait.Result{}, err, f, install)
+	}
+	return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+f.Reason, f, err)
+}
+
+// awaitRollout discovers the ReplicaSets, then runs the canary when there
+// is one, then waits, within the timeout (extended by the time the canary
+// was held); the canary's summary is added to opts.Note. It returns the
+// wait's result and failure (werr; f, when already known). A lock taken
+// over during the discovery is werr as it is.
+func (d *Deployer) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.Release, canary *canaryDeploy, applyOpts cluster.ApplyOptions,
+	applied []cluster.ApplyResult, start time.Time, opts *DeployOptions) (wres wait.Result, f *wait.Diagnosis, werr error) {
+	objs, clk := p.objs, d.clock()
 	deadline := start.Add(opts.Timeout)
 	remaining := func() time.Duration { return max(deadline.Sub(storage.Stamp(clk)), time.Millisecond) }
 	rctx, cancel := context.WithTimeout(ctx, remaining())
-	err = d.discoverReplicaSets(rctx, rec, objs, applied)
+	err := d.discoverReplicaSets(rctx, rec, objs, applied)
 	cancel()
-	var werr error
-	var wres wait.Result
-	var f *wait.Diagnosis
 	switch {
 	case err != nil:
 		if lost := lockLost(err); lost != nil {
-			return res, lost
+			return wait.Result{}, nil, lost
 		}
 		werr = fmt.Errorf("release %s revision %d: find ReplicaSets: %w", rec.Name, rec.Revision, err)
 		f = replicaSetFailure(werr)
@@ -231,35 +271,39 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 			wres, werr = d.waitObjects(ctx, rec, objs, remaining())
 			canary.run.finish()
 		}
-		if lost := lockLost(werr); lost != nil {
-			return res, lost
-		}
 	default:
 		wres, werr = d.waitObjects(ctx, rec, objs, remaining())
-		if lost := lockLost(werr); lost != nil {
-			return res, lost
-		}
 	}
 	if canary == nil && rec.Canary != nil {
 		opts.Note = joinNotes(opts.Note, canarySummary(rec.Canary))
 	}
+	return wres, f, werr
+}
 
-	if werr != nil {
-		if ctx.Err() != nil {
-			// Interrupted mid-rollout: the new revision never became
-			// healthy, so it is rolled back like a failed one when that is
-			// enabled (the rescue runs on its own context); otherwise the
-			// record is finished as interrupted.
-			f := &wait.Diagnosis{Reason: "Interrupted", Message: "the deploy was interrupted before the rollout completed: " + werr.Error()}
-			if opts.RollbackOnFailure {
-				return d.rolloutFailed(ctx, rec, res, start, opts, wres, werr, f, install)
-			}
-			return d.finishFailed(ctx, rec, res, start, opts.withNote(opts.verb(install)+" interrupted"), f, werr)
+// waitFailed finishes a rollout whose ReplicaSet discovery, canary or wait
+// failed (werr; f, when already known).
+func (d *Deployer) waitFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
+	wres wait.Result, werr error, f *wait.Diagnosis, install bool) (*Result, error) {
+	if ctx.Err() != nil {
+		// Interrupted mid-rollout: the new revision never became
+		// healthy, so it is rolled back like a failed one when that is
+		// enabled (the rescue runs on its own context); otherwise the
+		// record is finished as interrupted.
+		f := &wait.Diagnosis{Reason: "Interrupted", Message: "the deploy was interrupted before the rollout completed: " + werr.Error()}
+		if opts.RollbackOnFailure {
+			return d.rolloutFailed(ctx, rec, res, start, opts, wres, werr, f, install)
 		}
-		return d.rolloutFailed(ctx, rec, res, start, opts, wres, werr, f, install)
+		return d.finishFailed(ctx, rec, res, start, opts.withNote(opts.verb(install)+" interrupted"), f, werr)
 	}
+	return d.rolloutFailed(ctx, rec, res, start, opts, wres, werr, f, install)
+}
 
-	// Healthy: deployed, then prune, then history.
+// finishDeployed finishes a healthy rollout: rec is marked deployed, then
+// what the previous revisions had and this one has not is pruned, then
+// the records beyond opts.HistoryMax are deleted.
+func (d *Deployer) finishDeployed(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
+	previous []*unstructured.Unstructured, install bool) (*Result, error) {
+	clk := d.clock()
 	desc := "Upgrade complete"
 	if install {
 		desc = "Install complete"
@@ -271,7 +315,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 	}
 	d.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), desc)
 	var errs []error
-	pruned, err := d.pruneObjects(ctx, rec, previous, objs)
+	pruned, err := d.pruneObjects(ctx, rec, previous, p.objs)
 	res.Pruned = pruned
 	errs = append(errs, err)
 	errs = append(errs, d.PruneHistoryAmong(ctx, rec, opts.HistoryMax, p.afterDeployed(rec)))

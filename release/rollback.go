@@ -176,43 +176,17 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 	}
 	desc := fmt.Sprintf("Rollback to %d", n)
 
-	rec, err := storage.Acquire(ctx, r.Store, target.Name, storage.OpRollback, r.lockTerms(storage.LockOptions{
-		Holder:      r.holder(),
-		Description: desc + " in progress",
-		Timeout:     opts.Timeout,
-		Force:       opts.ForceUnlock,
-		Clock:       clk,
-		Held:        held,
-		Record:      &storage.Release{Chart: target.Chart, Values: target.Values, Manifest: target.Manifest, CRDManifest: target.CRDManifest, RollbackOf: n},
-	}))
+	rec, err := r.lock(ctx, target, held, opts, desc)
 	if err != nil {
 		return nil, err
 	}
 	res := newResult(rec)
 	res.RolledBackTo = n
 	r.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
-	failed := func(f *wait.Diagnosis, err error) (*Result, error) {
-		rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: storage.OpRollback, Failure: f, Err: err}
-		d := fmt.Sprintf("%s failed: %s", desc, f.Reason)
-		if f.Object != "" {
-			d += " (" + f.Object + ")"
-		}
-		var out error = rerr
-		if merr := r.markFailed(ctx, rec, d, f); merr != nil {
-			out = errors.Join(rerr, merr)
-		}
-		res.sync(rec, start, clk)
-		return res, out
-	}
 
-	live, err := r.liveRevisions(ctx, rec.Name, rec.Revision)
-	var previous []*unstructured.Unstructured
-	if err == nil {
-		previous, err = manifestObjects(live)
-	}
+	previous, err := r.previousObjects(ctx, rec)
 	if err != nil {
-		err = fmt.Errorf("release %s: read the previous revisions: %w", rec.Name, err)
-		return failed(&wait.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
+		return r.failed(ctx, rec, res, start, desc, &wait.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
 	}
 
 	r.Redactor.AddObjects(objs...)
@@ -220,7 +194,93 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 	if err := r.createCRDs(ctx, crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
 		return r.restoreCRDsFailed(ctx, rec, res, start, desc, err)
 	}
-	applied, err := r.Objects.Apply(ctx, objs, cluster.ApplyOptions{Namespace: r.Namespace(), Release: rec.Name, Force: opts.ForceConflicts, NoCreateNamespaceFlag: true})
+	applied, err := r.applyObjects(ctx, rec, res, objs, desc, opts.ForceConflicts)
+	if err != nil {
+		res.sync(rec, start, clk)
+		return res, err // the cluster refused: keep the apply error's exit code
+	}
+	// Restore revision N's set of objects before waiting: what the failed
+	// or later revision added goes now.
+	pruned, err := r.pruneObjects(ctx, rec, previous, objs)
+	res.Pruned = pruned
+	if err != nil {
+		return r.failed(ctx, rec, res, start, desc, &wait.Diagnosis{Reason: "PruneFailed", Message: err.Error()}, err)
+	}
+
+	deadline := start.Add(opts.Timeout)
+	remaining := func() time.Duration { return max(deadline.Sub(storage.Stamp(clk)), time.Millisecond) }
+	if f, err := r.checkRestored(ctx, rec, target, objs, applied, remaining()); err != nil {
+		if lost := lockLost(err); lost != nil {
+			return res, lost
+		}
+		return r.failed(ctx, rec, res, start, desc, f, err)
+	}
+
+	wres, werr := r.waitObjects(ctx, rec, objs, remaining())
+	if lost := lockLost(werr); lost != nil {
+		return res, lost
+	}
+	if werr != nil {
+		if ctx.Err() != nil {
+			return r.failed(ctx, rec, res, start, desc, &wait.Diagnosis{Reason: "Interrupted", Message: werr.Error()}, werr)
+		}
+		return r.failed(ctx, rec, res, start, desc, waitFailure(wres, werr), werr)
+	}
+	return r.finish(ctx, rec, res, start, desc, opts.HistoryMax)
+}
+
+// lock takes the release's lock for the rollback to target: the next
+// revision, pending-rollback, with target's chart, values and manifests
+// (held, when set, is the pending record the caller already holds).
+func (r *Rollbacker) lock(ctx context.Context, target, held *storage.Release, opts RollbackOptions, desc string) (*storage.Release, error) {
+	return storage.Acquire(ctx, r.Store, target.Name, storage.OpRollback, r.lockTerms(storage.LockOptions{
+		Holder:      r.holder(),
+		Description: desc + " in progress",
+		Timeout:     opts.Timeout,
+		Force:       opts.ForceUnlock,
+		Clock:       r.clock(),
+		Held:        held,
+		Record:      &storage.Release{Chart: target.Chart, Values: target.Values, Manifest: target.Manifest, CRDManifest: target.CRDManifest, RollbackOf: target.Revision},
+	}))
+}
+
+// failed finishes a rollback that failed under the lock with the
+// diagnosis f: the revision rec is marked failed and a *RolloutError
+// returned with the result.
+func (r *Rollbacker) failed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *wait.Diagnosis, err error) (*Result, error) {
+	rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: storage.OpRollback, Failure: f, Err: err}
+	d := fmt.Sprintf("%s failed: %s", desc, f.Reason)
+	if f.Object != "" {
+		d += " (" + f.Object + ")"
+	}
+	var out error = rerr
+	if merr := r.markFailed(ctx, rec, d, f); merr != nil {
+		out = errors.Join(rerr, merr)
+	}
+	res.sync(rec, start, r.clock())
+	return res, out
+}
+
+// previousObjects returns the objects of the release's live revisions
+// before rec: what the rollback prunes unless rec has them too.
+func (r *Rollbacker) previousObjects(ctx context.Context, rec *storage.Release) ([]*unstructured.Unstructured, error) {
+	live, err := r.liveRevisions(ctx, rec.Name, rec.Revision)
+	var previous []*unstructured.Unstructured
+	if err == nil {
+		previous, err = manifestObjects(live)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("release %s: read the previous revisions: %w", rec.Name, err)
+	}
+	return previous, nil
+}
+
+// applyObjects applies the restored objects, reporting each in res and
+// the progress events. When the cluster refuses, rec is marked failed
+// (desc names the rollback) and the apply error returned.
+func (r *Rollbacker) applyObjects(ctx context.Context, rec *storage.Release, res *Result, objs []*unstructured.Unstructured,
+	desc string, force bool) ([]cluster.ApplyResult, error) {
+	applied, err := r.Objects.Apply(ctx, objs, cluster.ApplyOptions{Namespace: r.Namespace(), Release: rec.Name, Force: force, NoCreateNamespaceFlag: true})
 	res.Applied = applied
 	for _, a := range applied {
 		r.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
@@ -231,50 +291,43 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 		if mf := r.markFailed(ctx, rec, desc+" failed: "+applyFailure(err).Reason, applyFailure(err)); mf != nil {
 			err = errors.Join(err, mf)
 		}
-		res.sync(rec, start, clk)
-		return res, err // the cluster refused: keep the apply error's exit code
+		return applied, err
 	}
-	// Restore revision N's set of objects before waiting: what the failed
-	// or later revision added goes now.
-	pruned, err := r.pruneObjects(ctx, rec, previous, objs)
-	res.Pruned = pruned
-	if err != nil {
-		return failed(&wait.Diagnosis{Reason: "PruneFailed", Message: err.Error()}, err)
-	}
+	return applied, nil
+}
 
-	deadline := start.Add(opts.Timeout)
-	remaining := func() time.Duration { return max(deadline.Sub(storage.Stamp(clk)), time.Millisecond) }
-	rctx, cancel := context.WithTimeout(ctx, remaining())
-	err = r.discoverReplicaSets(rctx, rec, objs, applied)
+// checkRestored discovers the ReplicaSets within timeout and verifies
+// that every Deployment serves the pod template target ran. A failure is
+// returned with its diagnosis; a lock taken over meanwhile is its
+// *storage.ConflictError, without one.
+func (r *Rollbacker) checkRestored(ctx context.Context, rec, target *storage.Release, objs []*unstructured.Unstructured,
+	applied []cluster.ApplyResult, timeout time.Duration) (*wait.Diagnosis, error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	err := r.discoverReplicaSets(rctx, rec, objs, applied)
 	cancel()
 	if err != nil {
 		if lost := lockLost(err); lost != nil {
-			return res, lost
+			return nil, lost
 		}
 		err = fmt.Errorf("release %s revision %d: find ReplicaSets: %w", rec.Name, rec.Revision, err)
-		return failed(replicaSetFailure(err), err)
+		return replicaSetFailure(err), err
 	}
 	if f := r.verify(rec, target); f != nil {
-		return failed(f, errors.New(f.Message))
+		return f, errors.New(f.Message)
 	}
+	return nil, nil
+}
 
-	wres, werr := r.waitObjects(ctx, rec, objs, remaining())
-	if lost := lockLost(werr); lost != nil {
-		return res, lost
-	}
-	if werr != nil {
-		if ctx.Err() != nil {
-			return failed(&wait.Diagnosis{Reason: "Interrupted", Message: werr.Error()}, werr)
-		}
-		return failed(waitFailure(wres, werr), werr)
-	}
-
+// finish marks the healthy rollback deployed with the description desc,
+// then deletes the records beyond historyMax.
+func (r *Rollbacker) finish(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, historyMax int) (*Result, error) {
+	clk := r.clock()
 	if err := storage.MarkDeployed(ctx, r.Store, rec, clk, desc); err != nil {
 		res.sync(rec, start, clk)
 		return res, fmt.Errorf("mark release %s revision %d deployed: %w", rec.Name, rec.Revision, err)
 	}
 	r.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), desc)
-	err = r.pruneHistory(ctx, rec, opts.HistoryMax)
+	err := r.pruneHistory(ctx, rec, historyMax)
 	res.sync(rec, start, clk)
 	return res, err
 }

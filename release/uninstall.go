@@ -106,62 +106,91 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 	res.Revision = rec.Revision
 	u.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
 
-	objs, err := u.liveObjects(ctx, rec)
-	if err == nil {
-		var results []cluster.PruneResult
-		results, err = u.Objects.Prune(ctx, objs, nil, cluster.PruneOptions{Release: rec.Name, Namespace: u.Namespace()})
-		for _, r := range results {
-			u.emit(rec.Name, rec.Revision, PhaseDelete, r.Object.String(), string(r.Action), r.Reason)
-			switch r.Action {
-			case cluster.PruneDeleted:
-				res.Deleted = append(res.Deleted, r.Object)
-			case cluster.PruneKept:
-				res.Kept = append(res.Kept, r)
-			}
-		}
-	}
-	if err != nil {
-		err = fmt.Errorf("uninstall release %s: %w", rec.Name, err)
-		if merr := u.markFailed(ctx, rec, "Uninstall failed: "+err.Error(), &wait.Diagnosis{Reason: "DeleteFailed", Message: err.Error()}); merr != nil {
-			err = errors.Join(err, merr)
-		}
-		res.Status = rec.Status
-		return res, err
+	if err := u.deleteObjects(ctx, rec, res); err != nil {
+		return res, u.deleteFailed(ctx, rec, res, err)
 	}
 	res.KeptCRDs = u.keptCRDs(rec, entries)
 
 	if opts.KeepHistory {
-		if err := storage.MarkUninstalled(ctx, u.Store, rec, clk, "Uninstallation complete"); err != nil {
-			return res, fmt.Errorf("mark release %s revision %d uninstalled: %w", rec.Name, rec.Revision, err)
+		if err := u.markUninstalled(ctx, rec, res); err != nil {
+			return res, err
 		}
-		u.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), "Uninstallation complete")
-		res.Status = rec.Status
 		res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
 		return res, nil
 	}
+	if err := u.deleteRecords(ctx, rec, res); err != nil {
+		return res, err
+	}
+	res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
+	return res, nil
+}
 
-	// Delete the records, the lock last.
+// deleteObjects deletes the objects of the release's live revisions
+// (foreground, reverse apply order; namespaces and objects no longer
+// labelled as the release's are kept), reporting each in res.
+func (u *Uninstaller) deleteObjects(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
+	objs, err := u.liveObjects(ctx, rec)
+	if err != nil {
+		return err
+	}
+	results, err := u.Objects.Prune(ctx, objs, nil, cluster.PruneOptions{Release: rec.Name, Namespace: u.Namespace()})
+	for _, r := range results {
+		u.emit(rec.Name, rec.Revision, PhaseDelete, r.Object.String(), string(r.Action), r.Reason)
+		switch r.Action {
+		case cluster.PruneDeleted:
+			res.Deleted = append(res.Deleted, r.Object)
+		case cluster.PruneKept:
+			res.Kept = append(res.Kept, r)
+		}
+	}
+	return err
+}
+
+// deleteFailed marks rec failed after the objects could not be deleted and
+// returns the error, with the failure to mark it when there is one.
+func (u *Uninstaller) deleteFailed(ctx context.Context, rec *storage.Release, res *UninstallResult, err error) error {
+	err = fmt.Errorf("uninstall release %s: %w", rec.Name, err)
+	if merr := u.markFailed(ctx, rec, "Uninstall failed: "+err.Error(), &wait.Diagnosis{Reason: "DeleteFailed", Message: err.Error()}); merr != nil {
+		err = errors.Join(err, merr)
+	}
+	res.Status = rec.Status
+	return err
+}
+
+// markUninstalled keeps the records: rec is marked uninstalled (the
+// deployed revision superseded).
+func (u *Uninstaller) markUninstalled(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
+	if err := storage.MarkUninstalled(ctx, u.Store, rec, u.clock(), "Uninstallation complete"); err != nil {
+		return fmt.Errorf("mark release %s revision %d uninstalled: %w", rec.Name, rec.Revision, err)
+	}
+	u.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), "Uninstallation complete")
+	res.Status = rec.Status
+	return nil
+}
+
+// deleteRecords deletes every record of the release, the lock rec last,
+// noting each revision in res.
+func (u *Uninstaller) deleteRecords(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
 	all, err := u.Store.List(ctx, rec.Name)
 	if err != nil {
-		return res, err
+		return err
 	}
 	for _, e := range all {
 		if e.Revision == rec.Revision {
 			continue
 		}
 		if err := u.deleteRecord(ctx, rec.Name, e.Revision); err != nil {
-			return res, err
+			return err
 		}
 		res.DeletedRecords = append(res.DeletedRecords, e.Revision)
 	}
 	if err := u.deleteRecord(ctx, rec.Name, rec.Revision); err != nil {
-		return res, err
+		return err
 	}
 	res.DeletedRecords = append(res.DeletedRecords, rec.Revision)
 	res.Status = storage.StatusUninstalled
 	u.emit(rec.Name, rec.Revision, PhaseDone, "", string(storage.StatusUninstalled), fmt.Sprintf("%d record(s) deleted", len(res.DeletedRecords)))
-	res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
-	return res, nil
+	return nil
 }
 
 func (u *Uninstaller) deleteRecord(ctx context.Context, name string, revision int) error {

@@ -99,36 +99,55 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	w.emit(rec.Name, rec.Revision, PhaseWait, "", "waiting",
 		fmt.Sprintf("revision %d (%s: %s), %d object(s), timeout %s%s", rec.Revision, rec.Status, rec.Description, len(objs), opts.Timeout, timeoutNote))
 
-	finish := func() { res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds() }
-	// A canary left behind can never finish rolling out by itself: say so
-	// now, rather than time out on pods that never count as available.
-	leftovers, err := w.liveCanaryLeftovers(ctx, objs)
+	wres, f, werr, err := w.await(ctx, rec, objs, opts.Timeout)
 	if err != nil {
-		return nil, fmt.Errorf("wait on release %s revision %d: %w", rec.Name, rec.Revision, err)
-	}
-	var wres wait.Result
-	var werr error
-	var f *wait.Diagnosis
-	if len(leftovers) > 0 {
-		f = canaryLeftoverFailure(rec.Name, leftovers[0])
-		werr = errors.New(f.Message)
-	} else {
-		wres, werr = w.watch(ctx, rec, objs, opts.Timeout)
+		return nil, err
 	}
 	if werr == nil {
-		msg := "healthy"
-		if rec.Status != storage.StatusDeployed {
-			msg += fmt.Sprintf("; the record stays %s (wait changes no record)", rec.Status)
-		}
-		w.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), msg)
-		finish()
-		return res, nil
+		w.reportHealthy(rec)
+	} else {
+		err = w.failed(ctx, rec, entries, res, wres, werr, f, opts)
 	}
-	if ctx.Err() != nil {
-		finish()
-		return res, fmt.Errorf("wait on release %s revision %d: interrupted: %w", rec.Name, rec.Revision, werr)
-	}
+	res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
+	return res, err
+}
 
+// await waits on objs of rec within timeout. A canary left behind can
+// never finish rolling out by itself: it is the failure f at once, rather
+// than a timeout on pods that never count as available. werr is the
+// wait's failure; err is a failure to look for the leftovers.
+func (w *Watcher) await(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured,
+	timeout time.Duration) (wres wait.Result, f *wait.Diagnosis, werr, err error) {
+	leftovers, err := w.liveCanaryLeftovers(ctx, objs)
+	if err != nil {
+		return wait.Result{}, nil, nil, fmt.Errorf("wait on release %s revision %d: %w", rec.Name, rec.Revision, err)
+	}
+	if len(leftovers) > 0 {
+		f = canaryLeftoverFailure(rec.Name, leftovers[0])
+		return wait.Result{}, f, errors.New(f.Message), nil
+	}
+	wres, werr = w.watch(ctx, rec, objs, timeout)
+	return wres, nil, werr, nil
+}
+
+// reportHealthy emits the done event of a healthy wait on rec; its record
+// is left as it is.
+func (w *Watcher) reportHealthy(rec *storage.Release) {
+	msg := "healthy"
+	if rec.Status != storage.StatusDeployed {
+		msg += fmt.Sprintf("; the record stays %s (wait changes no record)", rec.Status)
+	}
+	w.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), msg)
+}
+
+// failed handles a failed wait on rec (werr; f, when already known): an
+// interrupt, another operation started meanwhile, or the *RolloutError,
+// after the automatic rollback with opts.RollbackOnFailure.
+func (w *Watcher) failed(ctx context.Context, rec *storage.Release, entries []storage.Entry, res *Result,
+	wres wait.Result, werr error, f *wait.Diagnosis, opts WaitOptions) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("wait on release %s revision %d: interrupted: %w", rec.Name, rec.Revision, werr)
+	}
 	if f == nil {
 		f = waitFailure(wres, werr)
 	}
@@ -138,15 +157,20 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	// Another operation may have started meanwhile: its rollout is not
 	// this wait's to judge, nor to roll back.
 	if changed := w.changedMeanwhile(ctx, rec, opts); changed != nil {
-		finish()
-		return res, fmt.Errorf("wait on release %s revision %d: %s; %w", rec.Name, rec.Revision, f.Reason, changed)
+		return fmt.Errorf("wait on release %s revision %d: %s; %w", rec.Name, rec.Revision, f.Reason, changed)
 	}
 	if !opts.RollbackOnFailure {
 		w.emit(rec.Name, rec.Revision, PhaseDone, "", "unhealthy", f.Reason+" (not rolled back: rollback on failure is off)")
-		finish()
-		return res, rerr
+		return rerr
 	}
+	return w.rollbackFailed(ctx, rec, entries, res, f, rerr, opts)
+}
 
+// rollbackFailed restores the newest good revision after the failed wait
+// on rec and returns rerr with the rollback's outcome; a rollback that
+// cannot take the lock is its own error.
+func (w *Watcher) rollbackFailed(ctx context.Context, rec *storage.Release, entries []storage.Entry, res *Result,
+	f *wait.Diagnosis, rerr *RolloutError, opts WaitOptions) error {
 	rb, err := w.rollback(ctx, rec, entries, f, opts)
 	if rb != nil {
 		res.Rollback = rb
@@ -155,8 +179,7 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	var conflict *storage.ConflictError
 	switch {
 	case errors.As(err, &locked) || errors.As(err, &conflict):
-		finish()
-		return res, fmt.Errorf("release %s revision %d: rollout failed (%s); rollback not possible now: %w", rec.Name, rec.Revision, f.Reason, err)
+		return fmt.Errorf("release %s revision %d: rollout failed (%s); rollback not possible now: %w", rec.Name, rec.Revision, f.Reason, err)
 	case err != nil:
 		rerr.RollbackErr = err
 	default:
@@ -166,8 +189,7 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 			res.Status, res.Description = now.Status, now.Description
 		}
 	}
-	finish()
-	return res, rerr
+	return rerr
 }
 
 // current returns the revision to wait on: the release's highest one,

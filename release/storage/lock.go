@@ -156,6 +156,10 @@ func Acquire(ctx context.Context, s Store, name string, op Operation, opts LockO
 // errRetry marks a lost race after which Acquire looks again.
 var errRetry = errors.New("lost a race for the release lock")
 
+// tryAcquire makes one attempt at the lock: it lists the records, decides
+// whether every other pending record can be taken over, creates the next
+// revision pending and retires the records it took over. A lost race is
+// errRetry.
 func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder string, clk clock.PassiveClock, opts LockOptions,
 	first bool, forceable map[int]bool) (*Release, error) {
 	entries, err := s.List(ctx, name)
@@ -164,6 +168,45 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 	}
 	now := Stamp(clk)
 	plan := PlanOf(entries)
+	pending, err := pendingOthers(entries, opts, first, forceable)
+	if err != nil {
+		return nil, err
+	}
+
+	// Refuse unless every pending record can be taken over: forced, or
+	// watched going unrenewed for its whole lease.
+	stale, err := staleReasons(ctx, s, pending, now, clk, opts, forceable)
+	if err != nil {
+		return nil, err
+	}
+
+	// Create the next revision first: that create is the one step racing
+	// writers cannot both win. Only the winner then retires the records it
+	// took over.
+	r, err := newPendingRecord(s, name, op, holder, plan, now, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Create(ctx, r); err != nil {
+		if errors.Is(err, ErrExists) {
+			return nil, fmt.Errorf("%w: %w", errRetry, err)
+		}
+		return nil, errors.Join(err, dropLostCreate(ctx, s, r))
+	}
+
+	if err := takeOverAll(ctx, s, r, pending, holder, now, stale); err != nil {
+		return nil, err
+	}
+	if opts.Seen != nil && len(pending) == 0 {
+		*opts.Seen = entries
+	}
+	return r, nil
+}
+
+// pendingOthers returns the pending records among entries other than the
+// one the caller holds (opts.Held). On the first attempt it notes their
+// revisions in forceable: a forced unlock takes over only those.
+func pendingOthers(entries []Entry, opts LockOptions, first bool, forceable map[int]bool) ([]*Release, error) {
 	var pending []*Release
 	for _, e := range entries {
 		if !e.Status.IsPending() || (opts.Held != nil && e.Revision == opts.Held.Revision) {
@@ -178,9 +221,15 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 			forceable[p.Revision] = true
 		}
 	}
+	return pending, nil
+}
 
-	// Refuse unless every pending record can be taken over: forced, or
-	// watched going unrenewed for its whole lease.
+// staleReasons returns, by revision, why each pending record can be taken
+// over: forced (opts.Force, for a record in forceable), or watched going
+// unrenewed for its whole lease. A record that cannot be taken over is
+// watchLease's error.
+func staleReasons(ctx context.Context, s Store, pending []*Release, now time.Time, clk clock.PassiveClock, opts LockOptions,
+	forceable map[int]bool) (map[int]string, error) {
 	stale := map[int]string{}
 	for _, p := range pending {
 		if opts.Force && forceable[p.Revision] {
@@ -193,10 +242,14 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 		}
 		stale[p.Revision] = why
 	}
+	return stale, nil
+}
 
-	// Create the next revision first: that create is the one step racing
-	// writers cannot both win. Only the winner then retires the records it
-	// took over.
+// newPendingRecord returns the pending record op writes as the revision
+// plan implies: opts.Record's chart, values, manifests, rollbackOf and
+// replicaSets, with the lock's holder, lease terms, description and
+// timestamps. Nothing is written.
+func newPendingRecord(s Store, name string, op Operation, holder string, plan Plan, now time.Time, opts LockOptions) (*Release, error) {
 	status, err := op.pendingStatus(plan.Upgrade)
 	if err != nil {
 		return nil, err
@@ -221,13 +274,14 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 		r.Description = defaultDescription(op, status)
 	}
 	r.Created, r.Updated = now, now
-	if err := s.Create(ctx, r); err != nil {
-		if errors.Is(err, ErrExists) {
-			return nil, fmt.Errorf("%w: %w", errRetry, err)
-		}
-		return nil, errors.Join(err, dropLostCreate(ctx, s, r))
-	}
+	return r, nil
+}
 
+// takeOverAll retires the pending records the new lock r took over, each
+// marked failed with its reason from stale. When one cannot be retired, r
+// is given back (marked failed) rather than stranded, and the error is
+// returned.
+func takeOverAll(ctx context.Context, s Store, r *Release, pending []*Release, holder string, now time.Time, stale map[int]string) error {
 	for _, p := range pending {
 		if err := takeOver(ctx, s, p, holder, now, stale[p.Revision]); err != nil {
 			// Do not strand the lock just taken: give it back.
@@ -236,13 +290,10 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 			if uerr := s.Update(ctx, r); uerr != nil {
 				err = errors.Join(err, uerr)
 			}
-			return nil, err
+			return err
 		}
 	}
-	if opts.Seen != nil && len(pending) == 0 {
-		*opts.Seen = entries
-	}
-	return r, nil
+	return nil
 }
 
 // lease returns the lease written into new pending records.
