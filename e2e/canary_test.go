@@ -222,7 +222,7 @@ func TestCanaryCrashRollsBack(t *testing.T) {
 	require.NotNil(t, res.Canary)
 	assert.Equal(t, storage.CanaryFailed, res.Canary.Outcome)
 	require.NotNil(t, res.Failure)
-	assert.Contains(t, []string{"CanaryRestarted", "CrashLoopBackOff"}, res.Failure.Verdict, "caught on the canary: %+v", res.Failure)
+	assert.Contains(t, []string{"CanaryRestarted", "CrashLoopBackOff"}, string(res.Failure.Verdict), "caught on the canary: %+v", res.Failure)
 	assert.NotEmpty(t, res.Failure.Pod)
 	f.assertOldKept(t, oldHash, uids, ready)
 	assert.Equal(t, "1/0", strategyOf(f.deployment(t)), "the rollback restored the chart's strategy")

@@ -105,7 +105,7 @@ func TestCausesFaultClasses(t *testing.T) {
 			require.NotNil(t, fl)
 			assert.Equal(t, "CrashLoopBackOff", fl.Reason)
 			assert.Equal(t, fault.exitCode, fl.ExitCode)
-			assert.Equal(t, fault.cause, fl.Cause)
+			assert.Equal(t, fault.cause, string(fl.Cause))
 			if fault.evidence == "" {
 				assert.Empty(t, fl.Evidence)
 			} else {
@@ -119,7 +119,7 @@ func TestCausesFaultClasses(t *testing.T) {
 			revs := f.history(t)
 			require.Len(t, revs, 3)
 			if assert.NotNil(t, revs[1].Failure, "revision 2's diagnosis is recorded") {
-				assert.Equal(t, fault.cause, revs[1].Failure.Cause)
+				assert.Equal(t, fault.cause, string(revs[1].Failure.Cause))
 				assert.Equal(t, fl.Evidence, revs[1].Failure.Evidence)
 				assert.Equal(t, fl.Hints, revs[1].Failure.Hints)
 			}

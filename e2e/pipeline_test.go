@@ -162,7 +162,7 @@ func TestPipelineScript(t *testing.T) {
 			assert.Equal(t, serving, res.RolledBackTo, "rolled back to the revision deployed before")
 			assert.Contains(t, r.summary, "rolled back to revision "+strconv.Itoa(serving))
 			require.NotNil(t, res.Failure, "result.json names the failure")
-			assert.Equal(t, tc.cause, res.Failure.Cause)
+			assert.Equal(t, tc.cause, string(res.Failure.Cause))
 			assert.Contains(t, r.summary, "| cause | "+tc.cause+" |", "the summary names the cause")
 			assert.Contains(t, r.summary, "| pod | "+res.Failure.Pod+" |")
 			if tc.evidence != "" {

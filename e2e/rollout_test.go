@@ -88,7 +88,7 @@ var rolloutFaults = []rolloutFault{
 		reason: "ImagePullBackOff",
 		check: func(t *testing.T, f *wait.Diagnosis) {
 			assert.Equal(t, "server", f.Container)
-			assert.Equal(t, "ImagePullError", f.Verdict)
+			assert.Equal(t, wait.VerdictImagePull, f.Verdict)
 			assert.Contains(t, f.Message, "vllm/vllm-openai:v0.9.1-pullerr")
 		},
 	},
