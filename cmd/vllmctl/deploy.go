@@ -106,7 +106,7 @@ func (o *deployOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.rollbackSetBy = o.flags.Changed("rollback-on-failure")
 	o.noRollbackSets = o.flags.Changed("no-rollback")
 	o.timeout.Complete(o.flags, o.g)
-	return o.chartTarget.complete(o.g, &o.render, args)
+	return o.chartTarget.complete(commandContext(cmd), o.g, &o.render, args)
 }
 
 // Validate checks the flags.

@@ -84,13 +84,12 @@ func newLintCommand(g *GlobalOptions) *cobra.Command {
 }
 
 // Complete resolves the namespace and loads the chart.
-func (o *lintOptions) Complete(_ *cobra.Command, args []string) error {
+func (o *lintOptions) Complete(cmd *cobra.Command, args []string) error {
 	ns, err := localNamespace(o.g)
 	if err != nil {
 		return err
 	}
-	o.chart, o.opts, err = o.render.Resolve(append([]string{lintRelease}, args...), ns)
-	o.opts.ChartDir = chartDir(ChartRef(append([]string{lintRelease}, args...)))
+	o.chart, o.opts, err = o.render.Resolve(commandContext(cmd), o.g.Streams.In, append([]string{lintRelease}, args...), ns)
 	return err
 }
 

@@ -54,14 +54,13 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 }
 
 // Complete resolves the namespace and loads the chart.
-func (o *templateOptions) Complete(_ *cobra.Command, args []string) error {
+func (o *templateOptions) Complete(cmd *cobra.Command, args []string) error {
 	ns, err := localNamespace(o.g)
 	if err != nil {
 		return err
 	}
-	o.chart, o.opts, err = o.render.Resolve(args, ns)
+	o.chart, o.opts, err = o.render.Resolve(commandContext(cmd), o.g.Streams.In, args, ns)
 	o.opts.KubeVersion = charts.KubeVersion(o.kubeVersion, "")
-	o.opts.ChartDir = chartDir(ChartRef(args))
 	return err
 }
 
