@@ -126,6 +126,7 @@ func TestRepoAddListRemove(t *testing.T) {
 	out, stderr, code := runTemplateCLI(t, "repo", "list", "-o", "json")
 	require.Equal(t, ExitOK, code, stderr)
 	assert.JSONEq(t, `[]`, out)
+	requireValid(t, "repo-list", out)
 
 	steps := []struct {
 		name   string
@@ -166,6 +167,7 @@ func TestRepoAddListRemove(t *testing.T) {
 
 	out, stderr, code = runTemplateCLI(t, "repo", "list", "-o", "json")
 	require.Equal(t, ExitOK, code, stderr)
+	requireValid(t, "repo-list", out)
 	var list []map[string]string
 	require.NoError(t, json.Unmarshal([]byte(out), &list))
 	assert.Equal(t, []map[string]string{{"name": "r", "url": r.srv.URL}}, list)
