@@ -59,7 +59,8 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deploy RELEASE [CHART]",
 		Short: "Render, apply, record and wait for a release revision",
-		Long: "Render CHART (a chart directory, a packaged .tgz or a built-in chart; default \"vllm\") for RELEASE, take the release's\n" +
+		Long: "Render CHART (a chart directory, a packaged .tgz, a built-in chart, or a chart of a repository:\n" +
+			"REPO/NAME, or NAME with --repo URL, at --version; default \"vllm\") for RELEASE, take the release's\n" +
 			"lock (a pending record), apply every object with server-side apply (field manager vllmctl),\n" +
 			"record the ReplicaSets the rollout produces and wait until everything is ready. On success the\n" +
 			"revision is marked deployed, objects the chart no longer renders are deleted and old records\n" +

@@ -64,7 +64,8 @@ func newLintCommand(g *GlobalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lint [CHART]",
 		Short: "Check a chart's values against its schema and its objects against inference rules, no cluster needed",
-		Long: "Render CHART (a chart directory, a packaged .tgz or a built-in chart; default \"vllm\") as `vllmctl template`\n" +
+		Long: "Render CHART (a chart directory, a packaged .tgz, a built-in chart, or a chart of a repository:\n" +
+			"REPO/NAME, or NAME with --repo URL, at --version; default \"vllm\") as `vllmctl template`\n" +
 			"does, with release name \"" + lintRelease + "\", then check the rendered workloads, those of its\n" +
 			"subcharts included (each finding names the template of its object):\n\n" +
 			ruleHelp.String() + "\n" +
