@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -56,7 +57,7 @@ type Options struct {
 // of a repository.
 func (o Options) fromRepository() bool {
 	return o.RepoURL != "" || o.Version != "" || o.Username != "" || o.Password != "" ||
-		o.CAFile != "" || o.CertFile != "" || o.KeyFile != "" || o.InsecureSkipTLSVerify
+		o.CAFile != "" || o.CertFile != "" || o.KeyFile != "" || o.InsecureSkipTLSVerify || o.PassCredentialsAll
 }
 
 // Chart is where a chart reference led.
@@ -293,7 +294,7 @@ func download(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, idx
 		return nil, fmt.Errorf("chart %s: %w", ref, &RepoError{URL: out.URL, Op: "fetch chart",
 			Err: fmt.Errorf("digest sha256:%x does not match the index's %s", sum, cv.Digest)})
 	}
-	p, err := cache.Put(sum, strings.NewReader(string(data)), downloader.CacheChart)
+	p, err := cache.Put(sum, bytes.NewReader(data), downloader.CacheChart)
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: cache %s: %w", ref, out.URL, err)
 	}

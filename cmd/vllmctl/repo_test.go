@@ -145,6 +145,9 @@ func TestRepoAddListRemove(t *testing.T) {
 		{name: "remove again", args: []string{"repo", "remove", "o"}, code: ExitInvalid, stderr: "repository o: not added"},
 		{name: "update unknown", args: []string{"repo", "update", "o"}, code: ExitInvalid, stderr: "repository o: not added"},
 		{name: "update", args: []string{"repo", "update"}, stdout: `"r" updated`},
+		{name: "no subcommand", args: []string{"repo"}, code: ExitInvalid, stderr: "a subcommand is required"},
+		{name: "add without URL", args: []string{"repo", "add", "x"}, code: ExitInvalid, stderr: "accepts 2 arg(s)"},
+		{name: "add, not a URL scheme Helm fetches", args: []string{"repo", "add", "x", "ftp://example.com"}, code: ExitInvalid, stderr: "repository URL ftp://example.com"},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
