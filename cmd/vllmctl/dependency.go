@@ -9,6 +9,7 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/charts/source"
 )
 
 func newDependencyCommand(g *GlobalOptions) *cobra.Command {
@@ -58,10 +59,11 @@ func newDependencyListCommand(g *GlobalOptions) *cobra.Command {
 }
 
 // Complete loads the chart.
-func (o *dependencyListOptions) Complete(_ *cobra.Command, args []string) error {
+// CHART may also be a chart of a repository (REPO/NAME, latest stable).
+func (o *dependencyListOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.chartRef = args[0]
 	var err error
-	o.chart, err = charts.Load(o.chartRef)
+	o.chart, _, err = source.Load(commandContext(cmd), source.Settings(), o.chartRef, source.Options{})
 	return err
 }
 

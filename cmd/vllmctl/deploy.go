@@ -59,7 +59,8 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deploy RELEASE [CHART]",
 		Short: "Render, apply, record and wait for a release revision",
-		Long: "Render CHART (a chart directory, a packaged .tgz or a built-in chart; default \"vllm\") for RELEASE, take the release's\n" +
+		Long: "Render CHART (a chart directory, a packaged .tgz, a built-in chart, or a chart of a repository:\n" +
+			"REPO/NAME, or NAME with --repo URL, at --version; default \"vllm\") for RELEASE, take the release's\n" +
 			"lock (a pending record), apply every object with server-side apply (field manager vllmctl),\n" +
 			"record the ReplicaSets the rollout produces and wait until everything is ready. On success the\n" +
 			"revision is marked deployed, objects the chart no longer renders are deleted and old records\n" +
@@ -106,7 +107,7 @@ func (o *deployOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.rollbackSetBy = o.flags.Changed("rollback-on-failure")
 	o.noRollbackSets = o.flags.Changed("no-rollback")
 	o.timeout.Complete(o.flags, o.g)
-	return o.chartTarget.complete(o.g, &o.render, args)
+	return o.chartTarget.complete(commandContext(cmd), o.g, &o.render, args)
 }
 
 // Validate checks the flags.

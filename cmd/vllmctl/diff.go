@@ -63,8 +63,8 @@ func diffCommand(o *diffOptions) *cobra.Command {
 }
 
 // Complete resolves the namespace and loads the chart.
-func (o *diffOptions) Complete(_ *cobra.Command, args []string) error {
-	return o.chartTarget.complete(o.g, &o.render, args)
+func (o *diffOptions) Complete(cmd *cobra.Command, args []string) error {
+	return o.chartTarget.complete(commandContext(cmd), o.g, &o.render, args)
 }
 
 // Validate checks the output format.

@@ -64,7 +64,8 @@ func newLintCommand(g *GlobalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lint [CHART]",
 		Short: "Check a chart's values against its schema and its objects against inference rules, no cluster needed",
-		Long: "Render CHART (a chart directory, a packaged .tgz or a built-in chart; default \"vllm\") as `vllmctl template`\n" +
+		Long: "Render CHART (a chart directory, a packaged .tgz, a built-in chart, or a chart of a repository:\n" +
+			"REPO/NAME, or NAME with --repo URL, at --version; default \"vllm\") as `vllmctl template`\n" +
 			"does, with release name \"" + lintRelease + "\", then check the rendered workloads, those of its\n" +
 			"subcharts included (each finding names the template of its object):\n\n" +
 			ruleHelp.String() + "\n" +
@@ -84,13 +85,12 @@ func newLintCommand(g *GlobalOptions) *cobra.Command {
 }
 
 // Complete resolves the namespace and loads the chart.
-func (o *lintOptions) Complete(_ *cobra.Command, args []string) error {
+func (o *lintOptions) Complete(cmd *cobra.Command, args []string) error {
 	ns, err := localNamespace(o.g)
 	if err != nil {
 		return err
 	}
-	o.chart, o.opts, err = o.render.Resolve(append([]string{lintRelease}, args...), ns)
-	o.opts.ChartDir = chartDir(ChartRef(append([]string{lintRelease}, args...)))
+	o.chart, o.opts, err = o.render.Resolve(commandContext(cmd), o.g.Streams.In, append([]string{lintRelease}, args...), ns)
 	return err
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -44,13 +45,13 @@ type chartTarget struct {
 
 // complete resolves the release namespace, checks the release name and
 // loads the chart of args (RELEASE [CHART]).
-func (c *chartTarget) complete(g *GlobalOptions, render *RenderFlags, args []string) error {
+func (c *chartTarget) complete(ctx context.Context, g *GlobalOptions, render *RenderFlags, args []string) error {
 	ns, err := recordNamespace(g)
 	if err != nil {
 		return err
 	}
 	c.namespace = ns
-	c.chart, c.opts, err = render.Resolve(args, ns)
+	c.chart, c.opts, err = render.Resolve(ctx, g.Streams.In, args, ns)
 	return err
 }
 

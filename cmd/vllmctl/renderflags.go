@@ -1,17 +1,27 @@
 package main
 
 import (
+	"context"
+	"io"
+
 	"github.com/spf13/pflag"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/charts/source"
 )
 
-// RenderFlags are the flags that choose what a chart renders to, shared by
-// deploy, diff and template: -f/--values, --set and --set-string, with
-// Helm's syntax and precedence (files in order, then --set, then
-// --set-string).
+// RenderFlags are the flags that choose the chart and what it renders to,
+// shared by deploy, diff, template and lint: -f/--values, --set and
+// --set-string, with Helm's syntax and precedence (files in order, then
+// --set, then --set-string), and the chart source flags (--repo,
+// --version and the repository transport flags).
 type RenderFlags struct {
+	// Source are the chart source flags.
+	Source chartSourceFlags
+	// Located is where CHART led, after Resolve.
+	Located *source.Chart
+
 	// ValueFiles are the -f/--values files, in order (later wins).
 	ValueFiles []string
 	// Set are the --set values (a.b=c, a[0]=x, a={x,y}, escaped \,).
@@ -28,6 +38,7 @@ func (f *RenderFlags) AddFlags(fs *pflag.FlagSet) {
 		"set a value, Helm syntax (a.b=c, a[0]=x, a={x,y}, \\, for a literal comma); repeatable, wins over -f")
 	fs.StringArrayVar(&f.SetString, "set-string", nil,
 		"like --set, but every value is a string; repeatable, wins over --set")
+	f.Source.AddFlags(fs)
 }
 
 // ChartRef returns the CHART of the arguments RELEASE [CHART]: args[1], or
@@ -51,21 +62,31 @@ func (f *RenderFlags) RenderOptions(release, namespace string) charts.RenderOpti
 	}
 }
 
-// Resolve loads the chart named by the arguments RELEASE [CHART] and returns
-// it with the render options of RELEASE in namespace. Every problem with
-// the input is a *charts.InputError (exit code 2).
-func (f *RenderFlags) Resolve(args []string, namespace string) (*chart.Chart, charts.RenderOptions, error) {
+// Resolve loads the chart named by the arguments RELEASE [CHART] (a
+// built-in chart, a local directory or .tgz, or a chart of a repository:
+// REPO/NAME, or NAME with --repo; see source.Locate) and returns it with
+// the render options of RELEASE in namespace. --password-stdin reads in.
+// Every problem with the input is a *charts.InputError (exit code 2); a
+// repository that cannot be reached is a *source.RepoError (exit code 6).
+func (f *RenderFlags) Resolve(ctx context.Context, in io.Reader, args []string, namespace string) (*chart.Chart, charts.RenderOptions, error) {
 	if len(args) == 0 {
 		return nil, charts.RenderOptions{}, newUsageError("a RELEASE name is required")
 	}
 	opts := f.RenderOptions(args[0], namespace)
-	opts.ChartDir = chartDir(ChartRef(args))
 	if err := charts.ValidateReleaseName(opts.ReleaseName); err != nil {
 		return nil, opts, err
 	}
-	ch, err := charts.Load(ChartRef(args))
+	so, err := f.Source.options(in)
 	if err != nil {
 		return nil, opts, err
+	}
+	ch, loc, err := source.Load(ctx, source.Settings(), ChartRef(args), so)
+	if err != nil {
+		return nil, opts, err
+	}
+	f.Located = loc
+	if !loc.Remote() {
+		opts.ChartDir = chartDir(ChartRef(args))
 	}
 	return ch, opts, nil
 }

@@ -108,6 +108,7 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newListCommand,
 		newTemplateCommand,
 		newLintCommand,
+		newRepoCommand,
 		newDependencyCommand,
 		newDiffCommand,
 		newDeployCommand,
@@ -139,12 +140,16 @@ func runCommand(o commandOptions) func(*cobra.Command, []string) error {
 		if err := o.Validate(); err != nil {
 			return err
 		}
-		ctx := cmd.Context()
-		if ctx == nil {
-			ctx = context.Background()
-		}
-		return o.Run(ctx)
+		return o.Run(commandContext(cmd))
 	}
+}
+
+// commandContext is cmd's context, else context.Background().
+func commandContext(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
 }
 
 // validateAll runs the checks in order and returns the first error.
@@ -202,7 +207,7 @@ func (g *GlobalOptions) bindConfig(cmd *cobra.Command) error {
 	}
 	var errs []error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Changed || !v.IsSet(f.Name) {
+		if f.Changed || noConfig(f) || !v.IsSet(f.Name) {
 			return
 		}
 		val := v.Get(f.Name)
@@ -227,6 +232,24 @@ func (g *GlobalOptions) bindConfig(cmd *cobra.Command) error {
 	return nil
 }
 
+// noConfigAnnotation marks a flag that only the command line sets: not
+// VLLMCTL_<FLAG>, not the config file (a per-invocation choice such as
+// --version, which a VLLMCTL_VERSION of a build environment must not set).
+const noConfigAnnotation = "vllmctl/no-config"
+
+// noConfig reports whether f is only set on the command line.
+func noConfig(f *pflag.Flag) bool {
+	_, ok := f.Annotations[noConfigAnnotation]
+	return ok
+}
+
+// commandLineOnly marks the named flags of fs as set on the command line only.
+func commandLineOnly(fs *pflag.FlagSet, names ...string) {
+	for _, n := range names {
+		_ = fs.SetAnnotation(n, noConfigAnnotation, []string{"true"})
+	}
+}
+
 // unknownConfigKeys refuses config file keys that are no flag of any
 // command: a typo would otherwise be ignored silently.
 func unknownConfigKeys(root *cobra.Command, path string, keys []string) error {
@@ -234,7 +257,11 @@ func unknownConfigKeys(root *cobra.Command, path string, keys []string) error {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags(), c.InheritedFlags()} {
-			fs.VisitAll(func(f *pflag.Flag) { known[f.Name] = true })
+			fs.VisitAll(func(f *pflag.Flag) {
+				if !noConfig(f) {
+					known[f.Name] = true
+				}
+			})
 		}
 		for _, sub := range c.Commands() {
 			walk(sub)

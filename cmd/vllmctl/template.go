@@ -29,7 +29,8 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "template RELEASE [CHART]",
 		Short: "Render a chart's manifests to stdout, no cluster needed",
-		Long: "Render CHART (a chart directory, a packaged .tgz or a built-in chart; default \"vllm\") for release RELEASE\n" +
+		Long: "Render CHART (a chart directory, a packaged .tgz, a built-in chart, or a chart of a repository:\n" +
+			"REPO/NAME, or NAME with --repo URL, at --version; default \"vllm\") for release RELEASE\n" +
 			"as `helm template` would, label every object with app.kubernetes.io/managed-by=vllmctl and\n" +
 			"app.kubernetes.io/instance=RELEASE, sort the objects in apply order and print them as one\n" +
 			"YAML stream. The namespace is -n, else the kubeconfig's, else \"default\".\n\n" +
@@ -40,7 +41,9 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 			"chart and its enabled subcharts come first, as written.",
 		Example: "  vllmctl template qwen\n" +
 			"  vllmctl template qwen ./mychart -n inference -f prod.yaml --set resources.gpu=2\n" +
-			"  vllmctl template shop ./umbrella --include-crds",
+			"  vllmctl template shop ./umbrella --include-crds\n" +
+			"  vllmctl template qwen models/vllm --version '~1.4'\n" +
+			"  vllmctl template qwen vllm --repo https://charts.example.com --version 1.4.2",
 		Args: cobra.RangeArgs(1, 2),
 		RunE: runCommand(o),
 	}
@@ -54,14 +57,13 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 }
 
 // Complete resolves the namespace and loads the chart.
-func (o *templateOptions) Complete(_ *cobra.Command, args []string) error {
+func (o *templateOptions) Complete(cmd *cobra.Command, args []string) error {
 	ns, err := localNamespace(o.g)
 	if err != nil {
 		return err
 	}
-	o.chart, o.opts, err = o.render.Resolve(args, ns)
+	o.chart, o.opts, err = o.render.Resolve(commandContext(cmd), o.g.Streams.In, args, ns)
 	o.opts.KubeVersion = charts.KubeVersion(o.kubeVersion, "")
-	o.opts.ChartDir = chartDir(ChartRef(args))
 	return err
 }
 

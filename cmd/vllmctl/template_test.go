@@ -29,6 +29,12 @@ var updateCLI = flag.Bool("update-cli", false, "rewrite the CLI golden files in 
 // stderr and the exit code main would return.
 func runTemplateCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return runCLIWithStdin(t, "", args...)
+}
+
+// runCLIWithStdin is runTemplateCLI with stdin reading stdin.
+func runCLIWithStdin(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
 	tmp := t.TempDir()
 	t.Setenv("KUBECONFIG", filepath.Join(tmp, "no-kubeconfig"))
 	t.Setenv("HOME", tmp)
@@ -39,7 +45,7 @@ func runTemplateCLI(t *testing.T, args ...string) (string, string, int) {
 		}
 	}
 	var out, errOut bytes.Buffer
-	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+	streams := genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut}
 	ctx := context.Background()
 	cmd := NewRootCommand(ctx, streams)
 	cmd.SetArgs(args)

@@ -1,0 +1,116 @@
+package source_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v4/pkg/cli"
+
+	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/charts/source"
+	"github.com/vllmctl/vllmctl/internal/exitcode"
+)
+
+// settings returns Helm settings whose paths are the test's own.
+func settings(t *testing.T) *cli.EnvSettings {
+	t.Helper()
+	home := t.TempDir()
+	for k, v := range map[string]string{
+		"HELM_CONFIG_HOME":       filepath.Join(home, "config"),
+		"HELM_CACHE_HOME":        filepath.Join(home, "cache"),
+		"HELM_DATA_HOME":         filepath.Join(home, "data"),
+		"HELM_REPOSITORY_CONFIG": filepath.Join(home, "repositories.yaml"),
+		"HELM_REPOSITORY_CACHE":  filepath.Join(home, "repository"),
+	} {
+		t.Setenv(k, v)
+	}
+	return source.Settings()
+}
+
+func TestLocateOrder(t *testing.T) {
+	s := settings(t)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	// A local directory that reads like REPO/NAME is the directory.
+	require.NoError(t, os.MkdirAll(filepath.Join("r", "handwritten"), 0o755))
+
+	tests := []struct {
+		name     string
+		ref      string
+		opts     source.Options
+		want     source.Chart
+		wantCode int
+	}{
+		{name: "built-in", ref: "vllm", want: source.Chart{Ref: "vllm", Builtin: true}},
+		{name: "default", ref: "", want: source.Chart{Ref: charts.DefaultChart, Builtin: true}},
+		{name: "local path before REPO/NAME", ref: "r/handwritten", want: source.Chart{Ref: "r/handwritten", Path: "r/handwritten"}},
+		{name: "plain unknown name", ref: "nope", wantCode: exitcode.Invalid},
+		{name: "REPO not added", ref: "q/handwritten", wantCode: exitcode.Invalid},
+		{name: "relative path that is missing", ref: "./q/handwritten", wantCode: exitcode.Invalid},
+		{name: "oci", ref: "oci://example.com/charts/x", wantCode: exitcode.Invalid},
+		{name: "--version of a built-in chart", ref: "vllm", opts: source.Options{Version: "1.0.0"}, wantCode: exitcode.Invalid},
+		{name: "bad constraint", ref: "r/x", opts: source.Options{Version: "!!"}, wantCode: exitcode.Invalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := source.Locate(context.Background(), s, tt.ref, tt.opts)
+			if tt.wantCode != 0 {
+				require.Error(t, err)
+				var ie *charts.InputError
+				require.ErrorAs(t, err, &ie)
+				assert.Equal(t, tt.wantCode, exitcode.Of(err))
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, *got)
+		})
+	}
+}
+
+func TestRepoErrorCodes(t *testing.T) {
+	s := settings(t)
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no", http.StatusForbidden)
+	}))
+	t.Cleanup(refusing.Close)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	tests := []struct {
+		name string
+		ctx  context.Context
+		url  string
+		want int
+	}{
+		{name: "connection refused", ctx: context.Background(), url: gone.URL, want: exitcode.Cluster},
+		{name: "403", ctx: context.Background(), url: refusing.URL, want: exitcode.Cluster},
+		{name: "interrupted", ctx: cancelled, url: refusing.URL, want: exitcode.Interrupted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := source.Locate(tt.ctx, s, "x", source.Options{RepoURL: tt.url})
+			require.Error(t, err)
+			var re *source.RepoError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, tt.url, re.URL)
+			assert.Equal(t, tt.want, exitcode.Of(err))
+		})
+	}
+
+	t.Run("credentials in the URL are not shown", func(t *testing.T) {
+		u := "http://ci:s3cret@" + gone.Listener.Addr().String()
+		_, err := source.Locate(context.Background(), s, "x", source.Options{RepoURL: u})
+		require.Error(t, err)
+		assert.NotContains(t, err.Error(), "s3cret")
+		assert.True(t, errors.As(err, new(*source.RepoError)))
+	})
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/vllmctl/vllmctl/charts/source"
+)
+
+// chartSourceFlags say where a CHART of a chart repository comes from and
+// how to reach the repository, with Helm's flag names: --repo, --version,
+// --ca-file, --cert-file, --key-file, --username, --password-stdin,
+// --pass-credentials. --repo, --version and --password-stdin are set on the
+// command line only (not VLLMCTL_* nor the config file). The insecure-TLS flag is --repo-insecure-skip-tls-verify:
+// --insecure-skip-tls-verify is kubectl's, about the API server.
+type chartSourceFlags struct {
+	repoURL         string
+	version         string
+	caFile          string
+	certFile        string
+	keyFile         string
+	username        string
+	passwordStdin   bool
+	insecure        bool
+	passCredentials bool
+}
+
+// AddFlags registers the chart source flags on fs.
+func (f *chartSourceFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.repoURL, "repo", "", "chart repository URL: CHART is then the name of a chart in it")
+	fs.StringVar(&f.version, "version", "",
+		"SemVer constraint of the chart version of a chart repository (\"1.2.3\", \"~0.1\", \">=1 <2\"); default: the latest stable")
+	f.addTransportFlags(fs)
+	commandLineOnly(fs, "repo", "version", "password-stdin")
+}
+
+// addTransportFlags registers the flags reaching a repository (shared with
+// `repo add`).
+func (f *chartSourceFlags) addTransportFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.caFile, "ca-file", "", "verify the chart repository's certificate with this CA bundle")
+	fs.StringVar(&f.certFile, "cert-file", "", "client certificate for the chart repository (TLS)")
+	fs.StringVar(&f.keyFile, "key-file", "", "client key for the chart repository (TLS)")
+	fs.StringVar(&f.username, "username", "", "chart repository username (basic auth)")
+	fs.BoolVar(&f.passwordStdin, "password-stdin", false, "read the chart repository password from stdin")
+	fs.BoolVar(&f.insecure, "repo-insecure-skip-tls-verify", false,
+		"do not verify the chart repository's certificate (--insecure-skip-tls-verify is about the API server)")
+	fs.BoolVar(&f.passCredentials, "pass-credentials", false,
+		"send the repository credentials to every host a chart is downloaded from, not only the repository's")
+}
+
+// options returns the source options, reading the password from in with
+// --password-stdin (one line; a trailing newline is dropped).
+func (f *chartSourceFlags) options(in io.Reader) (source.Options, error) {
+	o := source.Options{
+		RepoURL: strings.TrimSpace(f.repoURL), Version: strings.TrimSpace(f.version),
+		CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile,
+		Username: f.username, InsecureSkipTLSVerify: f.insecure, PassCredentialsAll: f.passCredentials,
+	}
+	if f.passwordStdin {
+		if f.username == "" {
+			return o, newUsageError("--password-stdin needs --username")
+		}
+		if in == nil {
+			return o, newUsageError("--password-stdin: no stdin")
+		}
+		b, err := io.ReadAll(in)
+		if err != nil {
+			return o, newUsageError("--password-stdin: %v", err)
+		}
+		o.Password = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+		if o.Password == "" {
+			return o, newUsageError("--password-stdin: stdin is empty")
+		}
+	}
+	return o, nil
+}
