@@ -89,6 +89,9 @@ type DeployOptions struct {
 type RenderInput struct {
 	Chart   *chart.Chart
 	Options charts.RenderOptions
+	// Source and Digest say where a pulled chart came from (its .tgz's URL
+	// and sha256); the record keeps them (storage.Chart).
+	Source, Digest string
 }
 
 // DefaultRollbackTimeout is the automatic rollback's own time budget: it

@@ -111,7 +111,7 @@ func (p *deployPlan) build(ctx context.Context, plan storage.Plan) error {
 	}
 	p.renderWarnings = r.Warnings
 	p.crdObjs = r.CRDs
-	p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion}
+	p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion, Source: in.Source, Digest: in.Digest}
 	p.values = r.UserValues
 	objs, manifest, err := prepareObjects(opts.Name, r.Objects, r.Manifest, opts.MaxSurge, opts.MaxUnavailable)
 	if err != nil {

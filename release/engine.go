@@ -140,9 +140,12 @@ type Result struct {
 	// it would write).
 	Revision int            `json:"revision"`
 	Status   storage.Status `json:"status"`
-	// Chart is name-version, as history shows it.
-	Chart      string `json:"chart"`
-	AppVersion string `json:"appVersion"`
+	// Chart is name-version, as history shows it; ChartSource and
+	// ChartDigest where a pulled chart came from (storage.Chart).
+	Chart       string `json:"chart"`
+	AppVersion  string `json:"appVersion"`
+	ChartSource string `json:"chartSource,omitempty"`
+	ChartDigest string `json:"chartDigest,omitempty"`
 	// ReplicaSets are the ReplicaSets the revision's Deployments rolled out.
 	ReplicaSets []storage.ReplicaSetRef `json:"replicaSets"`
 	// RolledBackTo is the revision whose manifest was restored: the target
@@ -181,6 +184,8 @@ func newResult(r *storage.Release) *Result {
 		Status:      r.Status,
 		Chart:       r.Chart.String(),
 		AppVersion:  r.Chart.AppVersion,
+		ChartSource: r.Chart.Source,
+		ChartDigest: r.Chart.Digest,
 		ReplicaSets: []storage.ReplicaSetRef{},
 		Description: r.Description,
 	}

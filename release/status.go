@@ -40,6 +40,8 @@ type StatusReport struct {
 	Description string          `json:"description,omitempty"`
 	Chart       string          `json:"chart"`
 	AppVersion  string          `json:"appVersion"`
+	ChartSource string          `json:"chartSource,omitempty"`
+	ChartDigest string          `json:"chartDigest,omitempty"`
 	Updated     time.Time       `json:"updated"`
 	RollbackOf  int             `json:"rollbackOf,omitempty"`
 	Failure     *wait.Diagnosis `json:"failure,omitempty"`
@@ -110,6 +112,7 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *storage.Release) (*StatusR
 	rep := &StatusReport{
 		Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Status: rec.Status,
 		Description: rec.Description, Chart: rec.Chart.String(), AppVersion: rec.Chart.AppVersion,
+		ChartSource: rec.Chart.Source, ChartDigest: rec.Chart.Digest,
 		Updated: rec.Updated, RollbackOf: rec.RollbackOf, Failure: rec.Failure, Canary: rec.Canary, CRDs: rec.CRDs,
 		Objects: []LiveObject{}, ReplicaSets: []ServingReplicaSet{}, RecordedReplicaSets: []storage.ReplicaSetRef{},
 	}

@@ -155,7 +155,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 	o.lock.apply(engine)
 	res, err := release.NewDeployer(engine).Deploy(ctx, release.DeployOptions{
 		Name:              o.opts.ReleaseName,
-		Render:            release.RenderInput{Chart: o.chart, Options: o.opts},
+		Render:            o.render.input(o.chart, o.opts),
 		Timeout:           o.timeout.givenTimeout(),
 		HistoryMax:        o.history.max,
 		DryRun:            o.dryRun,

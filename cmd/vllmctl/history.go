@@ -72,6 +72,8 @@ type historyRow struct {
 	Status      storage.Status          `json:"status"`
 	Chart       string                  `json:"chart"`
 	AppVersion  string                  `json:"appVersion"`
+	ChartSource string                  `json:"chartSource,omitempty"`
+	ChartDigest string                  `json:"chartDigest,omitempty"`
 	Description string                  `json:"description"`
 	ReplicaSets []storage.ReplicaSetRef `json:"replicaSets"`
 	RollbackOf  int                     `json:"rollbackOf,omitempty"`
@@ -114,6 +116,8 @@ func (o *historyOptions) Run(ctx context.Context) error {
 			Status:      r.Status,
 			Chart:       r.Chart.String(),
 			AppVersion:  r.Chart.AppVersion,
+			ChartSource: r.Chart.Source,
+			ChartDigest: r.Chart.Digest,
 			Description: r.Description,
 			ReplicaSets: rs,
 			RollbackOf:  r.RollbackOf,

@@ -223,6 +223,9 @@ func writeReleaseResult(w io.Writer, format string, res *release.Result) error {
 	field("DESCRIPTION", recordCell(res.Description))
 	field("CHART", recordCell(res.Chart))
 	field("APP VERSION", recordCell(res.AppVersion))
+	if res.ChartSource != "" {
+		field("CHART SOURCE", recordCell(res.ChartSource+" ("+res.ChartDigest+")"))
+	}
 	if !res.DryRun {
 		field("REPLICASETS", replicaSetsCell(res.ReplicaSets))
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/charts/source"
+	"github.com/vllmctl/vllmctl/release"
 )
 
 // RenderFlags are the flags that choose the chart and what it renders to,
@@ -105,4 +106,15 @@ func localNamespace(g *GlobalOptions) (string, error) {
 		return "default", nil
 	}
 	return ns, nil
+}
+
+// input is the deploy's render input: ch with opts, and where CHART led
+// when it was pulled from a repository (the record keeps the .tgz's URL
+// and digest).
+func (f *RenderFlags) input(ch *chart.Chart, opts charts.RenderOptions) release.RenderInput {
+	in := release.RenderInput{Chart: ch, Options: opts}
+	if f.Located != nil && f.Located.Remote() {
+		in.Source, in.Digest = f.Located.URL, f.Located.Digest
+	}
+	return in
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,6 +18,8 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/repo/v1"
+
+	"github.com/vllmctl/vllmctl/charts"
 )
 
 // handwrittenChart is the chart the test repositories serve.
@@ -376,4 +379,58 @@ func TestTemplateFromRepositoryMatchesHelm(t *testing.T) {
 	_, stderr, code = runTemplateCLI(t, "repo", "add", "viavllmctl", r.srv.URL)
 	require.Equal(t, ExitOK, code, stderr)
 	assert.Contains(t, helm("repo", "list"), "viavllmctl")
+}
+
+// TestDeployFromRepositoryRecordsSource: a deploy of a chart pulled from a
+// repository records where it came from (the .tgz's URL) and its digest;
+// the result, status and history show them, and a rollback to that
+// revision keeps them. A chart directory records neither.
+func TestDeployFromRepositoryRecordsSource(t *testing.T) {
+	helmHome(t)
+	r := newChartRepo(t, nil)
+	builtin, err := charts.Load("vllm")
+	require.NoError(t, err)
+	tgz, err := chartutil.Save(builtin, r.dir)
+	require.NoError(t, err)
+	idx, err := repo.IndexDirectory(r.dir, r.srv.URL)
+	require.NoError(t, err)
+	require.NoError(t, idx.WriteFile(filepath.Join(r.dir, "index.yaml"), 0o644))
+	b, err := os.ReadFile(tgz)
+	require.NoError(t, err)
+	sum := sha256.Sum256(b)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	url := r.srv.URL + "/" + filepath.Base(tgz)
+
+	f := newReleaseFakes()
+	stdout, stderr, code := f.run(t, append(deployArgs("vllm", "--repo", r.srv.URL, "--version", builtin.Metadata.Version), "-o", "json")...)
+	require.Equal(t, ExitOK, code, stderr)
+	requireValid(t, "result", stdout)
+	var res map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+	assert.Equal(t, url, res["chartSource"])
+	assert.Equal(t, digest, res["chartDigest"])
+
+	rec, err := f.store.InNamespace("ml").Get(context.Background(), "chat", 1)
+	require.NoError(t, err)
+	assert.Equal(t, url, rec.Chart.Source)
+	assert.Equal(t, digest, rec.Chart.Digest)
+
+	stdout, stderr, code = f.run(t, "status", "chat")
+	require.Equal(t, ExitOK, code, stderr)
+	assert.Contains(t, stdout, "CHART SOURCE: "+url+" ("+digest+")")
+
+	// A chart directory records no source; a rollback to revision 1 does.
+	_, stderr, code = f.run(t, deployArgs("../../charts/vllm", "--set", "image.tag=v0.11.1")...)
+	require.Equal(t, ExitOK, code, stderr)
+	_, stderr, code = f.run(t, "rollback", "chat", "--to-revision", "1")
+	require.Equal(t, ExitOK, code, stderr)
+	stdout, stderr, code = f.runAny(t, "history", "chat", "-o", "json")
+	require.Equal(t, ExitOK, code, stderr)
+	requireValid(t, "history", stdout)
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rows))
+	require.Len(t, rows, 3)
+	assert.Equal(t, digest, rows[0]["chartDigest"])
+	assert.NotContains(t, rows[1], "chartSource", "a directory records no source")
+	assert.Equal(t, digest, rows[2]["chartDigest"], "the rollback restored revision 1's chart")
 }

@@ -85,6 +85,9 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	field("DESCRIPTION", recordCell(rep.Description))
 	field("CHART", recordCell(rep.Chart))
 	field("APP VERSION", recordCell(rep.AppVersion))
+	if rep.ChartSource != "" {
+		field("CHART SOURCE", recordCell(rep.ChartSource+" ("+rep.ChartDigest+")"))
+	}
 	field("UPDATED", recordTime(rep.Updated, o.loc))
 	writeFailure(&b, rep.Failure)
 	for _, l := range rep.CanaryLeftovers {

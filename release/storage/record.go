@@ -86,6 +86,11 @@ type Chart struct {
 	Name       string `json:"name"`
 	Version    string `json:"version"`
 	AppVersion string `json:"appVersion,omitempty"`
+	// Source is where the chart was pulled from (the .tgz's URL in its
+	// repository) and Digest the "sha256:<hex>" of that .tgz; both empty
+	// for a chart directory, a local .tgz or a built-in chart.
+	Source string `json:"source,omitempty"`
+	Digest string `json:"digest,omitempty"`
 }
 
 // String returns name-version, as the history and list tables show it.
