@@ -3,11 +3,13 @@ package source
 import (
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 )
 
-// RepoError reports a chart repository that could not be reached (connection
+// RepoError reports a chart repository or an OCI registry (a URL of
+// oci://…) that could not be reached (connection
 // refused, DNS, TLS) or that refused a request (an HTTP error status, 401
 // for a credential it does not accept included), or that served something
 // that is not a chart repository index. Its exit code is 6, as for the
@@ -23,7 +25,11 @@ type RepoError struct {
 
 // Error implements error.
 func (e *RepoError) Error() string {
-	return fmt.Sprintf("chart repository %s: %s: %v", e.URL, e.Op, e.Err)
+	what := "chart repository"
+	if strings.HasPrefix(e.URL, ociPrefix) {
+		what = "registry"
+	}
+	return fmt.Sprintf("%s %s: %s: %v", what, e.URL, e.Op, e.Err)
 }
 
 // Unwrap returns the underlying error.

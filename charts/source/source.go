@@ -51,13 +51,15 @@ type Options struct {
 	// of another host than the repository's), as Helm's
 	// --pass-credentials; otherwise only to the repository's host.
 	PassCredentialsAll bool
+	// PlainHTTP talks HTTP, not HTTPS, to an OCI registry (--plain-http).
+	PlainHTTP bool
 }
 
 // fromRepository reports whether the options only make sense for a chart
 // of a repository.
 func (o Options) fromRepository() bool {
 	return o.RepoURL != "" || o.Version != "" || o.Username != "" || o.Password != "" ||
-		o.CAFile != "" || o.CertFile != "" || o.KeyFile != "" || o.InsecureSkipTLSVerify || o.PassCredentialsAll
+		o.CAFile != "" || o.CertFile != "" || o.KeyFile != "" || o.InsecureSkipTLSVerify || o.PassCredentialsAll || o.PlainHTTP
 }
 
 // Chart is where a chart reference led.
@@ -76,10 +78,15 @@ type Chart struct {
 	// Name and Version are the chart version chosen from the index.
 	Name    string `json:"name,omitempty"`
 	Version string `json:"version,omitempty"`
-	// URL is the downloaded .tgz's URL.
+	// URL is the downloaded .tgz's URL; for an OCI registry, the
+	// reference pulled: oci://HOST/PATH/NAME:TAG (or @sha256:…).
 	URL string `json:"url,omitempty"`
-	// Digest is "sha256:<hex>" of the downloaded .tgz.
+	// Digest is "sha256:<hex>" of the downloaded .tgz; for an OCI
+	// registry, the manifest's digest (what oci://…@sha256:… pins).
 	Digest string `json:"digest,omitempty"`
+	// ChartDigest is the digest of an OCI chart's .tgz layer (the key of
+	// Helm's content cache); "" for a chart repository (see Digest).
+	ChartDigest string `json:"chartDigest,omitempty"`
 }
 
 // Remote reports whether the chart came from a repository.
@@ -126,14 +133,27 @@ func Locate(ctx context.Context, settings *cli.EnvSettings, ref string, opts Opt
 		}
 	}
 	if opts.RepoURL != "" {
+		if IsOCI(opts.RepoURL) || IsOCI(ref) {
+			return nil, &charts.InputError{Source: "chart", File: ref,
+				Msg: "--repo is a chart repository URL; give an OCI chart as CHART oci://HOST/PATH/NAME"}
+		}
+		if opts.PlainHTTP {
+			return nil, &charts.InputError{Source: "chart", File: ref, Msg: "--plain-http applies to an OCI registry (oci://…), not to --repo"}
+		}
 		if strings.Contains(ref, "/") {
 			return nil, &charts.InputError{Source: "chart", File: ref,
 				Msg: "with --repo, CHART is the name of a chart in the repository (no slash)"}
 		}
 		return locateByURL(ctx, settings, ref, opts)
 	}
-	if strings.HasPrefix(ref, "oci://") {
-		return nil, &charts.InputError{Source: "chart", File: ref, Msg: "OCI registries are not supported; pull the chart with helm pull and give the .tgz"}
+	if IsOCI(ref) {
+		if opts.PassCredentialsAll {
+			return nil, &charts.InputError{Source: "chart", File: ref, Msg: "--pass-credentials applies to a chart repository, not to an OCI registry"}
+		}
+		return locateOCI(ctx, settings, ref, opts)
+	}
+	if opts.PlainHTTP {
+		return nil, &charts.InputError{Source: "chart", File: ref, Msg: "--plain-http applies to an OCI registry (oci://…)"}
 	}
 	local := func() (*Chart, error) {
 		if opts.fromRepository() {

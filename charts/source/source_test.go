@@ -54,7 +54,12 @@ func TestLocateOrder(t *testing.T) {
 		{name: "plain unknown name", ref: "nope", wantCode: exitcode.Invalid},
 		{name: "REPO not added", ref: "q/handwritten", wantCode: exitcode.Invalid},
 		{name: "relative path that is missing", ref: "./q/handwritten", wantCode: exitcode.Invalid},
-		{name: "oci", ref: "oci://example.com/charts/x", wantCode: exitcode.Invalid},
+		{name: "oci without a path", ref: "oci://example.com", wantCode: exitcode.Invalid},
+		{name: "oci, bad digest", ref: "oci://example.com/charts/x@sha256:abc", wantCode: exitcode.Invalid},
+		{name: "oci, empty tag", ref: "oci://example.com/charts/x:", wantCode: exitcode.Invalid},
+		{name: "oci, bad name", ref: "oci://example.com/Charts/X", wantCode: exitcode.Invalid},
+		{name: "oci with --repo", ref: "oci://example.com/charts/x", opts: source.Options{RepoURL: "https://example.com"}, wantCode: exitcode.Invalid},
+		{name: "--plain-http of a built-in chart", ref: "vllm", opts: source.Options{PlainHTTP: true}, wantCode: exitcode.Invalid},
 		{name: "--version of a built-in chart", ref: "vllm", opts: source.Options{Version: "1.0.0"}, wantCode: exitcode.Invalid},
 		{name: "bad constraint", ref: "r/x", opts: source.Options{Version: "!!"}, wantCode: exitcode.Invalid},
 	}
