@@ -109,6 +109,7 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newTemplateCommand,
 		newLintCommand,
 		newRepoCommand,
+		newRegistryCommand,
 		newDependencyCommand,
 		newDiffCommand,
 		newDeployCommand,

@@ -9,10 +9,10 @@ import (
 	"github.com/vllmctl/vllmctl/charts/source"
 )
 
-// chartSourceFlags say where a CHART of a chart repository comes from and
-// how to reach the repository, with Helm's flag names: --repo, --version,
-// --ca-file, --cert-file, --key-file, --username, --password-stdin,
-// --pass-credentials. --repo, --version and --password-stdin are set on the
+// chartSourceFlags say where a CHART of a chart repository or an OCI
+// registry comes from and how to reach it, with Helm's flag names: --repo,
+// --version, --ca-file, --cert-file, --key-file, --username,
+// --password-stdin, --pass-credentials, --plain-http (OCI registries). --repo, --version and --password-stdin are set on the
 // command line only (not VLLMCTL_* nor the config file). The insecure-TLS flag is --repo-insecure-skip-tls-verify:
 // --insecure-skip-tls-verify is kubectl's, about the API server.
 type chartSourceFlags struct {
@@ -25,6 +25,7 @@ type chartSourceFlags struct {
 	passwordStdin   bool
 	insecure        bool
 	passCredentials bool
+	plainHTTP       bool
 }
 
 // AddFlags registers the chart source flags on fs.
@@ -33,6 +34,7 @@ func (f *chartSourceFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.version, "version", "",
 		"SemVer constraint of the chart version of a chart repository (\"1.2.3\", \"~0.1\", \">=1 <2\"); default: the latest stable")
 	f.addTransportFlags(fs)
+	fs.BoolVar(&f.plainHTTP, "plain-http", false, "talk HTTP, not HTTPS, to the OCI registry of an oci:// CHART")
 	commandLineOnly(fs, "repo", "version", "password-stdin")
 }
 
@@ -57,6 +59,7 @@ func (f *chartSourceFlags) options(in io.Reader) (source.Options, error) {
 		RepoURL: strings.TrimSpace(f.repoURL), Version: strings.TrimSpace(f.version),
 		CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile,
 		Username: f.username, InsecureSkipTLSVerify: f.insecure, PassCredentialsAll: f.passCredentials,
+		PlainHTTP: f.plainHTTP,
 	}
 	if f.passwordStdin {
 		if f.username == "" {
