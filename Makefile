@@ -1,5 +1,5 @@
-# vllmctl — see README.md. Cached tools (control-plane binary, helm) live
-# outside the repo in $(CACHE), keyed by version.
+# vllmctl — see README.md. Cached tools (control-plane binary, helm, the
+# distribution registry) live outside the repo in $(CACHE), keyed by version.
 SHELL := /bin/bash
 CACHE ?= $(or $(VLLMCTL_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/vllmctl)
 export VLLMCTL_CACHE := $(CACHE)
@@ -10,7 +10,7 @@ GOTESTFLAGS ?=
 # (cgo: gcc); `make test RACE=` runs them without it.
 RACE ?= -race
 
-.PHONY: all build test unit fuzz e2e lint cluster cluster-down helm demo bench bench-peers clean
+.PHONY: all build test unit fuzz e2e lint cluster cluster-down helm registry demo bench bench-peers clean
 
 all: build
 
@@ -20,11 +20,11 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '-s -w' -o bin/vllmctl ./cmd/vllmctl
 
-## test: unit tests (incl. the helm comparison) and the e2e tests on the local cluster
+## test: unit tests (incl. the helm comparison and the OCI registry tests) and the e2e tests on the local cluster
 test: lint unit fuzz e2e
 
-unit: helm
-	HELM_BIN=$$(hack/install-helm.sh) $(GO) test $(RACE) $(GOTESTFLAGS) ./...
+unit: helm registry
+	HELM_BIN=$$(hack/install-helm.sh) REGISTRY_BIN=$$(hack/install-registry.sh) $(GO) test $(RACE) $(GOTESTFLAGS) ./...
 
 ## fuzz: each fuzz target for a short fixed time (seeds also run as unit tests)
 FUZZTIME ?= 5s
@@ -53,6 +53,10 @@ cluster-down:
 
 helm:
 	@hack/install-helm.sh >/dev/null
+
+## registry: the distribution registry the OCI chart tests start (built from its Go module)
+registry:
+	@hack/install-registry.sh >/dev/null
 
 ## demo: local cluster, a good deploy, a crashing upgrade caught and rolled back (hack/demo.sh)
 demo:
