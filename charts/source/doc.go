@@ -3,7 +3,10 @@
 // repository (HTTP/HTTPS), named REPO/NAME for a repository added to Helm's
 // repositories.yaml or NAME with a repository URL (Options.RepoURL), at the
 // highest version matching a SemVer constraint (Options.Version; default:
-// the latest stable version).
+// the latest stable version), or a chart of an OCI registry,
+// oci://HOST/PATH/NAME at a tag (the reference's, or the highest tag
+// matching Options.Version) or pinned by manifest digest (@sha256:…),
+// pulled with Helm v4's registry client (helm.sh/helm/v4/pkg/registry).
 //
 // It owns Helm's repository files as Helm does, through Helm v4's own
 // packages and Helm's paths (cli.EnvSettings: HELM_REPOSITORY_CONFIG,
@@ -11,12 +14,18 @@
 // directories): repositories.yaml (AddRepository, Repositories,
 // RemoveRepositories) and the index cache (UpdateRepositories), so that
 // repositories added with `helm repo add` are seen here and the other way
-// round. Downloaded charts are kept in Helm's content cache, keyed by the
-// sha256 digest of the .tgz, which Chart.Digest reports.
+// round; and Helm's registry config (HELM_REGISTRY_CONFIG, falling back
+// to docker's config as Helm's client does) for OCI credentials
+// (RegistryLogin, RegistryLogout). Downloaded charts are kept in Helm's
+// content cache, keyed by the sha256 digest of the .tgz, which
+// Chart.Digest reports for a chart repository (for an OCI registry,
+// Chart.Digest is the manifest digest and Chart.ChartDigest the .tgz's).
 //
 // Errors carry their exit code: a repository that cannot be reached or
 // refuses a request (connection refused, DNS, a TLS failure, an HTTP error
-// status such as 401) is a *RepoError (exit 6); a chart, a version or a
-// repository name that is not there, or a bad version constraint, is a
+// status such as 401), and so is a registry that cannot be reached or
+// refuses the credentials, is a *RepoError (exit 6); a chart, a version, a
+// tag, a digest or a repository name that is not there, a digest
+// mismatch, a bad OCI reference or a bad version constraint, is a
 // *charts.InputError (exit 2) naming the reference.
 package source
