@@ -119,7 +119,9 @@ func Load(ctx context.Context, settings *cli.EnvSettings, ref string, opts Optio
 // Locate finds the chart ref names, in this order: a built-in chart (a
 // plain name), an existing local path (a directory or a .tgz), a chart of
 // an added repository (REPO/NAME). With opts.RepoURL, ref is always a
-// chart NAME in that repository, as with Helm's --repo. A chart of a
+// chart NAME in that repository, as with Helm's --repo. A reference
+// oci://HOST/PATH/NAME[:TAG][@sha256:…] is a chart of an OCI registry,
+// pulled with Helm's registry client (see locateOCI). A chart of a
 // repository is downloaded into Helm's content cache unless it is there.
 // A plain name that is none of these yields charts.Load's *InputError.
 func Locate(ctx context.Context, settings *cli.EnvSettings, ref string, opts Options) (*Chart, error) {

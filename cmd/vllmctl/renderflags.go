@@ -64,11 +64,13 @@ func (f *RenderFlags) RenderOptions(release, namespace string) charts.RenderOpti
 }
 
 // Resolve loads the chart named by the arguments RELEASE [CHART] (a
-// built-in chart, a local directory or .tgz, or a chart of a repository:
-// REPO/NAME, or NAME with --repo; see source.Locate) and returns it with
+// built-in chart, a local directory or .tgz, a chart of a repository:
+// REPO/NAME, or NAME with --repo, or of an OCI registry: oci://…; see
+// source.Locate) and returns it with
 // the render options of RELEASE in namespace. --password-stdin reads in.
 // Every problem with the input is a *charts.InputError (exit code 2); a
-// repository that cannot be reached is a *source.RepoError (exit code 6).
+// repository or registry that cannot be reached is a *source.RepoError
+// (exit code 6).
 func (f *RenderFlags) Resolve(ctx context.Context, in io.Reader, args []string, namespace string) (*chart.Chart, charts.RenderOptions, error) {
 	if len(args) == 0 {
 		return nil, charts.RenderOptions{}, newUsageError("a RELEASE name is required")
@@ -110,7 +112,8 @@ func localNamespace(g *GlobalOptions) (string, error) {
 
 // input is the deploy's render input: ch with opts, and where CHART led
 // when it was pulled from a repository (the record keeps the .tgz's URL
-// and digest).
+// and digest) or an OCI registry (the oci:// reference pulled and the
+// manifest digest).
 func (f *RenderFlags) input(ch *chart.Chart, opts charts.RenderOptions) release.RenderInput {
 	in := release.RenderInput{Chart: ch, Options: opts}
 	if f.Located != nil && f.Located.Remote() {
