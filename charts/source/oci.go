@@ -7,17 +7,23 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/Masterminds/semver/v3"
+	godigest "github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/cli"
 	"helm.sh/helm/v4/pkg/downloader"
 	"helm.sh/helm/v4/pkg/registry"
+	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/errdef"
 	orasregistry "oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote/errcode"
@@ -162,7 +168,8 @@ func tlsConfig(o RegistryOptions) (*tls.Config, error) {
 // reference, else the highest tag matching opts.Version (a SemVer
 // constraint, "" for the latest stable), or the manifest of the
 // reference's digest (checked against the tag when both are given). The
-// .tgz is kept in Helm's content cache, keyed by its sha256 digest.
+// .tgz is kept in Helm's content cache, keyed by its sha256 digest, and
+// read from there instead of being fetched again.
 func locateOCI(ctx context.Context, settings *cli.EnvSettings, ref string, opts Options) (*Chart, error) {
 	r, err := parseOCIRef(ref)
 	if err != nil {
@@ -218,30 +225,120 @@ func locateOCI(ctx context.Context, settings *cli.EnvSettings, ref string, opts 
 			shown = ociPrefix + r.repo + ":" + tag + "@" + r.digest
 		}
 	}
-	res, err := call(ctx, func() (*registry.PullResult, error) { return client.Pull(pullRef) })
+	cache := &downloader.DiskCache{Root: settings.ContentCache}
+	pulled, err := pullChart(ctx, client, cache, pullRef)
 	if err != nil {
 		return nil, registryError(ctx, ref, strings.TrimPrefix(shown, ociPrefix), "pull", err)
 	}
-	if r.digest != "" && res.Manifest.Digest != r.digest {
+	if r.digest != "" && pulled.manifest != r.digest {
 		return nil, &charts.InputError{Source: "chart", File: ref,
-			Msg: fmt.Sprintf("digest mismatch: the registry served manifest %s", res.Manifest.Digest)}
+			Msg: fmt.Sprintf("digest mismatch: the registry served manifest %s", pulled.manifest)}
 	}
-	sum := sha256.Sum256(res.Chart.Data)
-	if got := "sha256:" + hex.EncodeToString(sum[:]); got != res.Chart.Digest {
-		return nil, fmt.Errorf("chart %s: %w", ref, &RepoError{URL: shown, Op: "pull",
-			Err: fmt.Errorf("chart layer digest %s does not match the manifest's %s", got, res.Chart.Digest)})
-	}
-	cache := &downloader.DiskCache{Root: settings.ContentCache}
-	p, err := cache.Put(sum, bytes.NewReader(res.Chart.Data), downloader.CacheChart)
+	return &Chart{Ref: ref, RepoURL: ociPrefix + r.repo, Path: pulled.path, URL: shown,
+		Name: pulled.meta.Name, Version: pulled.meta.Version,
+		Digest: pulled.manifest, ChartDigest: pulled.chart}, nil
+}
+
+// pulledChart is what pullChart pulled.
+type pulledChart struct {
+	// manifest and chart are the digests of the manifest and of the .tgz
+	// layer.
+	manifest, chart string
+	// path is the .tgz in Helm's content cache.
+	path string
+	// meta is the chart's metadata (the manifest's config).
+	meta chart.Metadata
+}
+
+// pullChart pulls the manifest of ref, its config (the chart's metadata)
+// and its .tgz layer with Helm's registry client, unless the layer is in
+// cache already (keyed by its sha256 digest, checked): then only the
+// manifest and config are fetched. A pulled layer is put in cache.
+func pullChart(ctx context.Context, client *registry.Client, cache *downloader.DiskCache, ref string) (*pulledChart, error) {
+	var (
+		mu     sync.Mutex
+		cached *pulledChart // the layer found in cache
+	)
+	generic := client.Generic()
+	res, err := call(ctx, func() (*registry.GenericPullResult, error) {
+		return generic.PullGeneric(ref, registry.GenericPullOptions{
+			AllowedMediaTypes: []string{ocispec.MediaTypeImageIndex, ocispec.MediaTypeImageManifest,
+				registry.ConfigMediaType, registry.ChartLayerMediaType, registry.LegacyChartLayerMediaType},
+			PreCopy: func(_ context.Context, d ocispec.Descriptor) error {
+				if !isChartLayer(d) || d.Digest.Algorithm() != godigest.SHA256 {
+					return nil
+				}
+				key, err := hex.DecodeString(d.Digest.Encoded())
+				if err != nil || len(key) != sha256.Size {
+					return nil
+				}
+				p, err := cache.Get([sha256.Size]byte(key), downloader.CacheChart)
+				if err != nil {
+					return nil
+				}
+				if sum, err := fileDigest(p); err != nil || sum != [sha256.Size]byte(key) {
+					return nil
+				}
+				mu.Lock()
+				cached = &pulledChart{chart: d.Digest.String(), path: p}
+				mu.Unlock()
+				return oras.SkipNode
+			},
+		})
+	})
 	if err != nil {
-		return nil, fmt.Errorf("chart %s: cache %s: %w", ref, shown, err)
+		return nil, err
 	}
-	out := &Chart{Ref: ref, RepoURL: ociPrefix + r.repo, Path: p, URL: shown,
-		Digest: res.Manifest.Digest, ChartDigest: res.Chart.Digest}
-	if m := res.Chart.Meta; m != nil {
-		out.Name, out.Version = m.Name, m.Version
+	out := cached
+	if out == nil {
+		out = &pulledChart{}
+	}
+	out.manifest = res.Manifest.Digest.String()
+	var config, layer *ocispec.Descriptor
+	for i, d := range res.Descriptors {
+		switch {
+		case d.MediaType == registry.ConfigMediaType:
+			config = &res.Descriptors[i]
+		case isChartLayer(d):
+			layer = &res.Descriptors[i]
+		}
+	}
+	if config == nil {
+		return nil, fmt.Errorf("the manifest has no chart config (%s)", registry.ConfigMediaType)
+	}
+	b, err := generic.GetDescriptorData(res.MemoryStore, *config)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &out.meta); err != nil {
+		return nil, fmt.Errorf("chart config %s: %w", config.Digest, err)
+	}
+	if out.path != "" {
+		return out, nil
+	}
+	if layer == nil {
+		return nil, fmt.Errorf("the manifest has no chart layer (%s)", registry.ChartLayerMediaType)
+	}
+	data, err := generic.GetDescriptorData(res.MemoryStore, *layer)
+	if err != nil {
+		return nil, err
+	}
+	// oras checked the layer against its digest; the cache key is the
+	// .tgz's sha256 as for a chart repository.
+	sum := sha256.Sum256(data)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != layer.Digest.String() {
+		return nil, fmt.Errorf("chart layer digest %s does not match the manifest's %s", got, layer.Digest)
+	}
+	out.chart = layer.Digest.String()
+	if out.path, err = cache.Put(sum, bytes.NewReader(data), downloader.CacheChart); err != nil {
+		return nil, fmt.Errorf("content cache: %w", err)
 	}
 	return out, nil
+}
+
+// isChartLayer reports whether d is a chart's .tgz layer.
+func isChartLayer(d ocispec.Descriptor) bool {
+	return d.MediaType == registry.ChartLayerMediaType || d.MediaType == registry.LegacyChartLayerMediaType
 }
 
 // registryError classifies an error of the registry about ref: a

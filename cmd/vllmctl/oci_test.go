@@ -43,6 +43,8 @@ type ociRegistry struct {
 	// (caFile); else plain HTTP.
 	tls    bool
 	caFile string
+	// storage is its storage directory.
+	storage string
 }
 
 // registryConfig says how a test registry is set up.
@@ -124,7 +126,7 @@ func (l *lockedBuffer) String() string {
 func startRegistry(t *testing.T, bin string, cfg registryConfig) *ociRegistry {
 	t.Helper()
 	dir := t.TempDir()
-	r := &ociRegistry{host: fmt.Sprintf("127.0.0.1:%d", freePort(t)), tls: cfg.tls}
+	r := &ociRegistry{host: fmt.Sprintf("127.0.0.1:%d", freePort(t)), tls: cfg.tls, storage: filepath.Join(dir, "storage")}
 	conf := fmt.Sprintf(`version: 0.1
 log:
   level: warn
@@ -137,7 +139,7 @@ storage:
     enabled: true
 http:
   addr: %s
-`, filepath.Join(dir, "storage"), r.host)
+`, r.storage, r.host)
 	if cfg.tls {
 		certFile, keyFile := selfSigned(t, dir)
 		r.caFile = certFile
@@ -343,7 +345,18 @@ func TestTemplateFromOCIRegistry(t *testing.T) {
 		require.NoError(t, err)
 		h := sha256.Sum256(b)
 		sum := hex.EncodeToString(h[:])
-		assert.FileExists(t, filepath.Join(os.Getenv("HELM_CACHE_HOME"), "content", sum[:2], sum+".chart"))
+		cached := filepath.Join(os.Getenv("HELM_CACHE_HOME"), "content", sum[:2], sum+".chart")
+		assert.FileExists(t, cached)
+
+		// The registry loses the .tgz layer: the cached one is used (only
+		// the manifest and config are fetched); without it the pull fails.
+		require.NoError(t, os.Remove(filepath.Join(r.storage, "docker", "registry", "v2", "blobs", "sha256", sum[:2], sum, "data")))
+		out, stderr, code := runTemplateCLI(t, tmpl(ref, "--version", "0.2.0")...)
+		require.Equal(t, ExitOK, code, stderr)
+		assert.Equal(t, templateOf(t, tgz["0.2.0"]), out)
+		require.NoError(t, os.Remove(cached))
+		_, stderr, code = runTemplateCLI(t, tmpl(ref, "--version", "0.2.0")...)
+		assert.NotEqual(t, ExitOK, code, stderr)
 	})
 
 	t.Run("helm sees vllmctl's login and renders the same", func(t *testing.T) {
