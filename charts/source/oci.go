@@ -226,13 +226,23 @@ func locateOCI(ctx context.Context, settings *cli.EnvSettings, ref string, opts 
 		}
 	}
 	cache := &downloader.DiskCache{Root: settings.ContentCache}
-	pulled, err := pullChart(ctx, client, cache, pullRef)
+	pulled, err := pullChart(ctx, client, cache, ref, pullRef)
 	if err != nil {
 		return nil, registryError(ctx, ref, strings.TrimPrefix(shown, ociPrefix), "pull", err)
 	}
 	if r.digest != "" && pulled.manifest != r.digest {
 		return nil, &charts.InputError{Source: "chart", File: ref,
 			Msg: fmt.Sprintf("digest mismatch: the registry served manifest %s", pulled.manifest)}
+	}
+	if tag == "" && opts.Version != "" {
+		// Pinned by digest with a --version constraint: the chart must
+		// satisfy it.
+		c, _ := semver.NewConstraint(opts.Version) // checked by Locate
+		v, err := semver.NewVersion(pulled.meta.Version)
+		if err != nil || c == nil || !c.Check(v) {
+			return nil, &charts.InputError{Source: "chart", File: ref,
+				Msg: fmt.Sprintf("%s is version %s, which does not match --version %s", shown, pulled.meta.Version, opts.Version)}
+		}
 	}
 	return &Chart{Ref: ref, RepoURL: ociPrefix + r.repo, Path: pulled.path, URL: shown,
 		Name: pulled.meta.Name, Version: pulled.meta.Version,
@@ -250,18 +260,19 @@ type pulledChart struct {
 	meta chart.Metadata
 }
 
-// pullChart pulls the manifest of ref, its config (the chart's metadata)
+// pullChart pulls the manifest of pullRef (HOST/PATH/NAME:TAG or @DIGEST;
+// ref is the reference as given, for messages), its config (the chart's metadata)
 // and its .tgz layer with Helm's registry client, unless the layer is in
 // cache already (keyed by its sha256 digest, checked): then only the
 // manifest and config are fetched. A pulled layer is put in cache.
-func pullChart(ctx context.Context, client *registry.Client, cache *downloader.DiskCache, ref string) (*pulledChart, error) {
+func pullChart(ctx context.Context, client *registry.Client, cache *downloader.DiskCache, ref, pullRef string) (*pulledChart, error) {
 	var (
 		mu     sync.Mutex
 		cached *pulledChart // the layer found in cache
 	)
 	generic := client.Generic()
 	res, err := call(ctx, func() (*registry.GenericPullResult, error) {
-		return generic.PullGeneric(ref, registry.GenericPullOptions{
+		return generic.PullGeneric(pullRef, registry.GenericPullOptions{
 			AllowedMediaTypes: []string{ocispec.MediaTypeImageIndex, ocispec.MediaTypeImageManifest,
 				registry.ConfigMediaType, registry.ChartLayerMediaType, registry.LegacyChartLayerMediaType},
 			PreCopy: func(_ context.Context, d ocispec.Descriptor) error {
@@ -304,7 +315,8 @@ func pullChart(ctx context.Context, client *registry.Client, cache *downloader.D
 		}
 	}
 	if config == nil {
-		return nil, fmt.Errorf("the manifest has no chart config (%s)", registry.ConfigMediaType)
+		return nil, &charts.InputError{Source: "chart", File: ref,
+			Msg: fmt.Sprintf("not a Helm chart: the manifest has no chart config (%s)", registry.ConfigMediaType)}
 	}
 	b, err := generic.GetDescriptorData(res.MemoryStore, *config)
 	if err != nil {
@@ -317,7 +329,8 @@ func pullChart(ctx context.Context, client *registry.Client, cache *downloader.D
 		return out, nil
 	}
 	if layer == nil {
-		return nil, fmt.Errorf("the manifest has no chart layer (%s)", registry.ChartLayerMediaType)
+		return nil, &charts.InputError{Source: "chart", File: ref,
+			Msg: fmt.Sprintf("not a Helm chart: the manifest has no chart layer (%s)", registry.ChartLayerMediaType)}
 	}
 	data, err := generic.GetDescriptorData(res.MemoryStore, *layer)
 	if err != nil {
@@ -344,10 +357,14 @@ func isChartLayer(d ocispec.Descriptor) bool {
 // registryError classifies an error of the registry about ref: a
 // repository, tag or manifest that is not there is an *InputError (exit
 // 2); anything else (unreachable, TLS, credentials refused, a server
-// error) is a *RepoError (exit 6). The context's own error is returned
-// as it is.
+// error) is a *RepoError (exit 6). The context's own error, and an
+// *InputError (an artifact that is no chart), are returned as they are.
 func registryError(ctx context.Context, ref, what, op string, err error) error {
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return err
+	}
+	var input *charts.InputError
+	if errors.As(err, &input) {
 		return err
 	}
 	var resp *errcode.ErrorResponse
