@@ -276,22 +276,12 @@ func pullChart(ctx context.Context, client *registry.Client, cache *downloader.D
 			AllowedMediaTypes: []string{ocispec.MediaTypeImageIndex, ocispec.MediaTypeImageManifest,
 				registry.ConfigMediaType, registry.ChartLayerMediaType, registry.LegacyChartLayerMediaType},
 			PreCopy: func(_ context.Context, d ocispec.Descriptor) error {
-				if !isChartLayer(d) || d.Digest.Algorithm() != godigest.SHA256 {
-					return nil
-				}
-				key, err := hex.DecodeString(d.Digest.Encoded())
-				if err != nil || len(key) != sha256.Size {
-					return nil
-				}
-				p, err := cache.Get([sha256.Size]byte(key), downloader.CacheChart)
-				if err != nil {
-					return nil
-				}
-				if sum, err := fileDigest(p); err != nil || sum != [sha256.Size]byte(key) {
+				c, ok := cachedLayer(cache, d)
+				if !ok {
 					return nil
 				}
 				mu.Lock()
-				cached = &pulledChart{chart: d.Digest.String(), path: p}
+				cached = c
 				mu.Unlock()
 				return oras.SkipNode
 			},
@@ -347,6 +337,26 @@ func pullChart(ctx context.Context, client *registry.Client, cache *downloader.D
 		return nil, fmt.Errorf("content cache: %w", err)
 	}
 	return out, nil
+}
+
+// cachedLayer returns the pulled chart whose .tgz layer d is in the
+// content cache (its sha256 checked), if it is.
+func cachedLayer(cache *downloader.DiskCache, d ocispec.Descriptor) (*pulledChart, bool) {
+	if !isChartLayer(d) || d.Digest.Algorithm() != godigest.SHA256 {
+		return nil, false
+	}
+	key, err := hex.DecodeString(d.Digest.Encoded())
+	if err != nil || len(key) != sha256.Size {
+		return nil, false
+	}
+	p, err := cache.Get([sha256.Size]byte(key), downloader.CacheChart)
+	if err != nil {
+		return nil, false
+	}
+	if sum, err := fileDigest(p); err != nil || sum != [sha256.Size]byte(key) {
+		return nil, false
+	}
+	return &pulledChart{chart: d.Digest.String(), path: p}, true
 }
 
 // isChartLayer reports whether d is a chart's .tgz layer.
