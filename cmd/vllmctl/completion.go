@@ -13,9 +13,16 @@ func addCompletionCommand(root *cobra.Command) {
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
-			c.RunE = func(*cobra.Command, []string) error {
-				return newUsageError("a subcommand is required: bash, zsh, fish or powershell")
-			}
+			c.RunE = requireSubcommand("bash, zsh, fish or powershell")
 		}
+	}
+}
+
+// requireSubcommand is the RunE of a command that only groups others
+// (dependency, repo, registry, completion): run alone it is a usage error
+// (exit 2) naming the subcommands.
+func requireSubcommand(names string) func(*cobra.Command, []string) error {
+	return func(*cobra.Command, []string) error {
+		return newUsageError("a subcommand is required: %s", names)
 	}
 }

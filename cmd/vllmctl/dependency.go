@@ -23,9 +23,7 @@ func newDependencyCommand(g *GlobalOptions) *cobra.Command {
 			"as `helm dependency update` does. Remote repositories (https, oci) are out of scope: vendor\n" +
 			"them with `helm dependency build CHART`.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return newUsageError("a subcommand is required: list or update")
-		},
+		RunE: requireSubcommand("list or update"),
 	}
 	cmd.AddCommand(newDependencyListCommand(g), newDependencyUpdateCommand(g))
 	return cmd

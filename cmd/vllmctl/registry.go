@@ -18,9 +18,7 @@ func newRegistryCommand(g *GlobalOptions) *cobra.Command {
 			"round; without a login there, docker's config is read, as helm does. A chart of a registry is\n" +
 			"CHART oci://HOST/PATH/NAME in deploy, diff, template and lint.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return newUsageError("a subcommand is required: login or logout")
-		},
+		RunE: requireSubcommand("login or logout"),
 	}
 	cmd.AddCommand(newRegistryLoginCommand(g), newRegistryLogoutCommand(g))
 	return cmd

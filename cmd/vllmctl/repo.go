@@ -20,9 +20,7 @@ func newRepoCommand(g *GlobalOptions) *cobra.Command {
 			"`helm repo add` is seen here and the other way round. A chart of an added repository is\n" +
 			"CHART REPO/NAME in deploy, diff, template and lint, at --version (a SemVer constraint).",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return newUsageError("a subcommand is required: add, list, remove or update")
-		},
+		RunE: requireSubcommand("add, list, remove or update"),
 	}
 	cmd.AddCommand(newRepoAddCommand(g), newRepoListCommand(g), newRepoRemoveCommand(g), newRepoUpdateCommand(g))
 	return cmd
