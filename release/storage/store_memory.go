@@ -57,15 +57,21 @@ func (m *Memory) nextVersion() string {
 	return strconv.FormatInt(m.db.seq, 10)
 }
 
-// Create stores a new record.
-func (m *Memory) Create(ctx context.Context, r *Release) error {
+// encode checks that a write may go ahead (ctx live, r of this store's
+// namespace) and encodes r.
+func (m *Memory) encode(ctx context.Context, r *Release) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := ownNamespace(m.namespace, r); err != nil {
-		return err
+		return nil, err
 	}
-	data, err := Encode(r)
+	return Encode(r)
+}
+
+// Create stores a new record.
+func (m *Memory) Create(ctx context.Context, r *Release) error {
+	data, err := m.encode(ctx, r)
 	if err != nil {
 		return err
 	}
@@ -83,13 +89,7 @@ func (m *Memory) Create(ctx context.Context, r *Release) error {
 
 // Update overwrites a record, refusing if it changed since r was read.
 func (m *Memory) Update(ctx context.Context, r *Release) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := ownNamespace(m.namespace, r); err != nil {
-		return err
-	}
-	data, err := Encode(r)
+	data, err := m.encode(ctx, r)
 	if err != nil {
 		return err
 	}
