@@ -167,38 +167,25 @@ func (p *deployPlan) adjust() error {
 	return nil
 }
 
-// prepareObjects returns the objects to apply (copies, with the strategy
-// override of surge and unavailable) and the manifest to record.
+// prepareObjects applies the strategy override of surge and unavailable
+// to the rendered objects (the deploy's own) and returns them with the
+// manifest to record.
 func prepareObjects(name string, objs []*unstructured.Unstructured, manifest string, surge, unavailable *intstr.IntOrString) ([]*unstructured.Unstructured, string, error) {
-	if objs == nil {
-		parsed, err := cluster.ParseManifest(manifest)
-		if err != nil {
-			return nil, "", &InvalidManifestError{Name: name, Err: err}
-		}
-		objs = parsed
+	if surge == nil && unavailable == nil {
+		return objs, manifest, nil
 	}
-	out := make([]*unstructured.Unstructured, len(objs))
-	for i, o := range objs {
-		out[i] = o.DeepCopy()
-	}
-	override := surge != nil || unavailable != nil
-	if override {
-		for _, o := range out {
-			if object.RefOf(o).IsDeployment() {
-				if err := preflight.SetStrategy(o, surge, unavailable); err != nil {
-					return nil, "", &InvalidManifestError{Name: name, Err: err}
-				}
+	for _, o := range objs {
+		if object.RefOf(o).IsDeployment() {
+			if err := preflight.SetStrategy(o, surge, unavailable); err != nil {
+				return nil, "", &InvalidManifestError{Name: name, Err: err}
 			}
 		}
 	}
-	if override || manifest == "" {
-		m, err := charts.Manifest(out)
-		if err != nil {
-			return nil, "", &InvalidManifestError{Name: name, Err: err}
-		}
-		manifest = m
+	m, err := charts.Manifest(objs)
+	if err != nil {
+		return nil, "", &InvalidManifestError{Name: name, Err: err}
 	}
-	return out, manifest, nil
+	return objs, m, nil
 }
 
 // preflight runs the capacity preflight (unless skipped): a refusal is an
