@@ -3,6 +3,7 @@ package source
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
@@ -29,7 +30,9 @@ func (e *RepoError) Error() string {
 	if strings.HasPrefix(e.URL, ociPrefix) {
 		what = "registry"
 	}
-	return fmt.Sprintf("%s %s: %s: %v", what, e.URL, e.Op, e.Err)
+	// Helm's getters repeat the URL they fetched, password included:
+	// every URL in the message loses its password.
+	return scrubURLs(fmt.Sprintf("%s %s: %s: %v", what, e.URL, e.Op, e.Err))
 }
 
 // Unwrap returns the underlying error.
@@ -38,11 +41,33 @@ func (e *RepoError) Unwrap() error { return e.Err }
 // ExitCode is exitcode.Cluster (6).
 func (e *RepoError) ExitCode() int { return exitcode.Cluster }
 
-// redactURL returns u without its password, for messages.
+// redactURL returns u without its password, for messages (also when u
+// does not parse).
 func redactURL(u string) string {
 	p, err := url.Parse(u)
 	if err != nil {
-		return u
+		return scrubURLs(u)
 	}
 	return p.Redacted()
+}
+
+// withoutUserinfo returns u without user and password: what a record
+// keeps of where a chart came from.
+func withoutUserinfo(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return scrubURLs(u)
+	}
+	p.User = nil
+	return p.String()
+}
+
+// urlPassword matches the password of a URL written in text
+// ("scheme://user:password@").
+var urlPassword = regexp.MustCompile(`(://[^/\s:@]*):[^/\s@]*@`)
+
+// scrubURLs replaces the password of every URL in text by "xxxxx", as
+// url.URL.Redacted does.
+func scrubURLs(text string) string {
+	return urlPassword.ReplaceAllString(text, "$1:xxxxx@")
 }

@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v4/pkg/cli"
 	"helm.sh/helm/v4/pkg/helmpath"
 	"helm.sh/helm/v4/pkg/repo/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/vllmctl/vllmctl/charts"
 )
@@ -109,7 +110,7 @@ func AddRepository(ctx context.Context, settings *cli.EnvSettings, e repo.Entry,
 		return "", fmt.Errorf("repository %s: %w", e.Name, err)
 	}
 	f.Update(&e)
-	if err := f.WriteFile(settings.RepositoryConfig, 0o600); err != nil {
+	if err := writeRepoFile(f, settings.RepositoryConfig); err != nil {
 		return "", fmt.Errorf("repository %s: %w", e.Name, err)
 	}
 	return result, nil
@@ -136,7 +137,7 @@ func RemoveRepositories(ctx context.Context, settings *cli.EnvSettings, names ..
 	for _, n := range names {
 		f.Remove(n)
 	}
-	if err := f.WriteFile(settings.RepositoryConfig, 0o600); err != nil {
+	if err := writeRepoFile(f, settings.RepositoryConfig); err != nil {
 		return fmt.Errorf("remove repositories %s: %w", strings.Join(names, ", "), err)
 	}
 	for _, n := range names {
@@ -207,4 +208,39 @@ func lockRepoFile(ctx context.Context, path string) (func(), error) {
 		return nil, fmt.Errorf("lock %s: held by another process", path)
 	}
 	return func() { _ = l.Unlock() }, nil
+}
+
+// writeRepoFile writes repositories.yaml as Helm's repo.File.WriteFile
+// does (YAML, mode 0600), but through a temporary file renamed into place:
+// a process killed mid-write leaves the old file whole, with every
+// repository and its credentials.
+func writeRepoFile(f *repo.File, path string) error {
+	data, err := yaml.Marshal(f)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // gone after the rename; left only on failure
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

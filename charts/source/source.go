@@ -110,7 +110,7 @@ func Load(ctx context.Context, settings *cli.EnvSettings, ref string, opts Optio
 	if err != nil {
 		return nil, loc, &charts.InputError{
 			Source: "chart", File: ref, Err: err,
-			Msg: fmt.Sprintf("%s version %s from %s is not a packaged chart: %v", loc.Name, loc.Version, loc.URL, err),
+			Msg: fmt.Sprintf("%q version %q from %s is not a packaged chart: %v", loc.Name, loc.Version, loc.URL, err),
 		}
 	}
 	return ch, loc, nil
@@ -272,9 +272,9 @@ func download(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, idx
 	}
 	chartURL, err := repo.ResolveReferenceURL(e.URL, cv.URLs[0])
 	if err != nil {
-		return nil, &RepoError{URL: redactURL(e.URL), Op: "chart URL " + cv.URLs[0], Err: err}
+		return nil, &RepoError{URL: redactURL(e.URL), Op: fmt.Sprintf("chart URL %q", cv.URLs[0]), Err: err}
 	}
-	out := &Chart{Ref: ref, RepoURL: redactURL(e.URL), Name: cv.Name, Version: cv.Version, URL: redactURL(chartURL)}
+	out := &Chart{Ref: ref, RepoURL: withoutUserinfo(e.URL), Name: cv.Name, Version: cv.Version, URL: withoutUserinfo(chartURL)}
 
 	cache := &downloader.DiskCache{Root: settings.ContentCache}
 	if want, err := hex.DecodeString(strings.TrimPrefix(cv.Digest, "sha256:")); err == nil && len(want) == sha256.Size {

@@ -11,7 +11,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/cli"
+	"helm.sh/helm/v4/pkg/repo/v1"
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/charts/source"
@@ -118,4 +121,53 @@ func TestRepoErrorCodes(t *testing.T) {
 		assert.NotContains(t, err.Error(), "s3cret")
 		assert.True(t, errors.As(err, new(*source.RepoError)))
 	})
+}
+
+// TestRepositoryURLCredentials: a repository added with its credentials in
+// the URL (http://user:password@host/) works, and the password appears
+// nowhere: not in an error that repeats a chart URL resolved against it,
+// not in the chart's source (what a record keeps, without the user too).
+func TestRepositoryURLCredentials(t *testing.T) {
+	s := settings(t)
+	dir := t.TempDir()
+	ch, err := loader.LoadDir("../testdata/charts/handwritten")
+	require.NoError(t, err)
+	_, err = chartutil.Save(ch, dir)
+	require.NoError(t, err)
+	idx, err := repo.IndexDirectory(dir, "") // relative chart URLs
+	require.NoError(t, err)
+	require.NoError(t, idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644))
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "ci" || p != "s3cret" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	withCreds := "http://ci:s3cret@" + srv.Listener.Addr().String()
+
+	_, err = source.AddRepository(context.Background(), s, repo.Entry{Name: "r", URL: withCreds}, false)
+	require.NoError(t, err)
+	info, err := os.Stat(s.RepositoryConfig)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	left, err := filepath.Glob(s.RepositoryConfig + ".tmp-*")
+	require.NoError(t, err)
+	assert.Empty(t, left, "written through a temporary file renamed into place")
+
+	loc, err := source.Locate(context.Background(), s, "r/handwritten", source.Options{})
+	require.NoError(t, err)
+	assert.NotContains(t, loc.URL, "s3cret")
+	assert.NotContains(t, loc.URL, "ci:", "a record keeps no user either")
+	assert.NotContains(t, loc.RepoURL, "s3cret")
+
+	// The chart is gone: Helm's getter repeats the URL it fetched.
+	require.NoError(t, os.Remove(filepath.Join(dir, "handwritten-"+ch.Metadata.Version+".tgz")))
+	require.NoError(t, os.RemoveAll(s.ContentCache))
+	_, err = source.Locate(context.Background(), s, "r/handwritten", source.Options{})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cret")
+	assert.Contains(t, err.Error(), "xxxxx", "the URL is there, its password masked")
 }
