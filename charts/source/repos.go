@@ -97,10 +97,10 @@ func AddRepository(ctx context.Context, settings *cli.EnvSettings, e repo.Entry,
 	}
 	result := Added
 	if old := f.Get(e.Name); old != nil {
-		if reflect.DeepEqual(*old, e) && !force {
-			return Unchanged, nil
-		}
 		if !force {
+			if reflect.DeepEqual(*old, e) {
+				return Unchanged, nil
+			}
 			return "", &charts.InputError{Source: "repository", File: e.Name,
 				Msg: fmt.Sprintf("already added with another configuration (%s); remove it first or use --force-update", redactURL(old.URL))}
 		}

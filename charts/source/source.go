@@ -261,7 +261,6 @@ func locateByURL(ctx context.Context, settings *cli.EnvSettings, name string, op
 // download picks the version of name matching version in idx and returns
 // its .tgz from Helm's content cache, downloading it when it is not there.
 func download(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, idx *repo.IndexFile, ref, name, version string) (*Chart, error) {
-	idx.SortEntries()
 	cv, err := idx.Get(name, version)
 	if err != nil {
 		return nil, notInIndex(ref, name, version, e.URL, idx, err)

@@ -26,10 +26,8 @@ func newRegistryCommand(g *GlobalOptions) *cobra.Command {
 
 // registryLoginOptions are the inputs of `vllmctl registry login HOST`.
 type registryLoginOptions struct {
-	g         *GlobalOptions
-	source    chartSourceFlags
-	plainHTTP bool
-	insecure  bool
+	g      *GlobalOptions
+	source chartSourceFlags
 
 	host string
 	opts source.RegistryOptions
@@ -53,8 +51,8 @@ func newRegistryLoginCommand(g *GlobalOptions) *cobra.Command {
 	fs.StringVar(&o.source.caFile, "ca-file", "", "verify the registry's certificate with this CA bundle")
 	fs.StringVar(&o.source.certFile, "cert-file", "", "client certificate for the registry (TLS)")
 	fs.StringVar(&o.source.keyFile, "key-file", "", "client key for the registry (TLS)")
-	fs.BoolVar(&o.insecure, "insecure", false, "do not verify the registry's certificate")
-	fs.BoolVar(&o.plainHTTP, "plain-http", false, "talk HTTP, not HTTPS, to the registry")
+	fs.BoolVar(&o.source.insecure, "insecure", false, "do not verify the registry's certificate")
+	fs.BoolVar(&o.source.plainHTTP, "plain-http", false, "talk HTTP, not HTTPS, to the registry")
 	commandLineOnly(fs, "password-stdin")
 	return cmd
 }
@@ -67,8 +65,8 @@ func (o *registryLoginOptions) Complete(_ *cobra.Command, args []string) error {
 	}
 	o.host = args[0]
 	o.opts = source.RegistryOptions{
-		Username: so.Username, Password: so.Password, PlainHTTP: o.plainHTTP,
-		CAFile: so.CAFile, CertFile: so.CertFile, KeyFile: so.KeyFile, InsecureSkipTLSVerify: o.insecure,
+		Username: so.Username, Password: so.Password, PlainHTTP: so.PlainHTTP,
+		CAFile: so.CAFile, CertFile: so.CertFile, KeyFile: so.KeyFile, InsecureSkipTLSVerify: so.InsecureSkipTLSVerify,
 	}
 	return nil
 }
