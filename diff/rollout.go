@@ -12,6 +12,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 
+	"github.com/vllmctl/vllmctl/internal/podspec"
 	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
@@ -95,31 +96,9 @@ func resolveFenceposts(maxSurge, maxUnavailable *intstr.IntOrString, desired int
 // more. A container with a GPU limit and no GPU request requests its limit,
 // as API defaulting sets it.
 func PodGPUs(spec *corev1.PodSpec) int64 {
-	pod := &corev1.Pod{Spec: *spec.DeepCopy()}
-	for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-		for i := range cs {
-			defaultGPURequest(&cs[i].Resources)
-		}
-	}
-	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{ExcludeOverhead: true})
+	reqs := resourcehelper.PodRequests(podspec.Defaulted(spec), resourcehelper.PodResourcesOptions{ExcludeOverhead: true})
 	q := reqs[vllm.GPUResource]
 	return q.Value()
-}
-
-// defaultGPURequest sets r's GPU request to its GPU limit when only the
-// limit is set.
-func defaultGPURequest(r *corev1.ResourceRequirements) {
-	limit, ok := r.Limits[vllm.GPUResource]
-	if !ok {
-		return
-	}
-	if _, ok := r.Requests[vllm.GPUResource]; ok {
-		return
-	}
-	if r.Requests == nil {
-		r.Requests = corev1.ResourceList{}
-	}
-	r.Requests[vllm.GPUResource] = limit
 }
 
 // rolloutOf returns the rollout impact of changing Deployment before into
