@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -220,4 +221,19 @@ func (l liveObjects) Get(_ context.Context, obj *unstructured.Unstructured, _ st
 		return l.obj.DeepCopy(), nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "deployments"}, obj.GetName())
+}
+
+// The heartbeat interval is never zero or negative (a ticker would panic):
+// an unset or negative Heartbeat is a third of the lease.
+func TestHeartbeatInterval(t *testing.T) {
+	for _, tc := range []struct {
+		heartbeat, lease, want time.Duration
+	}{
+		{0, 0, storage.DefaultLease / 3},
+		{-time.Second, 9 * time.Second, 3 * time.Second},
+		{2 * time.Second, 9 * time.Second, 2 * time.Second},
+	} {
+		e := &Engine{Heartbeat: tc.heartbeat, Lease: tc.lease}
+		assert.Equal(t, tc.want, e.heartbeat(), "Heartbeat %s, Lease %s", tc.heartbeat, tc.lease)
+	}
 }

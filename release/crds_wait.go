@@ -31,10 +31,7 @@ func waitKinds(ctx context.Context, client CRDClient, name string, plan *crdPlan
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("release %s: discover the kinds of the new CRDs: %w", name, err)
 		}
-		t := time.NewTimer(crdPollInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if pause(ctx, crdPollInterval) != nil {
 			gvk := gvks[0]
 			if len(missing) > 0 {
 				gvk = missing[0]
@@ -43,7 +40,6 @@ func waitKinds(ctx context.Context, client CRDClient, name string, plan *crdPlan
 			return &CRDError{Release: name, CRD: def.name, Reason: ReasonCRDNotEstablished,
 				Err: fmt.Errorf("Established, but the API server did not serve kind %s in %s within the deploy's --timeout: %w",
 					gvk.Kind, gvk.GroupVersion(), context.Cause(ctx))}
-		case <-t.C:
 		}
 	}
 }
@@ -73,6 +69,11 @@ func waitEstablished(ctx context.Context, client CRDClient, crd *unstructured.Un
 			return notEstablished(ctx, last)
 		case !errors.Is(err, watchtools.ErrWatchClosed) && !errors.Is(err, errWatchError):
 			return err
+		}
+		// A watch that ends at once again and again is not a reason to
+		// ask the API server in a tight loop.
+		if pause(ctx, crdPollInterval) != nil {
+			return notEstablished(ctx, last)
 		}
 		if crd, err = client.GetCRD(ctx, name); err != nil {
 			if ctx.Err() != nil {
@@ -163,4 +164,16 @@ func crdCondition(crd *unstructured.Unstructured, typ string) map[string]any {
 		}
 	}
 	return nil
+}
+
+// pause waits d, or until ctx ends (its error then).
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

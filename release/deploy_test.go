@@ -632,3 +632,13 @@ func TestDeployPreflightReusesTheDryRun(t *testing.T) {
 		})
 	}
 }
+
+// A deploy without a chart is refused as invalid input before the cluster
+// is asked anything: nothing recorded.
+func TestDeployWithoutChartRefused(t *testing.T) {
+	f := newEngFixture(t)
+	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), release.DeployOptions{Name: engRelease})
+	require.Error(t, err)
+	assert.Equal(t, 2, exitCode(err), "%v", err)
+	assert.Empty(t, f.statuses(t))
+}

@@ -81,8 +81,8 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 // cluster is asked anything. The chart's kubeVersion constraint is checked
 // later, against the server's version.
 func validateRender(ctx context.Context, name string, in *RenderInput) error {
-	if in == nil || in.Chart == nil {
-		return nil
+	if in.Chart == nil {
+		return &charts.InputError{Source: "chart", Msg: "no chart to render"}
 	}
 	ro := in.Options
 	ro.ReleaseName = name

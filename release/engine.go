@@ -62,7 +62,7 @@ type Engine struct {
 	// called concurrently.
 	Progress func(ProgressEvent)
 	// Heartbeat is how often a waiting operation rewrites its pending
-	// record (0: a third of the lease).
+	// record (0 or less: a third of the lease).
 	Heartbeat time.Duration
 	// Redactor, when set, learns the values of every Secret an operation
 	// renders or reads from a record, so that whoever prints the
@@ -391,7 +391,7 @@ func (e *Engine) lockTerms(opts storage.LockOptions) storage.LockOptions {
 // heartbeat is how often this engine rewrites its pending records:
 // Heartbeat, else a third of the lease.
 func (e *Engine) heartbeat() time.Duration {
-	if e.Heartbeat != 0 {
+	if e.Heartbeat > 0 {
 		return e.Heartbeat
 	}
 	lease := e.Lease
