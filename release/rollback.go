@@ -69,7 +69,7 @@ func (r *Rollbacker) Rollback(ctx context.Context, opts RollbackOptions) (*Resul
 	if opts.ToRevision < 0 {
 		return nil, &InvalidRevisionError{Namespace: r.Namespace(), Name: opts.Name, Revision: opts.ToRevision, Reason: "must be 1 or more (0: the previous good revision)"}
 	}
-	entries, err := storage.ListExisting(ctx, r.Store, opts.Name)
+	entries, err := storage.HistoryEntries(ctx, r.Store, opts.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (r *Rollbacker) RollbackHeld(ctx context.Context, held *storage.Release, op
 		return nil, errors.New("rollback: no held record")
 	}
 	opts.Name = held.Name
-	entries, err := storage.ListExisting(ctx, r.Store, held.Name)
+	entries, err := storage.HistoryEntries(ctx, r.Store, held.Name)
 	if err != nil {
 		return nil, err
 	}

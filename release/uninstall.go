@@ -78,7 +78,7 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	entries, err := storage.ListExisting(ctx, u.Store, opts.Name)
+	entries, err := storage.HistoryEntries(ctx, u.Store, opts.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -75,7 +75,7 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	}
 	clk := w.clock()
 	start := storage.Stamp(clk)
-	entries, err := storage.ListExisting(ctx, w.Store, opts.Name)
+	entries, err := storage.HistoryEntries(ctx, w.Store, opts.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -233,7 +233,7 @@ func (w *KstatusWaiter) identify(ctx context.Context, objs []*unstructured.Unstr
 	reset := false
 	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
-		ref := object.Ref{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+		ref := object.RefOf(obj)
 		if ref.Namespace == "" && namespace != "" {
 			m := meta.ToRESTMapperWithContext(w.mapper)
 			mapping, err := m.RESTMappingWithContext(ctx, gvk.GroupKind(), gvk.Version)

@@ -348,7 +348,7 @@ func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 	seen := map[object.Ref]bool{}
 	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
-		ref := object.Ref{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+		ref := object.RefOf(obj)
 		isDeployment := gvk.Group == appsv1.GroupName && gvk.Kind == "Deployment"
 		if isDeployment && ref.Namespace == "" {
 			if r.opts.Namespace == "" {

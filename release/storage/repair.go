@@ -16,7 +16,7 @@ import (
 // repair. It returns the revisions it repaired. It is `vllmctl history
 // RELEASE --repair`; deleting the record's Secret is the other way out.
 func Repair(ctx context.Context, s Store, name string, clk clock.PassiveClock) ([]int, error) {
-	entries, err := ListExisting(ctx, s, name)
+	entries, err := listExisting(ctx, s, name)
 	if err != nil {
 		return nil, err
 	}

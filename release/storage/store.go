@@ -81,7 +81,7 @@ func CheckReadable(entries []Entry) error {
 // first, undecoded: each can be read (or found unreadable) on its own. A
 // release without records is a *NotFoundError.
 func HistoryEntries(ctx context.Context, s Store, name string) ([]Entry, error) {
-	return ListExisting(ctx, s, name)
+	return listExisting(ctx, s, name)
 }
 
 // Revisions returns the revisions of entries, in order (nil for none).
@@ -109,7 +109,7 @@ func DecodeAll(entries []Entry) ([]*Release, error) {
 // History returns every revision of release name, lowest first, decoded. A
 // release without records is a *NotFoundError.
 func History(ctx context.Context, s Store, name string) ([]*Release, error) {
-	entries, err := ListExisting(ctx, s, name)
+	entries, err := listExisting(ctx, s, name)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func History(ctx context.Context, s Store, name string) ([]*Release, error) {
 // Last returns the highest revision of release name. A release without
 // records is a *NotFoundError.
 func Last(ctx context.Context, s Store, name string) (*Release, error) {
-	entries, err := ListExisting(ctx, s, name)
+	entries, err := listExisting(ctx, s, name)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func Last(ctx context.Context, s Store, name string) (*Release, error) {
 // error matches ErrNoDeployed; a release without records is a
 // *NotFoundError.
 func Deployed(ctx context.Context, s Store, name string) (*Release, error) {
-	entries, err := ListExisting(ctx, s, name)
+	entries, err := listExisting(ctx, s, name)
 	if err != nil {
 		return nil, err
 	}
@@ -191,9 +191,9 @@ func LatestPerRelease(entries []Entry) []Entry {
 	return out
 }
 
-// ListExisting lists release name and reports a release without records as
+// listExisting lists release name and reports a release without records as
 // a *NotFoundError.
-func ListExisting(ctx context.Context, s Store, name string) ([]Entry, error) {
+func listExisting(ctx context.Context, s Store, name string) ([]Entry, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
