@@ -4,11 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// Labels every rendered object carries.
 const (
-	LabelManagedBy   = "app.kubernetes.io/managed-by"
-	LabelInstance    = "app.kubernetes.io/instance"
-	ManagedByVllmctl = "vllmctl"
 	// DefaultChart is the built-in chart used when no CHART is given.
 	DefaultChart = "vllm"
 )

@@ -13,6 +13,8 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/internal/owner"
 )
 
 // helmBin returns the Helm 4 binary named by HELM_BIN, or skips the test
@@ -72,21 +74,31 @@ func runHelm(t *testing.T, bin string, args ...string) (stdout, stderr string, e
 	return out.String(), errOut.String(), err
 }
 
-// comparable strips what vllmctl adds on purpose (the two top-level
-// labels) so objects rendered by vllmctl and by Helm compare equal, and
-// indexes them by "apiVersion Kind namespace/name".
+// comparable strips what vllmctl adds on purpose (owner.Mark's keys: the
+// labels app.kubernetes.io/managed-by and vllmctl.io/release, the
+// annotation vllmctl.io/release-namespace) so objects rendered by vllmctl
+// and by Helm compare equal, and indexes them by "apiVersion Kind
+// namespace/name". Every other label, app.kubernetes.io/instance among
+// them, must be as Helm renders it.
 func comparable(t *testing.T, objs []*unstructured.Unstructured) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{}
 	for _, o := range objs {
 		c := o.DeepCopy()
 		labels := c.GetLabels()
-		delete(labels, LabelManagedBy)
-		delete(labels, LabelInstance)
+		delete(labels, owner.LabelManagedBy)
+		delete(labels, owner.LabelRelease)
 		if len(labels) == 0 {
 			unstructured.RemoveNestedField(c.Object, "metadata", "labels")
 		} else {
 			c.SetLabels(labels)
+		}
+		annotations := c.GetAnnotations()
+		delete(annotations, owner.AnnotationNamespace)
+		if len(annotations) == 0 {
+			unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
+		} else {
+			c.SetAnnotations(annotations)
 		}
 		key := c.GetAPIVersion() + " " + ObjectRef(c)
 		require.NotContains(t, out, key, "duplicate object")

@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/vllmctl/vllmctl/internal/owner"
 )
 
 // Render-time constants. They reproduce what `helm template` (Helm v4.3.1,
@@ -45,15 +47,18 @@ const (
 
 // Render renders ch with the values and release settings of opts, exactly
 // as `helm template RELEASE CHART -n NAMESPACE -f ... --set ... --set-string
-// ...` renders it, and returns the objects labelled with
-// app.kubernetes.io/managed-by=vllmctl and app.kubernetes.io/instance=<release>
-// and sorted with SortObjects.
+// ...` renders it, and returns the objects marked as the release's
+// (owner.Mark: labels app.kubernetes.io/managed-by=vllmctl and
+// vllmctl.io/release=<release>, annotation
+// vllmctl.io/release-namespace=<namespace>; every other label, such as
+// app.kubernetes.io/instance, as the chart renders it) and sorted with
+// SortObjects.
 //
 // The render values are Helm's: .Release.Name/Namespace from opts,
 // .Release.Revision opts.Revision (1 when 0), .Release.IsInstall
 // !opts.IsUpgrade, .Release.Service "Helm" (kept so that charts written for
 // Helm, which often put .Release.Service into a managed-by label, render as
-// under Helm; vllmctl overrides that top-level label anyway), .Capabilities
+// under Helm; vllmctl sets that top-level label anyway), .Capabilities
 // those of `helm template` with KubeVersion DefaultKubeVersion (or
 // opts.KubeVersion) and HelmVersion.Version HelmVersion. There is no cluster:
 // lookup returns an empty map, as with `helm template`.
@@ -101,7 +106,7 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 		return nil, err
 	}
 	notes := takeNotes(files, ch.Name())
-	objs, sources, manifest, err := releaseObjects(files, opts.ReleaseName)
+	objs, sources, manifest, err := releaseObjects(files, opts.ReleaseName, opts.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -223,9 +228,9 @@ func takeNotes(files map[string]string, chartName string) string {
 }
 
 // releaseObjects parses the rendered files into objects, checks their
-// numbers, labels them as managed by vllmctl for release, sorts them, and
-// returns them with their source templates and their manifest.
-func releaseObjects(files map[string]string, release string) ([]*unstructured.Unstructured, map[string]string, string, error) {
+// numbers, marks them as release's (in namespace) with owner.Mark, sorts
+// them, and returns them with their source templates and their manifest.
+func releaseObjects(files map[string]string, release, namespace string) ([]*unstructured.Unstructured, map[string]string, string, error) {
 	objs, sources, err := parseRendered(files)
 	if err != nil {
 		return nil, nil, "", err
@@ -234,13 +239,7 @@ func releaseObjects(files map[string]string, release string) ([]*unstructured.Un
 		return nil, nil, "", err
 	}
 	for _, o := range objs {
-		labels := o.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[LabelManagedBy] = ManagedByVllmctl
-		labels[LabelInstance] = release
-		o.SetLabels(labels)
+		owner.Mark(o, release, namespace)
 	}
 	SortObjects(objs)
 	manifest, err := Manifest(objs)

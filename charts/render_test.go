@@ -17,6 +17,8 @@ import (
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vllmctl/vllmctl/internal/owner"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -80,8 +82,10 @@ func TestRenderGolden(t *testing.T) {
 			assert.Equal(t, string(want), r.Manifest)
 
 			for _, o := range r.Objects {
-				assert.Equal(t, ManagedByVllmctl, o.GetLabels()[LabelManagedBy], ObjectRef(o))
-				assert.Equal(t, tc.opts.ReleaseName, o.GetLabels()[LabelInstance], ObjectRef(o))
+				assert.Equal(t, owner.ManagedByVllmctl, o.GetLabels()[owner.LabelManagedBy], ObjectRef(o))
+				assert.Equal(t, tc.opts.ReleaseName, o.GetLabels()[owner.LabelRelease], ObjectRef(o))
+				assert.Equal(t, tc.opts.Namespace, o.GetAnnotations()[owner.AnnotationNamespace], ObjectRef(o))
+				assert.True(t, owner.Owns(o, tc.opts.ReleaseName, tc.opts.Namespace), ObjectRef(o))
 			}
 			assert.True(t, slices.IsSortedFunc(r.Objects, compareObjects), "objects are sorted")
 			assert.Equal(t, ch.Metadata.Name, r.Chart.Name)
@@ -242,7 +246,7 @@ metadata: {name: a}
 			var got []string
 			for _, o := range r.Objects {
 				got = append(got, o.GetKind()+"/"+o.GetName())
-				assert.Equal(t, "r", o.GetLabels()[LabelInstance])
+				assert.Equal(t, "r", o.GetLabels()[owner.LabelRelease])
 			}
 			assert.Equal(t, tt.want, got)
 			if len(tt.want) == 0 {
@@ -608,4 +612,33 @@ func TestRenderPackagedChart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want.Manifest, got.Manifest)
 	assert.Equal(t, want.Chart, got.Chart)
+}
+
+// TestRenderKeepsTheChartsOwnLabels: vllmctl marks objects with its own
+// keys and leaves every label the chart renders as it is, its
+// app.kubernetes.io/instance and managed-by among them (KServe's chart
+// sets instance to its component's name; tools select on it).
+func TestRenderKeepsTheChartsOwnLabels(t *testing.T) {
+	ch, err := Load(writeChart(t, map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  labels:\n" +
+			"    app.kubernetes.io/instance: kserve-controller-manager\n    team: ml\n" +
+			"  annotations:\n    note: kept\n",
+		"templates/plain.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n",
+	}))
+	require.NoError(t, err)
+	r, err := Render(ch, RenderOptions{ReleaseName: "r", Namespace: "ns"})
+	require.NoError(t, err)
+	require.Len(t, r.Objects, 2)
+	byName := map[string]*unstructured.Unstructured{}
+	for _, o := range r.Objects {
+		byName[o.GetName()] = o
+	}
+	assert.Equal(t, map[string]string{
+		"app.kubernetes.io/instance": "kserve-controller-manager", "team": "ml",
+		owner.LabelManagedBy: "vllmctl", owner.LabelRelease: "r",
+	}, byName["cm"].GetLabels())
+	assert.Equal(t, map[string]string{"note": "kept", owner.AnnotationNamespace: "ns"}, byName["cm"].GetAnnotations())
+	assert.Equal(t, map[string]string{owner.LabelManagedBy: "vllmctl", owner.LabelRelease: "r"}, byName["plain"].GetLabels(),
+		"no app.kubernetes.io/instance where the chart sets none")
+	assert.Contains(t, r.Manifest, "app.kubernetes.io/instance: kserve-controller-manager")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/owner"
 )
 
 // DryRunResult is one object of a dry-run apply.
@@ -54,9 +55,8 @@ type Cluster struct {
 
 // Options tune Compute.
 type Options struct {
-	// Release is the release name: only live objects labelled
-	// app.kubernetes.io/managed-by=vllmctl and
-	// app.kubernetes.io/instance=<Release> are pruned. Required.
+	// Release is the release name: only live objects that are the
+	// release's (owner.Owns with Namespace) are pruned. Required.
 	Release string
 	// Namespace is the release namespace, the namespace of namespaced
 	// objects that name none.
@@ -239,7 +239,7 @@ func (c Cluster) prunes(ctx context.Context, current map[object.ID]bool, opts Op
 		if err != nil {
 			return nil, err
 		}
-		if live == nil || !managedBy(live, opts.Release) {
+		if live == nil || !owner.Owns(live, opts.Release, opts.Namespace) {
 			continue // gone, or another owner took it over: a deploy keeps it
 		}
 		ref.Namespace = live.GetNamespace()
@@ -250,12 +250,6 @@ func (c Cluster) prunes(ctx context.Context, current map[object.ID]bool, opts Op
 		out = append(out, entry{ref: ref, action: ActionPrune, before: StripNoise(live)})
 	}
 	return out, nil
-}
-
-// managedBy reports whether obj carries the labels of release's objects.
-func managedBy(obj *unstructured.Unstructured, release string) bool {
-	l := obj.GetLabels()
-	return l[charts.LabelManagedBy] == charts.ManagedByVllmctl && l[charts.LabelInstance] == release
 }
 
 // sortEntries sorts entries in the charts' apply order.

@@ -152,7 +152,7 @@ type scenario struct {
 
 const labels = `
     app.kubernetes.io/managed-by: vllmctl
-    app.kubernetes.io/instance: web`
+    vllmctl.io/release: web`
 
 func deploymentYAML(image string, replicas int, live bool) string {
 	extra := ""

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/vllmctl/vllmctl/internal/owner"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -60,7 +61,7 @@ func releaseObject(t *testing.T, obj runtime.Object) *unstructured.Unstructured 
 		labels = map[string]string{}
 	}
 	labels[storage.LabelManagedBy] = storage.ManagedByVllmctl
-	labels[cluster.LabelInstance] = applyRelease
+	labels[owner.LabelRelease] = applyRelease
 	u.SetLabels(labels)
 	return u
 }
@@ -308,7 +309,7 @@ func TestPruneOnlyTouchesTheReleasesObjects(t *testing.T) {
 	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "foreign"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other", Labels: map[string]string{
-		storage.LabelManagedBy: storage.ManagedByVllmctl, cluster.LabelInstance: "other"}}}, metav1.CreateOptions{})
+		storage.LabelManagedBy: storage.ManagedByVllmctl, owner.LabelRelease: "other"}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	previous := []*unstructured.Unstructured{keep, removed, releaseConfigMap(t, "foreign", nil), releaseConfigMap(t, "other", nil), releaseConfigMap(t, "never-created", nil)}

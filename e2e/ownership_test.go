@@ -11,8 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 
+	"github.com/vllmctl/vllmctl/internal/owner"
 	"github.com/vllmctl/vllmctl/release/cluster"
 )
 
@@ -38,7 +43,7 @@ func TestOwnershipIsNeverTakenSilently(t *testing.T) {
 		assert.Empty(t, entries, "no record")
 		live, err := f.client.CoreV1().Services(f.namespace).Get(ctx, relName, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Empty(t, live.Labels[cluster.LabelInstance], "not relabelled")
+		assert.Empty(t, live.Labels[owner.LabelRelease], "not relabelled")
 
 		r = f.deployVLLM(t, "--take-ownership")
 		require.Equal(t, 0, r.code, "%s", r)
@@ -51,12 +56,95 @@ func TestOwnershipIsNeverTakenSilently(t *testing.T) {
 		r := f.run(t, append(append([]string{"deploy", "thief", "vllm", "--progress", "plain", "--timeout", "2m"}, reconcileValues...),
 			"--set", "fullnameOverride="+relName)...)
 		assert.Equal(t, 6, r.code, "%s", r)
-		assert.Contains(t, r.stderr, "(release "+relName+")")
+		assert.Contains(t, r.stderr, "(release "+f.namespace+"/"+relName+")")
 		live, err := f.client.AppsV1().Deployments(f.namespace).Get(ctx, relName, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, relName, live.Labels[cluster.LabelInstance], "still the owner's")
+		assert.Equal(t, relName, live.Labels[owner.LabelRelease], "still the owner's")
 		entries, err := f.store.List(ctx, "thief")
 		require.NoError(t, err)
 		assert.Empty(t, entries, "no record for the refused release")
 	})
+}
+
+// A release deployed before vllmctl.io/release (its objects marked by
+// app.kubernetes.io/instance and managed-by, as vllmctl applied them then)
+// is still recognised: the next deploy changes and prunes its objects
+// without --take-ownership, and they then carry the new keys.
+func TestReleaseMarkedByTheInstanceLabelMovesToTheNewKeys(t *testing.T) {
+	f := newRelFixture(t)
+	ctx := context.Background()
+	r := f.deployVLLM(t, "--set", "podDisruptionBudget.enabled=true")
+	require.Equal(t, 0, r.code, "%s", r)
+	revs := f.history(t)
+	require.Len(t, revs, 1)
+
+	// Put every object of the release in the state an earlier vllmctl left
+	// it: applied by field manager vllmctl with the old keys only.
+	dyn, err := dynamic.NewForConfig(f.cfg)
+	require.NoError(t, err)
+	objs, err := cluster.ParseManifest(revs[0].Manifest)
+	require.NoError(t, err)
+	resources := map[string]schema.GroupVersionResource{
+		"Service":             {Version: "v1", Resource: "services"},
+		"Deployment":          {Group: "apps", Version: "v1", Resource: "deployments"},
+		"PodDisruptionBudget": {Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"},
+	}
+	for _, o := range objs {
+		gvr, ok := resources[o.GetKind()]
+		require.True(t, ok, "the test knows the resource of %s", o.GetKind())
+		labels := o.GetLabels()
+		delete(labels, owner.LabelRelease)
+		labels[owner.LegacyLabelInstance] = relName
+		o.SetLabels(labels)
+		annotations := o.GetAnnotations()
+		delete(annotations, owner.AnnotationNamespace)
+		o.SetAnnotations(annotations)
+		data, err := o.MarshalJSON()
+		require.NoError(t, err)
+		live, err := dyn.Resource(gvr).Namespace(f.namespace).Patch(ctx, o.GetName(), types.ApplyPatchType, data,
+			metav1.PatchOptions{FieldManager: cluster.FieldManager, Force: ptr.To(true)})
+		require.NoError(t, err, "relabel %s", o.GetName())
+		assert.NotContains(t, live.GetLabels(), owner.LabelRelease, "server-side apply drops a key its manager no longer applies")
+		assert.NotContains(t, live.GetAnnotations(), owner.AnnotationNamespace)
+	}
+
+	// The next deploy: no foreign objects, the PDB no longer rendered is
+	// pruned, the rest carry the new keys.
+	r = f.deployVLLM(t, "--set", "podDisruptionBudget.enabled=false", "--set", "model.maxModelLen=2048")
+	require.Equal(t, 0, r.code, "%s", r)
+	revs = f.history(t)
+	require.Len(t, revs, 2)
+	assert.NotContains(t, revs[1].Description, "took ownership")
+	f.gone(t, "PodDisruptionBudget", relName)
+	d := f.deployment(t)
+	assert.Equal(t, relName, d.Labels[owner.LabelRelease])
+	assert.Equal(t, f.namespace, d.Annotations[owner.AnnotationNamespace])
+	assert.Equal(t, owner.ManagedByVllmctl, d.Labels[owner.LabelManagedBy])
+	assert.Equal(t, relName, d.Labels[owner.LegacyLabelInstance], "the chart's own instance label")
+	svc, err := f.client.CoreV1().Services(f.namespace).Get(ctx, relName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, relName, svc.Labels[owner.LabelRelease])
+	assert.Equal(t, f.namespace, svc.Annotations[owner.AnnotationNamespace])
+}
+
+// A chart's own app.kubernetes.io/instance label is applied as the chart
+// renders it (KServe's chart names its components there): vllmctl marks
+// the release's objects with its own keys, and a second deploy of the
+// same inputs changes nothing.
+func TestChartsOwnInstanceLabelIsKept(t *testing.T) {
+	f := newRelFixture(t)
+	ctx := context.Background()
+	r := f.deploy(t, "--set", "instanceLabel=kserve-controller-manager")
+	require.Equal(t, 0, r.code, "%s", r)
+	cm, err := f.client.CoreV1().ConfigMaps(f.namespace).Get(ctx, relName+"-config", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{
+		owner.LegacyLabelInstance: "kserve-controller-manager",
+		owner.LabelManagedBy:      owner.ManagedByVllmctl,
+		owner.LabelRelease:        relName,
+	}, cm.Labels)
+	assert.Equal(t, f.namespace, cm.Annotations[owner.AnnotationNamespace])
+
+	d := f.run(t, "diff", relName, relChart, "--set", "instanceLabel=kserve-controller-manager")
+	assert.Equal(t, 0, d.code, "no changes: %s", d)
 }

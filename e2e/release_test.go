@@ -194,6 +194,8 @@ func (f *relFixture) gone(t *testing.T, kind, name string) {
 			_, err = f.client.CoreV1().ConfigMaps(f.namespace).Get(ctx, name, metav1.GetOptions{})
 		case "Deployment":
 			_, err = f.client.AppsV1().Deployments(f.namespace).Get(ctx, name, metav1.GetOptions{})
+		case "PodDisruptionBudget":
+			_, err = f.client.PolicyV1().PodDisruptionBudgets(f.namespace).Get(ctx, name, metav1.GetOptions{})
 		default:
 			return false, fmt.Errorf("unknown kind %s", kind)
 		}

@@ -264,7 +264,7 @@ func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []storage
 		// Whose objects they are comes first: a refused dry run may be
 		// the consequence (another release's immutable selector).
 		if live, gerr := d.withCRDs(p.crds).liveCopies(ctx, p.objs); gerr == nil && !p.opts.TakeOwnership {
-			if foreign := foreignObjects(p.opts.Name, live); len(foreign) > 0 {
+			if foreign := foreignObjects(p.opts.Name, d.Namespace(), live); len(foreign) > 0 {
 				return &OwnershipError{Name: p.opts.Name, Objects: foreign}
 			}
 		}
@@ -274,7 +274,7 @@ func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []storage
 	for _, l := range known {
 		live = append(live, l)
 	}
-	if foreign := foreignObjects(p.opts.Name, live); len(foreign) > 0 {
+	if foreign := foreignObjects(p.opts.Name, d.Namespace(), live); len(foreign) > 0 {
 		if !p.opts.TakeOwnership {
 			return &OwnershipError{Name: p.opts.Name, Objects: foreign}
 		}

@@ -430,7 +430,7 @@ func (d *Deployer) dryRun(ctx context.Context, p *deployPlan, start time.Time) (
 			live = append(live, a.Before)
 		}
 	}
-	if foreign := foreignObjects(opts.Name, live); len(foreign) > 0 {
+	if foreign := foreignObjects(opts.Name, d.Namespace(), live); len(foreign) > 0 {
 		if !opts.TakeOwnership {
 			return nil, &OwnershipError{Name: opts.Name, Objects: foreign}
 		}

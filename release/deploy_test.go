@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/owner"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
@@ -516,7 +517,7 @@ func TestDeployRefusedMidwayRestoresThePreviousRevision(t *testing.T) {
 	f := newEngFixture(t)
 	f.deploy(t, baseSpec())
 	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, opts cluster.ApplyOptions) error {
-		if obj.GetKind() == "Deployment" && !opts.DryRun && obj.GetLabels()[cluster.LabelInstance] == engRelease &&
+		if obj.GetKind() == "Deployment" && !opts.DryRun && obj.GetLabels()[owner.LabelRelease] == engRelease &&
 			len(obj.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"].([]any)) > 1 {
 			return apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "chat", errors.New("admission webhook said no"))
 		}
@@ -548,7 +549,9 @@ func TestDeployRefusesObjectsOfOthers(t *testing.T) {
 		labels map[string]string
 		owner  string
 	}{
-		{"another release's", map[string]string{storage.LabelManagedBy: storage.ManagedByVllmctl, cluster.LabelInstance: "other"}, "release other"},
+		{"another release's", map[string]string{storage.LabelManagedBy: storage.ManagedByVllmctl, owner.LabelRelease: "other"}, "release other"},
+		{"another release's, deployed before vllmctl.io/release", map[string]string{storage.LabelManagedBy: storage.ManagedByVllmctl, owner.LegacyLabelInstance: "other"}, "release other"},
+		{"a release of the same name in another namespace", map[string]string{storage.LabelManagedBy: storage.ManagedByVllmctl, owner.LabelRelease: engRelease}, "release elsewhere/" + engRelease},
 		{"made by hand", nil, "not managed by vllmctl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -559,6 +562,9 @@ func TestDeployRefusesObjectsOfOthers(t *testing.T) {
 				"data":     map[string]any{"greeting": "theirs"},
 			}}
 			cm.SetLabels(tc.labels)
+			if tc.labels[owner.LabelRelease] == engRelease {
+				cm.SetAnnotations(map[string]string{owner.AnnotationNamespace: "elsewhere"})
+			}
 			f.cluster.Put(cm)
 			res, err := release.NewDeployer(f.engine).Deploy(context.Background(), baseSpec().options())
 			require.Error(t, err)
@@ -575,9 +581,33 @@ func TestDeployRefusesObjectsOfOthers(t *testing.T) {
 			res, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
 			require.NoError(t, err)
 			assert.Contains(t, f.record(t, res.Revision).Description, "took ownership of v1 ConfigMap ml/chat-config ("+tc.owner+")")
-			assert.Equal(t, engRelease, f.configMap("chat-config").GetLabels()[cluster.LabelInstance])
+			assert.Equal(t, engRelease, f.configMap("chat-config").GetLabels()[owner.LabelRelease])
 		})
 	}
+}
+
+// TestDeployRecognisesObjectsMarkedBeforeTheReleaseLabel: objects of a
+// release deployed before vllmctl.io/release (marked by
+// app.kubernetes.io/instance and managed-by only) are still the
+// release's: the next deploy changes them without --take-ownership, and
+// they then carry the new keys.
+func TestDeployRecognisesObjectsMarkedBeforeTheReleaseLabel(t *testing.T) {
+	f := newEngFixture(t)
+	f.deploy(t, baseSpec())
+	cm := f.configMap("chat-config").DeepCopy()
+	cm.SetLabels(map[string]string{storage.LabelManagedBy: storage.ManagedByVllmctl, owner.LegacyLabelInstance: engRelease})
+	cm.SetAnnotations(nil)
+	f.cluster.Put(cm)
+
+	s := baseSpec()
+	s.greeting = "v2"
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	require.NoError(t, err)
+	assert.NotContains(t, f.record(t, res.Revision).Description, "took ownership")
+	live := f.configMap("chat-config")
+	assert.Equal(t, "v2", live.Object["data"].(map[string]any)["greeting"])
+	assert.Equal(t, engRelease, live.GetLabels()[owner.LabelRelease])
+	assert.Equal(t, engNS, live.GetAnnotations()[owner.AnnotationNamespace])
 }
 
 // TestDeployPreflightReusesTheDryRun: the capacity preflight takes the live

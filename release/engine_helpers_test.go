@@ -14,6 +14,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/owner"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/releasetest"
@@ -95,7 +96,7 @@ func baseSpec() spec {
 }
 
 func labels() map[string]any {
-	return map[string]any{storage.LabelManagedBy: storage.ManagedByVllmctl, cluster.LabelInstance: engRelease}
+	return map[string]any{storage.LabelManagedBy: storage.ManagedByVllmctl, owner.LabelRelease: engRelease}
 }
 
 // objects renders s as the chart renderer would: labelled and sorted.

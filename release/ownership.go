@@ -2,15 +2,13 @@ package release
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
-	"github.com/vllmctl/vllmctl/release/cluster"
-	"github.com/vllmctl/vllmctl/release/storage"
+	"github.com/vllmctl/vllmctl/internal/owner"
 )
 
 // ForeignObject is an existing object a release would write that is not
@@ -45,34 +43,17 @@ func (e *OwnershipError) Error() string {
 func (e *OwnershipError) ExitCode() int { return exitcode.Cluster }
 
 // foreignObjects returns, of the live copies of the objects a release
-// would write (nil: absent), those that do not carry the release's labels.
-func foreignObjects(name string, live []*unstructured.Unstructured) []ForeignObject {
+// would write (nil: absent), those that are not the release's (release
+// name in namespace ns).
+func foreignObjects(name, ns string, live []*unstructured.Unstructured) []ForeignObject {
 	var out []ForeignObject
 	for _, o := range live {
-		if o == nil || cluster.ManagedBy(o, name) {
+		if o == nil || owner.Owns(o, name, ns) {
 			continue
 		}
-		out = append(out, ForeignObject{Object: object.RefOf(o), Owner: ownerOf(o)})
+		out = append(out, ForeignObject{Object: object.RefOf(o), Owner: owner.Describe(o)})
 	}
 	return out
-}
-
-// ownerOf names who has an object: its release, else its field managers.
-func ownerOf(o *unstructured.Unstructured) string {
-	l := o.GetLabels()
-	if l[storage.LabelManagedBy] == storage.ManagedByVllmctl && l[cluster.LabelInstance] != "" {
-		return "release " + l[cluster.LabelInstance]
-	}
-	var managers []string
-	for _, m := range o.GetManagedFields() {
-		if m.Manager != "" && !slices.Contains(managers, m.Manager) {
-			managers = append(managers, m.Manager)
-		}
-	}
-	if len(managers) == 0 {
-		return "not managed by vllmctl"
-	}
-	return "field managers " + strings.Join(managers, ", ")
 }
 
 // ownershipNote is the description note of a deploy that took ownership.

@@ -31,8 +31,10 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 		Short: "Render a chart's manifests to stdout, no cluster needed",
 		Long: "Render CHART (a chart directory, a packaged .tgz, a built-in chart, or a chart of a repository:\n" +
 			"REPO/NAME, or NAME with --repo URL, at --version; default \"vllm\") for release RELEASE\n" +
-			"as `helm template` would, label every object with app.kubernetes.io/managed-by=vllmctl and\n" +
-			"app.kubernetes.io/instance=RELEASE, sort the objects in apply order and print them as one\n" +
+			"as `helm template` would, mark every object as the release's (labels\n" +
+			"app.kubernetes.io/managed-by=vllmctl and vllmctl.io/release=RELEASE, annotation\n" +
+			"vllmctl.io/release-namespace=NAMESPACE; the chart's other labels stay as it renders them),\n" +
+			"sort the objects in apply order and print them as one\n" +
 			"YAML stream. The namespace is -n, else the kubeconfig's, else \"default\".\n\n" +
 			"Subcharts in the chart's charts/ (directories or .tgz) render as with Helm: condition, tags,\n" +
 			"alias, import-values, globals, their own values.schema.json. A dependency that is not in\n" +

@@ -20,6 +20,8 @@ import (
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/vllmctl/vllmctl/internal/owner"
 )
 
 var updateCLI = flag.Bool("update-cli", false, "rewrite the CLI golden files in testdata/cli")
@@ -248,7 +250,8 @@ func vendoredUmbrella(t *testing.T) string {
 }
 
 // decodeStream decodes a YAML stream into objects keyed by "Kind name",
-// without the labels vllmctl adds.
+// without the keys vllmctl marks objects with (owner.Mark's) and the
+// chart's managed-by label, which vllmctl sets.
 func decodeStream(t *testing.T, stream string) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{}
@@ -265,10 +268,16 @@ func decodeStream(t *testing.T, stream string) map[string]map[string]any {
 		}
 		if md, ok := obj["metadata"].(map[string]any); ok {
 			if labels, ok := md["labels"].(map[string]any); ok {
-				delete(labels, "app.kubernetes.io/managed-by")
-				delete(labels, "app.kubernetes.io/instance")
+				delete(labels, owner.LabelManagedBy)
+				delete(labels, owner.LabelRelease)
 				if len(labels) == 0 {
 					delete(md, "labels")
+				}
+			}
+			if annotations, ok := md["annotations"].(map[string]any); ok {
+				delete(annotations, owner.AnnotationNamespace)
+				if len(annotations) == 0 {
+					delete(md, "annotations")
 				}
 			}
 			out[fmt.Sprint(obj["kind"], " ", md["name"])] = obj

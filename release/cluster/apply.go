@@ -22,13 +22,10 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/vllmctl/vllmctl/internal/object"
-	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // Labels and names the applier relies on (contract: "Release records").
 const (
-	// LabelInstance names the release an applied object belongs to.
-	LabelInstance = "app.kubernetes.io/instance"
 	// FieldManager is the server-side apply field manager of every object
 	// vllmctl applies.
 	FieldManager = "vllmctl"
@@ -370,12 +367,6 @@ func (a *Applier) ensureNamespace(ctx context.Context, opts ApplyOptions) (*Appl
 		return nil, nil
 	}
 	return nil, fmt.Errorf("create %s: %w", ref, cerr)
-}
-
-// managedBy reports whether obj carries the labels of release's objects.
-func ManagedBy(obj *unstructured.Unstructured, release string) bool {
-	l := obj.GetLabels()
-	return l[storage.LabelManagedBy] == storage.ManagedByVllmctl && l[LabelInstance] == release
 }
 
 // applyOne applies one planned object.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/owner"
 )
 
 // hpaTargets returns the Deployments among plan that a
@@ -77,7 +78,7 @@ func (a *Applier) hpaTargets(ctx context.Context, r *resolver, plan []planned, o
 			hpa := &items[i]
 			ref := object.RefOf(hpa)
 			ref.Group = "autoscaling"
-			if opts.Release != "" && !applied[ref.ID()] && ManagedBy(hpa, opts.Release) {
+			if opts.Release != "" && !applied[ref.ID()] && owner.Owns(hpa, opts.Release, opts.Namespace) {
 				continue // this release's HPA, about to be pruned
 			}
 			mark(hpa, ns)

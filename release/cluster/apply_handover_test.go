@@ -10,11 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/vllmctl/vllmctl/internal/owner"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 func TestApplyHPARule(t *testing.T) {
-	release := map[string]any{LabelInstance: "chat", storage.LabelManagedBy: storage.ManagedByVllmctl}
+	release := map[string]any{owner.LabelRelease: "chat", storage.LabelManagedBy: storage.ManagedByVllmctl}
 	cases := []struct {
 		name string
 		live []runtime.Object

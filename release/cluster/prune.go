@@ -18,14 +18,15 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/owner"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // PruneOptions tune [Applier.Prune].
 type PruneOptions struct {
 	// Release is the release whose objects may be pruned: only live objects
-	// labelled app.kubernetes.io/instance=<Release> and
-	// app.kubernetes.io/managed-by=vllmctl are deleted. Required.
+	// that are the release's (owner.Owns with Namespace) are deleted.
+	// Required.
 	Release string
 	// Namespace is the release namespace, the namespace of namespaced
 	// objects that name none.
@@ -138,11 +139,9 @@ func (a *Applier) pruneOne(ctx context.Context, r *resolver, obj *unstructured.U
 	if err != nil {
 		return PruneResult{}, fmt.Errorf("prune %s: %w", ref, err)
 	}
-	if !ManagedBy(live, opts.Release) {
-		l := live.GetLabels()
+	if !owner.Owns(live, opts.Release, opts.Namespace) {
 		return PruneResult{Object: ref, Action: PruneKept, Reason: fmt.Sprintf(
-			"not managed by release %s (labels %s=%q, %s=%q)",
-			opts.Release, LabelInstance, l[LabelInstance], storage.LabelManagedBy, l[storage.LabelManagedBy])}, nil
+			"not managed by release %s (%s)", opts.Release, owner.Describe(live))}, nil
 	}
 	uid := live.GetUID()
 	do := metav1.DeleteOptions{

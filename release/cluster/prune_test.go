@@ -16,12 +16,13 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/owner"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 func labelled(obj *unstructured.Unstructured, release string) *unstructured.Unstructured {
 	obj = obj.DeepCopy()
-	obj.SetLabels(map[string]string{LabelInstance: release, storage.LabelManagedBy: storage.ManagedByVllmctl})
+	obj.SetLabels(map[string]string{owner.LabelRelease: release, storage.LabelManagedBy: storage.ManagedByVllmctl})
 	return obj
 }
 

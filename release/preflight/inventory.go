@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/utils/ptr"
 
-	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/owner"
 )
 
 // This file holds what the preflight reads from the cluster: the live
@@ -157,13 +157,13 @@ func (p *preflighter) hpaFor(ctx context.Context, ns, name string) (*hpaInfo, er
 					continue
 				}
 				live = append(live, hpaInfo{name: h.Name, namespace: ns, target: h.Spec.ScaleTargetRef.Name,
-					minReplicas: ptr.Deref(h.Spec.MinReplicas, 1), labels: h.Labels})
+					minReplicas: ptr.Deref(h.Spec.MinReplicas, 1), labels: h.Labels, annotations: h.Annotations})
 			}
 		}
 		p.liveHPAs[ns] = live
 	}
 	for i, h := range live {
-		if h.target != name || p.beingPruned(h.labels, "HorizontalPodAutoscaler", h.name, ns) {
+		if h.target != name || p.beingPruned(h.labels, h.annotations, "HorizontalPodAutoscaler", h.name, ns) {
 			continue
 		}
 		return &live[i], nil
@@ -184,8 +184,8 @@ func (p *preflighter) listHPAs(ctx context.Context, ns string) (*autoscalingv2.H
 
 // beingPruned reports whether a live object carries this release's labels
 // but is not rendered: the deploy prunes it.
-func (p *preflighter) beingPruned(l map[string]string, kind, name, ns string) bool {
-	if p.opts.Release == "" || l[charts.LabelManagedBy] != charts.ManagedByVllmctl || l[charts.LabelInstance] != p.opts.Release {
+func (p *preflighter) beingPruned(l, a map[string]string, kind, name, ns string) bool {
+	if p.opts.Release == "" || !owner.OwnsKeys(l, a, p.opts.Release, p.opts.Namespace) {
 		return false
 	}
 	switch kind {
@@ -508,7 +508,7 @@ func (p *preflighter) pdbsIn(ctx context.Context, ns string) ([]policyv1.PodDisr
 		}
 	}
 	for _, b := range live {
-		if !rendered[b.Name] && !p.beingPruned(b.Labels, "PodDisruptionBudget", b.Name, ns) {
+		if !rendered[b.Name] && !p.beingPruned(b.Labels, b.Annotations, "PodDisruptionBudget", b.Name, ns) {
 			out = append(out, b)
 		}
 	}

@@ -167,6 +167,7 @@ type hpaInfo struct {
 	target          string
 	minReplicas     int32
 	labels          map[string]string
+	annotations     map[string]string
 }
 
 // deploymentInput is one rendered Deployment being checked.

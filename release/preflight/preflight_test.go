@@ -30,7 +30,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/owner"
 	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
@@ -598,7 +598,7 @@ func TestPreflight(t *testing.T) {
 			name: "live PDB of this release that is not rendered is about to be pruned",
 			cluster: append(fullNodes[:len(fullNodes):len(fullNodes)], func() runtime.Object {
 				b := pdb("old", ptr.To(intstr.FromString("100%")), nil, "web")
-				b.Labels = map[string]string{charts.LabelManagedBy: charts.ManagedByVllmctl, charts.LabelInstance: "rel"}
+				b.Labels = map[string]string{owner.LabelManagedBy: owner.ManagedByVllmctl, owner.LabelRelease: "rel"}
 				return b
 			}()),
 			opts:     Options{Release: "rel"},

@@ -38,6 +38,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/owner"
 	"github.com/vllmctl/vllmctl/internal/vllm"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/cluster"
@@ -274,7 +275,7 @@ func (c *Cluster) Prune(ctx context.Context, previous, current []*unstructured.U
 			c.mu.Unlock()
 			results = append(results, cluster.PruneResult{Object: r, Action: cluster.PruneGone, Reason: "not found"})
 			continue
-		case live.GetLabels()[cluster.LabelInstance] != opts.Release || live.GetLabels()[storage.LabelManagedBy] != storage.ManagedByVllmctl:
+		case !owner.Owns(live, opts.Release, opts.Namespace):
 			c.mu.Unlock()
 			results = append(results, cluster.PruneResult{Object: r, Action: cluster.PruneKept, Reason: "not managed by release " + opts.Release})
 			continue
