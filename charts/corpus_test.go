@@ -55,9 +55,9 @@ var corpusRefusals = map[string]string{
 }
 
 // corpusCase is one render of a corpus chart: with its defaults, or with
-// one of its CI value files.
+// one value file (one of its CI value files, or one of corpusValuesDir).
 type corpusCase struct {
-	name   string // "<chart>" or "<chart>/ci/<file>"
+	name   string // "<chart>", "<chart>/ci/<file>" or "<chart>/corpus-values/<file>"
 	dir    string
 	values []string
 }
@@ -76,7 +76,8 @@ func corpusCases(t *testing.T) []corpusCase {
 		}
 		dir := filepath.Join(corpusDir, e.Name())
 		cases = append(cases, corpusCase{name: e.Name(), dir: dir})
-		for _, vdir := range []string{filepath.Join(dir, "ci"), filepath.Join(corpusValuesDir, e.Name())} {
+		for _, v := range [][2]string{{"ci", filepath.Join(dir, "ci")}, {"corpus-values", filepath.Join(corpusValuesDir, e.Name())}} {
+			label, vdir := v[0], v[1]
 			files, err := os.ReadDir(vdir)
 			if errors.Is(err, os.ErrNotExist) {
 				continue
@@ -85,7 +86,7 @@ func corpusCases(t *testing.T) []corpusCase {
 			for _, f := range files {
 				if n := f.Name(); !f.IsDir() && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
 					cases = append(cases, corpusCase{
-						name:   e.Name() + "/" + filepath.Base(vdir) + "/" + n,
+						name:   e.Name() + "/" + label + "/" + n,
 						dir:    dir,
 						values: []string{filepath.Join(vdir, n)},
 					})
