@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/vllmctl/vllmctl/internal/owner"
 )
 
 // corpusDir holds public charts vendored with their licences (see its
@@ -39,11 +41,8 @@ const (
 // left out of the comparison: label app.kubernetes.io/managed-by when it
 // is "vllmctl" (Helm renders the chart's own value, often "Helm"), label
 // vllmctl.io/release and annotation vllmctl.io/release-namespace.
-// app.kubernetes.io/instance is compared: it is the chart's.
-const (
-	corpusLabelRelease               = "vllmctl.io/release"
-	corpusAnnotationReleaseNamespace = "vllmctl.io/release-namespace"
-)
+// app.kubernetes.io/instance is compared: it is the chart's. The keys are
+// owner.Mark's.
 
 // corpusRefusals are the corpus renders that both tools refuse, for the
 // same reason: each names a text both error messages hold. Any other
@@ -232,14 +231,14 @@ func corpusIndex(t *testing.T, objs []*unstructured.Unstructured) map[string]*un
 // empty is removed, on both sides alike.
 func corpusComparable(helm, ours *unstructured.Unstructured) (map[string]any, map[string]any) {
 	h, o := helm.DeepCopy(), ours.DeepCopy()
-	dropManagedBy := o.GetLabels()[LabelManagedBy] == ManagedByVllmctl
+	dropManagedBy := o.GetLabels()[owner.LabelManagedBy] == owner.ManagedByVllmctl
 	for _, c := range []*unstructured.Unstructured{h, o} {
 		labels := c.GetLabels()
 		if dropManagedBy {
-			delete(labels, LabelManagedBy)
+			delete(labels, owner.LabelManagedBy)
 		}
 		if c == o {
-			delete(labels, corpusLabelRelease)
+			delete(labels, owner.LabelRelease)
 		}
 		if len(labels) == 0 {
 			unstructured.RemoveNestedField(c.Object, "metadata", "labels")
@@ -248,7 +247,7 @@ func corpusComparable(helm, ours *unstructured.Unstructured) (map[string]any, ma
 		}
 		annotations := c.GetAnnotations()
 		if c == o {
-			delete(annotations, corpusAnnotationReleaseNamespace)
+			delete(annotations, owner.AnnotationNamespace)
 		}
 		if len(annotations) == 0 {
 			unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
