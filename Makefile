@@ -35,9 +35,9 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -parallel 2 $${t##*:}; \
 	done
 
-e2e: cluster
+e2e: cluster helm registry
 	VLLMCTL_RELEASE_TEST_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -count=1 -run TestStoreContract $(GOTESTFLAGS) ./release/storage/
-	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test $(RACE) -tags e2e -count=1 -p 1 -timeout 40m $(GOTESTFLAGS) ./e2e/...
+	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) HELM_BIN=$$(hack/install-helm.sh) REGISTRY_BIN=$$(hack/install-registry.sh) $(GO) test $(RACE) -tags e2e -count=1 -p 1 -timeout 40m $(GOTESTFLAGS) ./e2e/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
