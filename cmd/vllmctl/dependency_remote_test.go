@@ -230,6 +230,14 @@ func TestDependencyUpdateRemote(t *testing.T) {
 		})
 	}
 
+	t.Run("the URL of an added repository: its stored credentials", func(t *testing.T) {
+		dir := umbrellaChart(t, "  - name: private\n    version: ^1\n    repository: "+private.srv.URL+"/\n")
+		_, stderr, code := runTemplateCLI(t, "dependency", "update", dir)
+		require.Equal(t, ExitOK, code, stderr)
+		assert.Contains(t, stderr, `...Successfully got an update from the "models" chart repository`)
+		assert.Equal(t, []string{"private-1.0.0.tgz"}, chartsDir(t, dir))
+	})
+
 	t.Run("a repository down, with the archives vendored: nothing changes (6)", func(t *testing.T) {
 		before := chartFiles(t, ours)
 		lockBefore, err := os.ReadFile(filepath.Join(ours, "Chart.lock"))
@@ -243,5 +251,56 @@ func TestDependencyUpdateRemote(t *testing.T) {
 		lockAfter, err := os.ReadFile(filepath.Join(ours, "Chart.lock"))
 		require.NoError(t, err)
 		assert.Equal(t, string(lockBefore), string(lockAfter))
+	})
+}
+
+// TestDependencyUpdateRegistryTLS: an OCI dependency of a registry serving
+// HTTPS with a certificate of its own, reached with --ca-file or
+// --repo-insecure-skip-tls-verify; without either the certificate is not
+// verified (6). `dependency list` takes the chart source flags for an
+// oci:// CHART.
+func TestDependencyUpdateRegistryTLS(t *testing.T) {
+	regBin, helmBin := registryBins(t)
+	env := helmHome(t)
+	r := startRegistry(t, regBin, registryConfig{tls: true})
+	helm := helmRunner(t, helmBin, env)
+	pushChartAs(t, helm, r, "ocichart", "0.3.1")
+	deps := fmt.Sprintf("  - name: ocichart\n    version: ~0.3\n    repository: oci://%s/charts\n", r.host)
+
+	tests := []struct {
+		name string
+		args []string
+		code int
+		err  string
+	}{
+		{name: "unknown authority (6)", code: ExitClusterErr, err: "registry oci://" + r.host + "/charts: update dependencies:"},
+		{name: "--ca-file", args: []string{"--ca-file", r.caFile}},
+		{name: "--repo-insecure-skip-tls-verify", args: []string{"--repo-insecure-skip-tls-verify"}},
+		{name: "missing --ca-file (2)", args: []string{"--ca-file", filepath.Join(t.TempDir(), "nope.pem")}, code: ExitInvalid, err: "--ca-file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := umbrellaChart(t, deps)
+			out, stderr, code := runTemplateCLI(t, append([]string{"dependency", "update", dir}, tt.args...)...)
+			require.Equal(t, tt.code, code, stderr)
+			assert.Empty(t, out)
+			assert.Contains(t, stderr, tt.err)
+			if tt.code == ExitOK {
+				assert.Equal(t, []string{"ocichart-0.3.1.tgz"}, chartsDir(t, dir))
+				assert.FileExists(t, filepath.Join(dir, "Chart.lock"))
+			} else {
+				assert.Empty(t, chartsDir(t, dir))
+				assert.NoFileExists(t, filepath.Join(dir, "Chart.lock"))
+			}
+		})
+	}
+
+	t.Run("dependency list of an oci:// CHART with the source flags", func(t *testing.T) {
+		out, stderr, code := runTemplateCLI(t, "dependency", "list", "oci://"+r.host+"/charts/ocichart", "--version", "~0.3", "--ca-file", r.caFile)
+		require.Equal(t, ExitOK, code, stderr)
+		assert.Empty(t, out)
+		assert.Contains(t, stderr, "has no dependencies")
+		_, stderr, code = runTemplateCLI(t, "dependency", "list", "oci://"+r.host+"/charts/ocichart", "--version", "~0.3")
+		assert.Equal(t, ExitClusterErr, code, stderr)
 	})
 }
