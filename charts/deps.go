@@ -338,8 +338,8 @@ func (s depState) toggles() string {
 }
 
 // vendorHint says how to put the dependency into charts/: `vllmctl
-// dependency update` for a file:// repository, `helm dependency build`
-// otherwise, on the directory of the chart that declares it (dir, relative
+// dependency update` (file://, chart repositories and OCI registries alike)
+// on the directory of the chart that declares it (dir, relative
 // to chartDir, "CHART" when unknown).
 func vendorHint(d *chart.Dependency, chartDir, dir string) string {
 	if chartDir == "" {
@@ -349,11 +349,8 @@ func vendorHint(d *chart.Dependency, chartDir, dir string) string {
 	if dir != "" {
 		target = strings.TrimSuffix(chartDir, "/") + "/" + strings.TrimSuffix(dir, "/")
 	}
-	switch {
-	case strings.HasPrefix(d.Repository, "file://"):
-		return "vendor it with `vllmctl dependency update " + target + "`"
-	case d.Repository == "":
+	if d.Repository == "" {
 		return "it names no repository: copy the chart into " + strings.TrimSuffix(target, "/") + "/charts/"
 	}
-	return "vendor it with `helm dependency build " + target + "`"
+	return "vendor it with `vllmctl dependency update " + target + "`"
 }

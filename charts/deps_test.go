@@ -270,13 +270,13 @@ func TestMissingDependencies(t *testing.T) {
 			"dependency metrics 3.x (oci://registry.example.com/charts) is not in charts/api/charts/ and is disabled (condition api.metrics.enabled): rendering without it",
 		}},
 		{name: "remote dependency enabled", set: []string{"redis.enabled=true"}, chartDir: "./missingdeps", err: []string{
-			"chart missingdeps: dependency redis 17.3.2 (https://charts.example.com/stable) is enabled (condition redis.enabled) but not in charts/: vendor it with `helm dependency build ./missingdeps`",
+			"chart missingdeps: dependency redis 17.3.2 (https://charts.example.com/stable) is enabled (condition redis.enabled) but not in charts/: vendor it with `vllmctl dependency update ./missingdeps`",
 		}},
 		{name: "file dependency enabled by its tag", set: []string{"tags.extras=true"}, err: []string{
 			"dependency helper ^1.0.0 (file://../missingdeps-src/helper) is enabled (tags extras) but not in charts/: vendor it with `vllmctl dependency update CHART`",
 		}},
 		{name: "nested dependency enabled", set: []string{"api.metrics.enabled=true"}, chartDir: "mc", err: []string{
-			"dependency metrics 3.x (oci://registry.example.com/charts) is enabled (condition api.metrics.enabled) but not in charts/api/charts/: vendor it with `helm dependency build mc/charts/api`",
+			"dependency metrics 3.x (oci://registry.example.com/charts) is enabled (condition api.metrics.enabled) but not in charts/api/charts/: vendor it with `vllmctl dependency update mc/charts/api`",
 		}},
 		{name: "two enabled: both named", set: []string{"redis.enabled=true", "tags.extras=true"}, err: []string{"redis 17.3.2", "helper ^1.0.0"}},
 	}

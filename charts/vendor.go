@@ -31,7 +31,9 @@ import (
 // Dependencies without a repository must already be directories in
 // charts/, as in Helm. A dependency in a remote repository (https, oci) is
 // an *InputError naming the `helm dependency build` command that fetches
-// it; nothing is written then. Progress goes to progress.
+// it; nothing is written then: source.UpdateDependencies (what `vllmctl
+// dependency update` runs) vendors those with Helm's downloader. Progress
+// goes to progress.
 //
 // Helm's downloader.Manager does the same but pulls Helm's registry and
 // plugin machinery into the binary; this is its file:// path, on Helm's
@@ -105,6 +107,9 @@ func resolveLocal(dir string, reqs []*chart.Dependency) ([]*chart.Dependency, er
 			return nil, &InputError{Source: "chart", File: dir, Err: err,
 				Msg: fmt.Sprintf("dependency %q has an invalid version/constraint format: %v", d.Name, err)}
 		}
+		if d.Repository != "" && !strings.HasPrefix(d.Repository, "file://") {
+			continue // a remote one (CheckLocalDependencies): Helm's resolver locks it
+		}
 		if d.Repository == "" {
 			if _, err := localPath("file://"+filepath.Join("charts", d.Name), dir); err != nil {
 				return nil, err
@@ -133,6 +138,28 @@ func resolveLocal(dir string, reqs []*chart.Dependency) ([]*chart.Dependency, er
 			len(missing), strings.Join(missing, ", "))}
 	}
 	return locked, nil
+}
+
+// CheckLocalDependencies checks, before anything is written, what
+// UpdateDependencies checks of the dependencies of the chart in dir that
+// are not in a remote repository: each version constraint (also of the
+// remote ones), each file:// path and the version of the chart found
+// there, each dependency without repository in charts/ and its version.
+// A failure is the *InputError UpdateDependencies returns for it.
+// charts/source checks a chart with remote dependencies with it before
+// Helm's downloader vendors them.
+func CheckLocalDependencies(dir string, reqs []*chart.Dependency) error {
+	if _, err := resolveLocal(dir, reqs); err != nil {
+		return err
+	}
+	for _, d := range reqs {
+		if d.Repository == "" {
+			if err := checkUnmanaged(dir, d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // localPath is the directory of a file:// repository, relative to the
@@ -167,7 +194,7 @@ func vendorLocal(dir string, reqs []*chart.Dependency, progress io.Writer) error
 	}
 	defer os.RemoveAll(tmp)
 
-	epoch, err := sourceDateEpoch()
+	epoch, err := SourceDateEpoch()
 	if err != nil {
 		return err
 	}
@@ -271,9 +298,10 @@ func deleteOutdated(dir string, packed packedDeps, progress io.Writer) error {
 	return nil
 }
 
-// sourceDateEpoch is SOURCE_DATE_EPOCH as Helm reads it (archives get
-// that modification time), nil when unset.
-func sourceDateEpoch() (*time.Time, error) {
+// SourceDateEpoch is SOURCE_DATE_EPOCH as Helm reads it (archives get
+// that modification time), nil when unset; a value that is not a number
+// of seconds is an *InputError.
+func SourceDateEpoch() (*time.Time, error) {
 	s := os.Getenv("SOURCE_DATE_EPOCH")
 	if s == "" {
 		return nil, nil

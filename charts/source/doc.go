@@ -21,6 +21,11 @@
 // Chart.Digest reports for a chart repository (for an OCI registry,
 // Chart.Digest is the manifest digest and Chart.ChartDigest the .tgz's).
 //
+// UpdateDependencies vendors the dependencies of a chart directory as
+// `helm dependency update` does, with Helm's downloader.Manager on the
+// same files, cache and registry config (file:// ones only: with
+// charts.UpdateDependencies).
+//
 // Errors carry their exit code: a repository that cannot be reached or
 // refuses a request (connection refused, DNS, a TLS failure, an HTTP error
 // status such as 401), and so is a registry that cannot be reached or

@@ -95,9 +95,8 @@ func TestDependencyUpdateRefuses(t *testing.T) {
 		args   []string
 		stderr []string
 	}{
-		{"remote repositories", []string{"dependency", "update", remote}, []string{
-			"Error: chart " + remote + ": dependencies in remote repositories are out of scope of vllmctl (it vendors file:// repositories only): " +
-				"redis 17.3.2 (https://charts.example.com/stable); fetch them with `helm dependency build " + remote + "`",
+		{"remote repositories and a file:// path that is not there: checked before any fetch", []string{"dependency", "update", remote}, []string{
+			"Error: chart " + remote + ": repository file://../missingdeps-src/helper: " + filepath.Join(remote, "../missingdeps-src/helper") + ": directory not found",
 		}},
 		{"a built-in chart", []string{"dependency", "update", "vllm"}, []string{"Error: chart vllm: is a built-in chart"}},
 		{"not a directory", []string{"dependency", "update", "./nope"}, []string{"Error: chart ./nope: no such file or directory"}},

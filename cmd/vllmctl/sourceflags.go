@@ -52,6 +52,22 @@ func (f *chartSourceFlags) addTransportFlags(fs *pflag.FlagSet) {
 		"send the repository credentials to every host a chart is downloaded from, not only the repository's")
 }
 
+// addRegistryFlags registers the flags reaching an OCI registry with
+// helm's names for `dependency update` (Helm applies them to its registry
+// client only): the transport flags but --pass-credentials, and
+// --plain-http.
+func (f *chartSourceFlags) addRegistryFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.caFile, "ca-file", "", "verify the OCI registries' certificates with this CA bundle")
+	fs.StringVar(&f.certFile, "cert-file", "", "client certificate for the OCI registries (TLS)")
+	fs.StringVar(&f.keyFile, "key-file", "", "client key for the OCI registries (TLS)")
+	fs.StringVar(&f.username, "username", "", "OCI registry username (default: Helm's registry login)")
+	fs.BoolVar(&f.passwordStdin, "password-stdin", false, "read the OCI registry password from stdin")
+	fs.BoolVar(&f.insecure, "repo-insecure-skip-tls-verify", false,
+		"do not verify the OCI registries' certificates (--insecure-skip-tls-verify is about the API server)")
+	fs.BoolVar(&f.plainHTTP, "plain-http", false, "talk HTTP, not HTTPS, to the OCI registries")
+	commandLineOnly(fs, "password-stdin")
+}
+
 // options returns the source options, reading the password from in with
 // --password-stdin (one line; a trailing newline is dropped).
 func (f *chartSourceFlags) options(in io.Reader) (source.Options, error) {

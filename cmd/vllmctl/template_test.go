@@ -151,7 +151,7 @@ func TestTemplateCommand(t *testing.T) {
 			args: []string{"template", "shop", missingDeps, "--set", "redis.enabled=true"},
 			code: ExitInvalid,
 			stderr: "Error: chart missingdeps: dependency redis 17.3.2 (https://charts.example.com/stable) is enabled (condition redis.enabled) " +
-				"but not in charts/: vendor it with `helm dependency build " + missingDeps + "`\n",
+				"but not in charts/: vendor it with `vllmctl dependency update " + missingDeps + "`\n",
 		},
 		{
 			name:   "subchart schema violation",
