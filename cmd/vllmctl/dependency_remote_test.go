@@ -14,6 +14,8 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/repo/v1"
+
+	"github.com/vllmctl/vllmctl/internal/testregistry"
 )
 
 // publishAs packages the handwritten chart named name at each version
@@ -37,7 +39,7 @@ func (r *chartRepo) publishAs(t *testing.T, name string, versions ...string) {
 // pushChartAs packages the handwritten chart named name at version v and
 // pushes it with `helm push` to r under charts/ (without its values
 // schema).
-func pushChartAs(t *testing.T, helm func(string, ...string) string, r *ociRegistry, name, v string) {
+func pushChartAs(t *testing.T, helm testregistry.HelmFunc, r *testregistry.Registry, name, v string) {
 	t.Helper()
 	ch, err := loader.LoadDir(handwrittenChart)
 	require.NoError(t, err)
@@ -45,7 +47,7 @@ func pushChartAs(t *testing.T, helm func(string, ...string) string, r *ociRegist
 	ch.Schema = nil // it refuses the global values a parent passes
 	tgz, err := chartutil.Save(ch, t.TempDir())
 	require.NoError(t, err)
-	helm("", append([]string{"push", tgz, "oci://" + r.host + "/charts"}, r.transport()...)...)
+	helm("", append([]string{"push", tgz, "oci://" + r.Host + "/charts"}, r.Transport()...)...)
 }
 
 // umbrellaChart writes a chart "app" whose Chart.yaml declares deps (YAML
@@ -117,11 +119,11 @@ func readLock(t *testing.T, dir string) string {
 // refuses the credentials (6), a version or chart that is not there, a
 // repository name not added (2); charts/ is not changed by any.
 func TestDependencyUpdateRemote(t *testing.T) {
-	regBin, helmBin := registryBins(t)
+	regBin, helmBin := testregistry.Bins(t)
 	env := helmHome(t)
-	reg := startRegistry(t, regBin, registryConfig{user: "ci", pass: "s3cret"})
-	helm := helmRunner(t, helmBin, env)
-	helm("s3cret", "registry", "login", reg.host, "--plain-http", "--username", "ci", "--password-stdin")
+	reg := testregistry.Start(t, regBin, testregistry.Config{User: "ci", Pass: "s3cret"})
+	helm := testregistry.Helm(t, helmBin, env)
+	helm("s3cret", "registry", "login", reg.Host, "--plain-http", "--username", "ci", "--password-stdin")
 	for _, v := range []string{"0.3.0", "0.3.1", "0.4.0"} {
 		pushChartAs(t, helm, reg, "ocichart", v)
 	}
@@ -147,7 +149,7 @@ func TestDependencyUpdateRemote(t *testing.T) {
     alias: fromoci
     version: ~0.3
     repository: oci://%s/charts
-`, public.srv.URL, reg.host)
+`, public.srv.URL, reg.Host)
 	ours, theirs := umbrellaChart(t, deps), umbrellaChart(t, deps)
 
 	stdout, stderr, code := runTemplateCLI(t, "dependency", "update", ours, "--plain-http")
@@ -187,22 +189,22 @@ func TestDependencyUpdateRemote(t *testing.T) {
 		code  int
 		err   []string
 	}{
-		{name: "repository down (6)", deps: fmt.Sprintf("  - name: handwritten\n    version: ~0.1\n    repository: http://127.0.0.1:%d/charts\n", freePort(t)),
+		{name: "repository down (6)", deps: fmt.Sprintf("  - name: handwritten\n    version: ~0.1\n    repository: http://127.0.0.1:%d/charts\n", testregistry.FreePort(t)),
 			code: ExitClusterErr, err: []string{"chart repository http://127.0.0.1:", "fetch index", "connection refused"}},
-		{name: "registry down (6)", deps: fmt.Sprintf("  - name: handwritten\n    version: ~0.3\n    repository: oci://127.0.0.1:%d/charts\n", freePort(t)),
+		{name: "registry down (6)", deps: fmt.Sprintf("  - name: handwritten\n    version: ~0.3\n    repository: oci://127.0.0.1:%d/charts\n", testregistry.FreePort(t)),
 			code: ExitClusterErr, err: []string{"registry oci://127.0.0.1:", "connection refused"}},
 		{name: "wrong registry password (6)", stdin: "nope\n", args: []string{"--username", "ci", "--password-stdin"},
-			code: ExitClusterErr, err: []string{"registry oci://" + reg.host + "/charts", "401"}},
+			code: ExitClusterErr, err: []string{"registry oci://" + reg.Host + "/charts", "401"}},
 		{name: "no such version in a repository (2)", deps: "  - name: private\n    version: 9.9.9\n    repository: \"@models\"\n",
 			code: ExitInvalid, err: []string{`"private" (repository "` + private.srv.URL + `", version "9.9.9")`}},
 		{name: "no such chart in a repository (2)", deps: fmt.Sprintf("  - name: nope\n    version: ~0.1\n    repository: %s\n", public.srv.URL),
 			code: ExitInvalid, err: []string{"dependency nope (repository " + public.srv.URL + ")", "nope chart not found in repo " + public.srv.URL}},
-		{name: "no tag in range in a registry (2)", deps: fmt.Sprintf("  - name: ocichart\n    version: ~9\n    repository: oci://%s/charts\n", reg.host),
-			code: ExitInvalid, err: []string{"dependency ocichart (repository oci://" + reg.host + "/charts)", "could not locate a version matching provided version string ~9"}},
-		{name: "no such version in a registry (2)", deps: fmt.Sprintf("  - name: ocichart\n    version: 9.9.9\n    repository: oci://%s/charts\n", reg.host),
-			code: ExitInvalid, err: []string{"dependency ocichart (repository oci://" + reg.host + "/charts)", "ocichart:9.9.9", "not found"}},
-		{name: "no such chart in a registry (2)", deps: fmt.Sprintf("  - name: nope\n    version: ~0.1\n    repository: oci://%s/charts\n", reg.host),
-			code: ExitInvalid, err: []string{"dependency nope (repository oci://" + reg.host + "/charts)"}},
+		{name: "no tag in range in a registry (2)", deps: fmt.Sprintf("  - name: ocichart\n    version: ~9\n    repository: oci://%s/charts\n", reg.Host),
+			code: ExitInvalid, err: []string{"dependency ocichart (repository oci://" + reg.Host + "/charts)", "could not locate a version matching provided version string ~9"}},
+		{name: "no such version in a registry (2)", deps: fmt.Sprintf("  - name: ocichart\n    version: 9.9.9\n    repository: oci://%s/charts\n", reg.Host),
+			code: ExitInvalid, err: []string{"dependency ocichart (repository oci://" + reg.Host + "/charts)", "ocichart:9.9.9", "not found"}},
+		{name: "no such chart in a registry (2)", deps: fmt.Sprintf("  - name: nope\n    version: ~0.1\n    repository: oci://%s/charts\n", reg.Host),
+			code: ExitInvalid, err: []string{"dependency nope (repository oci://" + reg.Host + "/charts)"}},
 		{name: "repository name not added (2)", deps: "  - name: handwritten\n    version: ~0.1\n    repository: \"@nope\"\n",
 			code: ExitInvalid, err: []string{`no repository definition for handwritten (repository "@nope")`, "vllmctl repo add"}},
 	}
@@ -260,12 +262,12 @@ func TestDependencyUpdateRemote(t *testing.T) {
 // verified (6). `dependency list` takes the chart source flags for an
 // oci:// CHART.
 func TestDependencyUpdateRegistryTLS(t *testing.T) {
-	regBin, helmBin := registryBins(t)
+	regBin, helmBin := testregistry.Bins(t)
 	env := helmHome(t)
-	r := startRegistry(t, regBin, registryConfig{tls: true})
-	helm := helmRunner(t, helmBin, env)
+	r := testregistry.Start(t, regBin, testregistry.Config{TLS: true})
+	helm := testregistry.Helm(t, helmBin, env)
 	pushChartAs(t, helm, r, "ocichart", "0.3.1")
-	deps := fmt.Sprintf("  - name: ocichart\n    version: ~0.3\n    repository: oci://%s/charts\n", r.host)
+	deps := fmt.Sprintf("  - name: ocichart\n    version: ~0.3\n    repository: oci://%s/charts\n", r.Host)
 
 	tests := []struct {
 		name string
@@ -273,8 +275,8 @@ func TestDependencyUpdateRegistryTLS(t *testing.T) {
 		code int
 		err  string
 	}{
-		{name: "unknown authority (6)", code: ExitClusterErr, err: "registry oci://" + r.host + "/charts: update dependencies:"},
-		{name: "--ca-file", args: []string{"--ca-file", r.caFile}},
+		{name: "unknown authority (6)", code: ExitClusterErr, err: "registry oci://" + r.Host + "/charts: update dependencies:"},
+		{name: "--ca-file", args: []string{"--ca-file", r.CAFile}},
 		{name: "--repo-insecure-skip-tls-verify", args: []string{"--repo-insecure-skip-tls-verify"}},
 		{name: "missing --ca-file (2)", args: []string{"--ca-file", filepath.Join(t.TempDir(), "nope.pem")}, code: ExitInvalid, err: "--ca-file"},
 	}
@@ -296,11 +298,11 @@ func TestDependencyUpdateRegistryTLS(t *testing.T) {
 	}
 
 	t.Run("dependency list of an oci:// CHART with the source flags", func(t *testing.T) {
-		out, stderr, code := runTemplateCLI(t, "dependency", "list", "oci://"+r.host+"/charts/ocichart", "--version", "~0.3", "--ca-file", r.caFile)
+		out, stderr, code := runTemplateCLI(t, "dependency", "list", "oci://"+r.Host+"/charts/ocichart", "--version", "~0.3", "--ca-file", r.CAFile)
 		require.Equal(t, ExitOK, code, stderr)
 		assert.Empty(t, out)
 		assert.Contains(t, stderr, "has no dependencies")
-		_, stderr, code = runTemplateCLI(t, "dependency", "list", "oci://"+r.host+"/charts/ocichart", "--version", "~0.3")
+		_, stderr, code = runTemplateCLI(t, "dependency", "list", "oci://"+r.Host+"/charts/ocichart", "--version", "~0.3")
 		assert.Equal(t, ExitClusterErr, code, stderr)
 	})
 }

@@ -2,254 +2,31 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/crypto/bcrypt"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/testregistry"
 )
 
-// ociRegistry is a distribution registry (REGISTRY_BIN) serving on
-// 127.0.0.1 from a temporary storage directory.
-type ociRegistry struct {
-	// host is 127.0.0.1:PORT.
-	host string
-	// tls is true when it serves HTTPS with a self-signed certificate
-	// (caFile); else plain HTTP.
-	tls    bool
-	caFile string
-	// storage is its storage directory.
-	storage string
-}
-
-// registryConfig says how a test registry is set up.
-type registryConfig struct {
-	// user and pass, when set, require basic auth (htpasswd).
-	user, pass string
-	// tls serves HTTPS with a certificate made by the test.
-	tls bool
-}
-
-// registryBins returns REGISTRY_BIN and HELM_BIN, skipping the test when
-// either is unset (make test sets both).
-func registryBins(t *testing.T) (string, string) {
-	t.Helper()
-	reg, helm := os.Getenv("REGISTRY_BIN"), os.Getenv("HELM_BIN")
-	if reg == "" || helm == "" {
-		t.Skip("REGISTRY_BIN or HELM_BIN is not set: run make test (or REGISTRY_BIN=$(hack/install-registry.sh) HELM_BIN=$(hack/install-helm.sh))")
-	}
-	return reg, helm
-}
-
-// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return port
-}
-
-// selfSigned writes a self-signed certificate for 127.0.0.1 and its key
-// into dir and returns their paths.
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
-	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
-	return certFile, keyFile
-}
-
-// lockedBuffer collects a process's output for failure messages.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// startRegistry starts bin with a config written for cfg and waits until
-// its /v2/ endpoint answers; the registry stops when the test ends.
-func startRegistry(t *testing.T, bin string, cfg registryConfig) *ociRegistry {
-	t.Helper()
-	dir := t.TempDir()
-	r := &ociRegistry{host: fmt.Sprintf("127.0.0.1:%d", freePort(t)), tls: cfg.tls, storage: filepath.Join(dir, "storage")}
-	conf := fmt.Sprintf(`version: 0.1
-log:
-  level: warn
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: %s
-  delete:
-    enabled: true
-http:
-  addr: %s
-`, r.storage, r.host)
-	if cfg.tls {
-		certFile, keyFile := selfSigned(t, dir)
-		r.caFile = certFile
-		conf += fmt.Sprintf("  tls:\n    certificate: %s\n    key: %s\n", certFile, keyFile)
-	}
-	if cfg.user != "" {
-		hash, err := bcrypt.GenerateFromPassword([]byte(cfg.pass), bcrypt.MinCost)
-		require.NoError(t, err)
-		htpasswd := filepath.Join(dir, "htpasswd")
-		require.NoError(t, os.WriteFile(htpasswd, []byte(cfg.user+":"+string(hash)+"\n"), 0o600))
-		conf += fmt.Sprintf("auth:\n  htpasswd:\n    realm: vllmctl-test\n    path: %s\n", htpasswd)
-	}
-	confFile := filepath.Join(dir, "config.yml")
-	require.NoError(t, os.WriteFile(confFile, []byte(conf), 0o644))
-
-	cmd := exec.Command(bin, "serve", confFile)
-	cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none")
-	var logs lockedBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-
-	client := &http.Client{Timeout: 2 * time.Second}
-	if cfg.tls {
-		pool := x509.NewCertPool()
-		b, err := os.ReadFile(r.caFile)
-		require.NoError(t, err)
-		require.True(t, pool.AppendCertsFromPEM(b))
-		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
-	}
-	ticker := time.NewTicker(50 * time.Millisecond)
-	defer ticker.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		resp, err := client.Get(r.url() + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			// 200, or 401 when it asks for credentials: it is serving.
-			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized {
-				return r
-			}
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("registry exited (%v):\n%s", err, logs.String())
-		case <-deadline:
-			t.Fatalf("registry at %s did not answer /v2/ in 30s:\n%s", r.host, logs.String())
-		case <-ticker.C:
-		}
-	}
-}
-
-// url is the registry's base URL.
-func (r *ociRegistry) url() string {
-	if r.tls {
-		return "https://" + r.host
-	}
-	return "http://" + r.host
-}
-
-// ref is the oci:// reference of chart name under charts/.
-func (r *ociRegistry) ref(name string) string { return "oci://" + r.host + "/charts/" + name }
-
-// transport are the flags that reach the registry (helm's and vllmctl's).
-func (r *ociRegistry) transport() []string {
-	if r.tls {
-		return []string{"--ca-file", r.caFile}
-	}
-	return []string{"--plain-http"}
-}
-
-// helmRunner runs HELM_BIN with the test's Helm paths (env).
-func helmRunner(t *testing.T, bin string, env []string) func(stdin string, args ...string) string {
-	dockerConfig := t.TempDir()
-	return func(stdin string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), append(env,
-			"KUBECONFIG="+filepath.Join(dockerConfig, "kubeconfig"), "DOCKER_CONFIG="+dockerConfig)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		require.NoError(t, err, "helm %s: %s", strings.Join(args, " "), stderr.String())
-		return string(out) + stderr.String()
-	}
-}
-
-// pushedDigest is the manifest digest helm push reports.
-var pushedDigest = regexp.MustCompile(`Digest: (sha256:[0-9a-f]{64})`)
-
-// pushChart packages ch at version v with Helm's chartutil.Save and pushes
-// it with `helm push` to r under charts/; it returns the .tgz's path and
-// the manifest digest.
-func pushChart(t *testing.T, helm func(string, ...string) string, r *ociRegistry, dir string, v string) (string, string) {
+// pushChart pushes the handwritten chart at version v with `helm push`
+// to r under charts/; it returns the .tgz's path and the manifest digest.
+func pushChart(t *testing.T, helm testregistry.HelmFunc, r *testregistry.Registry, dir string, v string) (string, string) {
 	t.Helper()
 	ch, err := loader.LoadDir(handwrittenChart)
 	require.NoError(t, err)
 	ch.Metadata.Version = v
-	tgz, err := chartutil.Save(ch, dir)
-	require.NoError(t, err)
-	out := helm("", append([]string{"push", tgz, "oci://" + r.host + "/charts"}, r.transport()...)...)
-	m := pushedDigest.FindStringSubmatch(out)
-	require.NotNil(t, m, "helm push output: %s", out)
-	return tgz, m[1]
+	return r.Push(t, helm, ch, dir)
 }
 
 // TestTemplateFromOCIRegistry: a registry with basic auth (htpasswd) over
@@ -258,11 +35,11 @@ func pushChart(t *testing.T, helm func(string, ...string) string, r *ociRegistry
 // Helm's registry config) or of --username/--password-stdin, the errors
 // and their codes, and the output of helm template for the same reference.
 func TestTemplateFromOCIRegistry(t *testing.T) {
-	regBin, helmBin := registryBins(t)
+	regBin, helmBin := testregistry.Bins(t)
 	env := helmHome(t)
-	r := startRegistry(t, regBin, registryConfig{user: "ci", pass: "s3cret"})
-	helm := helmRunner(t, helmBin, env)
-	helm("s3cret", "registry", "login", r.host, "--plain-http", "--username", "ci", "--password-stdin")
+	r := testregistry.Start(t, regBin, testregistry.Config{User: "ci", Pass: "s3cret"})
+	helm := testregistry.Helm(t, helmBin, env)
+	helm("s3cret", "registry", "login", r.Host, "--plain-http", "--username", "ci", "--password-stdin")
 	dir := t.TempDir()
 	tgz := map[string]string{}
 	digest := map[string]string{}
@@ -271,11 +48,11 @@ func TestTemplateFromOCIRegistry(t *testing.T) {
 	}
 	// vllmctl and helm share the registry config: helm's login is seen,
 	// and logged out here.
-	out, stderr, code := runTemplateCLI(t, "registry", "logout", r.host)
+	out, stderr, code := runTemplateCLI(t, "registry", "logout", r.Host)
 	require.Equal(t, ExitOK, code, stderr)
-	assert.Equal(t, "Removing login credentials for "+r.host+"\n", out)
+	assert.Equal(t, "Removing login credentials for "+r.Host+"\n", out)
 
-	ref := r.ref("handwritten")
+	ref := r.Ref("handwritten")
 	tmpl := func(args ...string) []string {
 		return append([]string{"template", "demo", "-n", "apps", "--plain-http"}, args...)
 	}
@@ -297,9 +74,9 @@ func TestTemplateFromOCIRegistry(t *testing.T) {
 		{name: "--username/--password-stdin for the pull", stdin: "s3cret\n", args: tmpl(ref, "--version", "0.1.0", "--username", "ci", "--password-stdin"), want: "0.1.0"},
 		{name: "wrong password (6)", stdin: "nope\n", args: tmpl(ref, "--version", "0.1.0", "--username", "ci", "--password-stdin"),
 			code: ExitClusterErr, err: "chart " + ref + ": registry " + ref + ":0.1.0: pull:"},
-		{name: "login, wrong password (6)", stdin: "nope", args: []string{"registry", "login", r.host, "--plain-http", "--username", "ci", "--password-stdin"},
-			code: ExitClusterErr, err: "registry oci://" + r.host + ": login: "},
-		{name: "login", stdin: "s3cret", args: []string{"registry", "login", r.host, "--plain-http", "--username", "ci", "--password-stdin"}},
+		{name: "login, wrong password (6)", stdin: "nope", args: []string{"registry", "login", r.Host, "--plain-http", "--username", "ci", "--password-stdin"},
+			code: ExitClusterErr, err: "registry oci://" + r.Host + ": login: "},
+		{name: "login", stdin: "s3cret", args: []string{"registry", "login", r.Host, "--plain-http", "--username", "ci", "--password-stdin"}},
 		{name: "exact --version", args: tmpl(ref, "--version", "0.1.0"), want: "0.1.0"},
 		{name: "constraint ~0.1", args: tmpl(ref, "--version", "~0.1"), want: "0.1.5"},
 		{name: "range", args: tmpl(ref, "--version", ">=0.1.1 <0.3"), want: "0.2.0"},
@@ -309,19 +86,19 @@ func TestTemplateFromOCIRegistry(t *testing.T) {
 		{name: "digest", args: tmpl(ref + "@" + digest["0.1.0"]), want: "0.1.0"},
 		{name: "tag and its digest", args: tmpl(ref + ":0.1.0@" + digest["0.1.0"]), want: "0.1.0"},
 		{name: "digest of nothing (2)", args: tmpl(ref + "@sha256:" + strings.Repeat("0", 64)),
-			code: ExitInvalid, err: "chart " + ref + "@sha256:" + strings.Repeat("0", 64) + ": oci://" + r.host + "/charts/handwritten@sha256:" + strings.Repeat("0", 64) + ": not found"},
+			code: ExitInvalid, err: "chart " + ref + "@sha256:" + strings.Repeat("0", 64) + ": oci://" + r.Host + "/charts/handwritten@sha256:" + strings.Repeat("0", 64) + ": not found"},
 		{name: "digest mismatch (2)", args: tmpl(ref + ":0.2.0@" + digest["0.1.0"]),
 			code: ExitInvalid, err: "digest mismatch: tag 0.2.0 is " + digest["0.2.0"] + ", not " + digest["0.1.0"]},
 		{name: "digest within --version", args: tmpl(ref+"@"+digest["0.1.5"], "--version", "~0.1"), want: "0.1.5"},
 		{name: "digest outside --version (2)", args: tmpl(ref+"@"+digest["0.1.5"], "--version", "~0.2"),
 			code: ExitInvalid, err: "is version 0.1.5, which does not match --version ~0.2"},
 		{name: "bad digest (2)", args: tmpl(ref + "@sha256:abc"), code: ExitInvalid, err: `digest "sha256:abc" is not sha256:<64 lower-case hex digits>`},
-		{name: "unknown tag (2)", args: tmpl(ref, "--version", "9.9.9"), code: ExitInvalid, err: "chart " + ref + ": oci://" + r.host + "/charts/handwritten:9.9.9: not found"},
+		{name: "unknown tag (2)", args: tmpl(ref, "--version", "9.9.9"), code: ExitInvalid, err: "chart " + ref + ": oci://" + r.Host + "/charts/handwritten:9.9.9: not found"},
 		{name: "no tag matches (2)", args: tmpl(ref, "--version", "~9"), code: ExitInvalid,
 			err: "no tag of " + ref + " matches ~9 (versions: 0.3.0-rc.1, 0.2.0, 0.1.5, 0.1.0)"},
 		{name: "tag is not --version (2)", args: tmpl(ref+":0.1.0", "--version", "0.2.0"), code: ExitInvalid, err: "the reference's tag 0.1.0 is not --version 0.2.0"},
-		{name: "unknown chart (2)", args: tmpl(r.ref("nope")), code: ExitInvalid, err: "chart " + r.ref("nope") + ": oci://" + r.host + "/charts/nope: not found"},
-		{name: "bad reference (2)", args: tmpl("oci://" + r.host), code: ExitInvalid, err: "an OCI reference is oci://HOST/PATH/NAME"},
+		{name: "unknown chart (2)", args: tmpl(r.Ref("nope")), code: ExitInvalid, err: "chart " + r.Ref("nope") + ": oci://" + r.Host + "/charts/nope: not found"},
+		{name: "bad reference (2)", args: tmpl("oci://" + r.Host), code: ExitInvalid, err: "an OCI reference is oci://HOST/PATH/NAME"},
 		{name: "--plain-http of a local chart (2)", args: tmpl(handwrittenChart), code: ExitInvalid, err: "--plain-http applies to an OCI registry (oci://…)"},
 		{name: "deploy: nothing applied (2)", args: []string{"deploy", "demo", ref, "--plain-http", "--version", "~9"}, code: ExitInvalid, err: "no tag of " + ref},
 		{name: "lint takes the flags too", args: []string{"lint", ref, "--plain-http", "--version", "~0.1"}},
@@ -353,7 +130,7 @@ func TestTemplateFromOCIRegistry(t *testing.T) {
 
 		// The registry loses the .tgz layer: the cached one is used (only
 		// the manifest and config are fetched); without it the pull fails.
-		require.NoError(t, os.Remove(filepath.Join(r.storage, "docker", "registry", "v2", "blobs", "sha256", sum[:2], sum, "data")))
+		require.NoError(t, os.Remove(filepath.Join(r.Storage, "docker", "registry", "v2", "blobs", "sha256", sum[:2], sum, "data")))
 		out, stderr, code := runTemplateCLI(t, tmpl(ref, "--version", "0.2.0")...)
 		require.Equal(t, ExitOK, code, stderr)
 		assert.Equal(t, templateOf(t, tgz["0.2.0"]), out)
@@ -378,7 +155,7 @@ func TestTemplateFromOCIRegistry(t *testing.T) {
 	})
 
 	t.Run("registry down (6)", func(t *testing.T) {
-		down := fmt.Sprintf("oci://127.0.0.1:%d/charts/handwritten", freePort(t))
+		down := fmt.Sprintf("oci://127.0.0.1:%d/charts/handwritten", testregistry.FreePort(t))
 		out, stderr, code := runTemplateCLI(t, tmpl(down, "--version", "~0.1")...)
 		require.Equal(t, ExitClusterErr, code, stderr)
 		assert.Contains(t, stderr, "chart "+down+": registry "+down+": list tags:")
@@ -405,12 +182,12 @@ func stripPullLines(s string) string {
 // --repo-insecure-skip-tls-verify skips the check; registry login takes
 // --ca-file too.
 func TestOCIRegistryTLS(t *testing.T) {
-	regBin, helmBin := registryBins(t)
+	regBin, helmBin := testregistry.Bins(t)
 	env := helmHome(t)
-	r := startRegistry(t, regBin, registryConfig{tls: true})
-	helm := helmRunner(t, helmBin, env)
+	r := testregistry.Start(t, regBin, testregistry.Config{TLS: true})
+	helm := testregistry.Helm(t, helmBin, env)
 	tgz, digest := pushChart(t, helm, r, t.TempDir(), "0.1.0")
-	ref := r.ref("handwritten")
+	ref := r.Ref("handwritten")
 
 	tests := []struct {
 		name string
@@ -418,8 +195,8 @@ func TestOCIRegistryTLS(t *testing.T) {
 		code int
 		err  string
 	}{
-		{name: "--ca-file", args: []string{ref, "--version", "0.1.0", "--ca-file", r.caFile}},
-		{name: "--ca-file, by digest", args: []string{ref + "@" + digest, "--ca-file", r.caFile}},
+		{name: "--ca-file", args: []string{ref, "--version", "0.1.0", "--ca-file", r.CAFile}},
+		{name: "--ca-file, by digest", args: []string{ref + "@" + digest, "--ca-file", r.CAFile}},
 		{name: "--repo-insecure-skip-tls-verify", args: []string{ref, "--version", "~0.1", "--repo-insecure-skip-tls-verify"}},
 		{name: "unknown authority (6)", args: []string{ref, "--version", "0.1.0"}, code: ExitClusterErr, err: "certificate"},
 		{name: "missing --ca-file (2)", args: []string{ref, "--version", "0.1.0", "--ca-file", filepath.Join(t.TempDir(), "nope.pem")}, code: ExitInvalid, err: "--ca-file"},
@@ -437,12 +214,12 @@ func TestOCIRegistryTLS(t *testing.T) {
 		})
 	}
 	t.Run("registry login with --ca-file", func(t *testing.T) {
-		out, stderr, code := runCLIWithStdin(t, "anything", "registry", "login", r.host, "--ca-file", r.caFile, "--username", "ci", "--password-stdin")
+		out, stderr, code := runCLIWithStdin(t, "anything", "registry", "login", r.Host, "--ca-file", r.CAFile, "--username", "ci", "--password-stdin")
 		require.Equal(t, ExitOK, code, stderr)
 		assert.Equal(t, "Login Succeeded\n", out)
 		b, err := os.ReadFile(filepath.Join(os.Getenv("HELM_CONFIG_HOME"), "registry", "config.json"))
 		require.NoError(t, err)
-		assert.Contains(t, string(b), r.host)
+		assert.Contains(t, string(b), r.Host)
 	})
 }
 
@@ -450,21 +227,17 @@ func TestOCIRegistryTLS(t *testing.T) {
 // an OCI registry records the reference (oci://…:TAG) and the manifest
 // digest; status shows them.
 func TestDeployFromOCIRegistryRecordsSource(t *testing.T) {
-	regBin, helmBin := registryBins(t)
+	regBin, helmBin := testregistry.Bins(t)
 	env := helmHome(t)
-	r := startRegistry(t, regBin, registryConfig{})
-	helm := helmRunner(t, helmBin, env)
+	r := testregistry.Start(t, regBin, testregistry.Config{})
+	helm := testregistry.Helm(t, helmBin, env)
 	builtin, err := charts.Load("vllm")
 	require.NoError(t, err)
-	tgz, err := chartutil.Save(builtin, t.TempDir())
-	require.NoError(t, err)
-	m := pushedDigest.FindStringSubmatch(helm("", "push", tgz, "oci://"+r.host+"/charts", "--plain-http"))
-	require.NotNil(t, m)
-	digest := m[1]
-	source := r.ref("vllm") + ":" + builtin.Metadata.Version
+	_, digest := r.Push(t, helm, builtin, t.TempDir())
+	source := r.Ref("vllm") + ":" + builtin.Metadata.Version
 
 	f := newReleaseFakes()
-	stdout, stderr, code := f.run(t, append(deployArgs(r.ref("vllm"), "--plain-http", "--version", "~"+builtin.Metadata.Version), "-o", "json")...)
+	stdout, stderr, code := f.run(t, append(deployArgs(r.Ref("vllm"), "--plain-http", "--version", "~"+builtin.Metadata.Version), "-o", "json")...)
 	require.Equal(t, ExitOK, code, stderr)
 	requireValid(t, "result", stdout)
 	var res map[string]any
@@ -482,7 +255,7 @@ func TestDeployFromOCIRegistryRecordsSource(t *testing.T) {
 	assert.Contains(t, stdout, "CHART SOURCE: "+source+" ("+digest+")")
 
 	t.Run("by digest", func(t *testing.T) {
-		byDigest := r.ref("vllm") + "@" + digest
+		byDigest := r.Ref("vllm") + "@" + digest
 		stdout, stderr, code := f.run(t, append(deployArgs(byDigest, "--plain-http"), "-o", "json")...)
 		require.Equal(t, ExitOK, code, stderr)
 		var res map[string]any
@@ -492,7 +265,7 @@ func TestDeployFromOCIRegistryRecordsSource(t *testing.T) {
 	})
 
 	t.Run("registry down: nothing applied (6)", func(t *testing.T) {
-		down := fmt.Sprintf("oci://127.0.0.1:%d/charts/vllm", freePort(t))
+		down := fmt.Sprintf("oci://127.0.0.1:%d/charts/vllm", testregistry.FreePort(t))
 		_, stderr, code := f.run(t, deployArgs(down, "--plain-http", "--set", "image.tag=v0.11.1")...)
 		require.Equal(t, ExitClusterErr, code, stderr)
 		_, err := f.store.InNamespace("ml").Get(context.Background(), "chat", 3)
