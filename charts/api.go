@@ -47,8 +47,13 @@ type Rendered struct {
 	UserValues map[string]any
 	// Values are the fully coalesced values the templates saw.
 	Values map[string]any
-	// Objects are the rendered objects, labelled and sorted (see SortObjects).
+	// Objects are the rendered objects, labelled and sorted (see
+	// SortObjects), without the hooks.
 	Objects []*unstructured.Unstructured
+	// Hooks are the objects annotated helm.sh/hook, marked like Objects, in
+	// Helm's order of hooks (by kind, in install order). They are not part
+	// of Objects or Manifest.
+	Hooks []Hook
 	// Sources maps each object (by SourceKey) to the template that
 	// rendered it, as Helm names it: "<chart>/templates/x.yaml", or
 	// "<chart>/charts/<subchart>/templates/x.yaml" for a subchart's. Use

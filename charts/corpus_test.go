@@ -164,7 +164,7 @@ func TestCorpusMatchesHelmTemplate(t *testing.T) {
 				}
 				return paths
 			}
-			compareCorpusObjects(t, "object", theirs, ours.Objects, func(k string) map[string]bool { return random(0, k) })
+			compareCorpusObjects(t, "object", theirs, withHooks(ours), func(k string) map[string]bool { return random(0, k) })
 			compareCorpusObjects(t, "CRD", theirCRDs, ours.CRDs, func(k string) map[string]bool { return random(1, k) })
 		})
 	}

@@ -70,7 +70,7 @@ func TestMissingDependenciesMatchVendoredHelm(t *testing.T) {
 	ours, err := Render(ch, opts)
 	require.NoError(t, err)
 	assert.Len(t, ours.Warnings, 3)
-	assertSameObjects(t, theirs, ours.Objects)
+	assertSameObjects(t, theirs, withHooks(ours))
 
 	// Vendored, vllmctl renders it as Helm does, without warnings.
 	ch, err = Load(vendored)
@@ -88,7 +88,7 @@ func TestMissingDependenciesMatchVendoredHelm(t *testing.T) {
 	require.NoError(t, err)
 	enabled, err := Render(ch, opts)
 	require.NoError(t, err)
-	assertSameObjects(t, theirs, enabled.Objects)
+	assertSameObjects(t, theirs, withHooks(enabled))
 	assert.Contains(t, enabled.Manifest, "shop-redis-vendored")
 }
 
@@ -119,7 +119,7 @@ func TestIncludeCRDsMatchesHelm(t *testing.T) {
 			r, err := Render(ch, opts)
 			require.NoError(t, err)
 			assertSameObjects(t, crds, r.CRDs)
-			assertSameObjects(t, others, r.Objects)
+			assertSameObjects(t, others, withHooks(r))
 		})
 	}
 }

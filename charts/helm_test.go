@@ -126,7 +126,7 @@ func TestMatchesHelmTemplate(t *testing.T) {
 			require.NoError(t, err)
 
 			want := comparable(t, theirs)
-			got := comparable(t, ours.Objects)
+			got := comparable(t, withHooks(ours))
 			wantKeys, gotKeys := keys(want), keys(got)
 			require.Equal(t, wantKeys, gotKeys, "the same objects")
 			for _, k := range wantKeys {
@@ -242,5 +242,11 @@ func TestBlockScalarEndingAFileMatchesHelm(t *testing.T) {
 	require.NoError(t, err, "helm template: %s", stderr)
 	theirs, err := parseObjects(map[string]string{"helm": stdout})
 	require.NoError(t, err)
-	assert.Equal(t, comparable(t, theirs), comparable(t, ours.Objects))
+	assert.Equal(t, comparable(t, theirs), comparable(t, withHooks(ours)))
+}
+
+// withHooks returns the objects of r followed by its hooks' objects: what
+// helm template prints.
+func withHooks(r *Rendered) []*unstructured.Unstructured {
+	return append(slices.Clone(r.Objects), HookObjects(r.Hooks)...)
 }

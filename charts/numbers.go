@@ -129,3 +129,29 @@ func formatNumber(v any) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// CheckMetadata refuses an object whose labels or annotations are not a
+// map of strings (an unquoted number or boolean in a template, say
+// `helm.sh/hook-weight: -5`): Kubernetes cannot take it, and vllmctl would
+// read its labels as absent. The error is an *InputError naming the
+// object and the key (exit code 2).
+func CheckMetadata(o *unstructured.Unstructured) error {
+	for _, field := range []string{"labels", "annotations"} {
+		v, ok, _ := unstructured.NestedFieldNoCopy(o.Object, "metadata", field)
+		if !ok || v == nil {
+			continue
+		}
+		m, isMap := v.(map[string]any)
+		if !isMap {
+			return &InputError{Source: "manifest", File: ObjectRef(o), Path: "metadata." + field,
+				Msg: fmt.Sprintf("must be a map of strings, not %T", v)}
+		}
+		for k, val := range m {
+			if _, isString := val.(string); !isString {
+				return &InputError{Source: "manifest", File: ObjectRef(o), Path: "metadata." + field + "." + k,
+					Msg: fmt.Sprintf("must be a string, not %T %v (quote it in the template)", val, val)}
+			}
+		}
+	}
+	return nil
+}

@@ -106,7 +106,7 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 		return nil, err
 	}
 	notes := takeNotes(files, ch.Name())
-	objs, sources, manifest, err := releaseObjects(files, opts.ReleaseName, opts.Namespace)
+	ro, err := releaseObjects(files, opts.ReleaseName, opts.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -120,12 +120,13 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 		},
 		UserValues: user,
 		Values:     values.AsMap(),
-		Objects:    objs,
-		Sources:    sources,
-		Manifest:   manifest,
+		Objects:    ro.objs,
+		Hooks:      ro.hooks,
+		Sources:    ro.sources,
+		Manifest:   ro.manifest,
 		Notes:      notes,
 		CRDs:       crds,
-		Warnings:   warnings,
+		Warnings:   append(warnings, ro.warnings...),
 	}, nil
 }
 
@@ -228,25 +229,39 @@ func takeNotes(files map[string]string, chartName string) string {
 }
 
 // releaseObjects parses the rendered files into objects, checks their
-// numbers, marks them as release's (in namespace) with owner.Mark, sorts
-// them, and returns them with their source templates and their manifest.
-func releaseObjects(files map[string]string, release, namespace string) ([]*unstructured.Unstructured, map[string]string, string, error) {
+// numbers, marks them as release's (in namespace) with owner.Mark, takes
+// out the hooks (splitHooks), sorts the rest, and returns them with their
+// source templates and their manifest.
+func releaseObjects(files map[string]string, release, namespace string) (*renderedObjects, error) {
 	objs, sources, err := parseRendered(files)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, err
 	}
 	if err := CheckNumbers(objs); err != nil {
-		return nil, nil, "", err
+		return nil, err
 	}
 	for _, o := range objs {
+		if err := CheckMetadata(o); err != nil {
+			return nil, err
+		}
 		owner.Mark(o, release, namespace)
 	}
-	SortObjects(objs)
-	manifest, err := Manifest(objs)
-	if err != nil {
-		return nil, nil, "", err
+	r := &renderedObjects{sources: sources}
+	r.objs, r.hooks, r.warnings = splitHooks(objs, sources)
+	SortObjects(r.objs)
+	if r.manifest, err = Manifest(r.objs); err != nil {
+		return nil, err
 	}
-	return objs, sources, manifest, nil
+	return r, nil
+}
+
+// renderedObjects are the objects of a render.
+type renderedObjects struct {
+	objs     []*unstructured.Unstructured
+	hooks    []Hook
+	sources  map[string]string
+	manifest string
+	warnings []string
 }
 
 // ValidateReleaseName checks that name can name a release, by the one rule

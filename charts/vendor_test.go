@@ -98,7 +98,7 @@ func TestUpdateDependenciesMatchesHelm(t *testing.T) {
 	require.NoError(t, err, "helm template: %s", stderr)
 	helmObjs, err := parseObjects(map[string]string{"helm template output": stdout})
 	require.NoError(t, err)
-	assertSameObjects(t, helmObjs, r.Objects)
+	assertSameObjects(t, helmObjs, withHooks(r))
 }
 
 func TestUpdateDependenciesRefuses(t *testing.T) {

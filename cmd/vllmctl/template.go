@@ -76,7 +76,7 @@ func (o *templateOptions) Validate() error {
 }
 
 // Run renders the chart and prints the manifest (the CRDs first with
-// --include-crds) to stdout, the render's warnings to stderr.
+// --include-crds, the hooks last, as helm template prints them) to stdout, the render's warnings to stderr.
 func (o *templateOptions) Run(ctx context.Context) error {
 	r, err := charts.RenderContext(ctx, o.chart, o.opts)
 	if err != nil {
@@ -84,6 +84,17 @@ func (o *templateOptions) Run(ctx context.Context) error {
 	}
 	printWarnings(o.g.Streams.ErrOut, r.Warnings)
 	out := r.Manifest
+	if len(r.Hooks) > 0 {
+		// After the objects, as helm template prints them.
+		hooks, err := charts.Manifest(charts.HookObjects(r.Hooks))
+		if err != nil {
+			return err
+		}
+		if out != "" {
+			out += "---\n"
+		}
+		out += hooks
+	}
 	if o.includeCRDs && len(r.CRDs) > 0 {
 		crds, err := charts.Manifest(r.CRDs)
 		if err != nil {
