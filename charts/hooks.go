@@ -161,3 +161,9 @@ func HookObjects(hooks []Hook) []*unstructured.Unstructured {
 	}
 	return out
 }
+
+// KeepsResource reports whether o is annotated helm.sh/resource-policy:
+// keep: prune and uninstall leave it (as Helm does).
+func KeepsResource(o *unstructured.Unstructured) bool {
+	return strings.TrimSpace(strings.ToLower(o.GetAnnotations()[AnnotationResourcePolicy])) == ResourcePolicyKeep
+}

@@ -239,7 +239,7 @@ func (c Cluster) prunes(ctx context.Context, current map[object.ID]bool, opts Op
 		if err != nil {
 			return nil, err
 		}
-		if live == nil || !owner.Owns(live, opts.Release, opts.Namespace) {
+		if live == nil || !owner.Owns(live, opts.Release, opts.Namespace) || charts.KeepsResource(live) {
 			continue // gone, or another owner took it over: a deploy keeps it
 		}
 		ref.Namespace = live.GetNamespace()

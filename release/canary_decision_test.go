@@ -216,6 +216,10 @@ func (l liveObjects) Prune(context.Context, []*unstructured.Unstructured, []*uns
 	return nil, nil
 }
 
+func (l liveObjects) Delete(context.Context, *unstructured.Unstructured, cluster.PruneOptions) (cluster.PruneResult, error) {
+	return cluster.PruneResult{}, nil
+}
+
 func (l liveObjects) Get(_ context.Context, obj *unstructured.Unstructured, _ string) (*unstructured.Unstructured, error) {
 	if obj.GetKind() == l.obj.GetKind() && obj.GetName() == l.obj.GetName() {
 		return l.obj.DeepCopy(), nil

@@ -45,6 +45,8 @@ type deployPlan struct {
 	values   map[string]any
 	objs     []*unstructured.Unstructured
 	manifest string
+	// hooks are the chart's hooks (helm.sh/hook), as recorded.
+	hooks []storage.Hook
 
 	// preflight is the capacity preflight's report (nil: skipped or no
 	// Deployment).
@@ -113,6 +115,9 @@ func (p *deployPlan) build(ctx context.Context, plan storage.Plan) error {
 	p.crdObjs = r.CRDs
 	p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion, Source: in.Source, Digest: in.Digest}
 	p.values = r.UserValues
+	if p.hooks, err = storage.HooksOf(r.Hooks); err != nil {
+		return fmt.Errorf("release %s: %w", opts.Name, err)
+	}
 	objs, manifest, err := prepareObjects(opts.Name, r.Objects, r.Manifest, opts.MaxSurge, opts.MaxUnavailable)
 	if err != nil {
 		return err

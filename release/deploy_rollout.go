@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -39,7 +40,7 @@ func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*storage.Release, e
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
 		Clock:   d.clock(),
-		Record:  &storage.Release{Chart: p.chart, Values: p.values, Manifest: p.manifest, CRDManifest: d.crdRecord(p)},
+		Record:  &storage.Release{Chart: p.chart, Values: p.values, Manifest: p.manifest, Hooks: p.hooks, CRDManifest: d.crdRecord(p)},
 		Seen:    &p.seen,
 	}))
 	if apierrors.IsNotFound(err) {
@@ -135,7 +136,7 @@ func (d *Deployer) replan(ctx context.Context, p *deployPlan, rec *storage.Relea
 			return err
 		}
 		d.Redactor.AddObjects(p.objs...)
-		rec.Manifest = p.manifest
+		rec.Manifest, rec.Hooks = p.manifest, p.hooks
 		if err := d.Store.Update(ctx, rec); err != nil {
 			return fmt.Errorf("record the manifest: %w", err)
 		}
@@ -185,6 +186,9 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 	if err := d.createCRDs(ctx, p.crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
 		return d.crdsFailed(ctx, p, rec, res, start, install, err)
 	}
+	if r, err := d.deployHooks(ctx, rec, res, opts, install, charts.HookPreInstall, charts.HookPreUpgrade); err != nil {
+		return r, err
+	}
 	applied, err := d.applyObjects(ctx, rec, res, canary.applied(objs), applyOpts)
 	if err != nil {
 		return d.applyFailed(ctx, rec, res, start, opts, applied, err, install)
@@ -197,7 +201,32 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 	if werr != nil {
 		return d.waitFailed(ctx, rec, res, start, opts, wres, werr, f, install)
 	}
+	if r, err := d.deployHooks(ctx, rec, res, opts, install, charts.HookPostInstall, charts.HookPostUpgrade); err != nil {
+		return r, err
+	}
 	return d.finishDeployed(ctx, p, rec, res, start, opts, previous, install)
+}
+
+// deployHooks runs the deploy's hooks of one side of the apply (onInstall
+// on an install, onUpgrade on an upgrade), reporting them in res. A hook
+// that fails fails the rollout as a failed wait does (with rollback on
+// failure the previous good revision is restored: exit code 3); its
+// result and error are then returned.
+func (d *Deployer) deployHooks(ctx context.Context, rec *storage.Release, res *Result, opts DeployOptions, install bool,
+	onInstall, onUpgrade charts.HookEvent) (*Result, error) {
+	event := onUpgrade
+	if install {
+		event = onInstall
+	}
+	runs, err := d.runHooks(ctx, rec, rec, event, opts.Timeout)
+	res.Hooks = append(res.Hooks, runs...)
+	if err == nil {
+		return nil, nil
+	}
+	if lost := lockLost(err); lost != nil {
+		return res, lost
+	}
+	return d.rolloutFailed(ctx, rec, res, storage.Stamp(d.clock()), opts, wait.Result{}, err, hookFailure(err), install)
 }
 
 // previousObjects returns the objects of the release's live revisions

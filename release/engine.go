@@ -33,6 +33,9 @@ type ObjectClient interface {
 	// Prune deletes the objects of previous that current no longer has;
 	// see [Applier.Prune].
 	Prune(ctx context.Context, previous, current []*unstructured.Unstructured, opts cluster.PruneOptions) ([]cluster.PruneResult, error)
+	// Delete deletes obj while it is the release's and waits until it is
+	// gone; see [Applier.Delete].
+	Delete(ctx context.Context, obj *unstructured.Unstructured, opts cluster.PruneOptions) (cluster.PruneResult, error)
 	// Get reads the live copy of obj; see [Applier.Get].
 	Get(ctx context.Context, obj *unstructured.Unstructured, namespace string) (*unstructured.Unstructured, error)
 }
@@ -165,6 +168,8 @@ type Result struct {
 	// CRDs are the CustomResourceDefinitions (crds/ of the chart) the
 	// revision created.
 	CRDs []string `json:"crds,omitempty"`
+	// Hooks are the hooks the operation ran (helm.sh/hook), in order.
+	Hooks []HookRun `json:"hooks,omitempty"`
 	// Applied are the per-object results of the apply.
 	Applied []cluster.ApplyResult `json:"-"`
 	// Rollback is the result of the automatic rollback, if one ran.
@@ -439,6 +444,9 @@ func (e *Engine) startHeartbeat(ctx context.Context, rec *storage.Release, cance
 
 // stop ends the heartbeat and returns the lock-loss error, if any.
 func (hb *heartbeat) stop() error {
+	if hb == nil {
+		return nil
+	}
 	select {
 	case <-hb.stopCh:
 	default:
@@ -461,7 +469,11 @@ func (e *Engine) waitObjects(ctx context.Context, rec *storage.Release, objs []*
 func (e *Engine) waitWith(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, wopts wait.Options) (wait.Result, error) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	hb := e.startHeartbeat(wctx, rec, cancel)
+	var hb *heartbeat
+	if rec.Status.IsPending() {
+		// Only a held lock is kept fresh (`vllmctl test` holds none).
+		hb = e.startHeartbeat(wctx, rec, cancel)
+	}
 
 	events := make(chan wait.Event)
 	forwarded := make(chan struct{})

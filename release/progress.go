@@ -19,6 +19,7 @@ const (
 	PhasePreflight  Phase = "preflight"
 	PhaseDiff       Phase = "diff"
 	PhaseLock       Phase = "lock"
+	PhaseHook       Phase = "hook"
 	PhaseApply      Phase = "apply"
 	PhaseReplicaSet Phase = "replicaset"
 	PhaseWait       Phase = "wait"

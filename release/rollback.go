@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -194,6 +195,12 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 	if err := r.createCRDs(ctx, crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
 		return r.restoreCRDsFailed(ctx, rec, res, start, desc, err)
 	}
+	if runs, err := r.runHooks(ctx, rec, rec, charts.HookPreRollback, opts.Timeout); err != nil || len(runs) > 0 {
+		res.Hooks = append(res.Hooks, runs...)
+		if err != nil {
+			return r.hookFailed(ctx, rec, res, start, desc, err)
+		}
+	}
 	applied, err := r.applyObjects(ctx, rec, res, objs, desc, opts.ForceConflicts)
 	if err != nil {
 		res.sync(rec, start, clk)
@@ -226,7 +233,20 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 		}
 		return r.failed(ctx, rec, res, start, desc, waitFailure(wres, werr), werr)
 	}
+	runs, err := r.runHooks(ctx, rec, rec, charts.HookPostRollback, opts.Timeout)
+	res.Hooks = append(res.Hooks, runs...)
+	if err != nil {
+		return r.hookFailed(ctx, rec, res, start, desc, err)
+	}
 	return r.finish(ctx, rec, res, start, desc, opts.HistoryMax)
+}
+
+// hookFailed finishes a rollback one of whose hooks failed.
+func (r *Rollbacker) hookFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, err error) (*Result, error) {
+	if lost := lockLost(err); lost != nil {
+		return res, lost
+	}
+	return r.failed(ctx, rec, res, start, desc, hookFailure(err), err)
 }
 
 // lock takes the release's lock for the rollback to target: the next
@@ -240,7 +260,8 @@ func (r *Rollbacker) lock(ctx context.Context, target, held *storage.Release, op
 		Force:       opts.ForceUnlock,
 		Clock:       r.clock(),
 		Held:        held,
-		Record:      &storage.Release{Chart: target.Chart, Values: target.Values, Manifest: target.Manifest, CRDManifest: target.CRDManifest, RollbackOf: target.Revision},
+		Record: &storage.Release{Chart: target.Chart, Values: target.Values, Manifest: target.Manifest, Hooks: target.Hooks,
+			CRDManifest: target.CRDManifest, RollbackOf: target.Revision},
 	}))
 }
 

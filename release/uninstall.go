@@ -49,6 +49,8 @@ type UninstallResult struct {
 	KeptCRDs []string `json:"keptCRDs,omitempty"`
 	// KeptHistory says whether the records were kept.
 	KeptHistory bool `json:"keptHistory"`
+	// Hooks are the pre-delete and post-delete hooks that ran.
+	Hooks []HookRun `json:"hooks,omitempty"`
 	// DeletedRecords are the revisions whose records were deleted.
 	DeletedRecords  []int   `json:"deletedRecords,omitempty"`
 	DurationSeconds float64 `json:"durationSeconds"`
@@ -98,7 +100,7 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
 		Clock:   clk,
-		Record:  &storage.Release{Chart: last.Chart, Values: last.Values},
+		Record:  &storage.Release{Chart: last.Chart, Values: last.Values, Hooks: last.Hooks},
 	}))
 	if err != nil {
 		return nil, err
@@ -106,10 +108,16 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 	res.Revision = rec.Revision
 	u.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
 
+	if err := u.deleteHooksRun(ctx, rec, res, charts.HookPreDelete, opts.Timeout); err != nil {
+		return res, err
+	}
 	if err := u.deleteObjects(ctx, rec, res); err != nil {
 		return res, u.deleteFailed(ctx, rec, res, err)
 	}
 	res.KeptCRDs = u.keptCRDs(rec, entries)
+	if err := u.deleteHooksRun(ctx, rec, res, charts.HookPostDelete, opts.Timeout); err != nil {
+		return res, err
+	}
 
 	if opts.KeepHistory {
 		if err := u.markUninstalled(ctx, rec, res); err != nil {
@@ -123,6 +131,26 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 	}
 	res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
 	return res, nil
+}
+
+// deleteHooksRun runs the pre-delete or post-delete hooks of rec (the
+// last revision's): a hook that fails fails the uninstall (rec is marked
+// failed; the records stay).
+func (u *Uninstaller) deleteHooksRun(ctx context.Context, rec *storage.Release, res *UninstallResult, event charts.HookEvent, timeout time.Duration) error {
+	runs, err := u.runHooks(ctx, rec, rec, event, timeout)
+	res.Hooks = append(res.Hooks, runs...)
+	if err == nil {
+		return nil
+	}
+	if lost := lockLost(err); lost != nil {
+		return lost
+	}
+	err = fmt.Errorf("uninstall release %s: %w", rec.Name, err)
+	if merr := u.markFailed(ctx, rec, "Uninstall failed: "+hookFailure(err).Reason, hookFailure(err)); merr != nil {
+		err = errors.Join(err, merr)
+	}
+	res.Status = rec.Status
+	return err
 }
 
 // deleteObjects deletes the objects of the release's live revisions

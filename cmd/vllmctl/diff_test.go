@@ -106,6 +106,10 @@ func (f *diffFixture) Prune(context.Context, []*unstructured.Unstructured, []*un
 	return nil, errors.New("diff fixture: no prune")
 }
 
+func (f *diffFixture) Delete(context.Context, *unstructured.Unstructured, cluster.PruneOptions) (cluster.PruneResult, error) {
+	return cluster.PruneResult{}, errors.New("diff fixture: no delete")
+}
+
 // deployRecord records objs as the deployed revision 1 of qwen.
 func (f *diffFixture) deployRecord(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()

@@ -115,6 +115,7 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newDeployCommand,
 		newRollbackCommand,
 		newWaitCommand,
+		newTestCommand,
 		newStatusCommand,
 		newUninstallCommand,
 	}

@@ -33,6 +33,10 @@ type PruneOptions struct {
 	Namespace string
 	// DryRun deletes with dryRun=All.
 	DryRun bool
+
+	// hook is set by Delete: a hook's object is deleted whatever its
+	// helm.sh/resource-policy, as Helm deletes hooks.
+	hook bool
 }
 
 // PruneAction says what pruning did with one object.
@@ -142,6 +146,9 @@ func (a *Applier) pruneOne(ctx context.Context, r *resolver, obj *unstructured.U
 	if !owner.Owns(live, opts.Release, opts.Namespace) {
 		return PruneResult{Object: ref, Action: PruneKept, Reason: fmt.Sprintf(
 			"not managed by release %s (%s)", opts.Release, owner.Describe(live))}, nil
+	}
+	if !opts.hook && charts.KeepsResource(live) {
+		return PruneResult{Object: ref, Action: PruneKept, Reason: charts.AnnotationResourcePolicy + ": " + charts.ResourcePolicyKeep}, nil
 	}
 	uid := live.GetUID()
 	do := metav1.DeleteOptions{

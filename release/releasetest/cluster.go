@@ -279,6 +279,10 @@ func (c *Cluster) Prune(ctx context.Context, previous, current []*unstructured.U
 			c.mu.Unlock()
 			results = append(results, cluster.PruneResult{Object: r, Action: cluster.PruneKept, Reason: "not managed by release " + opts.Release})
 			continue
+		case charts.KeepsResource(live):
+			c.mu.Unlock()
+			results = append(results, cluster.PruneResult{Object: r, Action: cluster.PruneKept, Reason: "helm.sh/resource-policy: keep"})
+			continue
 		}
 		if !opts.DryRun {
 			delete(c.objects, k)
@@ -292,6 +296,15 @@ func (c *Cluster) Prune(ctx context.Context, previous, current []*unstructured.U
 		results = append(results, cluster.PruneResult{Object: r, Action: cluster.PruneDeleted})
 	}
 	return results, nil
+}
+
+// Delete deletes obj as Prune would (it is gone at once).
+func (c *Cluster) Delete(ctx context.Context, obj *unstructured.Unstructured, opts cluster.PruneOptions) (cluster.PruneResult, error) {
+	res, err := c.Prune(ctx, []*unstructured.Unstructured{obj}, nil, opts)
+	if err != nil || len(res) == 0 {
+		return cluster.PruneResult{}, err
+	}
+	return res[0], nil
 }
 
 // Get returns the live copy of obj, or a NotFound API error.

@@ -137,6 +137,10 @@ type Release struct {
 	Values map[string]any `json:"values,omitempty"`
 	// Manifest is the rendered manifest, one YAML stream.
 	Manifest string `json:"manifest,omitempty"`
+	// Hooks are the revision's hooks (objects annotated helm.sh/hook):
+	// not part of Manifest, run at their events (deploy, rollback,
+	// uninstall) and by `vllmctl test`.
+	Hooks []Hook `json:"hooks,omitempty"`
 	// RollbackOf is the revision whose manifest a rollback restored.
 	RollbackOf int `json:"rollbackOf,omitempty"`
 	// ReplicaSets are the ReplicaSets this revision produced.

@@ -1,0 +1,208 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/storage"
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// HookRun is what running one hook did.
+type HookRun struct {
+	// Name and Kind name the hook's object.
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Event is the event it ran at.
+	Event charts.HookEvent `json:"event"`
+	// Phase is "succeeded" or "failed".
+	Phase string `json:"phase"`
+	// StartedAt and CompletedAt bound the run.
+	StartedAt   time.Time `json:"startedAt"`
+	CompletedAt time.Time `json:"completedAt"`
+	// Failure is the diagnosis of a failed hook.
+	Failure *wait.Diagnosis `json:"failure,omitempty"`
+}
+
+// The phases of a hook run.
+const (
+	HookSucceeded = "succeeded"
+	HookFailed    = "failed"
+)
+
+// HookError is a hook that failed: nothing after it ran or was applied.
+type HookError struct {
+	Name     string
+	Revision int
+	Event    charts.HookEvent
+	Hook     string // its object, "Kind name"
+	Failure  *wait.Diagnosis
+	Err      error
+}
+
+func (e *HookError) Error() string {
+	msg := fmt.Sprintf("release %s revision %d: %s hook %s failed", e.Name, e.Revision, e.Event, e.Hook)
+	if e.Failure != nil {
+		msg += ": " + e.Failure.Summary()
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *HookError) Unwrap() error { return e.Err }
+
+// recordedHook is a hook of a record with its object.
+type recordedHook struct {
+	storage.Hook
+	obj *unstructured.Unstructured
+}
+
+// hooksOf returns the hooks of rec that run at event, in the order Helm
+// runs them: by weight, then name (stable over the recorded kind order).
+func hooksOf(rec *storage.Release, event charts.HookEvent) ([]recordedHook, error) {
+	var out []recordedHook
+	for _, h := range rec.Hooks {
+		if !slices.Contains(h.Events, event) {
+			continue
+		}
+		objs, err := cluster.ParseManifest(h.Manifest)
+		if err != nil || len(objs) != 1 {
+			return nil, fmt.Errorf("release %s revision %d: hook %s %s: its recorded manifest is not one object: %v",
+				rec.Name, rec.Revision, h.Kind, h.Name, err)
+		}
+		out = append(out, recordedHook{Hook: h, obj: objs[0]})
+	}
+	slices.SortStableFunc(out, func(a, b recordedHook) int {
+		if a.Weight != b.Weight {
+			return a.Weight - b.Weight
+		}
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// runHooks runs the hooks of rec at event, one after the other, as Helm
+// runs them: each one's object is deleted first when its policy says
+// before-hook-creation (the default), then applied; a Job or a Pod is
+// waited for until it completes, with the rollout verdicts (a crash loop,
+// an OOM kill, an image that cannot be pulled fail it at once), within
+// timeout. The first hook that fails stops the run: it is deleted if its
+// policy says hook-failed, those before it if theirs says hook-succeeded,
+// and a *HookError says why. When all succeed, those whose policy says
+// hook-succeeded are deleted. held is the record whose lock the caller
+// holds (kept fresh while it waits), or rec itself when none is held.
+func (e *Engine) runHooks(ctx context.Context, rec, held *storage.Release, event charts.HookEvent, timeout time.Duration) ([]HookRun, error) {
+	hooks, err := hooksOf(rec, event)
+	if err != nil || len(hooks) == 0 {
+		return nil, err
+	}
+	var runs []HookRun
+	for i, h := range hooks {
+		run, err := e.runHook(ctx, rec, held, h, event, timeout)
+		runs = append(runs, run)
+		if err != nil {
+			e.deleteHooks(ctx, rec, hooks[i:i+1], charts.HookFailed)
+			e.deleteHooks(ctx, rec, hooks[:i], charts.HookSucceeded)
+			return runs, err
+		}
+	}
+	slices.Reverse(hooks)
+	e.deleteHooks(ctx, rec, hooks, charts.HookSucceeded)
+	return runs, nil
+}
+
+// runHook runs one hook.
+func (e *Engine) runHook(ctx context.Context, rec, held *storage.Release, h recordedHook, event charts.HookEvent, timeout time.Duration) (HookRun, error) {
+	ref := refIn(h.obj, e.Namespace())
+	run := HookRun{Name: h.Name, Kind: h.Kind, Event: event, StartedAt: storage.Stamp(e.clock())}
+	fail := func(f *wait.Diagnosis, err error) (HookRun, error) {
+		run.Phase, run.CompletedAt, run.Failure = HookFailed, storage.Stamp(e.clock()), f
+		e.emit(rec.Name, rec.Revision, PhaseHook, ref.String(), HookFailed, string(event)+": "+f.Summary())
+		return run, &HookError{Name: rec.Name, Revision: rec.Revision, Event: event, Hook: objectName(h.Kind, h.Name), Failure: f, Err: err}
+	}
+	if slices.Contains(h.DeletePolicies, charts.HookBeforeHookCreation) {
+		if _, err := e.deleteHook(ctx, rec, h); err != nil {
+			return fail(&wait.Diagnosis{Reason: "DeleteFailed", Object: objectName(h.Kind, h.Name), Message: err.Error()}, err)
+		}
+	}
+	e.emit(rec.Name, rec.Revision, PhaseHook, ref.String(), "running", string(event))
+	obj := h.obj.DeepCopy()
+	if _, err := e.Objects.Apply(ctx, []*unstructured.Unstructured{obj}, cluster.ApplyOptions{Namespace: e.Namespace()}); err != nil {
+		return fail(applyFailure(err), err)
+	}
+	if waitsForCompletion(h.Kind) {
+		if e.Waiter == nil {
+			return fail(&wait.Diagnosis{Reason: "Internal", Message: "no waiter configured"}, errors.New("release engine: no waiter configured"))
+		}
+		wres, werr := e.waitWith(ctx, held, []*unstructured.Unstructured{obj}, wait.Options{Timeout: timeout})
+		if werr != nil {
+			f := waitFailure(wres, werr)
+			if f.Object == "" {
+				f.Object = objectName(h.Kind, h.Name)
+			}
+			return fail(f, werr)
+		}
+	}
+	run.Phase, run.CompletedAt = HookSucceeded, storage.Stamp(e.clock())
+	e.emit(rec.Name, rec.Revision, PhaseHook, ref.String(), HookSucceeded, string(event))
+	return run, nil
+}
+
+// waitsForCompletion reports whether a hook of kind is waited for, as
+// Helm waits for hooks: Jobs and Pods run to completion; other kinds are
+// done once applied.
+func waitsForCompletion(kind string) bool { return kind == "Job" || kind == "Pod" }
+
+// deleteHooks deletes the hooks whose policies include policy, reporting
+// failures as progress (a hook left behind does not change the outcome).
+func (e *Engine) deleteHooks(ctx context.Context, rec *storage.Release, hooks []recordedHook, policy charts.HookDeletePolicy) {
+	for _, h := range hooks {
+		if !slices.Contains(h.DeletePolicies, policy) {
+			continue
+		}
+		if res, err := e.deleteHook(ctx, rec, h); err != nil {
+			e.emit(rec.Name, rec.Revision, PhaseHook, res.Object.String(), "delete failed", err.Error())
+		}
+	}
+}
+
+// deleteHook deletes a hook's object (never a CRD, as Helm never does) and
+// waits until it is gone.
+func (e *Engine) deleteHook(ctx context.Context, rec *storage.Release, h recordedHook) (cluster.PruneResult, error) {
+	ref := refIn(h.obj, e.Namespace())
+	if h.Kind == "CustomResourceDefinition" {
+		return cluster.PruneResult{Object: ref, Action: cluster.PruneKept}, nil
+	}
+	res, err := e.Objects.Delete(ctx, h.obj, cluster.PruneOptions{Release: rec.Name, Namespace: e.Namespace()})
+	if err != nil {
+		return cluster.PruneResult{Object: ref}, fmt.Errorf("delete hook %s: %w", ref, err)
+	}
+	if res.Action == cluster.PruneDeleted {
+		e.emit(rec.Name, rec.Revision, PhaseHook, ref.String(), "deleted", "")
+	}
+	return res, nil
+}
+
+// hookFailure returns the diagnosis of a failed hook run.
+func hookFailure(err error) *wait.Diagnosis {
+	var he *HookError
+	if errors.As(err, &he) && he.Failure != nil {
+		return he.Failure
+	}
+	return &wait.Diagnosis{Reason: "HookFailed", Message: err.Error()}
+}

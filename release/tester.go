@@ -1,0 +1,101 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/release/storage"
+)
+
+// TestOptions tune [Tester.Test].
+type TestOptions struct {
+	// Name is the release name.
+	Name string
+	// Timeout bounds each test hook (0: DefaultTimeout).
+	Timeout time.Duration
+}
+
+// TestResult is the outcome of `vllmctl test`.
+type TestResult struct {
+	Release   string `json:"release"`
+	Namespace string `json:"namespace"`
+	// Revision is the deployed revision whose test hooks ran.
+	Revision int `json:"revision"`
+	// Tests are the test hooks that ran, in order: all of them when they
+	// pass, up to the first that failed otherwise (as Helm runs them).
+	Tests []HookRun `json:"tests"`
+	// Passed says whether every test hook passed.
+	Passed          bool    `json:"passed"`
+	DurationSeconds float64 `json:"durationSeconds"`
+}
+
+// TestFailedError is a test hook that failed (exit code 4).
+type TestFailedError struct {
+	Name     string
+	Revision int
+	Err      *HookError
+}
+
+func (e *TestFailedError) Error() string {
+	return fmt.Sprintf("release %s revision %d: test failed: %v", e.Name, e.Revision, strings.TrimPrefix(e.Err.Error(),
+		fmt.Sprintf("release %s revision %d: ", e.Name, e.Revision)))
+}
+
+func (e *TestFailedError) Unwrap() error { return e.Err }
+
+// ExitCode is 4: a test failed (contract: `vllmctl test`).
+func (e *TestFailedError) ExitCode() int { return exitcode.Failed }
+
+// Tester runs a release's test hooks: `vllmctl test`.
+type Tester struct {
+	*Engine
+}
+
+// NewTester returns a Tester using engine.
+func NewTester(engine *Engine) *Tester { return &Tester{Engine: engine} }
+
+// Test runs the test hooks (helm.sh/hook: test) of the release's deployed
+// revision, as `helm test` does: one after the other by weight, each
+// deleted first (before-hook-creation, the default) and waited for until
+// it completes with the rollout verdicts; the first that fails ends the
+// run with a *TestFailedError (exit code 4) and its diagnosis (pod,
+// container, reason, exit code, events, last log lines). It takes no lock
+// and writes no record. A release without a deployed revision is an error
+// (exit code 2); one without test hooks passes with no tests.
+func (t *Tester) Test(ctx context.Context, opts TestOptions) (*TestResult, error) {
+	if err := t.check("store", "objects", "waiter"); err != nil {
+		return nil, err
+	}
+	if err := storage.ValidateName(opts.Name); err != nil {
+		return nil, err
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	start := storage.Stamp(t.clock())
+	rec, err := storage.Deployed(ctx, t.Store, opts.Name)
+	if err != nil {
+		return nil, err
+	}
+	if objs, err := hooksOf(rec, charts.HookTest); err == nil {
+		for _, h := range objs {
+			t.Redactor.AddObjects(h.obj)
+		}
+	}
+	runs, err := t.runHooks(ctx, rec, rec, charts.HookTest, opts.Timeout)
+	res := &TestResult{Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Tests: runs, Passed: err == nil}
+	if res.Tests == nil {
+		res.Tests = []HookRun{}
+	}
+	res.DurationSeconds = storage.Stamp(t.clock()).Sub(start).Seconds()
+	var he *HookError
+	if errors.As(err, &he) && he.Event == charts.HookTest && ctx.Err() == nil {
+		return res, &TestFailedError{Name: rec.Name, Revision: rec.Revision, Err: he}
+	}
+	return res, err
+}
