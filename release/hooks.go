@@ -49,10 +49,10 @@ type HookError struct {
 
 func (e *HookError) Error() string {
 	msg := fmt.Sprintf("release %s revision %d: %s hook %s failed", e.Name, e.Revision, e.Event, e.Hook)
-	if e.Failure != nil {
+	switch {
+	case e.Failure != nil:
 		msg += ": " + e.Failure.Summary()
-	}
-	if e.Err != nil {
+	case e.Err != nil:
 		msg += ": " + e.Err.Error()
 	}
 	return msg

@@ -260,6 +260,7 @@ func newPendingRecord(s Store, name string, op Operation, holder string, plan Pl
 		r.Values = t.Values
 		r.Manifest = t.Manifest
 		r.CRDManifest = t.CRDManifest
+		r.Hooks = t.Hooks
 		r.RollbackOf = t.RollbackOf
 		r.ReplicaSets = t.ReplicaSets
 	}

@@ -1,0 +1,179 @@
+package release_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// hookObj is a hook object of kind (Job, Pod or ConfigMap) named name.
+func hookObj(kind, name, events, weight, policy string) *unstructured.Unstructured {
+	api := "v1"
+	if kind == "Job" {
+		api = "batch/v1"
+	}
+	ann := map[string]any{charts.AnnotationHook: events}
+	if weight != "" {
+		ann[charts.AnnotationHookWeight] = weight
+	}
+	if policy != "" {
+		ann[charts.AnnotationHookDeletePolicy] = policy
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": api, "kind": kind,
+		"metadata": map[string]any{"name": name, "annotations": ann},
+	}}
+}
+
+// hookSpec deploys s with hooks besides its objects.
+func hookSpec(s spec, hooks ...*unstructured.Unstructured) release.DeployOptions {
+	opts := s.options()
+	return withObjects(opts, append(s.objects(), hooks...), nil, s.image)
+}
+
+// failJob fails every wait that holds a Job named name, as the rollout
+// watcher fails a hook Job whose pod crash-loops.
+func failJob(name string) func(context.Context, []wait.ObjectStatus, wait.Options) (wait.Result, error) {
+	return func(_ context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+		for _, o := range objs {
+			if o.Object.Kind == "Job" && o.Object.Name == name {
+				d := &wait.Diagnosis{Verdict: wait.VerdictCrashLoop, Reason: "CrashLoopBackOff", Object: "Job " + name,
+					Pod: name + "-x7k2p", Container: "migrate", ExitCode: 1, Message: "back-off restarting failed container"}
+				o.Status = wait.StatusFailed
+				return wait.Result{Outcome: wait.OutcomeFailed, Objects: []wait.ObjectStatus{o}, Diagnosis: d},
+					&wait.NotReadyError{Outcome: wait.OutcomeFailed, Objects: []wait.ObjectStatus{o}}
+			}
+		}
+		return wait.Result{Outcome: wait.OutcomeCurrent, Objects: objs}, nil
+	}
+}
+
+// hookEvents are the progress lines of the hook and apply phases.
+func (f *engFixture) phaseLines(phases ...release.Phase) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, ev := range f.events {
+		for _, p := range phases {
+			if ev.Phase == p {
+				out = append(out, string(ev.Phase)+" "+ev.Object+" "+ev.Status)
+			}
+		}
+	}
+	return out
+}
+
+// TestDeployRunsHooks: hooks are not release objects: they are recorded
+// with the revision and run at their events, by weight, before the apply
+// (pre-upgrade) or after the rollout (post-upgrade), and deleted as their
+// policies say; a test hook runs only with `vllmctl test`.
+func TestDeployRunsHooks(t *testing.T) {
+	f := newEngFixture(t)
+	hooks := []*unstructured.Unstructured{
+		hookObj("Job", "migrate", "pre-upgrade", "1", ""),
+		hookObj("Job", "backup", "pre-install,pre-upgrade", "-1", "hook-succeeded"),
+		hookObj("ConfigMap", "done", "post-upgrade", "", "hook-succeeded"),
+		hookObj("Pod", "test-connection", "test", "", ""),
+	}
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
+	require.NoError(t, err)
+	require.Len(t, res.Hooks, 1, "on install: the pre-install hook only")
+	assert.Equal(t, "backup", res.Hooks[0].Name)
+	rec := f.record(t, 1)
+	require.Len(t, rec.Hooks, 4, "every hook is recorded")
+	assert.NotContains(t, rec.Manifest, "test-connection", "hooks are not in the manifest")
+	assert.Nil(t, f.cluster.Object("", "Pod", engNS, "test-connection"), "the test hook is not applied")
+	assert.Nil(t, f.cluster.Object("batch", "Job", engNS, "backup"), "deleted: hook-succeeded")
+
+	f.events = nil
+	s := baseSpec()
+	s.greeting = "v2"
+	res, err = release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(s, hooks...))
+	require.NoError(t, err)
+	var ran []string
+	for _, h := range res.Hooks {
+		ran = append(ran, string(h.Event)+" "+h.Name+" "+h.Phase)
+	}
+	assert.Equal(t, []string{"pre-upgrade backup succeeded", "pre-upgrade migrate succeeded", "post-upgrade done succeeded"}, ran)
+	lines := strings.Join(f.phaseLines(release.PhaseHook, release.PhaseApply), "\n")
+	assert.Less(t, strings.Index(lines, "hook batch/v1 Job ml/migrate succeeded"), strings.Index(lines, "apply v1 ConfigMap ml/chat-config"),
+		"the pre-upgrade hooks complete before the apply:\n%s", lines)
+	assert.Less(t, strings.Index(lines, "apply apps/v1 Deployment ml/chat"), strings.Index(lines, "hook v1 ConfigMap ml/done running"),
+		"post-upgrade after the apply:\n%s", lines)
+	assert.NotNil(t, f.cluster.Object("batch", "Job", engNS, "migrate"), "before-hook-creation only: kept until it runs again")
+	assert.Nil(t, f.cluster.Object("", "ConfigMap", engNS, "done"), "hook-succeeded: deleted")
+
+	tr, err := release.NewTester(f.engine).Test(context.Background(), release.TestOptions{Name: engRelease})
+	require.NoError(t, err)
+	assert.True(t, tr.Passed)
+	require.Len(t, tr.Tests, 1)
+	assert.Equal(t, "test-connection", tr.Tests[0].Name)
+	assert.Equal(t, 2, tr.Revision)
+}
+
+// TestFailedPreUpgradeHookRollsBack: a pre-upgrade hook Job that fails
+// (its pod crash-loops) fails the deploy before anything is applied; with
+// rollback on failure the previous revision serves (exit code 3) and the
+// failure names the hook's pod.
+func TestFailedPreUpgradeHookRollsBack(t *testing.T) {
+	f := newEngFixture(t)
+	hooks := []*unstructured.Unstructured{hookObj("Job", "migrate", "pre-upgrade", "", "hook-failed")}
+	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
+	require.NoError(t, err)
+
+	f.waiter.Script = failJob("migrate")
+	s := baseSpec()
+	s.greeting = "v2"
+	opts := hookSpec(s, hooks...)
+	opts.RollbackOnFailure = true
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	require.Error(t, err)
+	assert.Equal(t, 3, exitCode(err), "%v", err)
+	require.NotNil(t, res.Failure)
+	assert.Equal(t, "migrate-x7k2p", res.Failure.Pod)
+	assert.Equal(t, "Job migrate", res.Failure.Object)
+	assert.Equal(t, "hello", f.configMap("chat-config").Object["data"].(map[string]any)["greeting"], "nothing of the new revision applied")
+	assert.Equal(t, storage.StatusFailed, f.statuses(t)[2])
+	assert.Equal(t, storage.StatusDeployed, f.statuses(t)[3], "the rollback")
+	assert.Nil(t, f.cluster.Object("batch", "Job", engNS, "migrate"), "hook-failed: deleted")
+
+	opts.RollbackOnFailure = false
+	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	assert.Equal(t, 4, exitCode(err), "not rolled back: %v", err)
+}
+
+// TestTestHookFailure: a failing test hook is exit code 4 with its
+// diagnosis; a release without test hooks passes with none.
+func TestTestHookFailure(t *testing.T) {
+	f := newEngFixture(t)
+	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec()))
+	require.NoError(t, err)
+	tr, err := release.NewTester(f.engine).Test(context.Background(), release.TestOptions{Name: engRelease})
+	require.NoError(t, err)
+	assert.True(t, tr.Passed)
+	assert.Empty(t, tr.Tests)
+
+	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), hookObj("Job", "smoke", "test", "", "")))
+	require.NoError(t, err)
+	f.waiter.Script = failJob("smoke")
+	tr, err = release.NewTester(f.engine).Test(context.Background(), release.TestOptions{Name: engRelease})
+	require.Error(t, err)
+	assert.Equal(t, 4, exitCode(err))
+	assert.Contains(t, err.Error(), "test hook Job/smoke failed: CrashLoopBackOff: pod smoke-x7k2p, container migrate, exit code 1")
+	assert.False(t, tr.Passed)
+	require.Len(t, tr.Tests, 1)
+	assert.Equal(t, "failed", tr.Tests[0].Phase)
+	assert.Equal(t, "smoke-x7k2p", tr.Tests[0].Failure.Pod)
+
+	_, err = release.NewTester(f.engine).Test(context.Background(), release.TestOptions{Name: "nope"})
+	assert.Equal(t, 2, exitCode(err), "unknown release: %v", err)
+}
