@@ -39,7 +39,7 @@ func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*storage.Release, e
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
 		Clock:   d.clock(),
-		Record:  &storage.Release{Chart: p.chart, Values: p.values, Manifest: p.manifest, CRDManifest: d.crdRecord(p)},
+		Record:  &storage.Release{Chart: p.chart, Values: p.values, ComputedValues: p.computed, Notes: p.notes, Manifest: p.manifest, CRDManifest: d.crdRecord(p)},
 		Seen:    &p.seen,
 	}))
 	if apierrors.IsNotFound(err) {
@@ -130,12 +130,15 @@ func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *storage.Rele
 // deploy changes.
 func (d *Deployer) replan(ctx context.Context, p *deployPlan, rec *storage.Release, entries []storage.Entry) error {
 	plan := storage.Plan{Revision: rec.Revision, Upgrade: rec.Status == storage.StatusPendingUpgrade}
-	if plan != p.plan {
-		if err := p.build(ctx, plan); err != nil {
+	if ro := p.opts.Render.Options; plan != p.plan || ro.ReuseValues || ro.ResetThenReuseValues {
+		// With --reuse-values the values depend on the current revision,
+		// which another operation may have changed.
+		if err := p.build(ctx, plan, entries); err != nil {
 			return err
 		}
 		d.Redactor.AddObjects(p.objs...)
 		rec.Manifest = p.manifest
+		rec.Values, rec.ComputedValues, rec.Notes = p.values, p.computed, p.notes
 		if err := d.Store.Update(ctx, rec); err != nil {
 			return fmt.Errorf("record the manifest: %w", err)
 		}

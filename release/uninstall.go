@@ -98,7 +98,7 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
 		Clock:   clk,
-		Record:  &storage.Release{Chart: last.Chart, Values: last.Values},
+		Record:  &storage.Release{Chart: last.Chart, Values: last.Values, ComputedValues: last.ComputedValues, Notes: last.Notes},
 	}))
 	if err != nil {
 		return nil, err

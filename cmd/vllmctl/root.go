@@ -117,6 +117,7 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newWaitCommand,
 		newStatusCommand,
 		newUninstallCommand,
+		newGetCommand,
 	}
 }
 
