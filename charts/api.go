@@ -28,9 +28,9 @@ type RenderOptions struct {
 	ResetValues          bool
 	// Previous are the values of the release's current revision, set by
 	// the release engine for an upgrade (nil: none, a first install).
-	Previous *PreviousValues
-	IsUpgrade   bool     // .Release.IsUpgrade / IsInstall
-	Revision    int      // .Release.Revision (1 when unknown)
+	Previous  *PreviousValues
+	IsUpgrade bool // .Release.IsUpgrade / IsInstall
+	Revision  int  // .Release.Revision (1 when unknown)
 	// KubeVersion is .Capabilities.KubeVersion (e.g. "v1.37.2", the
 	// server's version when known); empty means DefaultKubeVersion, as
 	// `helm template` does without --kube-version.

@@ -41,8 +41,8 @@ type deployPlan struct {
 	plan        storage.Plan
 	kubeVersion string
 
-	chart    storage.Chart
-	values   map[string]any
+	chart  storage.Chart
+	values map[string]any
 	// computed are the values the templates saw, notes the rendered
 	// NOTES.txt (both recorded).
 	computed map[string]any

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // deployOptions are the inputs of `vllmctl deploy RELEASE [CHART]`.
@@ -182,7 +183,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		Canary:            o.canary.opts,
 	})
 	err = finishOperation(o.g.Streams.Out, o.output.format, printer, res, err)
-	if err == nil && res != nil && res.Notes != "" && o.output.format == "table" {
+	if err == nil && res != nil && res.Notes != "" && o.output.format == "table" && o.progress.format != string(wait.ProgressJSON) {
 		// As helm prints them after an install or upgrade; in the result
 		// document (-o json|yaml) they are its notes field.
 		fmt.Fprintf(o.g.Streams.ErrOut, "NOTES:\n%s\n", strings.TrimRight(printer.red.Line(res.Notes), "\n"))
