@@ -93,7 +93,9 @@ func newGetSubcommand(g *GlobalOptions, sub getSubcommand) *cobra.Command {
 
 // Complete resolves the release, the namespace and the record store.
 func (o *getOptions) Complete(cmd *cobra.Command, args []string) error {
-	o.revisionGiven = cmd.Flags().Changed("revision")
+	// VLLMCTL_REVISION or the config file may set it without marking it
+	// changed.
+	o.revisionGiven = cmd.Flags().Changed("revision") || o.revision != 0
 	if err := o.releaseTarget.complete(o.g, args); err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func (f *RenderFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVarP(&f.ValueFiles, "values", "f", nil,
 		"values file (YAML); repeatable, later files win")
 	fs.StringArrayVar(&f.Set, "set", nil,
-		"set a value, Helm syntax (a.b=c, a[0]=x, a={x,y}, \\, for a literal comma); repeatable, wins over -f")
+		"set a value, Helm syntax (a.b=c, a[0]=x, a={x,y}, \\, for a literal comma); repeatable, wins over -f and --set-json")
 	fs.StringArrayVar(&f.SetString, "set-string", nil,
 		"like --set, but every value is a string; repeatable, wins over --set")
 	fs.StringArrayVar(&f.SetJSON, "set-json", nil,

@@ -243,6 +243,17 @@ func TestGetCommand(t *testing.T) {
 	require.Equal(t, 0, code)
 	assertGolden(t, "get_notes.golden", stdout)
 
+	// A rollback (to revision 1) copies its target's computed values and
+	// notes.
+	_, stderr, code = f.run(t, "rollback", "chat")
+	require.Equal(t, 0, code, stderr)
+	stdout, _, code = f.run(t, "get", "values", "chat", "--all", "-o", "json")
+	require.Equal(t, 0, code)
+	assert.Contains(t, stdout, `"tag": "v0.11.0"`)
+	stdout, _, code = f.run(t, "get", "notes", "chat")
+	require.Equal(t, 0, code)
+	assert.Contains(t, stdout, "vllm/vllm-openai:v0.11.0")
+
 	// A record written before vllmctl kept computed values and notes.
 	old := &storage.Release{Name: "old", Revision: 1, Status: storage.StatusDeployed, Values: map[string]any{"a": 1}, Manifest: "---\n"}
 	require.NoError(t, f.store.InNamespace("ml").Create(context.Background(), old))
@@ -262,7 +273,7 @@ func TestGetCommand(t *testing.T) {
 		{[]string{"get", "values", "chat", "--revision", "0"}, "--revision 0"},
 		{[]string{"get", "manifest", "chat", "--revision", "-1"}, "--revision -1"},
 		{[]string{"get", "notes", "chat", "--revision", "two"}, `"two"`},
-		{[]string{"get", "values", "chat", "--revision", "9"}, "revision 9 of release chat not found; revisions: 1, 2"},
+		{[]string{"get", "values", "chat", "--revision", "9"}, "revision 9 of release chat not found; revisions: 1, 2, 3"},
 		{[]string{"get", "manifest", "nope"}, "release nope not found in namespace ml"},
 		{[]string{"get", "values", "chat", "-o", "table"}, ""},
 		{[]string{"get", "values", "chat", "-o", "xml"}, `--output "xml"`},
