@@ -16,8 +16,21 @@ type RenderOptions struct {
 	ValueFiles  []string // -f/--values, in order, later wins
 	Set         []string // --set, Helm syntax
 	SetString   []string // --set-string, Helm syntax
-	IsUpgrade   bool     // .Release.IsUpgrade / IsInstall
-	Revision    int      // .Release.Revision (1 when unknown)
+	SetFile     []string // --set-file key=path: the file's content, a string
+	SetJSON     []string // --set-json key=JSON, or a JSON object
+	SetLiteral  []string // --set-literal key=value: value as is, a string
+	// ReuseValues, ResetThenReuseValues and ResetValues are Helm's
+	// upgrade flags: how the values combine with Previous (see
+	// reuseValues). ResetValues wins over the others, ReuseValues over
+	// ResetThenReuseValues.
+	ReuseValues          bool
+	ResetThenReuseValues bool
+	ResetValues          bool
+	// Previous are the values of the release's current revision, set by
+	// the release engine for an upgrade (nil: none, a first install).
+	Previous  *PreviousValues
+	IsUpgrade bool // .Release.IsUpgrade / IsInstall
+	Revision  int  // .Release.Revision (1 when unknown)
 	// KubeVersion is .Capabilities.KubeVersion (e.g. "v1.37.2", the
 	// server's version when known); empty means DefaultKubeVersion, as
 	// `helm template` does without --kube-version.
@@ -42,7 +55,9 @@ type ChartInfo struct {
 // Rendered is the result of rendering a chart.
 type Rendered struct {
 	Chart ChartInfo
-	// UserValues are the values the user supplied (files then --set), not
+	// UserValues are the values the user supplied (files, --set and the
+	// other values flags, over the previous revision's with --reuse-values
+	// or --reset-then-reuse-values), not
 	// the chart defaults: this is what a release record stores.
 	UserValues map[string]any
 	// Values are the fully coalesced values the templates saw.

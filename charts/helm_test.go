@@ -52,6 +52,15 @@ func runHelmTemplate(t *testing.T, bin, chartRef string, opts RenderOptions, ext
 	for _, s := range opts.SetString {
 		args = append(args, "--set-string", s)
 	}
+	for _, s := range opts.SetJSON {
+		args = append(args, "--set-json", s)
+	}
+	for _, s := range opts.SetFile {
+		args = append(args, "--set-file", s)
+	}
+	for _, s := range opts.SetLiteral {
+		args = append(args, "--set-literal", s)
+	}
 	args = append(args, extra...)
 	return runHelm(t, bin, args...)
 }

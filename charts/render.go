@@ -20,7 +20,6 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/engine"
-	"helm.sh/helm/v4/pkg/strvals"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
@@ -89,6 +88,7 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 	if err != nil {
 		return nil, err
 	}
+	ch, user, reuseWarnings := reuseValues(ch, opts, user)
 
 	// Helm's order (pkg/action/install.go): dependencies first, on a copy
 	// (the caller's chart may be rendered again), then the CRDs of what
@@ -126,7 +126,7 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 		Manifest:   ro.manifest,
 		Notes:      notes,
 		CRDs:       crds,
-		Warnings:   append(warnings, ro.warnings...),
+		Warnings:   append(append(reuseWarnings, warnings...), ro.warnings...),
 	}, nil
 }
 
@@ -293,38 +293,6 @@ func ReleaseNameProblem(name string) string {
 			"(lowercase letters, digits and '-', starting and ending with a letter or digit)", maxReleaseNameLen)
 	}
 	return ""
-}
-
-// UserValues merges the values the user supplied, in Helm's order: the -f
-// files in order (maps merged deeply, later wins), then every --set, then
-// every --set-string. The chart defaults are not included.
-func UserValues(opts RenderOptions) (map[string]any, error) {
-	base := map[string]any{}
-	for _, f := range opts.ValueFiles {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, &InputError{Source: "values file", File: f, Msg: errMsg(err), Err: err}
-		}
-		vals, err := parseValuesFile(f, data)
-		if err != nil {
-			return nil, err
-		}
-		base = loader.MergeMaps(base, vals)
-	}
-	for i, s := range opts.Set {
-		if err := strvals.ParseInto(s, base); err != nil {
-			return nil, setError("--set", i, s, err)
-		}
-		if err := checkSetNumbers(i, s); err != nil {
-			return nil, err
-		}
-	}
-	for i, s := range opts.SetString {
-		if err := strvals.ParseIntoString(s, base); err != nil {
-			return nil, setError("--set-string", i, s, err)
-		}
-	}
-	return base, nil
 }
 
 // setError reports a malformed --set argument by its position and keys,

@@ -49,7 +49,7 @@ func (d *Deployer) crdRecord(p *deployPlan) string {
 	if err == nil && len(p.manifest)+len(manifest) > storage.MaxRecordBytes {
 		// Large enough that it may not fit once compressed: try.
 		_, err = storage.Encode(&storage.Release{Name: p.opts.Name, Revision: max(p.plan.Revision, 1), Status: storage.StatusPendingUpgrade,
-			Chart: p.chart, Values: p.values, Manifest: p.manifest, CRDManifest: manifest})
+			Chart: p.chart, Values: p.values, ComputedValues: p.computed, Notes: p.notes, Manifest: p.manifest, CRDManifest: manifest})
 	}
 	if err != nil {
 		d.emit(p.opts.Name, p.plan.Revision, PhaseCRDs, "", "not recorded", fmt.Sprintf(

@@ -174,7 +174,7 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 		return nil, err
 	}
 	if opts.DryRun {
-		return d.deployDryRun(ctx, p, entries, start)
+		return p.withNotes(d.deployDryRun(ctx, p, entries, start))
 	}
 	if err := d.settleChanges(ctx, p, entries); err != nil {
 		return nil, err
@@ -182,7 +182,7 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	d.warnStartup(p)
 	d.emitDiff(p)
 	if res, err := d.upToDate(ctx, p, entries, start); res != nil || err != nil {
-		return res, err
+		return p.withNotes(res, err)
 	}
 	if err := d.createNamespace(ctx, opts); err != nil {
 		return nil, err
@@ -196,9 +196,18 @@ func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, err
 	case err != nil:
 		return nil, err
 	case done:
-		return res, nil
+		return p.withNotes(res, nil)
 	}
-	return p.withPreflight(d.rollout(ctx, p, rec, res, start))
+	return p.withNotes(p.withPreflight(d.rollout(ctx, p, rec, res, start)))
+}
+
+// withNotes puts the chart's rendered NOTES.txt into the result of a
+// deploy that succeeded.
+func (p *deployPlan) withNotes(res *Result, err error) (*Result, error) {
+	if err == nil && res != nil {
+		res.Notes = p.notes
+	}
+	return res, err
 }
 
 // settleOptions checks the release name, fills in the default timeouts
@@ -235,7 +244,7 @@ func (d *Deployer) planDeploy(ctx context.Context, opts DeployOptions) (*deployP
 	if err := storage.CheckReadable(entries); err != nil {
 		return nil, nil, err
 	}
-	p, err := d.prepare(ctx, opts, storage.PlanOf(entries))
+	p, err := d.prepare(ctx, opts, storage.PlanOf(entries), entries)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -41,8 +41,12 @@ type deployPlan struct {
 	plan        storage.Plan
 	kubeVersion string
 
-	chart    storage.Chart
-	values   map[string]any
+	chart  storage.Chart
+	values map[string]any
+	// computed are the values the templates saw, notes the rendered
+	// NOTES.txt (both recorded).
+	computed map[string]any
+	notes    string
 	objs     []*unstructured.Unstructured
 	manifest string
 	// hooks are the chart's hooks (helm.sh/hook), as recorded.
@@ -81,14 +85,14 @@ type deployPlan struct {
 }
 
 // prepare renders the chart for plan and prepares the objects.
-func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan storage.Plan) (*deployPlan, error) {
+func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan storage.Plan, entries []storage.Entry) (*deployPlan, error) {
 	p := &deployPlan{opts: opts}
 	kv, err := ServerKubeVersion(d.Client.Discovery())
 	if err != nil {
 		return nil, fmt.Errorf("release %s: %w", opts.Name, err)
 	}
 	p.kubeVersion = kv
-	if err := p.build(ctx, plan); err != nil {
+	if err := p.build(ctx, plan, entries); err != nil {
 		return nil, err
 	}
 	d.Redactor.AddObjects(p.objs...)
@@ -98,15 +102,20 @@ func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan storage
 	return p, nil
 }
 
-// build renders the objects for plan and applies the strategy
-// overrides: the flags', then the preflight's.
-func (p *deployPlan) build(ctx context.Context, plan storage.Plan) error {
+// build renders the objects for plan (after the records entries) and
+// applies the strategy overrides: the flags', then the preflight's.
+func (p *deployPlan) build(ctx context.Context, plan storage.Plan, entries []storage.Entry) error {
 	opts := p.opts
 	p.plan = plan
 	in := opts.Render
 	ro := in.Options
 	ro.ReleaseName = opts.Name
 	ro.Revision, ro.IsUpgrade, ro.KubeVersion = plan.Revision, plan.Upgrade, p.kubeVersion
+	prev, err := PreviousValues(ro, plan, entries)
+	if err != nil {
+		return err
+	}
+	ro.Previous = prev
 	r, err := charts.RenderContext(ctx, in.Chart, ro)
 	if err != nil {
 		return err
@@ -114,7 +123,7 @@ func (p *deployPlan) build(ctx context.Context, plan storage.Plan) error {
 	p.renderWarnings = r.Warnings
 	p.crdObjs = r.CRDs
 	p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion, Source: in.Source, Digest: in.Digest}
-	p.values = r.UserValues
+	p.values, p.computed, p.notes = r.UserValues, r.Values, r.Notes
 	if p.hooks, err = storage.HooksOf(r.Hooks); err != nil {
 		return fmt.Errorf("release %s: %w", opts.Name, err)
 	}

@@ -40,8 +40,9 @@ func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*storage.Release, e
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
 		Clock:   d.clock(),
-		Record:  &storage.Release{Chart: p.chart, Values: p.values, Manifest: p.manifest, Hooks: p.hooks, CRDManifest: d.crdRecord(p)},
-		Seen:    &p.seen,
+		Record: &storage.Release{Chart: p.chart, Values: p.values, ComputedValues: p.computed, Notes: p.notes, Manifest: p.manifest,
+			Hooks: p.hooks, CRDManifest: d.crdRecord(p)},
+		Seen: &p.seen,
 	}))
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("release %s: does namespace %s exist? (--create-namespace creates it): %w", opts.Name, d.Namespace(), err)
@@ -131,12 +132,15 @@ func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *storage.Rele
 // deploy changes.
 func (d *Deployer) replan(ctx context.Context, p *deployPlan, rec *storage.Release, entries []storage.Entry) error {
 	plan := storage.Plan{Revision: rec.Revision, Upgrade: rec.Status == storage.StatusPendingUpgrade}
-	if plan != p.plan {
-		if err := p.build(ctx, plan); err != nil {
+	if ro := p.opts.Render.Options; plan != p.plan || ro.ReuseValues || ro.ResetThenReuseValues {
+		// With --reuse-values the values depend on the current revision,
+		// which another operation may have changed.
+		if err := p.build(ctx, plan, entries); err != nil {
 			return err
 		}
 		d.Redactor.AddObjects(p.objs...)
 		rec.Manifest, rec.Hooks = p.manifest, p.hooks
+		rec.Values, rec.ComputedValues, rec.Notes = p.values, p.computed, p.notes
 		if err := d.Store.Update(ctx, rec); err != nil {
 			return fmt.Errorf("record the manifest: %w", err)
 		}

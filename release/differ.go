@@ -58,6 +58,9 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	ro := opts.Render.Options
 	ro.ReleaseName = opts.Name
 	ro.Revision, ro.IsUpgrade, ro.KubeVersion = plan.Revision, plan.Upgrade, kv
+	if ro.Previous, err = PreviousValues(ro, plan, entries); err != nil {
+		return nil, fmt.Errorf("release %s: %w", opts.Name, err)
+	}
 	r, err := charts.RenderContext(ctx, opts.Render.Chart, ro)
 	if err != nil {
 		return nil, err
@@ -79,12 +82,20 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 // validateRender renders in once without a cluster, so that every input
 // error (values, schema, templates) is reported with exit code 2 before the
 // cluster is asked anything. The chart's kubeVersion constraint is checked
-// later, against the server's version.
+// later, against the server's version. With --reuse-values or
+// --reset-then-reuse-values the values are only parsed: they are complete
+// only with the current revision's, which are read from the cluster (the
+// render that counts reports their problems, still before anything is
+// applied).
 func validateRender(ctx context.Context, name string, in *RenderInput) error {
 	if in.Chart == nil {
 		return &charts.InputError{Source: "chart", Msg: "no chart to render"}
 	}
 	ro := in.Options
+	if !ro.ResetValues && (ro.ReuseValues || ro.ResetThenReuseValues) {
+		_, err := charts.UserValues(ro)
+		return err
+	}
 	ro.ReleaseName = name
 	ro.SkipKubeVersionCheck = true
 	_, err := charts.RenderContext(ctx, in.Chart, ro)

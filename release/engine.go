@@ -178,6 +178,9 @@ type Result struct {
 	Preflight *preflight.Report `json:"preflight,omitempty"`
 	// Canary is what the canary phase did (deploy --canary).
 	Canary *storage.CanaryReport `json:"canary,omitempty"`
+	// Notes is the chart's rendered NOTES.txt after a successful deploy
+	// (a dry run and "up to date" included), as Helm prints it.
+	Notes string `json:"notes,omitempty"`
 }
 
 // newResult starts the result of an operation on record r.

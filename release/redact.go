@@ -35,6 +35,7 @@ func (e *Engine) UseRedactor(red *diff.Redactor) {
 func redactedRecord(red *diff.Redactor, r *storage.Release) *storage.Release {
 	c := *r
 	c.Description = red.Line(c.Description)
+	c.Notes = red.Line(c.Notes)
 	c.Failure = redactFailure(red, c.Failure)
 	c.Canary = redactCanary(red, c.Canary)
 	return &c

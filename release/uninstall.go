@@ -100,7 +100,7 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
 		Clock:   clk,
-		Record:  &storage.Release{Chart: last.Chart, Values: last.Values, Hooks: last.Hooks},
+		Record:  &storage.Release{Chart: last.Chart, Values: last.Values, ComputedValues: last.ComputedValues, Notes: last.Notes, Hooks: last.Hooks},
 	}))
 	if err != nil {
 		return nil, err

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -9,12 +11,14 @@ import (
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // deployOptions are the inputs of `vllmctl deploy RELEASE [CHART]`.
 type deployOptions struct {
 	g         *GlobalOptions
 	render    RenderFlags
+	reuse     reuseFlags
 	progress  progressFlags
 	lock      lockFlags
 	verdicts  verdictFlags
@@ -75,6 +79,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	}
 	f := cmd.Flags()
 	o.render.AddFlags(f)
+	o.reuse.AddFlags(f)
 	o.progress.AddFlags(f)
 	o.lock.AddFlags(f)
 	o.verdicts.AddFlags(f)
@@ -107,7 +112,11 @@ func (o *deployOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.rollbackSetBy = o.flags.Changed("rollback-on-failure")
 	o.noRollbackSets = o.flags.Changed("no-rollback")
 	o.timeout.Complete(o.flags, o.g)
-	return o.chartTarget.complete(commandContext(cmd), o.g, &o.render, args)
+	if err := o.chartTarget.complete(commandContext(cmd), o.g, &o.render, args); err != nil {
+		return err
+	}
+	o.reuse.apply(&o.opts)
+	return nil
 }
 
 // Validate checks the flags.
@@ -173,5 +182,11 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		Diff:              o.diff,
 		Canary:            o.canary.opts,
 	})
-	return finishOperation(o.g.Streams.Out, o.output.format, printer, res, err)
+	err = finishOperation(o.g.Streams.Out, o.output.format, printer, res, err)
+	if err == nil && res != nil && res.Notes != "" && o.output.format == "table" && o.progress.format != string(wait.ProgressJSON) {
+		// As helm prints them after an install or upgrade; in the result
+		// document (-o json|yaml) they are its notes field.
+		fmt.Fprintf(o.g.Streams.ErrOut, "NOTES:\n%s\n", strings.TrimRight(printer.red.Line(res.Notes), "\n"))
+	}
+	return err
 }

@@ -56,6 +56,7 @@ func (f *releaseFakes) commands() map[string]func(g *GlobalOptions) *cobra.Comma
 			return statusCommand(&statusOptions{g: g, loc: time.UTC})
 		},
 		"uninstall": newUninstallCommand,
+		"get":       newGetCommand,
 		"diff": func(g *GlobalOptions) *cobra.Command {
 			no := false
 			return diffCommand(&diffOptions{g: g, color: &no})

@@ -16,6 +16,7 @@ import (
 type diffOptions struct {
 	g      *GlobalOptions
 	render RenderFlags
+	reuse  reuseFlags
 
 	output          outputFlags
 	conflicts       conflictFlags
@@ -55,6 +56,7 @@ func diffCommand(o *diffOptions) *cobra.Command {
 		RunE: runCommand(o),
 	}
 	o.render.AddFlags(cmd.Flags())
+	o.reuse.AddFlags(cmd.Flags())
 	o.output.AddFlags(cmd.Flags())
 	o.conflicts.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&o.createNamespace, "create-namespace", false,
@@ -64,7 +66,11 @@ func diffCommand(o *diffOptions) *cobra.Command {
 
 // Complete resolves the namespace and loads the chart.
 func (o *diffOptions) Complete(cmd *cobra.Command, args []string) error {
-	return o.chartTarget.complete(commandContext(cmd), o.g, &o.render, args)
+	if err := o.chartTarget.complete(commandContext(cmd), o.g, &o.render, args); err != nil {
+		return err
+	}
+	o.reuse.apply(&o.opts)
+	return nil
 }
 
 // Validate checks the output format.

@@ -13,10 +13,11 @@ import (
 )
 
 // RenderFlags are the flags that choose the chart and what it renders to,
-// shared by deploy, diff, template and lint: -f/--values, --set and
-// --set-string, with Helm's syntax and precedence (files in order, then
-// --set, then --set-string), and the chart source flags (--repo,
-// --version and the repository transport flags).
+// shared by deploy, diff, template and lint: -f/--values, --set,
+// --set-string, --set-json, --set-file and --set-literal, with Helm 4's
+// syntax and precedence (files in order, then --set-json, --set,
+// --set-string, --set-file, --set-literal), and the chart source flags
+// (--repo, --version and the repository transport flags).
 type RenderFlags struct {
 	// Source are the chart source flags.
 	Source chartSourceFlags
@@ -29,6 +30,12 @@ type RenderFlags struct {
 	Set []string
 	// SetString are the --set-string values: like Set, always strings.
 	SetString []string
+	// SetFile are the --set-file values (key=path: the file's content).
+	SetFile []string
+	// SetJSON are the --set-json values (key=JSON, or a JSON object).
+	SetJSON []string
+	// SetLiteral are the --set-literal values (key=value, taken as is).
+	SetLiteral []string
 }
 
 // AddFlags registers the render flags on fs.
@@ -36,9 +43,15 @@ func (f *RenderFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVarP(&f.ValueFiles, "values", "f", nil,
 		"values file (YAML); repeatable, later files win")
 	fs.StringArrayVar(&f.Set, "set", nil,
-		"set a value, Helm syntax (a.b=c, a[0]=x, a={x,y}, \\, for a literal comma); repeatable, wins over -f")
+		"set a value, Helm syntax (a.b=c, a[0]=x, a={x,y}, \\, for a literal comma); repeatable, wins over -f and --set-json")
 	fs.StringArrayVar(&f.SetString, "set-string", nil,
 		"like --set, but every value is a string; repeatable, wins over --set")
+	fs.StringArrayVar(&f.SetJSON, "set-json", nil,
+		"set a JSON value (a.b=[1,2], a={\"x\":1}) or merge a JSON object ({\"a\":{\"b\":1}}); repeatable, wins over -f, loses to --set")
+	fs.StringArrayVar(&f.SetFile, "set-file", nil,
+		"set a value to the content of a file (a.b=path); repeatable, wins over --set-string")
+	fs.StringArrayVar(&f.SetLiteral, "set-literal", nil,
+		"set a value as the literal string after '=' (no escapes, commas or lists); repeatable, wins over every other values flag")
 	f.Source.AddFlags(fs)
 }
 
@@ -59,6 +72,9 @@ func (f *RenderFlags) RenderOptions(release, namespace string) charts.RenderOpti
 		ValueFiles:  append([]string(nil), f.ValueFiles...),
 		Set:         append([]string(nil), f.Set...),
 		SetString:   append([]string(nil), f.SetString...),
+		SetFile:     append([]string(nil), f.SetFile...),
+		SetJSON:     append([]string(nil), f.SetJSON...),
+		SetLiteral:  append([]string(nil), f.SetLiteral...),
 		Revision:    1,
 	}
 }
@@ -120,4 +136,26 @@ func (f *RenderFlags) input(ch *chart.Chart, opts charts.RenderOptions) release.
 		in.Source, in.Digest = f.Located.URL, f.Located.Digest
 	}
 	return in
+}
+
+// reuseFlags are Helm's upgrade flags about the previous revision's
+// values, shared by deploy and diff: --reuse-values,
+// --reset-then-reuse-values and --reset-values.
+type reuseFlags struct {
+	reuse, resetThenReuse, reset bool
+}
+
+// AddFlags registers the flags on fs.
+func (r *reuseFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&r.reuse, "reuse-values", false,
+		"on an upgrade, start from the current revision's values and defaults (the chart's new defaults are not taken) and merge -f/--set... over them; ignored with --reset-values")
+	fs.BoolVar(&r.resetThenReuse, "reset-then-reuse-values", false,
+		"on an upgrade, start from the chart's defaults, then the current revision's user-supplied values, then -f/--set...; ignored with --reset-values or --reuse-values")
+	fs.BoolVar(&r.reset, "reset-values", false,
+		"on an upgrade, use only the chart's defaults and the values given now (what deploy does without --reuse-values); wins over the two flags above")
+}
+
+// apply sets the flags on opts.
+func (r *reuseFlags) apply(opts *charts.RenderOptions) {
+	opts.ReuseValues, opts.ResetThenReuseValues, opts.ResetValues = r.reuse, r.resetThenReuse, r.reset
 }

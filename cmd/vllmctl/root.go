@@ -118,6 +118,7 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newTestCommand,
 		newStatusCommand,
 		newUninstallCommand,
+		newGetCommand,
 	}
 }
 

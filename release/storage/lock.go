@@ -246,7 +246,7 @@ func staleReasons(ctx context.Context, s Store, pending []*Release, now time.Tim
 }
 
 // newPendingRecord returns the pending record op writes as the revision
-// plan implies: opts.Record's chart, values, manifests, rollbackOf and
+// plan implies: opts.Record's chart, values (user and computed), notes, manifests, rollbackOf and
 // replicaSets, with the lock's holder, lease terms, description and
 // timestamps. Nothing is written.
 func newPendingRecord(s Store, name string, op Operation, holder string, plan Plan, now time.Time, opts LockOptions) (*Release, error) {
@@ -258,6 +258,8 @@ func newPendingRecord(s Store, name string, op Operation, holder string, plan Pl
 	if t := opts.Record; t != nil {
 		r.Chart = t.Chart
 		r.Values = t.Values
+		r.ComputedValues = t.ComputedValues
+		r.Notes = t.Notes
 		r.Manifest = t.Manifest
 		r.CRDManifest = t.CRDManifest
 		r.Hooks = t.Hooks

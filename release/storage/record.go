@@ -135,6 +135,13 @@ type Release struct {
 	// Values are the user-supplied values (files then --set), not the
 	// chart defaults.
 	Values map[string]any `json:"values,omitempty"`
+	// ComputedValues are the values the templates saw: the chart's
+	// defaults (subcharts' included) coalesced with Values, what Helm's
+	// `get values --all` prints and what deploy --reuse-values starts from.
+	// Absent in records written before vllmctl kept them.
+	ComputedValues map[string]any `json:"computedValues,omitempty"`
+	// Notes is the chart's rendered NOTES.txt, if it has one.
+	Notes string `json:"notes,omitempty"`
 	// Manifest is the rendered manifest, one YAML stream.
 	Manifest string `json:"manifest,omitempty"`
 	// Hooks are the revision's hooks (objects annotated helm.sh/hook):
