@@ -157,7 +157,13 @@ func (f *watcherFixture) watch(t *testing.T, ctx context.Context, name string, t
 	d.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
 	require.NoError(t, err)
+	return f.watchObjects(t, ctx, []*unstructured.Unstructured{{Object: m}}, timeout)
+}
 
+// watchObjects runs the watcher on objs, printing its progress (plain
+// lines) to the test log.
+func (f *watcherFixture) watchObjects(t *testing.T, ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) watchResult {
+	t.Helper()
 	events := make(chan wait.Event)
 	var out watchResult
 	var log strings.Builder
@@ -170,7 +176,7 @@ func (f *watcherFixture) watch(t *testing.T, ctx context.Context, name string, t
 			_ = p.Print(e)
 		}
 	}()
-	out.res, out.err = f.watcher.Wait(ctx, []*unstructured.Unstructured{{Object: m}}, wait.Options{Timeout: timeout, Namespace: f.namespace, Events: events})
+	out.res, out.err = f.watcher.Wait(ctx, objs, wait.Options{Timeout: timeout, Namespace: f.namespace, Events: events})
 	<-done
 	t.Logf("progress:\n%s", log.String())
 	if out.res.Diagnosis != nil {

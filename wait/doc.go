@@ -16,7 +16,12 @@
 // token, /dev/shm, NCCL, ...; see [Cause]) from the container's log, its
 // last termination, the pod's events and spec, with hints naming the
 // setting to change; its progress shows each new pod's phase, with the
-// startup probe's budget left while the weights load.
+// startup probe's budget left while the weights load. It judges Jobs and
+// Pods that run to completion (restartPolicy Never or OnFailure: Helm's
+// hooks and tests) too: Current once complete (a Job's condition
+// Complete, a Pod's phase Succeeded), failed on a Job's condition Failed,
+// a Pod's phase Failed, or at once when their pods meet the verdicts of a
+// rollout's pods, with the same Diagnosis.
 //
 // Its informers hold what the verdicts read: no managedFields, and of a
 // pod only its metadata, status, node and containers' names and startup

@@ -28,8 +28,8 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 )
 
-// RolloutWatcher waits for Deployments to roll out and detects failed
-// rollouts early, with a [Diagnosis].
+// RolloutWatcher waits for Deployments to roll out, and for Jobs and Pods
+// to run to completion, and detects failures early, with a [Diagnosis].
 //
 // It watches, never polls: per Deployment, informers (list, then watch from
 // the list's resourceVersion; re-listed on 410 Gone, re-established after
@@ -39,7 +39,18 @@ import (
 // namespace, on the events of pods and of ReplicaSets (field selector on
 // involvedObject.kind). A healthy rollout therefore costs a fixed number of
 // requests however long it takes. Other objects are left to another
-// Waiter, a [KstatusWaiter] by default.
+// Waiter, a [KstatusWaiter] by default, but for those that run to
+// completion (Helm's hooks and tests):
+//
+// A Job (informers on the Job, by name, and on its pods, by its selector)
+// is Current when its condition Complete is True. It fails when its
+// condition Failed is True (diagnosed from its pod that failed last), or
+// at once, before its backoffLimit is spent, when one of its pods meets a
+// pod verdict of [RolloutOptions] (CrashLoopBackOff, OOMKilled, image
+// pull errors, unschedulable). A bare Pod with restartPolicy Never or
+// OnFailure (an informer on it, by name) is Current when its phase is
+// Succeeded, and fails when its phase is Failed or on the same verdicts.
+// Pods with restartPolicy Always are left to the other Waiter.
 //
 // A Deployment succeeds by kubectl rollout status' rules: its controller
 // observed the latest generation, every replica is updated, no old replica
@@ -122,14 +133,17 @@ type rolloutRun struct {
 	start  time.Time
 	res    Result
 
-	deps   []*deployWatch
-	other  []*unstructured.Unstructured
-	ns     map[string]*nsWatch
-	ctx    context.Context // the informers' context
-	wg     sync.WaitGroup  // the informers' goroutines
-	kick   chan struct{}   // something changed
-	fatal  chan error      // an informer cannot watch
-	sendTo context.Context // bounds sends on opts.Events
+	deps  []*deployWatch
+	runs  []*runWatch // Jobs and Pods that run to completion
+	other []*unstructured.Unstructured
+	// otherIdx are the Result indexes of the other objects.
+	otherIdx []int
+	ns       map[string]*nsWatch
+	ctx      context.Context // the informers' context
+	wg       sync.WaitGroup  // the informers' goroutines
+	kick     chan struct{}   // something changed
+	fatal    chan error      // an informer cannot watch
+	sendTo   context.Context // bounds sends on opts.Events
 
 	mu       sync.Mutex
 	obs      map[types.UID]int // observations of new pods, by the informers
@@ -176,6 +190,7 @@ type deployWatch struct {
 type failure struct {
 	verdict Verdict
 	dw      *deployWatch // nil for another object
+	run     *runWatch    // a Job's or Pod's failure
 	finding *podFinding  // a pod's failure
 	reason  string       // otherwise: the Deployment's or ReplicaSet's
 	message string

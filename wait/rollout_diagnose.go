@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -41,6 +40,9 @@ func (r *rolloutRun) eventsOf(ctx context.Context, i *informer, kind, name strin
 
 // diagnose explains a failure.
 func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *Diagnosis {
+	if f.run != nil {
+		return r.diagnoseRun(ctx, f)
+	}
 	g := diagnoser{client: r.client, opts: r.o}
 	if f.dw == nil {
 		s := r.res.Objects[f.other]
@@ -85,7 +87,8 @@ func (r *rolloutRun) refresh(ctx context.Context, dw *deployWatch) {
 }
 
 // diagnoseTimeout explains a timeout: the first Deployment not rolled out,
-// with its most suspect pod, or else the first other object not Current.
+// with its most suspect pod, or else the first Job or Pod not completed,
+// or else the first other object not Current.
 func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *Diagnosis {
 	g := diagnoser{client: r.client, opts: r.o}
 	for _, dw := range r.deps {
@@ -115,8 +118,14 @@ func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *Diagnosis {
 		r.set(dw, r.res.Objects[dw.idx].Status, r.res.Objects[dw.idx].Message, "")
 		return d
 	}
-	for _, s := range r.res.Objects {
-		if s.Status == StatusCurrent || (s.Object.Group == appsv1.GroupName && s.Object.Kind == "Deployment") {
+	for _, rw := range r.runs {
+		if !rw.done {
+			return r.runTimeout(ctx, rw)
+		}
+	}
+	for _, i := range r.otherIdx {
+		s := r.res.Objects[i]
+		if s.Status == StatusCurrent {
 			continue
 		}
 		return &Diagnosis{Verdict: VerdictTimeout, Reason: reasonTimeout, Object: objectName(s.Object), Namespace: s.Object.Namespace,

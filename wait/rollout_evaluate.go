@@ -18,9 +18,9 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// evaluate brings every Deployment's state up to date and reports the
-// first failure, whether every Deployment rolled out, and when to evaluate
-// again without news (zero: no need).
+// evaluate brings every Deployment's, Job's and Pod's state up to date and
+// reports the first failure, whether every one rolled out (or completed),
+// and when to evaluate again without news (zero: no need).
 func (r *rolloutRun) evaluate() (fail *failure, allDone bool, recheck time.Time) {
 	r.mu.Lock()
 	warnings := r.warnings
@@ -29,17 +29,24 @@ func (r *rolloutRun) evaluate() (fail *failure, allDone bool, recheck time.Time)
 
 	allDone = true
 	now := r.clk.Now()
-	for _, dw := range r.deps {
-		f, again := r.evaluateDeployment(dw, now)
+	note := func(f *failure, done bool, again time.Time) {
 		if f != nil && fail == nil {
 			fail = f
 		}
-		if !dw.done {
+		if !done {
 			allDone = false
 		}
 		if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
 			recheck = again
 		}
+	}
+	for _, dw := range r.deps {
+		f, again := r.evaluateDeployment(dw, now)
+		note(f, dw.done, again)
+	}
+	for _, rw := range r.runs {
+		f, again := r.evaluateRun(rw, now)
+		note(f, rw.done, again)
 	}
 	for _, e := range warnings {
 		r.reportEvent(e)

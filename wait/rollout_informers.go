@@ -10,6 +10,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -102,14 +103,19 @@ func (r *rolloutRun) newInformer(what string, lw *cache.ListWatch, example runti
 }
 
 // slim is the informers' transform: before an object enters the cache, it
-// drops its managedFields, which no verdict reads, and a pod's spec but for
-// what the verdicts and the progress read (see slimPod).
+// drops its managedFields, which no verdict reads, a pod's spec but for
+// what the verdicts and the progress read (see slimPod), and a Job's pod
+// template.
 func slim(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
 		m.SetManagedFields(nil)
 	}
-	if p, ok := obj.(*corev1.Pod); ok {
-		slimPod(p)
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		slimPod(o)
+	case *batchv1.Job:
+		// Its pods are watched: the verdicts never read its template.
+		o.Spec.Template = corev1.PodTemplateSpec{}
 	}
 	return obj, nil
 }
@@ -161,6 +167,32 @@ func (r *rolloutRun) pokeHandler() cache.ResourceEventHandler {
 	}
 }
 
+// podHandler wakes the main loop on changes of pods the verdicts judge,
+// counting the observations of each pod (see podJudge.judge).
+func (r *rolloutRun) podHandler() cache.ResourceEventHandler {
+	observe := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			r.mu.Lock()
+			r.obs[p.UID]++
+			r.mu.Unlock()
+		}
+		r.poke()
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: observe,
+		UpdateFunc: func(old, cur any) {
+			o, _ := old.(*corev1.Pod)
+			c, _ := cur.(*corev1.Pod)
+			if o == nil || c == nil || c.ResourceVersion == "" || o.ResourceVersion != c.ResourceVersion {
+				observe(cur)
+				return
+			}
+			r.poke()
+		},
+		DeleteFunc: func(any) { r.poke() },
+	}
+}
+
 // startDeployment starts the informer of a Deployment.
 func (r *rolloutRun) startDeployment(dw *deployWatch) {
 	c := r.client.AppsV1().Deployments(dw.namespace)
@@ -179,29 +211,8 @@ func (r *rolloutRun) startPods(dw *deployWatch, sel labels.Selector, hash string
 	}
 	s := sel.Add(*req).String()
 	c := r.client.CoreV1().Pods(dw.namespace)
-	observe := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok {
-			r.mu.Lock()
-			r.obs[p.UID]++
-			r.mu.Unlock()
-		}
-		r.poke()
-	}
 	dw.pods = r.newInformer("watch the pods of "+dw.ref.String(),
-		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }),
-		&corev1.Pod{}, cache.ResourceEventHandlerFuncs{
-			AddFunc: observe,
-			UpdateFunc: func(old, cur any) {
-				o, _ := old.(*corev1.Pod)
-				c, _ := cur.(*corev1.Pod)
-				if o == nil || c == nil || c.ResourceVersion == "" || o.ResourceVersion != c.ResourceVersion {
-					observe(cur)
-					return
-				}
-				r.poke()
-			},
-			DeleteFunc: func(any) { r.poke() },
-		})
+		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }), &corev1.Pod{}, r.podHandler())
 	dw.podHash = hash
 	dw.judge = newPodJudge(r.o)
 	return nil

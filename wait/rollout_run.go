@@ -71,11 +71,11 @@ func (r *rolloutRun) begin(objs []*unstructured.Unstructured) (Outcome, error) {
 	if err := r.identify(objs); err != nil {
 		return OutcomeError, err
 	}
-	if len(r.deps) == 0 && len(r.other) == 0 {
+	if len(r.deps) == 0 && len(r.runs) == 0 && len(r.other) == 0 {
 		return OutcomeCurrent, nil
 	}
 	if len(r.other) > 0 && r.others == nil {
-		return OutcomeError, fmt.Errorf("%s: no waiter for objects other than Deployments", r.res.Objects[r.otherIndex(0)].Object)
+		return OutcomeError, fmt.Errorf("%s: no waiter for objects other than Deployments", r.res.Objects[r.otherIdx[0]].Object)
 	}
 	return "", nil
 }
@@ -87,9 +87,9 @@ func (r *rolloutRun) finish(o Outcome, err error) (Result, error) {
 	return r.res, err
 }
 
-// startInformers starts the informers of every Deployment and of the
-// events of their namespaces, until the returned function stops them and
-// waits for their goroutines.
+// startInformers starts the informers of every Deployment, Job and Pod
+// and of the events of their namespaces, until the returned function
+// stops them and waits for their goroutines.
 func (r *rolloutRun) startInformers(wctx context.Context) (stop func()) {
 	ictx, stopInformers := context.WithCancel(wctx)
 	r.ctx = ictx
@@ -99,14 +99,20 @@ func (r *rolloutRun) startInformers(wctx context.Context) (stop func()) {
 			r.ns[dw.namespace] = r.startEvents(dw.namespace)
 		}
 	}
+	for _, rw := range r.runs {
+		r.startRun(rw)
+		if r.ns[rw.namespace] == nil {
+			r.ns[rw.namespace] = r.startEvents(rw.namespace)
+		}
+	}
 	return func() {
 		stopInformers()
 		r.wg.Wait()
 	}
 }
 
-// startOthers starts the other waiter on the objects that are not
-// Deployments, concurrently, until the returned function stops it and
+// startOthers starts the other waiter on the objects that are neither
+// Deployments nor run to completion, concurrently, until the returned function stops it and
 // drains its events.
 func (r *rolloutRun) startOthers(wctx context.Context, l *loop) (stop func()) {
 	if len(r.other) == 0 {
@@ -311,14 +317,15 @@ func (r *rolloutRun) failed(ctx context.Context, f *failure) (Result, error) {
 		d.Cause = CauseUnknown
 	}
 	r.res.Diagnosis = d
-	idx := f.other
-	if f.dw != nil {
-		idx = f.dw.idx
+	switch {
+	case f.dw != nil:
 		f.dw.progress.Verdict = f.verdict
 		f.dw.progress.Cause, f.dw.progress.Evidence, f.dw.progress.Hints = d.Cause, d.Evidence, d.Hints
 		r.set(f.dw, StatusFailed, d.Summary(), "")
-	} else {
-		r.res.Objects[idx].Status, r.res.Objects[idx].Message = StatusFailed, d.Summary()
+	case f.run != nil:
+		r.setRun(f.run, StatusFailed, d.Summary())
+	default:
+		r.res.Objects[f.other].Status, r.res.Objects[f.other].Message = StatusFailed, d.Summary()
 	}
 	res, _ := r.finish(OutcomeFailed, nil)
 	nre := &NotReadyError{Outcome: OutcomeFailed, Objects: failedFirst(res.NotCurrent())}
@@ -342,15 +349,17 @@ func (r *rolloutRun) timedOut(ctx context.Context, timer bool) (Result, error) {
 	return res, &RolloutFailedError{Diagnosis: d, NotReady: nre}
 }
 
-// identify sorts objs into Deployments and others and fills res.Objects in
-// order, without duplicates.
+// identify sorts objs into Deployments, Jobs and Pods that run to
+// completion, and others, and fills res.Objects in order, without
+// duplicates.
 func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 	seen := map[object.Ref]bool{}
 	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
 		ref := object.RefOf(obj)
 		isDeployment := gvk.Group == appsv1.GroupName && gvk.Kind == "Deployment"
-		if isDeployment && ref.Namespace == "" {
+		isRun, isJob := runsToCompletion(obj)
+		if (isDeployment || isRun) && ref.Namespace == "" {
 			if r.opts.Namespace == "" {
 				return fmt.Errorf("%s: no namespace, and the wait has no default namespace", ref)
 			}
@@ -362,49 +371,34 @@ func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 			continue
 		}
 		seen[key] = true
+		if !isDeployment && r.opts.Canary != nil {
+			continue // a canary phase waits for Deployments only
+		}
 		idx := len(r.res.Objects)
 		r.res.Objects = append(r.res.Objects, ObjectStatus{Object: ref, Status: StatusUnknown})
-		if !isDeployment {
-			if r.opts.Canary != nil {
-				r.res.Objects = r.res.Objects[:idx] // a canary phase waits for Deployments only
-				continue
-			}
+		switch {
+		case isRun:
+			r.runs = append(r.runs, newRunWatch(idx, ref, isJob, r.o))
+		case !isDeployment:
 			r.other = append(r.other, obj)
-			continue
+			r.otherIdx = append(r.otherIdx, idx)
+		default:
+			r.deps = append(r.deps, &deployWatch{
+				idx: idx, ref: ref, namespace: ref.Namespace, name: ref.Name, object: objectName(ref),
+				judge: newPodJudge(r.o), warned: map[string]bool{},
+				progress: RolloutProgress{Deployment: ref.Name, Verdict: VerdictProgressing},
+			})
 		}
-		r.deps = append(r.deps, &deployWatch{
-			idx: idx, ref: ref, namespace: ref.Namespace, name: ref.Name, object: objectName(ref),
-			judge: newPodJudge(r.o), warned: map[string]bool{},
-			progress: RolloutProgress{Deployment: ref.Name, Verdict: VerdictProgressing},
-		})
 	}
 	return nil
-}
-
-// otherIndex returns the Result index of the i-th other object.
-func (r *rolloutRun) otherIndex(i int) int {
-	n := 0
-	for idx, s := range r.res.Objects {
-		if s.Object.Group == appsv1.GroupName && s.Object.Kind == "Deployment" {
-			continue
-		}
-		if n == i {
-			return idx
-		}
-		n++
-	}
-	return -1
 }
 
 // findOther returns the Result index of another object's status, matching
 // on group, kind and name, and on namespace when ours has one.
 func (r *rolloutRun) findOther(ref object.Ref) int {
-	for i, s := range r.res.Objects {
-		o := s.Object
+	for _, i := range r.otherIdx {
+		o := r.res.Objects[i].Object
 		if o.Group == ref.Group && o.Kind == ref.Kind && o.Name == ref.Name && (o.Namespace == "" || o.Namespace == ref.Namespace) {
-			if o.Group == appsv1.GroupName && o.Kind == "Deployment" {
-				continue
-			}
 			return i
 		}
 	}
@@ -427,10 +421,10 @@ func (r *rolloutRun) otherEvent(ev Event) {
 
 // otherFailure is the failure of the first other object that failed.
 func (r *rolloutRun) otherFailure() *failure {
-	for i, s := range r.res.Objects {
-		if s.Status == StatusFailed {
+	for _, i := range r.otherIdx {
+		if s := r.res.Objects[i]; s.Status == StatusFailed {
 			return &failure{verdict: VerdictObjectFailed, other: i, reason: reasonObjectFailed, message: s.Message}
 		}
 	}
-	return &failure{verdict: VerdictObjectFailed, other: r.otherIndex(0), reason: reasonObjectFailed}
+	return &failure{verdict: VerdictObjectFailed, other: r.otherIdx[0], reason: reasonObjectFailed}
 }

@@ -50,9 +50,15 @@ const (
 	VerdictFailedCreate Verdict = "FailedCreate"
 	// VerdictTimeout: the wait timed out before the rollout finished.
 	VerdictTimeout Verdict = "Timeout"
-	// VerdictObjectFailed: an object other than a Deployment became Failed
-	// (kstatus).
+	// VerdictObjectFailed: an object other than a Deployment, Job or Pod
+	// that runs to completion became Failed (kstatus).
 	VerdictObjectFailed Verdict = "ObjectFailed"
+	// VerdictJobFailed: a Job's condition Failed is True (its backoffLimit
+	// or activeDeadlineSeconds was reached, ...).
+	VerdictJobFailed Verdict = "JobFailed"
+	// VerdictPodFailed: a Pod that runs to completion (restartPolicy Never
+	// or OnFailure) ended in phase Failed.
+	VerdictPodFailed Verdict = "PodFailed"
 )
 
 // Failed reports whether v is a failure verdict.
