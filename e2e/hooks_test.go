@@ -1,0 +1,170 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/testregistry"
+	"github.com/vllmctl/vllmctl/release"
+)
+
+const hookChart = "testdata/hookchart"
+
+// hookRuns are "event name phase" of a result's hooks.
+func hookRuns(res *release.Result) []string {
+	var out []string
+	for _, h := range res.Hooks {
+		out = append(out, string(h.Event)+" "+h.Name+" "+h.Phase)
+	}
+	return out
+}
+
+// hookObjects are the names of the Jobs, ConfigMaps and bare Pods of ns
+// that hooks leave behind.
+func (e *env) hookObjects(t *testing.T, ns string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var out []string
+	jobs, err := e.client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, j := range jobs.Items {
+		out = append(out, "Job "+j.Name)
+	}
+	cms, err := e.client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, c := range cms.Items {
+		if c.Name != "kube-root-ca.crt" {
+			out = append(out, "ConfigMap "+c.Name)
+		}
+	}
+	pods, err := e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, p := range pods.Items {
+		if len(p.OwnerReferences) == 0 && p.DeletionTimestamp == nil {
+			out = append(out, "Pod "+p.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Hooks on the local cluster: a pre-install/pre-upgrade Job, three
+// pre-upgrade hooks ordered by weight, a post-upgrade Pod; each deleted as
+// its policy says, exactly as Helm 4 leaves them (the same chart and
+// values installed and upgraded by helm in another namespace); the Job
+// whose (immutable) pod template changed is replaced; the pre-upgrade
+// hooks complete before the Deployment changes; a crash-looping
+// pre-upgrade hook fails the deploy at once, naming its pod, and the
+// previous revision serves (exit 3), the Deployment unchanged.
+func TestDeployHooksOnTheCluster(t *testing.T) {
+	_, helmBin := testregistry.Bins(t)
+	f := newRelFixture(t)
+	ctx := context.Background()
+	deploy := func(args ...string) (relRun, *release.Result) {
+		r := f.run(t, append([]string{"deploy", "hk", hookChart, "--progress", "plain", "--timeout", "2m", "-o", "json"}, args...)...)
+		res := &release.Result{}
+		if r.stdout != "" {
+			requireSchemaValid(t, "result", r.stdout)
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), res), "%s", r)
+		}
+		return r, res
+	}
+	upgrade := []string{"--set", "image=example.com/vllm:v2", "--set", "migrateArgs={--step=2}"}
+
+	r, res := deploy()
+	require.Equal(t, exitcode.OK, r.code, "%s", r)
+	assert.Equal(t, []string{"pre-install hk-migrate succeeded", "post-install hk-post succeeded"}, hookRuns(res))
+	firstMigrate, err := f.client.BatchV1().Jobs(f.namespace).Get(ctx, "hk-migrate", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	r, res = deploy(upgrade...)
+	require.Equal(t, exitcode.OK, r.code, "%s", r)
+	assert.Equal(t, []string{"pre-upgrade hk-first succeeded", "pre-upgrade hk-migrate succeeded", "pre-upgrade hk-last succeeded",
+		"post-upgrade hk-post succeeded"}, hookRuns(res), "by weight: -2, 0, 5")
+	assert.NotContains(t, r.stderr, "field is immutable")
+	migrate, err := f.client.BatchV1().Jobs(f.namespace).Get(ctx, "hk-migrate", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotEqual(t, firstMigrate.UID, migrate.UID, "the changed Job was replaced")
+	assert.Equal(t, []string{"--step=2"}, migrate.Spec.Template.Spec.Containers[0].Args)
+	require.NotNil(t, migrate.Status.CompletionTime)
+	rss, err := f.client.AppsV1().ReplicaSets(f.namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=hk"})
+	require.NoError(t, err)
+	var v2 *metav1.Time
+	for _, rs := range rss.Items {
+		if rs.Spec.Template.Spec.Containers[0].Image == "example.com/vllm:v2" {
+			v2 = &rs.CreationTimestamp
+		}
+	}
+	require.NotNil(t, v2, "the upgrade's ReplicaSet")
+	assert.False(t, v2.Before(migrate.Status.CompletionTime), "the pre-upgrade Job completed (%s) before the Deployment changed (%s)",
+		migrate.Status.CompletionTime, v2)
+	ours := f.hookObjects(t, f.namespace)
+	assert.Equal(t, []string{"ConfigMap hk-last", "Job hk-migrate"}, ours)
+
+	t.Run("Helm 4 leaves the same hook objects", func(t *testing.T) {
+		other := newEnv(t)
+		helm := testregistry.Helm(t, helmBin, []string{"KUBECONFIG=" + f.kubeconfig, "HOME=" + t.TempDir()})
+		chartDir, err := filepath.Abs(hookChart)
+		require.NoError(t, err)
+		helm("", "install", "hk", chartDir, "-n", other.namespace, "--timeout", "2m")
+		helm("", append([]string{"upgrade", "hk", chartDir, "-n", other.namespace, "--timeout", "2m"}, upgrade...)...)
+		assert.Equal(t, ours, other.hookObjects(t, other.namespace))
+	})
+
+	r, res = deploy("--set", "image=example.com/vllm:v3", "--set", "migrateImage=example.com/migrate-crash:v1")
+	assert.Equal(t, exitcode.RolledBack, r.code, "%s", r)
+	require.NotNil(t, res.Failure, "%s", r)
+	assert.Equal(t, "CrashLoopBackOff", res.Failure.Reason)
+	assert.True(t, strings.HasPrefix(res.Failure.Pod, "hk-migrate-"), "the hook's pod is named: %+v", res.Failure)
+	assert.Equal(t, "migrate", res.Failure.Container)
+	assert.Contains(t, r.stderr, "pre-upgrade hook Job/hk-migrate failed")
+	d, err := f.client.AppsV1().Deployments(f.namespace).Get(ctx, "hk", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "example.com/vllm:v2", d.Spec.Template.Spec.Containers[0].Image, "the Deployment never changed")
+	assert.Equal(t, 2, res.RolledBackTo)
+}
+
+// A chart made by `helm create` deploys without its test Pod (a hook);
+// `vllmctl test` then runs it and reports it passed.
+func TestHelmCreateChartTestHook(t *testing.T) {
+	_, helmBin := testregistry.Bins(t)
+	f := newRelFixture(t)
+	dir := t.TempDir()
+	helm := testregistry.Helm(t, helmBin, []string{"HOME=" + t.TempDir()})
+	helm("", "create", filepath.Join(dir, "web"))
+
+	r := f.run(t, "deploy", "web", filepath.Join(dir, "web"), "--progress", "plain", "--timeout", "2m")
+	require.Equal(t, exitcode.OK, r.code, "%s", r)
+	pods, err := f.client.CoreV1().Pods(f.namespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, p := range pods.Items {
+		assert.NotEqual(t, "web-test-connection", p.Name, "the test hook is not deployed")
+	}
+
+	r = f.run(t, "test", "web")
+	require.Equal(t, exitcode.OK, r.code, "%s", r)
+	assert.Regexp(t, `web-test-connection\s+Pod\s+succeeded`, r.stdout)
+	pod, err := f.client.CoreV1().Pods(f.namespace).Get(context.Background(), "web-test-connection", metav1.GetOptions{})
+	require.NoError(t, err, "before-hook-creation: kept after it ran")
+	assert.Equal(t, corev1.PodSucceeded, pod.Status.Phase)
+
+	r = f.run(t, "test", "web", "-o", "json")
+	require.Equal(t, exitcode.OK, r.code, "%s", r)
+	var tr release.TestResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tr))
+	assert.True(t, tr.Passed)
+	require.Len(t, tr.Tests, 1)
+	assert.NotEqual(t, pod.UID, "", "ran again: a new pod")
+}
