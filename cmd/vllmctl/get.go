@@ -8,10 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
-// newGetCommand is `vllmctl get values|manifest|notes RELEASE`: what one
+// newGetCommand is `vllmctl get values|manifest|hooks|notes RELEASE`: what one
 // revision's record keeps. Each subcommand is a getSubcommand over the
 // shared getOptions (release, --revision, the record store), so that
 // another part of the record (hooks) slots in as one more entry of
@@ -19,10 +21,10 @@ import (
 func newGetCommand(g *GlobalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get",
-		Short: "Show what a release revision's record keeps: its values, manifest or notes",
+		Short: "Show what a release revision's record keeps: its values, manifest, hooks or notes",
 		Long: "Print one part of the record of a release revision: `values` (the user-supplied values, or with\n" +
-			"--all the computed ones), `manifest` (the rendered manifest as recorded) or `notes` (the chart's\n" +
-			"rendered NOTES.txt). The revision is --revision N, else the deployed one, else the latest.\n\n" +
+			"--all the computed ones), `manifest` (the rendered manifest as recorded), `hooks` (its helm.sh/hook\n" +
+			"objects) or `notes` (the chart's rendered NOTES.txt). The revision is --revision N, else the deployed one, else the latest.\n\n" +
 			"Exit status: 0 printed, 2 invalid input (unknown release or revision).",
 		Args: cobra.NoArgs,
 		RunE: requireSubcommand(strings.Join(getSubcommandNames(), ", ")),
@@ -46,7 +48,7 @@ type getSubcommand struct {
 
 // getSubcommands are the parts `get` prints, in help order.
 func getSubcommands() []getSubcommand {
-	return []getSubcommand{getValues(), getManifest(), getNotes()}
+	return []getSubcommand{getValues(), getManifest(), getHooks(), getNotes()}
 }
 
 func getSubcommandNames() []string {
@@ -197,19 +199,75 @@ func getValues() getSubcommand {
 	}
 }
 
-// getManifest is `get manifest`: the manifest exactly as recorded.
+// getManifest is `get manifest`: the manifest as recorded, Secrets'
+// values withheld.
 func getManifest() getSubcommand {
 	return getSubcommand{
 		name:  "manifest",
 		short: "Print a revision's manifest as recorded",
-		long: "Print the rendered manifest the revision applied, one YAML stream, exactly as its record keeps\n" +
-			"it (Secrets included, as `helm get manifest` prints them: the record holds them).",
+		long: "Print the rendered manifest the revision applied, one YAML stream, as its record keeps it, except\n" +
+			"that the values of Secrets (data, stringData) are withheld: each is printed as \"" + secretWithheld + "\".",
 		example: "  vllmctl get manifest qwen --revision 2",
 		write: func(w, _ io.Writer, _ *getOptions, rec *storage.Release) error {
-			_, err := io.WriteString(w, rec.Manifest)
+			out, err := withholdSecrets(rec.Manifest)
+			if err != nil {
+				return fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
+			}
+			_, err = io.WriteString(w, out)
 			return err
 		},
 	}
+}
+
+// getHooks is `get hooks`: the revision's hooks as recorded.
+func getHooks() getSubcommand {
+	return getSubcommand{
+		name:  "hooks",
+		short: "Print a revision's hooks as recorded",
+		long: "Print the hooks (objects annotated helm.sh/hook) of the revision, one YAML stream, each preceded\n" +
+			"by a \"# Source: TEMPLATE\" line as `helm get hooks` prints them; the values of Secrets are withheld.",
+		example: "  vllmctl get hooks qwen",
+		write: func(w, _ io.Writer, _ *getOptions, rec *storage.Release) error {
+			var b strings.Builder
+			for _, h := range rec.Hooks {
+				m, err := withholdSecrets(h.Manifest)
+				if err != nil {
+					return fmt.Errorf("release %s revision %d: hook %s %s: %w", rec.Name, rec.Revision, h.Kind, h.Name, err)
+				}
+				fmt.Fprintf(&b, "---\n# Source: %s\n%s", h.Path, m)
+			}
+			_, err := io.WriteString(w, b.String())
+			return err
+		},
+	}
+}
+
+// secretWithheld replaces the value of a Secret's key in get's output.
+const secretWithheld = "(withheld)"
+
+// withholdSecrets returns manifest with the values of its Secrets
+// replaced by secretWithheld; other objects are printed as recorded.
+func withholdSecrets(manifest string) (string, error) {
+	if !strings.Contains(manifest, "kind: Secret") {
+		return manifest, nil
+	}
+	objs, err := cluster.ParseManifest(manifest)
+	if err != nil {
+		return "", err
+	}
+	for _, o := range objs {
+		if o.GetKind() != "Secret" || o.GroupVersionKind().Group != "" {
+			continue
+		}
+		for _, field := range []string{"data", "stringData"} {
+			if m, ok := o.Object[field].(map[string]any); ok {
+				for k := range m {
+					m[k] = secretWithheld
+				}
+			}
+		}
+	}
+	return charts.Manifest(objs)
 }
 
 // getNotes is `get notes`: the chart's rendered NOTES.txt as recorded.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -254,6 +255,30 @@ func TestGetCommand(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, stdout, "vllm/vllm-openai:v0.11.0")
 
+	stdout, _, code = f.run(t, "get", "hooks", "chat")
+	require.Equal(t, 0, code)
+	assert.Contains(t, stdout, "---\n# Source: vllm/templates/tests/test-openai.yaml\n")
+	assert.Contains(t, stdout, "helm.sh/hook: test")
+	assert.Equal(t, recordOf(t, f, 1).Hooks[0].Manifest, strings.SplitN(stdout, "test-openai.yaml\n", 2)[1], "as recorded")
+
+	// Secrets' values are withheld from get manifest and get hooks.
+	sec := &storage.Release{Name: "sec", Revision: 1, Status: storage.StatusDeployed,
+		Manifest: "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  token: c2VjcmV0LXZhbHVl\nstringData:\n  pw: hunter2-x\n---\n" +
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: visible\n",
+		Hooks: []storage.Hook{{Name: "hs", Kind: "Secret", Path: "t/templates/h.yaml", Events: []charts.HookEvent{charts.HookPreInstall},
+			Manifest: "apiVersion: v1\nkind: Secret\nmetadata:\n  name: hs\nstringData:\n  key: hook-secret-1\n"}}}
+	require.NoError(t, f.store.InNamespace("ml").Create(context.Background(), sec))
+	stdout, _, code = f.run(t, "get", "manifest", "sec")
+	require.Equal(t, 0, code)
+	assert.NotContains(t, stdout, "c2VjcmV0LXZhbHVl")
+	assert.NotContains(t, stdout, "hunter2-x")
+	assert.Contains(t, stdout, "token: (withheld)")
+	assert.Contains(t, stdout, "k: visible")
+	stdout, _, code = f.run(t, "get", "hooks", "sec")
+	require.Equal(t, 0, code)
+	assert.NotContains(t, stdout, "hook-secret-1")
+	assert.Contains(t, stdout, "key: (withheld)")
+
 	// A record written before vllmctl kept computed values and notes.
 	old := &storage.Release{Name: "old", Revision: 1, Status: storage.StatusDeployed, Values: map[string]any{"a": 1}, Manifest: "---\n"}
 	require.NoError(t, f.store.InNamespace("ml").Create(context.Background(), old))
@@ -277,7 +302,7 @@ func TestGetCommand(t *testing.T) {
 		{[]string{"get", "manifest", "nope"}, "release nope not found in namespace ml"},
 		{[]string{"get", "values", "chat", "-o", "table"}, ""},
 		{[]string{"get", "values", "chat", "-o", "xml"}, `--output "xml"`},
-		{[]string{"get"}, "a subcommand is required: values, manifest, notes"},
+		{[]string{"get"}, "a subcommand is required: values, manifest, hooks, notes"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			_, stderr, code := f.run(t, tt.args...)
