@@ -177,3 +177,82 @@ func TestTestHookFailure(t *testing.T) {
 	_, err = release.NewTester(f.engine).Test(context.Background(), release.TestOptions{Name: "nope"})
 	assert.Equal(t, 2, exitCode(err), "unknown release: %v", err)
 }
+
+// keepObj is a ConfigMap annotated helm.sh/resource-policy: keep.
+func keepObj(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "annotations": map[string]any{charts.AnnotationResourcePolicy: "keep"}},
+		"data":     map[string]any{"k": "v"},
+	}}
+}
+
+// TestResourcePolicyKeep: an object annotated helm.sh/resource-policy:
+// keep is neither pruned when the chart stops rendering it nor deleted by
+// uninstall, as with Helm.
+func TestResourcePolicyKeep(t *testing.T) {
+	f := newEngFixture(t)
+	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), keepObj("kept"), keepObj("kept2")))
+	require.NoError(t, err)
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), keepObj("kept2")))
+	require.NoError(t, err)
+	assert.Empty(t, res.Pruned, "kept, not pruned")
+	assert.NotNil(t, f.configMap("kept"))
+
+	ures, err := release.NewUninstaller(f.engine).Uninstall(context.Background(), release.UninstallOptions{Name: engRelease})
+	require.NoError(t, err)
+	assert.NotNil(t, f.configMap("kept2"), "uninstall keeps it")
+	assert.Nil(t, f.configMap("chat-config"), "the rest is deleted")
+	var kept []string
+	for _, k := range ures.Kept {
+		kept = append(kept, k.Object.Name+": "+k.Reason)
+	}
+	assert.Contains(t, kept, "kept2: helm.sh/resource-policy: keep")
+}
+
+// TestUninstallAndRollbackRunTheirHooks: uninstall runs the last
+// revision's pre-delete hooks before deleting and post-delete after; a
+// failing pre-delete hook fails the uninstall with nothing deleted.
+// Rollback runs the target revision's pre-rollback and post-rollback
+// hooks.
+func TestUninstallAndRollbackRunTheirHooks(t *testing.T) {
+	f := newEngFixture(t)
+	hooks := []*unstructured.Unstructured{
+		hookObj("Job", "drain", "pre-delete", "", ""),
+		hookObj("Job", "cleanup", "post-delete", "", "hook-succeeded"),
+		hookObj("Job", "before-rb", "pre-rollback", "", ""),
+		hookObj("Job", "after-rb", "post-rollback", "", ""),
+	}
+	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
+	require.NoError(t, err)
+	s := baseSpec()
+	s.greeting = "v2"
+	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(s, hooks...))
+	require.NoError(t, err)
+
+	rb, err := release.NewRollbacker(f.engine).Rollback(context.Background(), release.RollbackOptions{Name: engRelease, ToRevision: 1})
+	require.NoError(t, err)
+	var ran []string
+	for _, h := range rb.Hooks {
+		ran = append(ran, string(h.Event)+" "+h.Name)
+	}
+	assert.Equal(t, []string{"pre-rollback before-rb", "post-rollback after-rb"}, ran)
+
+	f.waiter.Script = failJob("drain")
+	_, err = release.NewUninstaller(f.engine).Uninstall(context.Background(), release.UninstallOptions{Name: engRelease})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pre-delete hook Job/drain failed")
+	assert.NotNil(t, f.configMap("chat-config"), "nothing deleted")
+
+	f.waiter.Script = nil
+	ures, err := release.NewUninstaller(f.engine).Uninstall(context.Background(), release.UninstallOptions{Name: engRelease, ForceUnlock: true})
+	require.NoError(t, err)
+	ran = nil
+	for _, h := range ures.Hooks {
+		ran = append(ran, string(h.Event)+" "+h.Name+" "+h.Phase)
+	}
+	assert.Equal(t, []string{"pre-delete drain succeeded", "post-delete cleanup succeeded"}, ran)
+	assert.Nil(t, f.configMap("chat-config"))
+	assert.NotNil(t, f.cluster.Object("batch", "Job", engNS, "drain"), "hooks are not release objects: left as Helm leaves them")
+	assert.Nil(t, f.cluster.Object("batch", "Job", engNS, "cleanup"), "hook-succeeded")
+}
