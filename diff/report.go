@@ -127,6 +127,20 @@ func (s Summary) String() string {
 type Report struct {
 	Objects []ObjectDiff `json:"objects"`
 	Summary Summary      `json:"summary"`
+	// Hooks are the chart's hooks (helm.sh/hook) the deploy would run,
+	// listed apart: they are not objects of the release and are not
+	// compared.
+	Hooks []Hook `json:"hooks,omitempty"`
+}
+
+// Hook is one hook of the rendered chart, as a diff lists it.
+type Hook struct {
+	// Object is "apiVersion Kind namespace/name".
+	Object string `json:"object"`
+	// Events are when it runs.
+	Events []string `json:"events"`
+	// Weight orders the hooks of one event.
+	Weight int `json:"weight"`
 }
 
 // Empty reports whether the deploy would change nothing.
@@ -225,6 +239,13 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 			}
 			b.WriteString(text)
 			b.WriteByte('\n')
+		}
+		b.WriteByte('\n')
+	}
+	if len(doc.Hooks) > 0 {
+		b.WriteString(paint(ansiBold, "Hooks the deploy runs (not compared):") + "\n")
+		for _, h := range doc.Hooks {
+			fmt.Fprintf(&b, "  %s %s (weight %d)\n", strings.Join(h.Events, ","), h.Object, h.Weight)
 		}
 		b.WriteByte('\n')
 	}

@@ -72,11 +72,38 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	if err != nil {
 		return nil, err
 	}
-	return d.withCRDs(crds).diff(ctx, opts.Name, entries, r.Objects, cluster.ApplyOptions{
+	rep, err := d.withCRDs(crds).diff(ctx, opts.Name, entries, r.Objects, cluster.ApplyOptions{
 		Release:         opts.Name,
 		Force:           opts.ForceConflicts,
 		CreateNamespace: opts.CreateNamespace,
 	})
+	if rep != nil {
+		rep.Hooks = diffHooks(r.Hooks, d.Namespace(), plan.Upgrade)
+	}
+	return rep, err
+}
+
+// diffHooks lists the rendered hooks the deploy would run (pre- and
+// post-upgrade hooks on an upgrade, pre- and post-install on an install)
+// as a diff shows them.
+func diffHooks(hooks []charts.Hook, namespace string, upgrade bool) []diff.Hook {
+	pre, post := charts.HookPreInstall, charts.HookPostInstall
+	if upgrade {
+		pre, post = charts.HookPreUpgrade, charts.HookPostUpgrade
+	}
+	var out []diff.Hook
+	for _, h := range hooks {
+		var events []string
+		for _, e := range h.Events {
+			if e == pre || e == post {
+				events = append(events, string(e))
+			}
+		}
+		if len(events) > 0 {
+			out = append(out, diff.Hook{Object: refIn(h.Object, namespace).String(), Events: events, Weight: h.Weight})
+		}
+	}
+	return out
 }
 
 // validateRender renders in once without a cluster, so that every input

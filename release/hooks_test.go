@@ -256,3 +256,30 @@ func TestUninstallAndRollbackRunTheirHooks(t *testing.T) {
 	assert.NotNil(t, f.cluster.Object("batch", "Job", engNS, "drain"), "hooks are not release objects: left as Helm leaves them")
 	assert.Nil(t, f.cluster.Object("batch", "Job", engNS, "cleanup"), "hook-succeeded")
 }
+
+// TestDiffListsHooksApart: diff lists the hooks the deploy would run apart
+// from the objects it compares (an upgrade: pre- and post-upgrade hooks;
+// test hooks never), and hooks never count as changes.
+func TestDiffListsHooksApart(t *testing.T) {
+	f := newEngFixture(t)
+	hooks := []*unstructured.Unstructured{
+		hookObj("Job", "migrate", "pre-install,pre-upgrade", "3", ""),
+		hookObj("Pod", "test-connection", "test", "", ""),
+	}
+	opts := hookSpec(baseSpec(), hooks...)
+	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	require.NoError(t, err)
+	rep, err := release.NewDiffer(f.engine).Diff(context.Background(), release.DiffOptions{Name: engRelease, Render: opts.Render})
+	require.NoError(t, err)
+	for _, o := range rep.Objects {
+		assert.NotContains(t, o.Object, "migrate", "hooks are not compared")
+		assert.NotContains(t, o.Object, "test-connection", "hooks are not compared")
+	}
+	require.Len(t, rep.Hooks, 1)
+	assert.Equal(t, "batch/v1 Job ml/migrate", rep.Hooks[0].Object)
+	assert.Equal(t, []string{"pre-upgrade"}, rep.Hooks[0].Events)
+	assert.Equal(t, 3, rep.Hooks[0].Weight)
+	var b strings.Builder
+	require.NoError(t, rep.WriteText(&b, false))
+	assert.Contains(t, b.String(), "Hooks the deploy runs (not compared):\n  pre-upgrade batch/v1 Job ml/migrate (weight 3)\n")
+}
