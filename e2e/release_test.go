@@ -177,7 +177,7 @@ func statuses(revs []*storage.Release) []storage.Status {
 	return out
 }
 
-func (f *relFixture) configMapData(t *testing.T, name string) map[string]string {
+func (f *env) configMapData(t *testing.T, name string) map[string]string {
 	t.Helper()
 	cm, err := f.client.CoreV1().ConfigMaps(f.namespace).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
