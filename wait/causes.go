@@ -207,14 +207,14 @@ func (c *classifier) match(r causeRule, in causeInput, msgs [][]string) (causeMa
 				if log[i] == "" {
 					continue
 				}
-				if sub := r.log.FindStringSubmatch(log[i]); sub != nil {
+				if sub := r.log.FindStringSubmatch(matchable(log[i])); sub != nil {
 					return causeMatch{cause: r.cause, evidence: clip(log[i]), sub: sub}, true
 				}
 			}
 		}
 	case r.event != nil:
 		for i := len(in.events) - 1; i >= 0; i-- {
-			if sub := r.event.FindStringSubmatch(in.events[i]); sub != nil {
+			if sub := r.event.FindStringSubmatch(matchable(in.events[i])); sub != nil {
 				return causeMatch{cause: r.cause, evidence: clip(in.events[i]), sub: sub}, true
 			}
 		}
@@ -224,6 +224,19 @@ func (c *classifier) match(r causeRule, in causeInput, msgs [][]string) (causeMa
 		}
 	}
 	return causeMatch{}, false
+}
+
+// maxMatchBytes bounds the part of a log line or event the cause rules
+// read: what names a cause comes early in a line, and matching a huge
+// line (a megabyte of a tensor dump, say) would cost a core for seconds.
+const maxMatchBytes = 8 << 10
+
+// matchable is line cut to maxMatchBytes.
+func matchable(line string) string {
+	if len(line) > maxMatchBytes {
+		return line[:maxMatchBytes]
+	}
+	return line
 }
 
 // busError recognises a container killed by SIGBUS (exit code 135): what a
