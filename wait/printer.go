@@ -279,12 +279,30 @@ func WriteDiagnosis(w io.Writer, d *Diagnosis) error {
 	if d == nil {
 		return nil
 	}
-	var b strings.Builder
 	head := "rollout failed"
 	if d.Verdict == VerdictTimeout {
 		head = "rollout timed out"
 	}
-	fmt.Fprintf(&b, "%s: %s\n", head, SanitizeLine(d.Reason))
+	return writeDiagnosis(w, fmt.Sprintf("%s: %s", head, SanitizeLine(d.Reason)), d)
+}
+
+// WriteDiagnosisOnDemand writes d as WriteDiagnosis does, under the head
+// "diagnosis: REASON" ("diagnosis" when d has no reason, as a log's): the
+// output of vllmctl diagnose.
+func WriteDiagnosisOnDemand(w io.Writer, d *Diagnosis) error {
+	if d == nil {
+		return nil
+	}
+	head := "diagnosis"
+	if d.Reason != "" {
+		head += ": " + SanitizeLine(d.Reason)
+	}
+	return writeDiagnosis(w, head, d)
+}
+
+func writeDiagnosis(w io.Writer, head string, d *Diagnosis) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", head)
 	field := func(name, value string) {
 		if value != "" {
 			fmt.Fprintf(&b, "  %-10s %s\n", name+":", SanitizeLine(value))

@@ -119,6 +119,7 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newStatusCommand,
 		newUninstallCommand,
 		newGetCommand,
+		newDiagnoseCommand,
 	}
 }
 
