@@ -12,6 +12,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // causeFault is a fault class of the local cluster and what the diagnosis
@@ -103,7 +104,8 @@ func TestCausesFaultClasses(t *testing.T) {
 			res := result(t, r)
 			fl := res.Failure
 			require.NotNil(t, fl)
-			assert.Equal(t, "CrashLoopBackOff", fl.Reason)
+			pt := readProgress(t, r.stderr)
+			checkRestartRule(t, fault.cause, fl, pt, r.stderr)
 			assert.Equal(t, fault.exitCode, fl.ExitCode)
 			assert.Equal(t, fault.cause, string(fl.Cause))
 			if fault.evidence == "" {
@@ -124,7 +126,6 @@ func TestCausesFaultClasses(t *testing.T) {
 				assert.Equal(t, fl.Hints, revs[1].Failure.Hints)
 			}
 
-			pt := readProgress(t, r.stderr)
 			assert.Equal(t, fault.cause, string(pt.failed.Rollout.Cause), "the failure's progress line")
 			assert.Equal(t, fl.Evidence, pt.failed.Rollout.Evidence)
 			assert.Equal(t, fl.Hints, pt.failed.Rollout.Hints)
@@ -145,6 +146,50 @@ func TestCausesFaultClasses(t *testing.T) {
 		// fault-startup's container runs 1.5 s before its kill, a crash's 1 s.
 		assert.Less(t, tm.detection, crash+3*time.Second, "%s: detection %s, crash's %s", tm.class, tm.detection, crash)
 	}
+}
+
+// checkRestartRule checks --fail-on-known-cause's rule (the default) on
+// the failure of a revision whose log names cause: a decisive cause fails
+// the rollout at the first termination (verdict KnownCause, restartCount
+// at most 1, no warning of a restart waited for before the verdict);
+// others wait for --max-restarts (2).
+func checkRestartRule(t *testing.T, cause string, fl *wait.Diagnosis, pt progressTimes, stderr string) {
+	t.Helper()
+	if !wait.Cause(cause).Decisive() {
+		assert.Equal(t, "CrashLoopBackOff", fl.Reason)
+		assert.Equal(t, wait.VerdictCrashLoop, fl.Verdict)
+		assert.GreaterOrEqual(t, fl.RestartCount, int32(2), "--max-restarts 2")
+		return
+	}
+	assert.Equal(t, wait.VerdictKnownCause, fl.Verdict)
+	assert.Contains(t, []string{"Error", "CrashLoopBackOff"}, fl.Reason)
+	assert.LessOrEqual(t, fl.RestartCount, int32(1), "failed at the first termination")
+	assert.Contains(t, fl.Message, "the log names cause "+cause)
+	assert.Equal(t, wait.VerdictKnownCause, pt.failed.Rollout.Verdict)
+	for _, ev := range progressEvents(stderr) {
+		if ev.Phase == release.PhaseWait && ev.Revision == 2 && ev.Rollout != nil {
+			assert.NotContains(t, ev.Rollout.Warning, "(restarts ", "no restart waited for: %s", ev.Rollout.Warning)
+		}
+	}
+}
+
+// TestCausesFailOnKnownCauseFalse: --fail-on-known-cause=false restores
+// the old rule: a fault-gpumem revision waits for --max-restarts, and is
+// then rolled back with the same cause.
+func TestCausesFailOnKnownCauseFalse(t *testing.T) {
+	f := newRelFixture(t)
+	f.rolloutInstall(t)
+	r := f.rolloutDeploy(t, "--set", "image.tag=v0.11.1-fault-gpumem", "--fail-on-known-cause=false", "-o", "json", "--progress", "json")
+	require.Equal(t, 3, r.code, "%s", r)
+	fl := result(t, r).Failure
+	require.NotNil(t, fl)
+	assert.Equal(t, wait.VerdictCrashLoop, fl.Verdict)
+	assert.Equal(t, "CrashLoopBackOff", fl.Reason)
+	assert.GreaterOrEqual(t, fl.RestartCount, int32(2), "--max-restarts 2")
+	assert.Equal(t, "gpu-oom", string(fl.Cause))
+	assert.Contains(t, fl.Evidence, "CUDA out of memory")
+	pt := readProgress(t, r.stderr)
+	assert.Equal(t, wait.VerdictCrashLoop, pt.failed.Rollout.Verdict)
 }
 
 // TestCausesTextAndPhases: the plain progress shows a new pod's phases

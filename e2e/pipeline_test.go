@@ -121,7 +121,7 @@ func TestPipelineScript(t *testing.T) {
 				"<summary>log tail</summary>", "Hints:"},
 			cause: "unknown"},
 		{name: "upgrade out of GPU memory", args: []string{"--set", "image=example.com/vllm:v3-fault-gpumem"}, code: 3, outcome: "rolled-back",
-			summary: []string{"### vllmctl deploy chat: rolled-back (exit 3)", "| reason | CrashLoopBackOff |", "--gpu-memory-utilization"},
+			summary: []string{"### vllmctl deploy chat: rolled-back (exit 3)", "| cause | gpu-oom |", "--gpu-memory-utilization"},
 			cause:   "gpu-oom", evidence: "CUDA out of memory"},
 		{name: "bad input", args: []string{"--set", "replicas=1,image"}, code: 2, outcome: "bad-input",
 			summary: []string{"### vllmctl deploy chat: bad-input (exit 2)", "nothing applied", `key "image" has no value`}},

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,6 +102,22 @@ func TestRolloutWatcherJobsAndPods(t *testing.T) {
 		require.NoError(t, err)
 		for _, c := range j.Status.Conditions {
 			assert.False(t, c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue, "the wait failed before the Job's backoffLimit was spent")
+		}
+	})
+
+	t.Run("a Job whose pod's first crash names a decisive cause fails at that crash", func(t *testing.T) {
+		for _, policy := range []corev1.RestartPolicy{corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever} {
+			name := "migrate-gpumem-" + strings.ToLower(string(policy))
+			job := f.createRun(t, ctx, hookJob(name, "example.com/migrate:v1-fault-gpumem", policy))
+			r := f.watchObjects(t, ctx, []*unstructured.Unstructured{job}, 90*time.Second)
+			require.ErrorIs(t, r.err, wait.ErrFailed, "%s", policy)
+			d := r.res.Diagnosis
+			require.NotNil(t, d)
+			assert.Equal(t, wait.VerdictKnownCause, d.Verdict, "%s", policy)
+			assert.Equal(t, wait.CauseGPUOOM, d.Cause, "%s", policy)
+			assert.Contains(t, d.Evidence, "CUDA out of memory")
+			assert.LessOrEqual(t, d.RestartCount, int32(1), "%s: failed at the first crash", policy)
+			assert.Equal(t, "job.batch/"+name, d.Object)
 		}
 	})
 }

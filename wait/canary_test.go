@@ -88,4 +88,20 @@ func TestCanaryGoal(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"chat-new-a"}, res.CanaryPods)
 	})
+	t.Run("a held canary whose restart's log names a decisive cause fails at once", func(t *testing.T) {
+		until := make(chan struct{})
+		h := startHarness(t, harnessOptions{wait: Options{Canary: &CanaryGoal{MaxRestarts: 3, Until: until}},
+			logs: func(*corev1.PodLogOptions) (string, error) { return gpuOOMLog, nil }})
+		p := testPod(h.newRS, "a", running("vllm", 0))
+		h.createPod(readyPod(p))
+		h.progressed()
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "vllm", RestartCount: 1,
+			State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+			LastTerminationState: corev1.ContainerState{Terminated: terminated("Error", 1, "sim://c/1")}}}
+		h.updatePod(p)
+		res, err := h.result()
+		d := requireFailure(t, res, err, VerdictKnownCause)
+		assert.Equal(t, CauseGPUOOM, d.Cause)
+		assert.Equal(t, int32(1), d.RestartCount)
+	})
 }

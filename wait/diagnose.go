@@ -172,6 +172,12 @@ func (g diagnoser) fromPod(ctx context.Context, v Verdict, object, namespace str
 		d.LogTail, d.LogNote = g.readLogs(ctx, f.Pod, f.Container, f.crashed, &in, cls)
 	}
 	d.Cause, d.Evidence, d.Hints = cls.classify(in)
+	if f.cause.Decisive() && d.Cause != f.cause {
+		// The verdict's cause, from the log of the termination it judged
+		// (the container may have restarted since).
+		d.Cause, d.Evidence = f.cause, f.evidence
+		_, _, d.Hints = cls.classify(causeInput{logs: [][]string{{f.evidence}}, spec: in.spec})
+	}
 	if d.Cause == CauseUnknown {
 		d.Hints = hints(d, f.Pod, f.Reason)
 	}

@@ -16,7 +16,10 @@
 // token, /dev/shm, NCCL, ...; see [Cause]) from the container's log, its
 // last termination, the pod's events and spec, with hints naming the
 // setting to change; its progress shows each new pod's phase, with the
-// startup probe's budget left while the weights load. It judges Jobs and
+// startup probe's budget left while the weights load. A container's
+// termination whose log (read once per termination) names a cause no
+// restart cures fails at once ([VerdictKnownCause], see [Cause.Decisive]);
+// other crashes wait for RolloutOptions.MaxRestarts. It judges Jobs and
 // Pods that run to completion (restartPolicy Never or OnFailure: Helm's
 // hooks and tests) too: Current once complete (a Job's condition
 // Complete, a Pod's phase Succeeded), failed on a Job's condition Failed,

@@ -144,6 +144,7 @@ type rolloutRun struct {
 	kick     chan struct{}   // something changed
 	fatal    chan error      // an informer cannot watch
 	sendTo   context.Context // bounds sends on opts.Events
+	cls      *classifier     // classifies terminations' logs (newJudge)
 
 	mu       sync.Mutex
 	obs      map[types.UID]int // observations of new pods, by the informers

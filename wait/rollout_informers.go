@@ -214,7 +214,7 @@ func (r *rolloutRun) startPods(dw *deployWatch, sel labels.Selector, hash string
 	dw.pods = r.newInformer("watch the pods of "+dw.ref.String(),
 		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }), &corev1.Pod{}, r.podHandler())
 	dw.podHash = hash
-	dw.judge = newPodJudge(r.o)
+	dw.judge = r.newJudge()
 	return nil
 }
 

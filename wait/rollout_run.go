@@ -378,14 +378,14 @@ func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 		r.res.Objects = append(r.res.Objects, ObjectStatus{Object: ref, Status: StatusUnknown})
 		switch {
 		case isRun:
-			r.runs = append(r.runs, newRunWatch(idx, ref, isJob, r.o))
+			r.runs = append(r.runs, newRunWatch(idx, ref, isJob, r.newJudge()))
 		case !isDeployment:
 			r.other = append(r.other, obj)
 			r.otherIdx = append(r.otherIdx, idx)
 		default:
 			r.deps = append(r.deps, &deployWatch{
 				idx: idx, ref: ref, namespace: ref.Namespace, name: ref.Name, object: objectName(ref),
-				judge: newPodJudge(r.o), warned: map[string]bool{},
+				judge: r.newJudge(), warned: map[string]bool{},
 				progress: RolloutProgress{Deployment: ref.Name, Verdict: VerdictProgressing},
 			})
 		}

@@ -61,8 +61,8 @@ func runsToCompletion(obj *unstructured.Unstructured) (ok, isJob bool) {
 	return false, false
 }
 
-func newRunWatch(idx int, ref object.Ref, isJob bool, o RolloutOptions) *runWatch {
-	return &runWatch{idx: idx, ref: ref, namespace: ref.Namespace, name: ref.Name, object: objectName(ref), isJob: isJob, judge: newPodJudge(o)}
+func newRunWatch(idx int, ref object.Ref, isJob bool, judge *podJudge) *runWatch {
+	return &runWatch{idx: idx, ref: ref, namespace: ref.Namespace, name: ref.Name, object: objectName(ref), isJob: isJob, judge: judge}
 }
 
 // setRun records the status of a Job or Pod and sends an event when it
@@ -129,7 +129,7 @@ func (r *rolloutRun) current(rw *runWatch) metav1.Object {
 		if rw.pods != nil {
 			rw.pods.cancel()
 		}
-		rw.pods, rw.suspect, rw.judge = nil, nil, newPodJudge(r.o)
+		rw.pods, rw.suspect, rw.judge = nil, nil, r.newJudge()
 	}
 	return m
 }

@@ -67,9 +67,16 @@ func testBarePod(policy corev1.RestartPolicy) *corev1.Pod {
 // from the start) and for obj, which the cluster holds with objects.
 func startRunHarness(t *testing.T, obj runtime.Object, logs func(*corev1.PodLogOptions) (string, error), objects ...runtime.Object) *harness {
 	t.Helper()
+	return startRunHarnessWith(t, RolloutOptions{}, obj, logs, objects...)
+}
+
+// startRunHarnessWith is startRunHarness with the watcher's options ro.
+func startRunHarnessWith(t *testing.T, ro RolloutOptions, obj runtime.Object, logs func(*corev1.PodLogOptions) (string, error), objects ...runtime.Object) *harness {
+	t.Helper()
 	u := toUnstructured(t, obj)
 	u.SetNamespace("")
 	return startHarness(t, harnessOptions{
+		rollout: ro,
 		extra:   []*unstructured.Unstructured{u},
 		objects: append([]runtime.Object{obj}, objects...),
 		logs:    logs,
@@ -156,7 +163,8 @@ func TestRolloutWatcherJobFailed(t *testing.T) {
 }
 
 func TestRolloutWatcherJobPodCrashLoopFailsFast(t *testing.T) {
-	h := startRunHarness(t, testJob(corev1.RestartPolicyOnFailure), func(*corev1.PodLogOptions) (string, error) { return gpuOOMLog, nil })
+	h := startRunHarnessWith(t, RolloutOptions{WaitOnKnownCause: true}, testJob(corev1.RestartPolicyOnFailure),
+		func(*corev1.PodLogOptions) (string, error) { return gpuOOMLog, nil })
 	pod := testJobPod("a", corev1.PodRunning, crashLoopStatus(1))
 	pod.Spec.Containers[0].Name = "vllm"
 	h.createPod(pod)
@@ -201,7 +209,7 @@ func TestRolloutWatcherPodFailed(t *testing.T) {
 	pod := testBarePod(corev1.RestartPolicyNever)
 	pod.Status.Phase = corev1.PodFailed
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "test", State: corev1.ContainerState{Terminated: terminated("Error", 1, "sim://t/0")}}}
-	h := startRunHarness(t, pod, func(*corev1.PodLogOptions) (string, error) { return gpuOOMLog, nil })
+	h := startRunHarnessWith(t, RolloutOptions{WaitOnKnownCause: true}, pod, func(*corev1.PodLogOptions) (string, error) { return gpuOOMLog, nil })
 	d := requireRunFailure(t, h, VerdictPodFailed, "pod/chat-test")
 	assert.Equal(t, "Error", d.Reason)
 	assert.Equal(t, "chat-test", d.Pod)

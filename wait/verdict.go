@@ -59,6 +59,12 @@ const (
 	// VerdictPodFailed: a Pod that runs to completion (restartPolicy Never
 	// or OnFailure) ended in phase Failed.
 	VerdictPodFailed Verdict = "PodFailed"
+	// VerdictKnownCause: a container of a watched pod terminated (exit code
+	// not 0) and the log of that instance names a decisive cause (see
+	// [Cause.Decisive]): the rollout fails at that first termination,
+	// without waiting for RolloutOptions.MaxRestarts. The Diagnosis names
+	// the cause; its RestartCount is the count at that moment.
+	VerdictKnownCause Verdict = "KnownCause"
 )
 
 // Failed reports whether v is a failure verdict.
@@ -100,6 +106,12 @@ type RolloutOptions struct {
 	// MaxEvents is how many of the pod's most recent events a diagnosis
 	// holds (default 10).
 	MaxEvents int
+	// WaitOnKnownCause, when true, turns off VerdictKnownCause: a crash
+	// whose log names a decisive cause waits for MaxRestarts like any
+	// other (--fail-on-known-cause=false). When false (the default), the
+	// log of each termination of a container of a watched pod is read once
+	// and classified, and a decisive cause fails the rollout at once.
+	WaitOnKnownCause bool
 	// Clock measures durations (the unschedulable timer, the timeout) and
 	// stamps events; default the wall clock.
 	Clock clock.WithTicker
@@ -209,6 +221,10 @@ type podFinding struct {
 	// crashed: the container ended badly, so the log of its previous
 	// instance (kubectl logs --previous) is the one to read.
 	crashed bool
+	// cause and evidence: the decisive cause the log of the termination
+	// named (VerdictKnownCause), and the line that named it.
+	cause    Cause
+	evidence string
 }
 
 // podMemory is what the verdicts remember about one pod across
@@ -226,6 +242,9 @@ type podMemory struct {
 	unschedulableSince time.Time
 	// gen is the judge's generation when the pod was last judged.
 	gen uint64
+	// causes holds, per container termination (see knownCauseKey), the
+	// cause its log named: each termination's log is read once.
+	causes map[string]knownCause
 }
 
 // podJudge applies the pod verdicts of RolloutOptions to the pods of one
@@ -236,6 +255,9 @@ type podJudge struct {
 	// gen counts the sweeps: the memory of a pod not judged since the last
 	// one is dropped by the next.
 	gen uint64
+	// classify, when set, reads and classifies the log of a container's
+	// termination (VerdictKnownCause); nil turns that verdict off.
+	classify terminationClassifier
 }
 
 func newPodJudge(opts RolloutOptions) *podJudge {
@@ -336,7 +358,11 @@ func (j *podJudge) judgeContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, m
 	if j.judgeOOMKills(cs, m, f) {
 		return f
 	}
-	return j.judgeFailures(cs, waiting, f)
+	f = j.judgeFailures(cs, waiting, f)
+	if f != nil && !f.Verdict.Failed() {
+		j.judgeKnownCause(pod, cs, m, f)
+	}
+	return f
 }
 
 // newContainerFinding is a VerdictProgressing finding about container cs

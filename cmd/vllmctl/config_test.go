@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 // configEnv gives the test an empty environment of VLLMCTL_* variables and
@@ -142,5 +144,54 @@ func TestConfigRollbackFlags(t *testing.T) {
 			}
 			assert.Equal(t, tc.wantRollback, o.rollbackOnFailure && !o.noRollback)
 		})
+	}
+}
+
+// TestConfigFailOnKnownCause: --fail-on-known-cause (default true) is a
+// verdict flag like --max-restarts: VLLMCTL_FAIL_ON_KNOWN_CAUSE and the
+// config file set it, the command line wins, and false restores the old
+// rule (the watcher's WaitOnKnownCause).
+func TestConfigFailOnKnownCause(t *testing.T) {
+	deploy := append([]string{"chat"}, small...)
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		config string
+		args   []string
+		want   bool
+	}{
+		{name: "default", want: true},
+		{name: "command line", args: []string{"--fail-on-known-cause=false"}},
+		{name: "environment", env: map[string]string{"VLLMCTL_FAIL_ON_KNOWN_CAUSE": "false"}},
+		{name: "config file", config: "fail-on-known-cause: false\n"},
+		{name: "command line over environment", env: map[string]string{"VLLMCTL_FAIL_ON_KNOWN_CAUSE": "false"},
+			args: []string{"--fail-on-known-cause"}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			configEnv(t, tc.config)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			f := newReleaseFakes()
+			o, stderr, code := f.runConfiguredDeploy(t, append(deploy, tc.args...)...)
+			require.Equal(t, 0, code, stderr)
+			assert.Equal(t, tc.want, o.verdicts.failOnKnownCause)
+			assert.Equal(t, !tc.want, o.verdicts.options().WaitOnKnownCause)
+		})
+	}
+}
+
+// TestFailOnKnownCauseFlag: deploy, wait and test have
+// --fail-on-known-cause, default true, with the verdict flags.
+func TestFailOnKnownCauseFlag(t *testing.T) {
+	root := NewRootCommand(context.Background(), genericiooptions.NewTestIOStreamsDiscard())
+	for _, name := range []string{"deploy", "wait", "test"} {
+		cmd, _, err := root.Find([]string{name})
+		require.NoError(t, err, name)
+		fl := cmd.Flags().Lookup("fail-on-known-cause")
+		require.NotNil(t, fl, name)
+		assert.Equal(t, "true", fl.DefValue, name)
+		assert.Contains(t, fl.Usage, "gpu-oom", name)
+		assert.Contains(t, cmd.UsageString(), "--fail-on-known-cause", name)
 	}
 }

@@ -18,6 +18,7 @@ type verdictFlags struct {
 	maxOOMKills          int
 	imagePullObservation int
 	unschedulableTimeout time.Duration
+	failOnKnownCause     bool
 }
 
 // AddFlags registers the verdict thresholds on fs.
@@ -30,6 +31,8 @@ func (v *verdictFlags) AddFlags(fs *pflag.FlagSet) {
 		"fail the rollout after this many consecutive observations of a new pod's image pull error")
 	fs.DurationVar(&v.unschedulableTimeout, "unschedulable-timeout", wait.DefaultUnschedulableTimeout,
 		"fail the rollout when a new pod stays unschedulable this long")
+	fs.BoolVar(&v.failOnKnownCause, "fail-on-known-cause", true,
+		"fail the rollout at a container's first termination when its log names gpu-oom, kv-cache, model-auth, model-not-found, dtype-unsupported, tensor-parallel, gpu-not-visible or cuda-driver (false: such crashes wait for --max-restarts too)")
 }
 
 // Validate checks the thresholds.
@@ -54,6 +57,7 @@ func (v *verdictFlags) options() wait.RolloutOptions {
 		MaxOOMKills:           v.maxOOMKills,
 		ImagePullObservations: v.imagePullObservation,
 		UnschedulableTimeout:  v.unschedulableTimeout,
+		WaitOnKnownCause:      !v.failOnKnownCause,
 	}
 }
 

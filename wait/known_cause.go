@@ -1,0 +1,115 @@
+// Decisive causes: a container termination whose log names a cause that
+// no restart cures (GPU memory, a gated model, ...) fails the rollout at
+// that first termination (VerdictKnownCause), instead of waiting for
+// RolloutOptions.MaxRestarts. Each termination's log is read once.
+
+package wait
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Decisive reports whether c fails a rollout at the first termination
+// whose log names it: gpu-oom, kv-cache, model-auth, model-not-found,
+// dtype-unsupported, tensor-parallel, gpu-not-visible and cuda-driver,
+// which a restart does not cure. shm, nccl, startup-probe and unknown
+// can be transient: they wait for RolloutOptions.MaxRestarts.
+func (c Cause) Decisive() bool {
+	switch c {
+	case CauseGPUOOM, CauseKVCache, CauseModelAuth, CauseModelNotFound,
+		CauseDtypeUnsupported, CauseTensorParallel, CauseGPUNotVisible, CauseCUDADriver:
+		return true
+	}
+	return false
+}
+
+// knownCause is what the log of one termination named.
+type knownCause struct {
+	cause    Cause
+	evidence string
+}
+
+// terminationClassifier reads the log of the instance of container of pod
+// that ended with t (its previous instance's when previous, else its
+// current one's) and classifies it.
+type terminationClassifier func(pod *corev1.Pod, container string, previous bool, t *corev1.ContainerStateTerminated) knownCause
+
+// knownCauseKey identifies one termination of a container.
+func knownCauseKey(container string, t *corev1.ContainerStateTerminated) string {
+	return container + "/" + terminationKey(t)
+}
+
+// judgeKnownCause fails f (VerdictKnownCause) when the container cs ended
+// badly (its state or last state terminated, exit code not 0) and the log
+// of that instance names a decisive cause. The log of one termination is
+// read once, whatever the number of observations.
+func (j *podJudge) judgeKnownCause(pod *corev1.Pod, cs *corev1.ContainerStatus, m *podMemory, f *podFinding) {
+	if j.classify == nil {
+		return
+	}
+	t, previous := cs.State.Terminated, false
+	if t == nil || t.ExitCode == 0 {
+		t, previous = cs.LastTerminationState.Terminated, true
+	}
+	if t == nil || t.ExitCode == 0 {
+		return
+	}
+	key := knownCauseKey(cs.Name, t)
+	k, ok := m.causes[key]
+	if !ok {
+		k = j.classify(pod, cs.Name, previous, t)
+		if m.causes == nil {
+			m.causes = map[string]knownCause{}
+		}
+		m.causes[key] = k
+	}
+	if !k.cause.Decisive() {
+		return
+	}
+	f.Verdict, f.cause, f.evidence = VerdictKnownCause, k.cause, k.evidence
+	f.ExitCode, f.crashed, f.ran = t.ExitCode, true, true
+	if f.Reason == "" {
+		f.Reason = "Error"
+	}
+	f.Message = joinNonEmpty("; ", fmt.Sprintf("the log names cause %s, which restarts do not cure: failed at this termination", k.cause), f.Message)
+}
+
+// newJudge returns a podJudge with the run's options, classifying the
+// log of each termination unless opts.WaitOnKnownCause.
+func (r *rolloutRun) newJudge() *podJudge {
+	j := newPodJudge(r.o)
+	if !r.o.WaitOnKnownCause {
+		j.classify = r.classifyTermination
+	}
+	return j
+}
+
+// classifyTermination reads the log of one terminated container instance
+// (one request: the tail of causeLogLines lines, at most causeLogBytes,
+// within logReadTimeout) and classifies it with its termination. A log
+// the cluster does not serve names no cause.
+func (r *rolloutRun) classifyTermination(pod *corev1.Pod, container string, previous bool, t *corev1.ContainerStateTerminated) knownCause {
+	ctx := r.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, logReadTimeout)
+	defer cancel()
+	raw, err := r.client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+		Container:  container,
+		Previous:   previous,
+		TailLines:  ptrTo[int64](causeLogLines),
+		LimitBytes: ptrTo(causeLogBytes),
+	}).DoRaw(ctx)
+	if err != nil {
+		return knownCause{cause: CauseUnknown}
+	}
+	if r.cls == nil {
+		r.cls = newClassifier()
+	}
+	cause, evidence, _ := r.cls.classify(causeInput{logs: [][]string{lastLines(raw, causeLogLines)}, term: t})
+	return knownCause{cause: cause, evidence: evidence}
+}
