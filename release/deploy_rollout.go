@@ -222,7 +222,7 @@ func (d *Deployer) deployHooks(ctx context.Context, rec *storage.Release, res *R
 	if install {
 		event = onInstall
 	}
-	runs, err := d.runHooks(ctx, rec, rec, event, opts.Timeout)
+	runs, err := d.runHooks(ctx, rec, event, opts.Timeout)
 	res.Hooks = append(res.Hooks, runs...)
 	if err == nil {
 		return nil, nil

@@ -48,7 +48,12 @@ type HookError struct {
 }
 
 func (e *HookError) Error() string {
-	msg := fmt.Sprintf("release %s revision %d: %s hook %s failed", e.Name, e.Revision, e.Event, e.Hook)
+	return fmt.Sprintf("release %s revision %d: %s", e.Name, e.Revision, e.detail())
+}
+
+// detail is the error without the release: which hook failed and why.
+func (e *HookError) detail() string {
+	msg := fmt.Sprintf("%s hook %s failed", e.Event, e.Hook)
 	switch {
 	case e.Failure != nil:
 		msg += ": " + e.Failure.Summary()
@@ -60,16 +65,10 @@ func (e *HookError) Error() string {
 
 func (e *HookError) Unwrap() error { return e.Err }
 
-// recordedHook is a hook of a record with its object.
-type recordedHook struct {
-	storage.Hook
-	obj *unstructured.Unstructured
-}
-
-// hooksOf returns the hooks of rec that run at event, in the order Helm
-// runs them: by weight, then name (stable over the recorded kind order).
-func hooksOf(rec *storage.Release, event charts.HookEvent) ([]recordedHook, error) {
-	var out []recordedHook
+// hooksOf returns the hooks of rec that run at event, parsed, in the
+// order Helm runs them (charts.HooksFor).
+func hooksOf(rec *storage.Release, event charts.HookEvent) ([]charts.Hook, error) {
+	var hooks []charts.Hook
 	for _, h := range rec.Hooks {
 		if !slices.Contains(h.Events, event) {
 			continue
@@ -79,21 +78,9 @@ func hooksOf(rec *storage.Release, event charts.HookEvent) ([]recordedHook, erro
 			return nil, fmt.Errorf("release %s revision %d: hook %s %s: its recorded manifest is not one object: %v",
 				rec.Name, rec.Revision, h.Kind, h.Name, err)
 		}
-		out = append(out, recordedHook{Hook: h, obj: objs[0]})
+		hooks = append(hooks, charts.Hook{Object: objs[0], Path: h.Path, Events: h.Events, Weight: h.Weight, DeletePolicies: h.DeletePolicies})
 	}
-	slices.SortStableFunc(out, func(a, b recordedHook) int {
-		if a.Weight != b.Weight {
-			return a.Weight - b.Weight
-		}
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
+	return charts.HooksFor(hooks, event), nil
 }
 
 // runHooks runs the hooks of rec at event, one after the other, as Helm
@@ -104,16 +91,18 @@ func hooksOf(rec *storage.Release, event charts.HookEvent) ([]recordedHook, erro
 // timeout. The first hook that fails stops the run: it is deleted if its
 // policy says hook-failed, those before it if theirs says hook-succeeded,
 // and a *HookError says why. When all succeed, those whose policy says
-// hook-succeeded are deleted. held is the record whose lock the caller
-// holds (kept fresh while it waits), or rec itself when none is held.
-func (e *Engine) runHooks(ctx context.Context, rec, held *storage.Release, event charts.HookEvent, timeout time.Duration) ([]HookRun, error) {
+// hook-succeeded are deleted. While a hook is waited for, rec's lock (if
+// rec is pending) is kept fresh. The Redactor learns the values of the
+// hooks' Secrets first, so that no output or record of the run shows them.
+func (e *Engine) runHooks(ctx context.Context, rec *storage.Release, event charts.HookEvent, timeout time.Duration) ([]HookRun, error) {
 	hooks, err := hooksOf(rec, event)
 	if err != nil || len(hooks) == 0 {
 		return nil, err
 	}
+	e.Redactor.AddObjects(charts.HookObjects(hooks)...)
 	var runs []HookRun
 	for i, h := range hooks {
-		run, err := e.runHook(ctx, rec, held, h, event, timeout)
+		run, err := e.runHook(ctx, rec, h, event, timeout)
 		runs = append(runs, run)
 		if err != nil {
 			e.deleteHooks(ctx, rec, hooks[i:i+1], charts.HookFailed)
@@ -127,33 +116,34 @@ func (e *Engine) runHooks(ctx context.Context, rec, held *storage.Release, event
 }
 
 // runHook runs one hook.
-func (e *Engine) runHook(ctx context.Context, rec, held *storage.Release, h recordedHook, event charts.HookEvent, timeout time.Duration) (HookRun, error) {
-	ref := refIn(h.obj, e.Namespace())
-	run := HookRun{Name: h.Name, Kind: h.Kind, Event: event, StartedAt: storage.Stamp(e.clock())}
+func (e *Engine) runHook(ctx context.Context, rec *storage.Release, h charts.Hook, event charts.HookEvent, timeout time.Duration) (HookRun, error) {
+	ref := refIn(h.Object, e.Namespace())
+	kind, name := h.Object.GetKind(), h.Object.GetName()
+	run := HookRun{Name: name, Kind: kind, Event: event, StartedAt: storage.Stamp(e.clock())}
 	fail := func(f *wait.Diagnosis, err error) (HookRun, error) {
 		run.Phase, run.CompletedAt, run.Failure = HookFailed, storage.Stamp(e.clock()), f
 		e.emit(rec.Name, rec.Revision, PhaseHook, ref.String(), HookFailed, string(event)+": "+f.Summary())
-		return run, &HookError{Name: rec.Name, Revision: rec.Revision, Event: event, Hook: objectName(h.Kind, h.Name), Failure: f, Err: err}
+		return run, &HookError{Name: rec.Name, Revision: rec.Revision, Event: event, Hook: objectName(kind, name), Failure: f, Err: err}
 	}
-	if slices.Contains(h.DeletePolicies, charts.HookBeforeHookCreation) {
+	if h.HasPolicy(charts.HookBeforeHookCreation) {
 		if _, err := e.deleteHook(ctx, rec, h); err != nil {
-			return fail(&wait.Diagnosis{Reason: "DeleteFailed", Object: objectName(h.Kind, h.Name), Message: err.Error()}, err)
+			return fail(&wait.Diagnosis{Reason: "DeleteFailed", Object: objectName(kind, name), Message: err.Error()}, err)
 		}
 	}
 	e.emit(rec.Name, rec.Revision, PhaseHook, ref.String(), "running", string(event))
-	obj := h.obj.DeepCopy()
+	obj := h.Object.DeepCopy()
 	if _, err := e.Objects.Apply(ctx, []*unstructured.Unstructured{obj}, cluster.ApplyOptions{Namespace: e.Namespace()}); err != nil {
 		return fail(applyFailure(err), err)
 	}
-	if waitsForCompletion(h.Kind) {
+	if waitsForCompletion(kind) {
 		if e.Waiter == nil {
 			return fail(&wait.Diagnosis{Reason: "Internal", Message: "no waiter configured"}, errors.New("release engine: no waiter configured"))
 		}
-		wres, werr := e.waitWith(ctx, held, []*unstructured.Unstructured{obj}, wait.Options{Timeout: timeout})
+		wres, werr := e.waitWith(ctx, rec, []*unstructured.Unstructured{obj}, wait.Options{Timeout: timeout})
 		if werr != nil {
 			f := waitFailure(wres, werr)
 			if f.Object == "" {
-				f.Object = objectName(h.Kind, h.Name)
+				f.Object = objectName(kind, name)
 			}
 			return fail(f, werr)
 		}
@@ -170,9 +160,9 @@ func waitsForCompletion(kind string) bool { return kind == "Job" || kind == "Pod
 
 // deleteHooks deletes the hooks whose policies include policy, reporting
 // failures as progress (a hook left behind does not change the outcome).
-func (e *Engine) deleteHooks(ctx context.Context, rec *storage.Release, hooks []recordedHook, policy charts.HookDeletePolicy) {
+func (e *Engine) deleteHooks(ctx context.Context, rec *storage.Release, hooks []charts.Hook, policy charts.HookDeletePolicy) {
 	for _, h := range hooks {
-		if !slices.Contains(h.DeletePolicies, policy) {
+		if !h.HasPolicy(policy) {
 			continue
 		}
 		if res, err := e.deleteHook(ctx, rec, h); err != nil {
@@ -183,12 +173,12 @@ func (e *Engine) deleteHooks(ctx context.Context, rec *storage.Release, hooks []
 
 // deleteHook deletes a hook's object (never a CRD, as Helm never does) and
 // waits until it is gone.
-func (e *Engine) deleteHook(ctx context.Context, rec *storage.Release, h recordedHook) (cluster.PruneResult, error) {
-	ref := refIn(h.obj, e.Namespace())
-	if h.Kind == "CustomResourceDefinition" {
+func (e *Engine) deleteHook(ctx context.Context, rec *storage.Release, h charts.Hook) (cluster.PruneResult, error) {
+	ref := refIn(h.Object, e.Namespace())
+	if h.Object.GetKind() == "CustomResourceDefinition" {
 		return cluster.PruneResult{Object: ref, Action: cluster.PruneKept}, nil
 	}
-	res, err := e.Objects.Delete(ctx, h.obj, cluster.PruneOptions{Release: rec.Name, Namespace: e.Namespace()})
+	res, err := e.Objects.Delete(ctx, h.Object, cluster.PruneOptions{Release: rec.Name, Namespace: e.Namespace()})
 	if err != nil {
 		return cluster.PruneResult{Object: ref}, fmt.Errorf("delete hook %s: %w", ref, err)
 	}

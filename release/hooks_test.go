@@ -2,6 +2,7 @@ package release_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -282,4 +284,34 @@ func TestDiffListsHooksApart(t *testing.T) {
 	var b strings.Builder
 	require.NoError(t, rep.WriteText(&b, false))
 	assert.Contains(t, b.String(), "Hooks the deploy runs (not compared):\n  pre-upgrade batch/v1 Job ml/migrate (weight 3)\n")
+}
+
+// TestHookSecretsAreWithheld: the value of a hook's Secret, echoed by a
+// failing hook's container, is withheld from the result's hook runs and
+// failure, and from what `vllmctl test` reports (the runner teaches the
+// Redactor the hooks' Secrets).
+func TestHookSecretsAreWithheld(t *testing.T) {
+	const value = "hook-s3cr3t-9f2k"
+	f := newEngFixture(t)
+	red := diff.NewRedactor()
+	f.engine.UseRedactor(red)
+	secret := hookObj("Secret", "db", "pre-install,test", "-1", "")
+	secret.Object["stringData"] = map[string]any{"password": value}
+	echo := func(_ context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+		res, err := failJob("migrate")(context.Background(), objs, opts)
+		if res.Diagnosis != nil {
+			res.Diagnosis.LogTail = []string{"connecting with password " + value}
+			res.Diagnosis.Message = "bad password " + value
+		}
+		return res, err
+	}
+	f.waiter.Script = echo
+	res, err := release.NewDeployer(f.engine).Deploy(context.Background(),
+		hookSpec(baseSpec(), secret, hookObj("Job", "migrate", "pre-install,test", "", "")))
+	require.Error(t, err)
+	out, jerr := json.Marshal(release.RedactResult(red, res))
+	require.NoError(t, jerr)
+	assert.NotContains(t, string(out), value)
+	assert.Contains(t, string(out), "connecting with password")
+	assert.NotContains(t, red.Err(err).Error(), value)
 }

@@ -52,8 +52,23 @@ func RedactResult(red *diff.Redactor, res *Result) *Result {
 	c.Description = red.Line(c.Description)
 	c.Failure = redactFailure(red, c.Failure)
 	c.Canary = redactCanary(red, c.Canary)
+	c.Hooks = RedactHookRuns(red, c.Hooks)
 	c.Rollback = RedactResult(red, c.Rollback)
 	return &c
+}
+
+// RedactHookRuns returns a copy of runs (of a deploy, rollback,
+// uninstall or test) whose failures passed through red.
+func RedactHookRuns(red *diff.Redactor, runs []HookRun) []HookRun {
+	if red == nil || len(runs) == 0 {
+		return runs
+	}
+	out := make([]HookRun, len(runs))
+	for i, r := range runs {
+		r.Failure = redactFailure(red, r.Failure)
+		out[i] = r
+	}
+	return out
 }
 
 // redactFailure returns a redacted copy of f (nil stays nil).

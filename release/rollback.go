@@ -195,7 +195,7 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 	if err := r.createCRDs(ctx, crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
 		return r.restoreCRDsFailed(ctx, rec, res, start, desc, err)
 	}
-	if runs, err := r.runHooks(ctx, rec, rec, charts.HookPreRollback, opts.Timeout); err != nil || len(runs) > 0 {
+	if runs, err := r.runHooks(ctx, rec, charts.HookPreRollback, opts.Timeout); err != nil || len(runs) > 0 {
 		res.Hooks = append(res.Hooks, runs...)
 		if err != nil {
 			return r.hookFailed(ctx, rec, res, start, desc, err)
@@ -233,7 +233,7 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 		}
 		return r.failed(ctx, rec, res, start, desc, waitFailure(wres, werr), werr)
 	}
-	runs, err := r.runHooks(ctx, rec, rec, charts.HookPostRollback, opts.Timeout)
+	runs, err := r.runHooks(ctx, rec, charts.HookPostRollback, opts.Timeout)
 	res.Hooks = append(res.Hooks, runs...)
 	if err != nil {
 		return r.hookFailed(ctx, rec, res, start, desc, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/vllmctl/vllmctl/charts"
@@ -42,8 +41,7 @@ type TestFailedError struct {
 }
 
 func (e *TestFailedError) Error() string {
-	return fmt.Sprintf("release %s revision %d: test failed: %v", e.Name, e.Revision, strings.TrimPrefix(e.Err.Error(),
-		fmt.Sprintf("release %s revision %d: ", e.Name, e.Revision)))
+	return fmt.Sprintf("release %s revision %d: test failed: %s", e.Name, e.Revision, e.Err.detail())
 }
 
 func (e *TestFailedError) Unwrap() error { return e.Err }
@@ -82,12 +80,7 @@ func (t *Tester) Test(ctx context.Context, opts TestOptions) (*TestResult, error
 	if err != nil {
 		return nil, err
 	}
-	if objs, err := hooksOf(rec, charts.HookTest); err == nil {
-		for _, h := range objs {
-			t.Redactor.AddObjects(h.obj)
-		}
-	}
-	runs, err := t.runHooks(ctx, rec, rec, charts.HookTest, opts.Timeout)
+	runs, err := t.runHooks(ctx, rec, charts.HookTest, opts.Timeout)
 	res := &TestResult{Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Tests: runs, Passed: err == nil}
 	if res.Tests == nil {
 		res.Tests = []HookRun{}

@@ -137,7 +137,7 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 // last revision's): a hook that fails fails the uninstall (rec is marked
 // failed; the records stay).
 func (u *Uninstaller) deleteHooksRun(ctx context.Context, rec *storage.Release, res *UninstallResult, event charts.HookEvent, timeout time.Duration) error {
-	runs, err := u.runHooks(ctx, rec, rec, event, timeout)
+	runs, err := u.runHooks(ctx, rec, event, timeout)
 	res.Hooks = append(res.Hooks, runs...)
 	if err == nil {
 		return nil

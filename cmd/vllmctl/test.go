@@ -72,6 +72,9 @@ func (o *testOptions) Run(ctx context.Context) error {
 		return err
 	}
 	res, err := release.NewTester(engine).Test(ctx, release.TestOptions{Name: o.release, Timeout: o.timeout.timeout})
+	if res != nil {
+		res.Tests = release.RedactHookRuns(printer.red, res.Tests)
+	}
 	return finishWith(printer, res != nil, func() error {
 		if o.output.format != "table" {
 			return writeRecordDocument(o.g.Streams.Out, o.output.format, res)
