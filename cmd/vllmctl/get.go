@@ -248,17 +248,16 @@ const secretWithheld = "(withheld)"
 // withholdSecrets returns manifest with the values of its Secrets
 // replaced by secretWithheld; other objects are printed as recorded.
 func withholdSecrets(manifest string) (string, error) {
-	if !strings.Contains(manifest, "kind: Secret") {
-		return manifest, nil
-	}
 	objs, err := cluster.ParseManifest(manifest)
 	if err != nil {
 		return "", err
 	}
+	secrets := false
 	for _, o := range objs {
 		if o.GetKind() != "Secret" || o.GroupVersionKind().Group != "" {
 			continue
 		}
+		secrets = true
 		for _, field := range []string{"data", "stringData"} {
 			if m, ok := o.Object[field].(map[string]any); ok {
 				for k := range m {
@@ -266,6 +265,9 @@ func withholdSecrets(manifest string) (string, error) {
 				}
 			}
 		}
+	}
+	if !secrets {
+		return manifest, nil // as recorded
 	}
 	return charts.Manifest(objs)
 }

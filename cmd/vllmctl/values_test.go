@@ -274,6 +274,16 @@ func TestGetCommand(t *testing.T) {
 	assert.NotContains(t, stdout, "hunter2-x")
 	assert.Contains(t, stdout, "token: (withheld)")
 	assert.Contains(t, stdout, "k: visible")
+	// A manifest in another form (JSON, as another tool may have written
+	// it) is read, not searched for "kind: Secret".
+	jsonSec := &storage.Release{Name: "sec-json", Revision: 1, Status: storage.StatusDeployed,
+		Manifest: `{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"pw": "json-secret-7"}}` + "\n"}
+	require.NoError(t, f.store.InNamespace("ml").Create(context.Background(), jsonSec))
+	stdout, _, code = f.run(t, "get", "manifest", "sec-json")
+	require.Equal(t, 0, code)
+	assert.NotContains(t, stdout, "json-secret-7")
+	assert.Contains(t, stdout, "pw: (withheld)")
+
 	stdout, _, code = f.run(t, "get", "hooks", "sec")
 	require.Equal(t, 0, code)
 	assert.NotContains(t, stdout, "hook-secret-1")
