@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/charts"
@@ -128,6 +129,17 @@ func (e *Engine) runHook(ctx context.Context, rec *storage.Release, h charts.Hoo
 	if h.HasPolicy(charts.HookBeforeHookCreation) {
 		if _, err := e.deleteHook(ctx, rec, h); err != nil {
 			return fail(&wait.Diagnosis{Reason: "DeleteFailed", Object: objectName(kind, name), Message: err.Error()}, err)
+		}
+	}
+	if waitsForCompletion(kind) && !h.HasPolicy(charts.HookBeforeHookCreation) {
+		// A Job or Pod left by an earlier run would be judged on that
+		// run's outcome: Helm refuses to create it again, and so does this.
+		switch _, err := e.Objects.Get(ctx, h.Object, e.Namespace()); {
+		case err == nil:
+			return fail(&wait.Diagnosis{Reason: "AlreadyExists", Object: objectName(kind, name),
+				Message: "it exists from an earlier run; delete it, or give it helm.sh/hook-delete-policy before-hook-creation"}, nil)
+		case !apierrors.IsNotFound(err):
+			return fail(&wait.Diagnosis{Reason: "GetFailed", Object: objectName(kind, name), Message: err.Error()}, err)
 		}
 	}
 	e.emit(rec.Name, rec.Revision, PhaseHook, ref.String(), "running", string(event))

@@ -315,3 +315,22 @@ func TestHookSecretsAreWithheld(t *testing.T) {
 	assert.Contains(t, string(out), "connecting with password")
 	assert.NotContains(t, red.Err(err).Error(), value)
 }
+
+// TestHookLeftByAnEarlierRunIsRefused: a test Pod whose policy does not
+// delete it before it runs again (hook-succeeded only), left behind by an
+// earlier run that was killed, is not judged on that run's outcome: the
+// test fails naming it, as Helm refuses to create it again.
+func TestHookLeftByAnEarlierRunIsRefused(t *testing.T) {
+	f := newEngFixture(t)
+	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), hookObj("Pod", "smoke", "test", "", "hook-succeeded")))
+	require.NoError(t, err)
+	left := hookObj("Pod", "smoke", "test", "", "hook-succeeded")
+	left.SetNamespace(engNS)
+	f.cluster.Put(left)
+	tr, err := release.NewTester(f.engine).Test(context.Background(), release.TestOptions{Name: engRelease})
+	require.Error(t, err)
+	assert.Equal(t, 4, exitCode(err))
+	assert.Contains(t, err.Error(), "test hook Pod/smoke failed: AlreadyExists")
+	require.Len(t, tr.Tests, 1)
+	assert.Equal(t, release.HookFailed, tr.Tests[0].Phase)
+}
