@@ -103,7 +103,7 @@ func realMain() int {
 	flag.IntVar(&o.runs, "runs", 5, "runs per tool and scenario (BENCH_QUICK=1: 2)")
 	flag.IntVar(&o.largeReplicas, "large-replicas", 1000, "replicas of the large scenario")
 	flag.BoolVar(&o.skipLarge, "skip-large", false, "skip the large scenario (also skipped when BENCH_QUICK=1)")
-	flag.StringVar(&only, "only", "", "run only the scenario groups matching this regexp (healthy, failure, diff, large, releases)")
+	flag.StringVar(&only, "only", "", "run only the scenario groups matching this regexp (healthy, failure, diff, large, busy, releases)")
 	flag.StringVar(&o.out, "out", os.Getenv("BENCH_OUT"), "write the figures as JSON to this file (default $BENCH_OUT)")
 	flag.Parse()
 	if o.kubectl == "" || o.helm == "" {
@@ -309,6 +309,7 @@ func (b *bench) runAll(ctx context.Context) error {
 		{"failure", b.failure, false},
 		{"diff", b.diffAndConfigMap, false},
 		{"large", b.large, b.o.skipLarge},
+		{"busy", b.busy, b.o.quick},
 		{"releases", b.manyReleases, false},
 	}
 	for _, g := range groups {

@@ -39,7 +39,10 @@ type proxy struct {
 	server   *http.Server
 	requests atomic.Int64
 	watches  atomic.Int64
-	mu       sync.Mutex
+	// bytes counts the response bytes sent to the tools (bodies as the
+	// API server encoded them: protobuf or JSON, and watch streams).
+	bytes atomic.Int64
+	mu    sync.Mutex
 	byKey    map[string]int
 }
 
@@ -80,7 +83,7 @@ func startProxy(cfg *rest.Config) (*proxy, error) {
 	p.server = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p.count(r)
-			rp.ServeHTTP(w, r)
+			rp.ServeHTTP(&countingWriter{ResponseWriter: w, n: &p.bytes}, r)
 		}),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
 		ErrorLog:  log.New(os.Stderr, "proxy: ", 0),
@@ -109,10 +112,26 @@ func (p *proxy) count(r *http.Request) {
 	p.mu.Unlock()
 }
 
+// countingWriter counts the bytes of a response body. It keeps the
+// streaming of watches: Flush is passed on (httputil.ReverseProxy flushes
+// through http.NewResponseController, which finds it by Unwrap).
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
 // counts are the requests the proxy saw since the last reset.
 type counts struct {
-	requests, watches int64
-	byKey             map[string]int
+	requests, watches, bytes int64
+	byKey                    map[string]int
 }
 
 func (p *proxy) reset() {
@@ -120,13 +139,14 @@ func (p *proxy) reset() {
 	defer p.mu.Unlock()
 	p.requests.Store(0)
 	p.watches.Store(0)
+	p.bytes.Store(0)
 	p.byKey = map[string]int{}
 }
 
 func (p *proxy) take() counts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := counts{requests: p.requests.Load(), watches: p.watches.Load(), byKey: p.byKey}
+	c := counts{requests: p.requests.Load(), watches: p.watches.Load(), bytes: p.bytes.Load(), byKey: p.byKey}
 	p.byKey = map[string]int{}
 	return c
 }

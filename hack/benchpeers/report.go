@@ -28,6 +28,7 @@ type stats struct {
 	MinRequests      int64              `json:"minRequests"`
 	MaxRequests      int64              `json:"maxRequests"`
 	MedianWatches    float64            `json:"medianWatches"`
+	MedianKiBRead    float64            `json:"medianKiBRead"`
 	MedianMaxRSSMiB  float64            `json:"medianMaxRSSMiB"`
 	MedianCPUSeconds float64            `json:"medianCPUSeconds"`
 	Failed           int                `json:"failed,omitempty"`
@@ -101,19 +102,20 @@ func summarize(runs []run) *stats {
 		st.Median, st.Min, st.Max = math.NaN(), math.NaN(), math.NaN()
 		return st
 	}
-	var secs, reqs, watches, rss, cpu []float64
+	var secs, reqs, watches, kib, rss, cpu []float64
 	st.Min, st.Max = math.Inf(1), math.Inf(-1)
 	st.MinRequests, st.MaxRequests = math.MaxInt64, 0
 	for _, r := range runs {
 		secs = append(secs, r.Seconds)
 		reqs = append(reqs, float64(r.Requests))
 		watches = append(watches, float64(r.Watches))
+		kib = append(kib, float64(r.BytesRead)/1024)
 		rss = append(rss, r.MaxRSSMiB)
 		cpu = append(cpu, r.CPUSeconds)
 		st.Min, st.Max = math.Min(st.Min, r.Seconds), math.Max(st.Max, r.Seconds)
 		st.MinRequests, st.MaxRequests = min(st.MinRequests, r.Requests), max(st.MaxRequests, r.Requests)
 	}
-	st.Median, st.MedianRequests, st.MedianWatches = median(secs), median(reqs), median(watches)
+	st.Median, st.MedianRequests, st.MedianWatches, st.MedianKiBRead = median(secs), median(reqs), median(watches), median(kib)
 	st.MedianMaxRSSMiB, st.MedianCPUSeconds = median(rss), median(cpu)
 	st.LastRunRequests = runs[len(runs)-1].byKey
 	return st
@@ -141,7 +143,7 @@ func (b *bench) finish(s *scenario) {
 
 	fmt.Printf("\n%s — %s\n", s.name, s.title)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	header := "tool\truns\tmedian s\tmin s\tmax s\trequests\twatches\t"
+	header := "tool\truns\tmedian s\tmin s\tmax s\trequests\twatches\tKiB read\t"
 	if s.resources {
 		header += "peak RSS MiB\tCPU s\t"
 	}
@@ -153,7 +155,7 @@ func (b *bench) finish(s *scenario) {
 		if st.Failed > 0 {
 			runs += fmt.Sprintf(" (+%d failed)", st.Failed)
 		}
-		line := fmt.Sprintf("%s\t%s\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t", t, runs, st.Median, st.Min, st.Max, st.MedianRequests, st.MedianWatches)
+		line := fmt.Sprintf("%s\t%s\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t", t, runs, st.Median, st.Min, st.Max, st.MedianRequests, st.MedianWatches, st.MedianKiBRead)
 		if s.resources {
 			line += fmt.Sprintf("%.0f\t%.2f\t", st.MedianMaxRSSMiB, st.MedianCPUSeconds)
 		}

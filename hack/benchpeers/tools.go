@@ -133,6 +133,7 @@ type run struct {
 	Seconds    float64        `json:"seconds"`
 	Requests   int64          `json:"requests"`
 	Watches    int64          `json:"watches"`
+	BytesRead  int64          `json:"bytesRead"`
 	ExitCode   int            `json:"exitCode"`
 	MaxRSSMiB  float64        `json:"maxRSSMiB"`
 	CPUSeconds float64        `json:"cpuSeconds"`
@@ -168,7 +169,7 @@ func (b *bench) measure(ctx context.Context, steps ...step) (run, error) {
 	}
 	r.Seconds = time.Since(start).Seconds()
 	c := b.proxy.take()
-	r.Requests, r.Watches, r.byKey = c.requests, c.watches, c.byKey
+	r.Requests, r.Watches, r.BytesRead, r.byKey = c.requests, c.watches, c.bytes, c.byKey
 	r.MaxRSSMiB = float64(rss) / 1024
 	r.CPUSeconds = cpu.Seconds()
 	return r, ctx.Err()

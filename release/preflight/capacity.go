@@ -151,6 +151,9 @@ type nodeState struct {
 	// free is allocatable minus the requests of the pods holding resources
 	// on it, minus what earlier Deployments of this preflight reserved.
 	free resVec
+	// podsRead is set once the pods bound to the node are subtracted
+	// from free.
+	podsRead bool
 }
 
 // fitCount returns how many pods requesting per fit into free.

@@ -30,6 +30,14 @@
 // toleration follow Kubernetes through k8s.io/component-helpers; lists that
 // may be long (nodes, pods) are paged with k8s.io/client-go/tools/pager.
 //
+// What it reads depends on the release, not on the size of the cluster:
+// the nodes (one list), then only the pods bound to the nodes a pod of the
+// release may go to and whose allocatable holds one such pod (a list per
+// node, by field selector spec.nodeName, which the API server serves from
+// its watch cache through its node index), and the pods of the release's
+// namespace. Above maxNodeLists candidate nodes, one paged list of all pods
+// is cheaper in requests and replaces the per-node lists.
+//
 // The package does not import package release (release imports it).
 // Errors that map to a contract exit code implement ExitCode() int.
 package preflight

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -253,8 +254,19 @@ func (p *preflighter) listNodes(ctx context.Context) ([]*corev1.Node, error) {
 	}, func(n *corev1.Node) (*corev1.Node, bool) { return n, true })
 }
 
-// loadCluster lists nodes and the pods holding resources on them.
-func (p *preflighter) loadCluster(ctx context.Context) error {
+// maxNodeLists bounds the per-node pod lists of one preflight: above it,
+// the pods of every node are read with one paged list of all namespaces
+// instead (500 pods a request), which then costs fewer requests than a
+// list per candidate node.
+const maxNodeLists = 64
+
+// nodeListWorkers is how many per-node pod lists run at once.
+const nodeListWorkers = 8
+
+// loadNodes lists the nodes once, and keeps the Ready, schedulable ones.
+// Their free room is their allocatable until readPodsOn has read the
+// pods bound to them.
+func (p *preflighter) loadNodes(ctx context.Context) error {
 	if p.clusterLoaded {
 		return nil
 	}
@@ -267,29 +279,6 @@ func (p *preflighter) loadCluster(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("preflight: list nodes: %w", err)
 	}
-	pods, err := p.listPods(ctx, "")
-	if apierrors.IsForbidden(err) {
-		p.note("pods of all namespaces not readable (%v): node capacity not checked, only quotas", err)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	p.allPods = map[string][]*corev1.Pod{}
-	used := map[string]resVec{}
-	deleting := 0
-	for _, pod := range pods {
-		p.allPods[pod.Namespace] = append(p.allPods[pod.Namespace], pod)
-		if podHoldsResources(pod) {
-			if pod.DeletionTimestamp != nil {
-				deleting++
-			}
-			if used[pod.Spec.NodeName] == nil {
-				used[pod.Spec.NodeName] = resVec{}
-			}
-			used[pod.Spec.NodeName].add(podRequests(&pod.Spec))
-		}
-	}
 	p.nodesKnown = true
 	p.nodeCount = len(nodes)
 	var excluded []string
@@ -299,26 +288,105 @@ func (p *preflighter) loadCluster(ctx context.Context) error {
 			continue
 		}
 		alloc := vecOf(n.Status.Allocatable)
-		free := alloc.clone()
-		free.sub(used[n.Name])
-		p.nodes = append(p.nodes, &nodeState{node: n, alloc: alloc, free: free})
+		p.nodes = append(p.nodes, &nodeState{node: n, alloc: alloc, free: alloc.clone()})
 	}
 	sort.Slice(p.nodes, func(i, j int) bool { return p.nodes[i].node.Name < p.nodes[j].node.Name })
 	if len(excluded) > 0 {
 		sort.Strings(excluded)
 		p.note("nodes left out: %s", strings.Join(excluded, ", "))
 	}
-	if deleting > 0 {
-		p.note("pods being deleted still count against their nodes until they are gone: %d", deleting)
-	}
 	return nil
 }
 
+// readPodsOn subtracts from each of nodes not read yet the requests of
+// the pods bound to it that hold resources. Only the nodes a Deployment
+// can use are read, with a list per node (field selector spec.nodeName,
+// which the API server answers from its watch cache through its node
+// index): what a deploy reads depends on the nodes its pods may go to,
+// not on the size of the cluster. Above maxNodeLists nodes in one
+// preflight, one paged list of all pods reads every node at once. It
+// returns false, with a note, when pods may not be read: node checks are
+// then left out.
+func (p *preflighter) readPodsOn(ctx context.Context, nodes []*nodeState) (bool, error) {
+	var pending []*nodeState
+	for _, n := range nodes {
+		if !n.podsRead {
+			pending = append(pending, n)
+		}
+	}
+	if len(pending) == 0 {
+		return true, nil
+	}
+	var pods []*corev1.Pod
+	var err error
+	if p.nodeLists+len(pending) > maxNodeLists {
+		pods, err = p.listPods(ctx, "", "")
+		pending = p.nodes
+	} else {
+		p.nodeLists += len(pending)
+		pods, err = p.listPodsOn(ctx, pending)
+	}
+	if apierrors.IsForbidden(err) {
+		p.note("pods of all namespaces not readable (%v): node capacity not checked, only quotas", err)
+		p.nodesKnown, p.nodes = false, nil
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	byNode := make(map[string]*nodeState, len(pending))
+	for _, n := range pending {
+		byNode[n.node.Name] = n
+		n.podsRead = true
+	}
+	for _, pod := range pods {
+		n := byNode[pod.Spec.NodeName]
+		if n == nil || !podHoldsResources(pod) {
+			continue
+		}
+		if pod.DeletionTimestamp != nil {
+			p.deleting++
+		}
+		n.free.sub(podRequests(&pod.Spec))
+	}
+	if p.deleting > 0 {
+		p.replaceNote("pods being deleted still count against their nodes until they are gone: ", fmt.Sprint(p.deleting))
+	}
+	return true, nil
+}
+
+// listPodsOn lists the pods bound to each of nodes, nodeListWorkers lists
+// at a time. The first error (a Forbidden one as it is) stops the rest.
+func (p *preflighter) listPodsOn(ctx context.Context, nodes []*nodeState) ([]*corev1.Pod, error) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(nodeListWorkers)
+	found := make([][]*corev1.Pod, len(nodes))
+	for i, n := range nodes {
+		g.Go(func() error {
+			pods, err := p.listPods(gctx, "", n.node.Name)
+			found[i] = pods
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var out []*corev1.Pod
+	for _, pods := range found {
+		out = append(out, pods...)
+	}
+	return out, nil
+}
+
 // listPods lists the pods of ns ("" for all namespaces) that are not
-// Succeeded or Failed. A Forbidden error is returned as it is.
-func (p *preflighter) listPods(ctx context.Context, ns string) ([]*corev1.Pod, error) {
-	opts := metav1.ListOptions{FieldSelector: "status.phase!=Succeeded,status.phase!=Failed"}
-	out, err := listAll(ctx, opts, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+// Succeeded or Failed, those bound to node only when node is set. A
+// Forbidden error is returned as it is.
+func (p *preflighter) listPods(ctx context.Context, ns, node string) ([]*corev1.Pod, error) {
+	selector := "status.phase!=Succeeded,status.phase!=Failed"
+	if node != "" {
+		selector = "spec.nodeName=" + node + "," + selector
+	}
+	out, err := listAll(ctx, metav1.ListOptions{FieldSelector: selector}, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		list, err := p.client.CoreV1().Pods(ns).List(ctx, opts)
 		if err != nil {
 			return nil, err
@@ -327,7 +395,7 @@ func (p *preflighter) listPods(ctx context.Context, ns string) ([]*corev1.Pod, e
 	}, func(pod *corev1.Pod) (*corev1.Pod, bool) {
 		// The field selector already leaves these out; a server (or fake)
 		// that ignores it does not.
-		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || (node != "" && pod.Spec.NodeName != node) {
 			return nil, false
 		}
 		return compactPod(pod), true
@@ -337,6 +405,8 @@ func (p *preflighter) listPods(ctx context.Context, ns string) ([]*corev1.Pod, e
 		return out, nil
 	case apierrors.IsForbidden(err):
 		return nil, err
+	case node != "":
+		return nil, fmt.Errorf("preflight: list pods on node %s: %w", node, err)
 	case ns == "":
 		return nil, fmt.Errorf("preflight: list pods: %w", err)
 	}
@@ -377,13 +447,10 @@ func compactContainers(cs []corev1.Container) []corev1.Container {
 
 // podsIn returns the pods of ns that are not terminated.
 func (p *preflighter) podsIn(ctx context.Context, ns string) ([]*corev1.Pod, error) {
-	if p.allPods != nil {
-		return p.allPods[ns], nil
-	}
 	if pods, ok := p.nsPods[ns]; ok {
 		return pods, nil
 	}
-	pods, err := p.listPods(ctx, ns)
+	pods, err := p.listPods(ctx, ns, "")
 	if apierrors.IsForbidden(err) {
 		p.note("pods in namespace %s not readable (%v): the room old pods free is not counted", ns, err)
 		pods, err = nil, nil

@@ -1,10 +1,13 @@
 package preflight
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -13,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 // pagedLists serves node and pod lists two items a page, as an API server
@@ -67,11 +72,20 @@ func TestListsArePaged(t *testing.T) {
 			// missed, a node would be missing or free.
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "nvidia.com/gpu: need 8, free 0 on nodes a, b (1 new pod)")
-			want := 4 // two pages of nodes, two of pods
+			// Two pages of nodes, then two of pods for each node (a list
+			// per node); with an expired token each ends in a full list.
+			per := 2
 			if expire {
-				want = 6 // and a full list of each
+				per = 3
 			}
-			assert.Len(t, *calls, want)
+			require.Len(t, *calls, 3*per)
+			for i, c := range *calls {
+				if i < per {
+					assert.Empty(t, c.FieldSelector, "nodes")
+					continue
+				}
+				assert.Contains(t, c.FieldSelector, "spec.nodeName=", "pods, by node")
+			}
 		})
 	}
 }
@@ -116,4 +130,124 @@ func TestCompactPod(t *testing.T) {
 	assert.Nil(t, got.Spec.Containers[0].Env)
 	assert.Nil(t, got.Spec.Containers[0].ReadinessProbe)
 	assert.Equal(t, "download", pod.Spec.InitContainers[0].Args[0], "the listed pod is not modified")
+}
+
+// countLists counts the list requests by resource, with each pod list's
+// field selector, and serves them from the fake's tracker.
+func countLists(c *fake.Clientset) (lists map[string]int, podSelectors *[]string) {
+	lists, podSelectors = map[string]int{}, &[]string{}
+	c.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		lists[a.GetResource().Resource]++
+		if a.GetResource().Resource == "pods" {
+			*podSelectors = append(*podSelectors, a.(k8stesting.ListActionImpl).GetListOptions().FieldSelector)
+		}
+		return false, nil, nil
+	})
+	return lists, podSelectors
+}
+
+// TestPodsAreReadOnTheNodesTheReleaseCanUse checks that what the preflight
+// reads depends on the nodes the release's pods may go to, not on the
+// cluster: nodes without the GPUs a pod requests, or that its nodeSelector
+// or taints leave out, and the pods bound to them, cost no request, and
+// their pods do not count. Above maxNodeLists candidate nodes one list of
+// all pods replaces the per-node lists.
+func TestPodsAreReadOnTheNodesTheReleaseCanUse(t *testing.T) {
+	cpuOnly := func(n *corev1.Node) { delete(n.Status.Allocatable, vllm.GPUResource) }
+	cluster := func(gpuNodes, cpuNodes int) []runtime.Object {
+		var objs []runtime.Object
+		for i := range gpuNodes {
+			name := fmt.Sprintf("gpu-%02d", i)
+			objs = append(objs, pfNode(name), pfPod("busy-"+name, name, 4, nil))
+		}
+		for i := range cpuNodes {
+			name := fmt.Sprintf("cpu-%03d", i)
+			objs = append(objs, pfNode(name, cpuOnly))
+			for j := range 5 {
+				objs = append(objs, pfPod(fmt.Sprintf("web-%s-%d", name, j), name, 0, nil, func(p *corev1.Pod) { p.Namespace = "web" }))
+			}
+		}
+		return objs
+	}
+	type reads struct {
+		lists        map[string]int
+		podSelectors []string
+	}
+	run := func(t *testing.T, objs []runtime.Object, rendered ...runtime.Object) (*Report, reads, error) {
+		t.Helper()
+		var lists map[string]int
+		var sels *[]string
+		r, err := runPreflight(t, pfCase{cluster: objs, rendered: rendered,
+			clientMods: func(c *fake.Clientset) { lists, sels = countLists(c) }}, SurgePolicyStrict)
+		return r, reads{lists: lists, podSelectors: *sels}, err
+	}
+
+	t.Run("the same reads on a cluster 50 times bigger", func(t *testing.T) {
+		var got []reads
+		for _, cpuNodes := range []int{0, 10, 500} {
+			// 3 GPU nodes with 4 free GPUs each: 3 pods of 4 fit, 4 do not.
+			_, _, err := run(t, cluster(3, cpuNodes), pfDeploy("chat", 4, 4))
+			require.Error(t, err, "%d CPU nodes: their room is no room for a GPU pod", cpuNodes)
+			assert.Contains(t, err.Error(), "nvidia.com/gpu: need 16, free 12 on nodes gpu-00, gpu-01, gpu-02")
+			_, rd, err := run(t, cluster(3, cpuNodes), pfDeploy("chat", 3, 4))
+			require.NoError(t, err)
+			got = append(got, rd)
+		}
+		for _, rd := range got {
+			assert.Equal(t, map[string]int{"horizontalpodautoscalers": 1, "nodes": 1, "pods": 3, "resourcequotas": 1}, rd.lists)
+			assert.ElementsMatch(t, []string{
+				"spec.nodeName=gpu-00,status.phase!=Succeeded,status.phase!=Failed",
+				"spec.nodeName=gpu-01,status.phase!=Succeeded,status.phase!=Failed",
+				"spec.nodeName=gpu-02,status.phase!=Succeeded,status.phase!=Failed",
+			}, rd.podSelectors)
+		}
+	})
+
+	t.Run("a nodeSelector narrows the nodes read", func(t *testing.T) {
+		objs := cluster(3, 10)
+		objs[0].(*corev1.Node).Labels["pool"] = "a100"
+		_, rd, err := run(t, objs, pfDeploy("chat", 1, 4, func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "a100"}
+		}))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"spec.nodeName=gpu-00,status.phase!=Succeeded,status.phase!=Failed"}, rd.podSelectors)
+	})
+
+	t.Run("each node is read once for every Deployment", func(t *testing.T) {
+		_, rd, err := run(t, cluster(3, 10), pfDeploy("chat", 1, 2), pfDeploy("embed", 1, 1))
+		require.NoError(t, err)
+		assert.Len(t, rd.podSelectors, 3)
+	})
+
+	t.Run("no node can host a pod: no pod is read", func(t *testing.T) {
+		_, rd, err := run(t, cluster(3, 10), pfDeploy("chat", 1, 16))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "one pod needs more than any matching node has allocatable")
+		assert.Empty(t, rd.podSelectors)
+	})
+
+	t.Run("more candidates than maxNodeLists: one list of all pods", func(t *testing.T) {
+		n := maxNodeLists + 1
+		r, rd, err := run(t, cluster(n, 10), pfDeploy("chat", int32(n), 4))
+		require.NoError(t, err, "every GPU node has room for one pod of 4")
+		assert.Equal(t, []string{"status.phase!=Succeeded,status.phase!=Failed"}, rd.podSelectors)
+		assert.Len(t, r.Deployments[0].Checks[0].Nodes, n)
+		_, _, err = run(t, cluster(n, 10), pfDeploy("chat", int32(n+1), 4))
+		require.Error(t, err, "the busy pods were counted")
+	})
+
+	t.Run("pods not readable: only quotas", func(t *testing.T) {
+		objs := cluster(3, 10)
+		c := pfCase{cluster: objs, rendered: []runtime.Object{pfDeploy("chat", 8, 4)}, clientMods: func(c *fake.Clientset) {
+			c.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetNamespace() == "" {
+					return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", fmt.Errorf("no"))
+				}
+				return false, nil, nil
+			})
+		}}
+		r, err := runPreflight(t, c, SurgePolicyStrict)
+		require.NoError(t, err, "node room unknown: not refused")
+		assert.Contains(t, strings.Join(r.Notes, "\n"), "pods of all namespaces not readable")
+	})
 }

@@ -3,6 +3,7 @@ package preflight
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -152,13 +153,14 @@ type preflighter struct {
 	nodesKnown bool
 	nodes      []*nodeState
 	nodeCount  int
-	// allPods holds every pod that is not terminated, by namespace, when
-	// pods of all namespaces could be listed.
-	allPods  map[string][]*corev1.Pod
-	nsPods   map[string][]*corev1.Pod
-	quotas   map[string][]*quotaState
-	livePDBs map[string][]policyv1.PodDisruptionBudget
-	liveHPAs map[string][]hpaInfo
+	// nodeLists counts the per-node pod lists made, and deleting the pods
+	// being deleted found on the nodes read.
+	nodeLists int
+	deleting  int
+	nsPods    map[string][]*corev1.Pod
+	quotas    map[string][]*quotaState
+	livePDBs  map[string][]policyv1.PodDisruptionBudget
+	liveHPAs  map[string][]hpaInfo
 }
 
 // hpaInfo is the part of a HorizontalPodAutoscaler the preflight uses.
@@ -193,6 +195,19 @@ func (p *preflighter) note(format string, a ...any) {
 		}
 	}
 	p.report.Notes = append(p.report.Notes, n)
+}
+
+// replaceNote sets the note that starts with prefix to prefix+value,
+// adding it when there is none: a figure that grows as the preflight
+// reads more keeps one note.
+func (p *preflighter) replaceNote(prefix, value string) {
+	for i, have := range p.report.Notes {
+		if strings.HasPrefix(have, prefix) {
+			p.report.Notes[i] = prefix + value
+			return
+		}
+	}
+	p.report.Notes = append(p.report.Notes, prefix+value)
 }
 
 // collect converts the rendered Deployments, PDBs and HPAs.

@@ -94,7 +94,7 @@ type evalContext struct {
 // replica count goes up.
 func (p *preflighter) evaluate(ctx context.Context, d *deploymentInput) error {
 	e := d.entry
-	if err := p.loadCluster(ctx); err != nil {
+	if err := p.loadNodes(ctx); err != nil {
 		return err
 	}
 	spec := &d.rendered.Spec.Template.Spec
@@ -109,11 +109,8 @@ func (p *preflighter) evaluate(ctx context.Context, d *deploymentInput) error {
 		e.Verdict, e.Message = VerdictFits, "0 replicas: no pods"
 		return nil
 	}
-	pl := newPlacement(klog.FromContext(ctx), spec)
-	for _, n := range p.nodes {
-		if pl.allows(n.node) {
-			ec.matches = append(ec.matches, n)
-		}
+	if err := p.matchNodes(ctx, ec, newPlacement(klog.FromContext(ctx), spec)); err != nil {
+		return err
 	}
 	quotas, err := p.quotasIn(ctx, e.Namespace)
 	if err != nil {
@@ -158,6 +155,34 @@ func (p *preflighter) evaluate(ctx context.Context, d *deploymentInput) error {
 	default:
 		return p.rolling(ctx, ec)
 	}
+	return nil
+}
+
+// matchNodes sets the nodes the pods may go to: those the placement
+// allows and whose allocatable holds one pod (a node without the GPUs the
+// pod requests is no place for it, however free its CPUs), and reads the
+// pods bound to them. When no allowed node holds one pod, every allowed
+// node is kept, unread: impossiblePod then names the largest.
+func (p *preflighter) matchNodes(ctx context.Context, ec *evalContext, pl placement) error {
+	var allowed, hosts []*nodeState
+	for _, n := range p.nodes {
+		if !pl.allows(n.node) {
+			continue
+		}
+		allowed = append(allowed, n)
+		if fitsIn(n.alloc, ec.per.requests) {
+			hosts = append(hosts, n)
+		}
+	}
+	if len(hosts) == 0 {
+		ec.matches = allowed
+		return nil
+	}
+	ok, err := p.readPodsOn(ctx, hosts)
+	if err != nil || !ok {
+		return err
+	}
+	ec.matches = hosts
 	return nil
 }
 
