@@ -43,7 +43,7 @@ type proxy struct {
 	// API server encoded them: protobuf or JSON, and watch streams).
 	bytes atomic.Int64
 	mu    sync.Mutex
-	byKey    map[string]int
+	byKey map[string]int
 }
 
 func startProxy(cfg *rest.Config) (*proxy, error) {
