@@ -18,8 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/utils/ptr"
@@ -243,9 +245,10 @@ func listAll[T runtime.Object](ctx context.Context, opts metav1.ListOptions, lis
 	return out, nil
 }
 
-// listNodes lists every node.
-func (p *preflighter) listNodes(ctx context.Context) ([]*corev1.Node, error) {
-	return listAll(ctx, metav1.ListOptions{}, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+// listNodes lists the nodes matching a label selector ("" for every
+// node).
+func (p *preflighter) listNodes(ctx context.Context, selector string) ([]*corev1.Node, error) {
+	return listAll(ctx, metav1.ListOptions{LabelSelector: selector}, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		list, err := p.client.CoreV1().Nodes().List(ctx, opts)
 		if err != nil {
 			return nil, err
@@ -263,39 +266,111 @@ const maxNodeLists = 64
 // nodeListWorkers is how many per-node pod lists run at once.
 const nodeListWorkers = 8
 
-// loadNodes lists the nodes once, and keeps the Ready, schedulable ones.
-// Their free room is their allocatable until readPodsOn has read the
-// pods bound to them.
-func (p *preflighter) loadNodes(ctx context.Context) error {
-	if p.clusterLoaded {
-		return nil
+// nodeSet is the nodes one label selector lists: how many there are, and
+// the Ready, schedulable ones.
+type nodeSet struct {
+	selector string
+	total    int
+	listed   []*corev1.Node
+	usable   []*nodeState
+}
+
+// nodesFor returns the nodes a pod with spec may go to as far as a label
+// selector says (its nodeSelector, and the requirements of a single
+// required node affinity term): the API server filters them, so a release
+// pinned to a pool reads only that pool's nodes. A node listed under two
+// selectors is one nodeState. Their free room is their allocatable until
+// readPodsOn has read the pods bound to them. It returns nil, with a note,
+// when nodes may not be read.
+func (p *preflighter) nodesFor(ctx context.Context, spec *corev1.PodSpec) (*nodeSet, error) {
+	if p.nodesUnreadable {
+		return nil, nil
 	}
-	p.clusterLoaded = true
-	nodes, err := p.listNodes(ctx)
-	if apierrors.IsForbidden(err) {
-		p.note("nodes not readable (%v): node capacity not checked, only quotas", err)
-		return nil
+	sel := nodeLabelSelector(spec)
+	if set, ok := p.nodeSets[sel.String()]; ok {
+		return set, nil
 	}
-	if err != nil {
-		return fmt.Errorf("preflight: list nodes: %w", err)
+	var nodes []*corev1.Node
+	if all, ok := p.nodeSets[""]; ok {
+		// Every node is known already: no new list.
+		for _, n := range all.listed {
+			if sel.Matches(labels.Set(n.Labels)) {
+				nodes = append(nodes, n)
+			}
+		}
+	} else {
+		var err error
+		nodes, err = p.listNodes(ctx, sel.String())
+		if apierrors.IsForbidden(err) {
+			p.note("nodes not readable (%v): node capacity not checked, only quotas", err)
+			p.nodesUnreadable = true
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("preflight: list nodes: %w", err)
+		}
 	}
-	p.nodesKnown = true
-	p.nodeCount = len(nodes)
+	set := &nodeSet{selector: sel.String(), total: len(nodes), listed: nodes}
 	var excluded []string
 	for _, n := range nodes {
 		if ok, why := nodeUsable(n); !ok {
 			excluded = append(excluded, n.Name+" "+why)
 			continue
 		}
-		alloc := vecOf(n.Status.Allocatable)
-		p.nodes = append(p.nodes, &nodeState{node: n, alloc: alloc, free: alloc.clone()})
+		st := p.nodeByName[n.Name]
+		if st == nil {
+			alloc := vecOf(n.Status.Allocatable)
+			st = &nodeState{node: n, alloc: alloc, free: alloc.clone()}
+			if p.podsByNode != nil {
+				st.subtract(p.podsByNode[n.Name], &p.deleting)
+			}
+			p.nodeByName[n.Name] = st
+		}
+		set.usable = append(set.usable, st)
 	}
-	sort.Slice(p.nodes, func(i, j int) bool { return p.nodes[i].node.Name < p.nodes[j].node.Name })
+	sort.Slice(set.usable, func(i, j int) bool { return set.usable[i].node.Name < set.usable[j].node.Name })
 	if len(excluded) > 0 {
 		sort.Strings(excluded)
 		p.note("nodes left out: %s", strings.Join(excluded, ", "))
 	}
-	return nil
+	p.nodeSets[set.selector] = set
+	return set, nil
+}
+
+// nodeLabelSelector is the label selector of the nodes a pod with spec may
+// go to, as far as one can say it: its nodeSelector, and, when its required
+// node affinity has a single term, that term's label requirements (In,
+// NotIn, Exists, DoesNotExist mean the same there). What it cannot say
+// (several terms, Gt and Lt, matchFields) the placement checks on each
+// listed node: the selector may list too many nodes, never too few.
+func nodeLabelSelector(spec *corev1.PodSpec) labels.Selector {
+	sel := labels.SelectorFromSet(spec.NodeSelector)
+	a := spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return sel
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 {
+		return sel
+	}
+	ops := map[corev1.NodeSelectorOperator]selection.Operator{
+		corev1.NodeSelectorOpIn: selection.In, corev1.NodeSelectorOpNotIn: selection.NotIn,
+		corev1.NodeSelectorOpExists: selection.Exists, corev1.NodeSelectorOpDoesNotExist: selection.DoesNotExist,
+	}
+	for _, e := range terms[0].MatchExpressions {
+		op, ok := ops[e.Operator]
+		if !ok {
+			continue
+		}
+		r, err := labels.NewRequirement(e.Key, op, e.Values)
+		if err != nil {
+			// The scheduler matches no node with it; the placement
+			// says so for each node listed.
+			continue
+		}
+		sel = sel.Add(*r)
+	}
+	return sel
 }
 
 // readPodsOn subtracts from each of nodes not read yet the requests of
@@ -304,10 +379,13 @@ func (p *preflighter) loadNodes(ctx context.Context) error {
 // which the API server answers from its watch cache through its node
 // index): what a deploy reads depends on the nodes its pods may go to,
 // not on the size of the cluster. Above maxNodeLists nodes in one
-// preflight, one paged list of all pods reads every node at once. It
-// returns false, with a note, when pods may not be read: node checks are
-// then left out.
+// preflight, one paged list of all pods reads every node at once (and the
+// nodes listed later). It returns false, with a note, when pods may not be
+// read: node checks are then left out.
 func (p *preflighter) readPodsOn(ctx context.Context, nodes []*nodeState) (bool, error) {
+	if p.podsUnreadable {
+		return false, nil
+	}
 	var pending []*nodeState
 	for _, n := range nodes {
 		if !n.podsRead {
@@ -319,40 +397,58 @@ func (p *preflighter) readPodsOn(ctx context.Context, nodes []*nodeState) (bool,
 	}
 	var pods []*corev1.Pod
 	var err error
-	if p.nodeLists+len(pending) > maxNodeLists {
-		pods, err = p.listPods(ctx, "", "")
-		pending = p.nodes
+	if p.podsByNode == nil && p.nodeLists+len(pending) > maxNodeLists {
+		if pods, err = p.listPods(ctx, "", ""); err == nil {
+			p.podsByNode = map[string][]*corev1.Pod{}
+			for _, pod := range pods {
+				p.podsByNode[pod.Spec.NodeName] = append(p.podsByNode[pod.Spec.NodeName], pod)
+			}
+			for _, n := range p.nodeByName {
+				n.subtract(p.podsByNode[n.node.Name], &p.deleting)
+			}
+		}
 	} else {
 		p.nodeLists += len(pending)
-		pods, err = p.listPodsOn(ctx, pending)
+		if pods, err = p.listPodsOn(ctx, pending); err == nil {
+			byNode := map[string][]*corev1.Pod{}
+			for _, pod := range pods {
+				byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
+			}
+			for _, n := range pending {
+				n.subtract(byNode[n.node.Name], &p.deleting)
+			}
+		}
 	}
 	if apierrors.IsForbidden(err) {
 		p.note("pods of all namespaces not readable (%v): node capacity not checked, only quotas", err)
-		p.nodesKnown, p.nodes = false, nil
+		p.podsUnreadable = true
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	byNode := make(map[string]*nodeState, len(pending))
-	for _, n := range pending {
-		byNode[n.node.Name] = n
-		n.podsRead = true
-	}
-	for _, pod := range pods {
-		n := byNode[pod.Spec.NodeName]
-		if n == nil || !podHoldsResources(pod) {
-			continue
-		}
-		if pod.DeletionTimestamp != nil {
-			p.deleting++
-		}
-		n.free.sub(podRequests(&pod.Spec))
-	}
 	if p.deleting > 0 {
 		p.replaceNote("pods being deleted still count against their nodes until they are gone: ", fmt.Sprint(p.deleting))
 	}
 	return true, nil
+}
+
+// subtract takes the requests of the pods bound to n that hold resources
+// out of its free room, once, counting those being deleted in deleting.
+func (n *nodeState) subtract(pods []*corev1.Pod, deleting *int) {
+	if n.podsRead {
+		return
+	}
+	n.podsRead = true
+	for _, pod := range pods {
+		if pod.Spec.NodeName != n.node.Name || !podHoldsResources(pod) {
+			continue
+		}
+		if pod.DeletionTimestamp != nil {
+			*deleting++
+		}
+		n.free.sub(podRequests(&pod.Spec))
+	}
 }
 
 // listPodsOn lists the pods bound to each of nodes, nodeListWorkers lists

@@ -132,18 +132,31 @@ func TestCompactPod(t *testing.T) {
 	assert.Equal(t, "download", pod.Spec.InitContainers[0].Args[0], "the listed pod is not modified")
 }
 
-// countLists counts the list requests by resource, with each pod list's
-// field selector, and serves them from the fake's tracker.
-func countLists(c *fake.Clientset) (lists map[string]int, podSelectors *[]string) {
-	lists, podSelectors = map[string]int{}, &[]string{}
+// listsSeen are the list requests a preflight made: how many of each
+// resource, each pod list's field selector and each node list's label
+// selector.
+type listsSeen struct {
+	lists         map[string]int
+	podSelectors  []string
+	nodeSelectors []string
+}
+
+// countLists records the list requests in seen and serves them from the
+// fake's tracker (which ignores field selectors: the preflight filters
+// what it is given).
+func countLists(c *fake.Clientset, seen *listsSeen) {
+	seen.lists = map[string]int{}
 	c.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		lists[a.GetResource().Resource]++
-		if a.GetResource().Resource == "pods" {
-			*podSelectors = append(*podSelectors, a.(k8stesting.ListActionImpl).GetListOptions().FieldSelector)
+		seen.lists[a.GetResource().Resource]++
+		opts := a.(k8stesting.ListActionImpl).GetListOptions()
+		switch a.GetResource().Resource {
+		case "pods":
+			seen.podSelectors = append(seen.podSelectors, opts.FieldSelector)
+		case "nodes":
+			seen.nodeSelectors = append(seen.nodeSelectors, opts.LabelSelector)
 		}
 		return false, nil, nil
 	})
-	return lists, podSelectors
 }
 
 // TestPodsAreReadOnTheNodesTheReleaseCanUse checks that what the preflight
@@ -169,21 +182,16 @@ func TestPodsAreReadOnTheNodesTheReleaseCanUse(t *testing.T) {
 		}
 		return objs
 	}
-	type reads struct {
-		lists        map[string]int
-		podSelectors []string
-	}
-	run := func(t *testing.T, objs []runtime.Object, rendered ...runtime.Object) (*Report, reads, error) {
+	run := func(t *testing.T, objs []runtime.Object, rendered ...runtime.Object) (*Report, listsSeen, error) {
 		t.Helper()
-		var lists map[string]int
-		var sels *[]string
+		var seen listsSeen
 		r, err := runPreflight(t, pfCase{cluster: objs, rendered: rendered,
-			clientMods: func(c *fake.Clientset) { lists, sels = countLists(c) }}, SurgePolicyStrict)
-		return r, reads{lists: lists, podSelectors: *sels}, err
+			clientMods: func(c *fake.Clientset) { countLists(c, &seen) }}, SurgePolicyStrict)
+		return r, seen, err
 	}
 
 	t.Run("the same reads on a cluster 50 times bigger", func(t *testing.T) {
-		var got []reads
+		var got []listsSeen
 		for _, cpuNodes := range []int{0, 10, 500} {
 			// 3 GPU nodes with 4 free GPUs each: 3 pods of 4 fit, 4 do not.
 			_, _, err := run(t, cluster(3, cpuNodes), pfDeploy("chat", 4, 4))
@@ -210,7 +218,59 @@ func TestPodsAreReadOnTheNodesTheReleaseCanUse(t *testing.T) {
 			d.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "a100"}
 		}))
 		require.NoError(t, err)
+		assert.Equal(t, []string{"pool=a100"}, rd.nodeSelectors, "the API server filters the nodes")
 		assert.Equal(t, []string{"spec.nodeName=gpu-00,status.phase!=Succeeded,status.phase!=Failed"}, rd.podSelectors)
+	})
+
+	t.Run("a single required node affinity term narrows the nodes read", func(t *testing.T) {
+		objs := cluster(3, 10)
+		objs[0].(*corev1.Node).Labels["gpu"] = "h100"
+		objs[2].(*corev1.Node).Labels["gpu"] = "a100"
+		affinity := func(terms ...corev1.NodeSelectorTerm) func(d *appsv1.Deployment) {
+			return func(d *appsv1.Deployment) {
+				d.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+			}
+		}
+		in := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"h100"}},
+			{Key: "gpu-count", Operator: corev1.NodeSelectorOpGt, Values: []string{"4"}}, // not a label selector: checked per node
+		}}
+		_, rd, err := run(t, objs, pfDeploy("chat", 1, 4, affinity(in)))
+		require.Error(t, err, "Gt leaves every node out")
+		assert.Equal(t, []string{"gpu in (h100)"}, rd.nodeSelectors)
+		assert.Empty(t, rd.podSelectors)
+
+		// Two terms are ORed: no label selector says that.
+		other := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"a100"}}}}
+		in.MatchExpressions = in.MatchExpressions[:1]
+		_, rd, err = run(t, objs, pfDeploy("chat", 2, 4, affinity(in, other)))
+		require.NoError(t, err)
+		assert.Equal(t, []string{""}, rd.nodeSelectors)
+		assert.Len(t, rd.podSelectors, 2, "gpu-00 and gpu-02")
+	})
+
+	t.Run("no node has the labels: named in the refusal", func(t *testing.T) {
+		_, rd, err := run(t, cluster(3, 10), pfDeploy("chat", 1, 4, func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "b200"}
+		}))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "none of 0 labelled pool=b200; 0 Ready and schedulable")
+		assert.Empty(t, rd.podSelectors)
+	})
+
+	t.Run("Deployments on a pool and on every node: the pool's nodes are one state", func(t *testing.T) {
+		objs := cluster(2, 3)
+		objs[0].(*corev1.Node).Labels["pool"] = "a100"
+		// gpu-00 has 4 free GPUs: the pool's Deployment takes them, the
+		// other finds only gpu-01's 4.
+		_, rd, err := run(t, objs,
+			pfDeploy("pinned", 1, 4, func(d *appsv1.Deployment) { d.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "a100"} }),
+			pfDeploy("anywhere", 2, 4))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "nvidia.com/gpu: need 8, free 4 on nodes gpu-00, gpu-01")
+		assert.Equal(t, []string{"pool=a100", ""}, rd.nodeSelectors)
+		assert.Len(t, rd.podSelectors, 2, "each GPU node read once")
 	})
 
 	t.Run("each node is read once for every Deployment", func(t *testing.T) {

@@ -103,6 +103,7 @@ func Run(ctx context.Context, client kubernetes.Interface, objs []*unstructured.
 		livePDBs: map[string][]policyv1.PodDisruptionBudget{},
 		liveHPAs: map[string][]hpaInfo{},
 		nsPods:   map[string][]*corev1.Pod{},
+		nodeSets: map[string]*nodeSet{}, nodeByName: map[string]*nodeState{},
 	}
 	deps, err := p.collect(objs)
 	if err != nil {
@@ -147,20 +148,24 @@ type preflighter struct {
 	renderedHPAs   []hpaInfo
 	renderedQuotas []corev1.ResourceQuota
 
-	clusterLoaded bool
-	// nodesKnown is false when nodes or pods could not be listed: node
-	// checks are then left out.
-	nodesKnown bool
-	nodes      []*nodeState
-	nodeCount  int
-	// nodeLists counts the per-node pod lists made, and deleting the pods
-	// being deleted found on the nodes read.
-	nodeLists int
-	deleting  int
-	nsPods    map[string][]*corev1.Pod
-	quotas    map[string][]*quotaState
-	livePDBs  map[string][]policyv1.PodDisruptionBudget
-	liveHPAs  map[string][]hpaInfo
+	// nodeSets are the nodes listed, by label selector; nodeByName each
+	// listed node's state. nodesUnreadable and podsUnreadable are set when
+	// nodes or pods of all namespaces could not be listed: node checks are
+	// then left out.
+	nodeSets        map[string]*nodeSet
+	nodeByName      map[string]*nodeState
+	nodesUnreadable bool
+	podsUnreadable  bool
+	// nodeLists counts the per-node pod lists made; podsByNode holds every
+	// pod once the pods of all namespaces were listed instead. deleting
+	// counts the pods being deleted on the nodes read.
+	nodeLists  int
+	podsByNode map[string][]*corev1.Pod
+	deleting   int
+	nsPods     map[string][]*corev1.Pod
+	quotas     map[string][]*quotaState
+	livePDBs   map[string][]policyv1.PodDisruptionBudget
+	liveHPAs   map[string][]hpaInfo
 }
 
 // hpaInfo is the part of a HorizontalPodAutoscaler the preflight uses.

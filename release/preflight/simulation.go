@@ -80,8 +80,11 @@ func (s stepResult) full() bool     { return min(s.placeable, s.admitted) >= s.p
 
 // evalContext is what evaluating one Deployment needs.
 type evalContext struct {
-	d       *deploymentInput
-	per     podUsage
+	d   *deploymentInput
+	per podUsage
+	// nodes are the nodes listed for the pod's label selector, nil when
+	// node capacity is not checked; matches those the pod may go to.
+	nodes   *nodeSet
 	matches []*nodeState
 	quotas  []*quotaState
 	old     []oldPod
@@ -94,9 +97,6 @@ type evalContext struct {
 // replica count goes up.
 func (p *preflighter) evaluate(ctx context.Context, d *deploymentInput) error {
 	e := d.entry
-	if err := p.loadNodes(ctx); err != nil {
-		return err
-	}
 	spec := &d.rendered.Spec.Template.Spec
 	ec := &evalContext{d: d, per: usageOf(spec)}
 	e.PerPod = ec.per.requests.strings()
@@ -164,8 +164,12 @@ func (p *preflighter) evaluate(ctx context.Context, d *deploymentInput) error {
 // pods bound to them. When no allowed node holds one pod, every allowed
 // node is kept, unread: impossiblePod then names the largest.
 func (p *preflighter) matchNodes(ctx context.Context, ec *evalContext, pl placement) error {
+	set, err := p.nodesFor(ctx, &ec.d.rendered.Spec.Template.Spec)
+	if err != nil || set == nil {
+		return err
+	}
 	var allowed, hosts []*nodeState
-	for _, n := range p.nodes {
+	for _, n := range set.usable {
 		if !pl.allows(n.node) {
 			continue
 		}
@@ -175,14 +179,14 @@ func (p *preflighter) matchNodes(ctx context.Context, ec *evalContext, pl placem
 		}
 	}
 	if len(hosts) == 0 {
-		ec.matches = allowed
+		ec.nodes, ec.matches = set, allowed
 		return nil
 	}
 	ok, err := p.readPodsOn(ctx, hosts)
 	if err != nil || !ok {
 		return err
 	}
-	ec.matches = hosts
+	ec.nodes, ec.matches = set, hosts
 	return nil
 }
 
@@ -388,11 +392,15 @@ func (p *preflighter) impossiblePod(ec *evalContext) bool {
 	e := ec.d.entry
 	var checks []CapacityCheck
 	var msg string
-	if p.nodesKnown {
+	if ec.nodes != nil {
 		switch {
 		case len(ec.matches) == 0:
+			of := fmt.Sprint(ec.nodes.total)
+			if ec.nodes.selector != "" {
+				of += " labelled " + ec.nodes.selector
+			}
 			checks = append(checks, CapacityCheck{Step: StepPod, Pods: 1, Resource: string(corev1.ResourcePods), Needed: "1", Free: "0",
-				Short: "1", Where: fmt.Sprintf("nodes matching the pod's nodeSelector, affinity and tolerations (none of %d; %d Ready and schedulable)", p.nodeCount, len(p.nodes))})
+				Short: "1", Where: fmt.Sprintf("nodes matching the pod's nodeSelector, affinity and tolerations (none of %s; %d Ready and schedulable)", of, len(ec.nodes.usable))})
 			msg = "no Ready, schedulable node matches the pod's nodeSelector, required node affinity and tolerations"
 		default:
 			fitsSome := false
@@ -490,7 +498,7 @@ func (p *preflighter) step(ec *evalContext, step string, n, freed int64) stepRes
 		removed = nil
 	}
 	qual := stepQualifier(ec, step, n, len(removed))
-	if p.nodesKnown {
+	if ec.nodes != nil {
 		res.placeable, res.checks = nodeChecks(ec, step, n, removed, qual)
 	}
 	admitted, checks := quotaChecks(ec, step, n, removed, qual)
