@@ -7,7 +7,6 @@ import (
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // rollbackOptions are the inputs of `vllmctl rollback RELEASE`.
@@ -21,6 +20,7 @@ type rollbackOptions struct {
 	history   historyFlags
 	conflicts conflictFlags
 	unlock    unlockFlags
+	verdicts  verdictFlags
 
 	toRevision int
 
@@ -54,6 +54,7 @@ func newRollbackCommand(g *GlobalOptions) *cobra.Command {
 	o.history.AddFlags(f)
 	o.conflicts.AddFlags(f)
 	o.unlock.AddFlags(f)
+	o.verdicts.AddFlags(f)
 	f.IntVar(&o.toRevision, "to-revision", 0, "revision to restore (0: the previous good revision)")
 	return cmd
 }
@@ -76,12 +77,12 @@ func (o *rollbackOptions) Validate() error {
 		}
 		return nil
 	}
-	return validateAll(o.output.Validate, o.progress.Validate, o.lock.Validate, toRevision, o.timeout.Validate, o.history.Validate)
+	return validateAll(o.output.Validate, o.progress.Validate, o.lock.Validate, toRevision, o.timeout.Validate, o.history.Validate, o.verdicts.Validate)
 }
 
 // Run rolls back and prints the result.
 func (o *rollbackOptions) Run(ctx context.Context) error {
-	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, wait.RolloutOptions{})
+	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, o.verdicts.options())
 	if err != nil {
 		return err
 	}
