@@ -37,7 +37,8 @@ fuzz:
 
 e2e: cluster helm registry
 	VLLMCTL_RELEASE_TEST_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -count=1 -run TestStoreContract $(GOTESTFLAGS) ./release/storage/
-	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) HELM_BIN=$$(hack/install-helm.sh) REGISTRY_BIN=$$(hack/install-registry.sh) $(GO) test $(RACE) -tags e2e -count=1 -p 1 -timeout 40m $(GOTESTFLAGS) ./e2e/...
+	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) HELM_BIN=$$(hack/install-helm.sh) REGISTRY_BIN=$$(hack/install-registry.sh) \
+	  KUBECTL_BIN=$$(hack/build-devcluster.sh)/kubectl $(GO) test $(RACE) -tags e2e -count=1 -p 1 -timeout 40m $(GOTESTFLAGS) ./e2e/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi

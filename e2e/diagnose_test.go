@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +84,43 @@ func TestDiagnose(t *testing.T) {
 	r = f.run(t, "diagnose", "oom", "-c", "nope", "-n", f.namespace)
 	assert.Equal(t, 2, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "its containers: oom")
+}
+
+// TestDiagnoseReleasePod diagnoses a failed pod of a release after a
+// deploy without rollback, and a pod `kubectl run` made: the same cause
+// and evidence the deploy's result names, the hints quoting the pod's own
+// flags.
+func TestDiagnoseReleasePod(t *testing.T) {
+	f := newRelFixture(t)
+	f.rolloutInstall(t)
+	r := f.rolloutDeploy(t, "--set", "image.tag=v0.11.1-fault-kvcache", "--no-rollback", "-o", "json")
+	require.Equal(t, 4, r.code, "failed, not rolled back\n%s", r)
+	res := result(t, r)
+	require.NotNil(t, res.Failure, r.stdout)
+	require.NotEmpty(t, res.Failure.Pod)
+
+	var d map[string]any
+	diag := f.run(t, "diagnose", res.Failure.Pod, "-o", "json")
+	require.Equal(t, 0, diag.code, "%s", diag)
+	require.NoError(t, json.Unmarshal([]byte(diag.stdout), &d), diag.stdout)
+	assert.Equal(t, string(res.Failure.Cause), d["cause"])
+	assert.Equal(t, "kv-cache", d["cause"])
+	assert.Equal(t, res.Failure.Evidence, d["evidence"], "the same line as the deploy's")
+	hints, _ := json.Marshal(d["hints"])
+	assert.Contains(t, string(hints), "--max-model-len", "the flag to change")
+
+	kubectl := os.Getenv("KUBECTL_BIN")
+	require.NotEmpty(t, kubectl, "KUBECTL_BIN is not set: run make e2e (or KUBECTL_BIN=$(hack/build-devcluster.sh)/kubectl)")
+	out, err := exec.Command(kubectl, "--kubeconfig", f.kubeconfig, "-n", f.namespace, "run", "gated",
+		"--image", "example.com/vllm-openai:v0.11.1-fault-hfauth", "--", "--model", "meta-llama/Llama-3.1-8B-Instruct").CombinedOutput()
+	require.NoError(t, err, "kubectl run: %s", out)
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		p, err := f.client.CoreV1().Pods(f.namespace).Get(ctx, "gated", metav1.GetOptions{})
+		return err == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
+	}, 2*time.Minute, 500*time.Millisecond, "the pod kubectl run made restarts")
+	diag = f.run(t, "diagnose", "gated")
+	require.Equal(t, 0, diag.code, "%s", diag)
+	assert.Contains(t, diag.stdout, "  cause:     model-auth\n")
+	assert.True(t, strings.Contains(diag.stdout, "Access to model meta-llama/Llama-3.1-8B-Instruct is restricted"), diag.stdout)
 }
