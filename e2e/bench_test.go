@@ -360,13 +360,16 @@ func benchFailure(b *testing.B, tag, target string, limit float64) {
 		m.mu.Lock()
 		first, ok := terms.of(badHash)
 		require.True(b, ok, "run %d: no container termination of ReplicaSet %s seen", run, res.ReplicaSets[0].Name)
-		require.False(b, m.verdict.IsZero() || m.rollbackStarted.IsZero() || m.rolledOut.IsZero() || m.firstWarning.IsZero(),
+		// A decisive cause's verdict can come before any warning.
+		require.False(b, m.verdict.IsZero() || m.rollbackStarted.IsZero() || m.rolledOut.IsZero(),
 			"run %d: progress events missing: %+v", run, m)
 		figures["signal-to-rollback"] = append(figures["signal-to-rollback"], m.rolledOut.Sub(first).Seconds())
 		figures["signal-to-rollback-start"] = append(figures["signal-to-rollback-start"], m.rollbackStarted.Sub(first).Seconds())
 		figures["detect"] = append(figures["detect"], m.verdict.Sub(first).Seconds())
 		figures["rollback"] = append(figures["rollback"], m.rolledOut.Sub(m.rollbackStarted).Seconds())
-		figures["from-warning"] = append(figures["from-warning"], m.rolledOut.Sub(m.firstWarning).Seconds())
+		if !m.firstWarning.IsZero() {
+			figures["from-warning"] = append(figures["from-warning"], m.rolledOut.Sub(m.firstWarning).Seconds())
+		}
 		m.mu.Unlock()
 	}
 	for _, k := range []string{"signal-to-rollback", "signal-to-rollback-start", "detect", "rollback"} {
@@ -381,7 +384,9 @@ func benchFailure(b *testing.B, tag, target string, limit float64) {
 		{"rollback", "  rollback (started -> rollback deployed)"},
 		{"from-warning", "  from the watcher's first warning to the previous revision serving"},
 	} {
-		b.Logf("%s: median %.2fs (runs: %s)", k.what, median(figures[k.key]), seconds(figures[k.key]))
+		if len(figures[k.key]) > 0 {
+			b.Logf("%s: median %.2fs (runs: %s)", k.what, median(figures[k.key]), seconds(figures[k.key]))
+		}
 	}
 }
 
