@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/pager"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/object"
@@ -449,6 +450,101 @@ func (n *nodeState) subtract(pods []*corev1.Pod, deleting *int) {
 		}
 		n.free.sub(podRequests(&pod.Spec))
 	}
+}
+
+// noteCompetitors notes the pending pods of other workloads that may take
+// the room this Deployment's pods are counted on: not bound yet, allowed
+// on one of its nodes and small enough for it. They are not counted (the
+// scheduler orders pods by priority, and they may go elsewhere); the note
+// says the room may go to them first. The pending pods are listed once,
+// with the field selector spec.nodeName= (unbound pods only).
+func (p *preflighter) noteCompetitors(ctx context.Context, ec *evalContext) error {
+	if p.pending == nil {
+		pods, err := listAll(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=,status.phase=Pending"}, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			list, err := p.client.CoreV1().Pods("").List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			return list, nil
+		}, func(pod *corev1.Pod) (*corev1.Pod, bool) {
+			if pod.Spec.NodeName != "" || pod.Status.Phase != corev1.PodPending || pod.DeletionTimestamp != nil {
+				return nil, false
+			}
+			c := compactPod(pod)
+			c.Spec.Affinity, c.Spec.Tolerations = pod.Spec.Affinity, pod.Spec.Tolerations
+			return c, true
+		})
+		switch {
+		case apierrors.IsForbidden(err):
+			p.note("pending pods of all namespaces not readable (%v): pods waiting for the same nodes are not named", err)
+			pods = []*corev1.Pod{}
+		case err != nil:
+			return fmt.Errorf("preflight: list pending pods: %w", err)
+		case pods == nil:
+			pods = []*corev1.Pod{} // listed: none
+		}
+		p.pending = pods
+	}
+	d := ec.d.rendered
+	own, _ := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	var names []string
+	total := resVec{}
+	for _, pod := range p.pending {
+		if pod.Namespace == d.Namespace && own != nil && !own.Empty() && own.Matches(labels.Set(pod.Labels)) {
+			continue // the Deployment's own pods
+		}
+		req := podRequests(&pod.Spec)
+		if !sharesScarce(req, ec.per.requests) {
+			continue
+		}
+		pl := newPlacement(klog.FromContext(ctx), &pod.Spec)
+		for _, n := range ec.matches {
+			if pl.allows(n.node) && fitsIn(n.alloc, req) {
+				names = append(names, pod.Namespace+"/"+pod.Name)
+				total.add(req)
+				break
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	sort.Strings(names)
+	shown := names
+	if len(shown) > 5 {
+		shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(names)-5))
+	}
+	var asks []string
+	for _, r := range ec.per.requests.names() {
+		if isScarce(r) && total[r] > 0 {
+			asks = append(asks, string(r)+" "+formatAmount(r, total[r]))
+		}
+	}
+	p.note("Deployment %s: %d pending pod(s) of other workloads may take the same nodes first (%s), requesting %s; the scheduler places pods by priority, so the room counted here may go to them",
+		d.Name, len(names), strings.Join(shown, ", "), strings.Join(asks, ", "))
+	return nil
+}
+
+// isScarce reports whether r is a resource pods compete for by name: an
+// extended resource (GPUs and the like), not cpu, memory, storage or the
+// pod count, which every pod asks for.
+func isScarce(r corev1.ResourceName) bool {
+	switch r {
+	case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage:
+		return false
+	}
+	return true
+}
+
+// sharesScarce reports whether two pods' requests both ask for one scarce
+// resource.
+func sharesScarce(a, b resVec) bool {
+	for r, v := range a {
+		if v > 0 && b[r] > 0 && isScarce(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // listPodsOn lists the pods bound to each of nodes, nodeListWorkers lists

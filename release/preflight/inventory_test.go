@@ -73,18 +73,22 @@ func TestListsArePaged(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "nvidia.com/gpu: need 8, free 0 on nodes a, b (1 new pod)")
 			// Two pages of nodes, then two of pods for each node (a list
-			// per node); with an expired token each ends in a full list.
+			// per node), then two of pending pods; with an expired token
+			// each ends in a full list.
 			per := 2
 			if expire {
 				per = 3
 			}
-			require.Len(t, *calls, 3*per)
+			require.Len(t, *calls, 4*per)
 			for i, c := range *calls {
-				if i < per {
+				switch {
+				case i < per:
 					assert.Empty(t, c.FieldSelector, "nodes")
-					continue
+				case i < 3*per:
+					assert.Regexp(t, "^spec.nodeName=[ab],", c.FieldSelector, "pods, by node")
+				default:
+					assert.Equal(t, pendingSelector, c.FieldSelector)
 				}
-				assert.Contains(t, c.FieldSelector, "spec.nodeName=", "pods, by node")
 			}
 		})
 	}
@@ -131,6 +135,9 @@ func TestCompactPod(t *testing.T) {
 	assert.Nil(t, got.Spec.Containers[0].ReadinessProbe)
 	assert.Equal(t, "download", pod.Spec.InitContainers[0].Args[0], "the listed pod is not modified")
 }
+
+// pendingSelector selects the unbound pending pods.
+const pendingSelector = "spec.nodeName=,status.phase=Pending"
 
 // listsSeen are the list requests a preflight made: how many of each
 // resource, each pod list's field selector and each node list's label
@@ -202,8 +209,9 @@ func TestPodsAreReadOnTheNodesTheReleaseCanUse(t *testing.T) {
 			got = append(got, rd)
 		}
 		for _, rd := range got {
-			assert.Equal(t, map[string]int{"horizontalpodautoscalers": 1, "nodes": 1, "pods": 3, "resourcequotas": 1}, rd.lists)
+			assert.Equal(t, map[string]int{"horizontalpodautoscalers": 1, "nodes": 1, "pods": 4, "resourcequotas": 1}, rd.lists)
 			assert.ElementsMatch(t, []string{
+				pendingSelector,
 				"spec.nodeName=gpu-00,status.phase!=Succeeded,status.phase!=Failed",
 				"spec.nodeName=gpu-01,status.phase!=Succeeded,status.phase!=Failed",
 				"spec.nodeName=gpu-02,status.phase!=Succeeded,status.phase!=Failed",
@@ -219,7 +227,7 @@ func TestPodsAreReadOnTheNodesTheReleaseCanUse(t *testing.T) {
 		}))
 		require.NoError(t, err)
 		assert.Equal(t, []string{"pool=a100"}, rd.nodeSelectors, "the API server filters the nodes")
-		assert.Equal(t, []string{"spec.nodeName=gpu-00,status.phase!=Succeeded,status.phase!=Failed"}, rd.podSelectors)
+		assert.Equal(t, []string{"spec.nodeName=gpu-00,status.phase!=Succeeded,status.phase!=Failed", pendingSelector}, rd.podSelectors)
 	})
 
 	t.Run("a single required node affinity term narrows the nodes read", func(t *testing.T) {
@@ -247,7 +255,7 @@ func TestPodsAreReadOnTheNodesTheReleaseCanUse(t *testing.T) {
 		_, rd, err = run(t, objs, pfDeploy("chat", 2, 4, affinity(in, other)))
 		require.NoError(t, err)
 		assert.Equal(t, []string{""}, rd.nodeSelectors)
-		assert.Len(t, rd.podSelectors, 2, "gpu-00 and gpu-02")
+		assert.Len(t, rd.podSelectors, 3, "gpu-00 and gpu-02, and the pending pods")
 	})
 
 	t.Run("no node has the labels: named in the refusal", func(t *testing.T) {
@@ -270,13 +278,13 @@ func TestPodsAreReadOnTheNodesTheReleaseCanUse(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "nvidia.com/gpu: need 8, free 4 on nodes gpu-00, gpu-01")
 		assert.Equal(t, []string{"pool=a100", ""}, rd.nodeSelectors)
-		assert.Len(t, rd.podSelectors, 2, "each GPU node read once")
+		assert.Len(t, rd.podSelectors, 3, "each GPU node read once, and the pending pods")
 	})
 
 	t.Run("each node is read once for every Deployment", func(t *testing.T) {
 		_, rd, err := run(t, cluster(3, 10), pfDeploy("chat", 1, 2), pfDeploy("embed", 1, 1))
 		require.NoError(t, err)
-		assert.Len(t, rd.podSelectors, 3)
+		assert.Len(t, rd.podSelectors, 4, "3 nodes and the pending pods")
 	})
 
 	t.Run("no node can host a pod: no pod is read", func(t *testing.T) {
@@ -290,7 +298,7 @@ func TestPodsAreReadOnTheNodesTheReleaseCanUse(t *testing.T) {
 		n := maxNodeLists + 1
 		r, rd, err := run(t, cluster(n, 10), pfDeploy("chat", int32(n), 4))
 		require.NoError(t, err, "every GPU node has room for one pod of 4")
-		assert.Equal(t, []string{"status.phase!=Succeeded,status.phase!=Failed"}, rd.podSelectors)
+		assert.Equal(t, []string{"status.phase!=Succeeded,status.phase!=Failed", pendingSelector}, rd.podSelectors)
 		assert.Len(t, r.Deployments[0].Checks[0].Nodes, n)
 		_, _, err = run(t, cluster(n, 10), pfDeploy("chat", int32(n+1), 4))
 		require.Error(t, err, "the busy pods were counted")
@@ -310,4 +318,35 @@ func TestPodsAreReadOnTheNodesTheReleaseCanUse(t *testing.T) {
 		require.NoError(t, err, "node room unknown: not refused")
 		assert.Contains(t, strings.Join(r.Notes, "\n"), "pods of all namespaces not readable")
 	})
+}
+
+// TestPendingPodsThatMayTakeTheRoomAreNamed checks the note on pending
+// pods of other workloads that may take the same nodes first: only those
+// asking for a scarce resource the release asks for, allowed on one of its
+// nodes and small enough for one; never the Deployment's own pods; not
+// counted against the room.
+func TestPendingPodsThatMayTakeTheRoomAreNamed(t *testing.T) {
+	pending := func(name, ns string, gpus int64, mods ...func(*corev1.Pod)) *corev1.Pod {
+		return pfPod(name, "", gpus, map[string]string{"app": name}, append([]func(*corev1.Pod){func(p *corev1.Pod) {
+			p.Namespace, p.Status.Phase = ns, corev1.PodPending
+		}}, mods...)...)
+	}
+	cluster := []runtime.Object{pfNode("a"), pfNode("b"),
+		pending("train-0", "ml", 4),
+		pending("train-1", "ml", 4),
+		pending("web", "web", 0), // no GPU: competes for nothing scarce
+		pending("big", "ml", 16), // larger than any node
+		pending("pinned", "ml", 1, func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"pool": "elsewhere"} }),
+		pending("chat-new", pfNS, 1, func(p *corev1.Pod) { p.Labels = map[string]string{"app": "chat"} }), // its own
+	}
+	r, err := runPreflight(t, pfCase{cluster: cluster, rendered: []runtime.Object{pfDeploy("chat", 2, 1)}}, SurgePolicyStrict)
+	require.NoError(t, err, "pending pods are not counted against the room")
+	assert.Contains(t, r.Notes, "Deployment chat: 2 pending pod(s) of other workloads may take the same nodes first (ml/train-0, ml/train-1), "+
+		"requesting nvidia.com/gpu 8; the scheduler places pods by priority, so the room counted here may go to them")
+
+	r, err = runPreflight(t, pfCase{cluster: cluster[:2], rendered: []runtime.Object{pfDeploy("chat", 2, 1)}}, SurgePolicyStrict)
+	require.NoError(t, err)
+	for _, n := range r.Notes {
+		assert.NotContains(t, n, "pending pod")
+	}
 }

@@ -162,10 +162,12 @@ type preflighter struct {
 	nodeLists  int
 	podsByNode map[string][]*corev1.Pod
 	deleting   int
-	nsPods     map[string][]*corev1.Pod
-	quotas     map[string][]*quotaState
-	livePDBs   map[string][]policyv1.PodDisruptionBudget
-	liveHPAs   map[string][]hpaInfo
+	// pending are the unbound pending pods of the cluster, once listed.
+	pending  []*corev1.Pod
+	nsPods   map[string][]*corev1.Pod
+	quotas   map[string][]*quotaState
+	livePDBs map[string][]policyv1.PodDisruptionBudget
+	liveHPAs map[string][]hpaInfo
 }
 
 // hpaInfo is the part of a HorizontalPodAutoscaler the preflight uses.

@@ -187,7 +187,7 @@ func (p *preflighter) matchNodes(ctx context.Context, ec *evalContext, pl placem
 		return err
 	}
 	ec.nodes, ec.matches = set, hosts
-	return nil
+	return p.noteCompetitors(ctx, ec)
 }
 
 // scaleUp checks the pods a replica increase adds, next to every running
