@@ -111,7 +111,7 @@ func causeRules() []causeRule {
 		{cause: CauseGPUNotVisible, hints: gpuNotVisibleHints,
 			log: re(`(?i)No CUDA GPUs are available|Failed to infer device type|Found no NVIDIA driver on your system|NVML Shared Library Not Found|libcuda\.so[.0-9]*: cannot open shared object file|no CUDA-capable device is detected`)},
 		{cause: CauseShm, hints: shmHints,
-			log: re(`(?i)Error while creating shared memory segment|/dev/shm.*(No space left|too small|insufficient)|No space left on device.*/dev/shm|insufficient shared memory|^Bus error|unable to (write to|mmap) .*torch_|posix_fallocate failed.*No space left on device`)},
+			log: re(`(?i)Error while creating shared memory segment|/dev/shm.*(No space left|too small|insufficient)|No space left on device.*/dev/shm|insufficient shared memory|^Bus error|Fatal Python error: Bus error|SIGBUS received|unable to (write to|mmap) .*torch_|posix_fallocate failed.*No space left on device`)},
 		{cause: CauseShm, hints: shmHints, term: busError},
 		{cause: CauseTensorParallel, hints: tensorParallelHints,
 			log: re(`(?i)number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)|World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)|is not divisible by tensor.parallel.size|number of required GPUs exceeds the total number of available GPUs`)},
@@ -119,8 +119,10 @@ func causeRules() []causeRule {
 			log: re(`(?i)Bfloat16 is only supported on GPUs with compute capability of at least 8\.0(?:\. Your (.+?) GPU has compute capability (\d+\.\d+))?`)},
 		{cause: CauseKVCache, hints: kvCacheHints,
 			log: re(`(?i)No available memory for the cache blocks|(?:KV cache is needed, which is larger than the available KV cache memory|To serve at least one request with the models?'s max seq len)(?:.*estimated maximum model length is (\d+))?|larger than the maximum number of tokens that can be stored in KV cache`)},
+		// torch's OutOfMemoryError, not Ray's (ray.exceptions.OutOfMemoryError:
+		// its memory monitor killed a worker for the node's memory).
 		{cause: CauseGPUOOM, hints: gpuOOMHints,
-			log: re(`(?i)CUDA out of memory|OutOfMemoryError|CUDA (?:driver )?error: out of memory|Cuda failure 'out of memory'|(Free memory on device .* on startup is less than desired GPU memory utilization)`)},
+			log: re(`(?i)CUDA out of memory|(?:^|torch\.(?:cuda\.)?)OutOfMemoryError|CUDA (?:driver )?error: out of memory|Cuda failure 'out of memory'|(Free memory on device .* on startup is less than desired GPU memory utilization)`)},
 		{cause: CauseModelAuth, hints: modelAuthHints,
 			log: re(`(?i)GatedRepoError|Cannot access gated repo|You are trying to access a gated repo|Access to model \S+ is restricted|Invalid credentials in Authorization header|403 Client Error.*(huggingface|Forbidden)`)},
 		{cause: CauseModelNotFound, hints: modelNotFoundHints,
@@ -172,15 +174,23 @@ const logLevelPattern = `^` + linePrefixPattern +
 const prefixPattern = `^` + linePrefixPattern +
 	`(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?:\s+\[[^\]]*\]|\s+\S+\.py:\d+\])\s*)?`
 
+// ncclInfoPattern recognises NCCL's INFO lines ("host:pid:tid [0] NCCL
+// INFO ...", "[3] NCCL INFO ..."), after linePrefixPattern: at the start of
+// the line, so a line that only quotes one, as logs pasted without their
+// newlines do, still counts.
+const ncclInfoPattern = `^` + linePrefixPattern + `(?:\S+ )?\[\d+\] NCCL INFO `
+
 // classifier applies the rule table.
 type classifier struct {
-	rules  []causeRule
-	level  *regexp.Regexp
-	prefix *regexp.Regexp
+	rules    []causeRule
+	level    *regexp.Regexp
+	prefix   *regexp.Regexp
+	ncclInfo *regexp.Regexp
 }
 
 func newClassifier() *classifier {
-	return &classifier{rules: causeRules(), level: regexp.MustCompile(logLevelPattern), prefix: regexp.MustCompile(prefixPattern)}
+	return &classifier{rules: causeRules(), level: regexp.MustCompile(logLevelPattern), prefix: regexp.MustCompile(prefixPattern),
+		ncclInfo: regexp.MustCompile(ncclInfoPattern)}
 }
 
 // classify returns the cause of the input, its evidence and the hints
@@ -220,7 +230,7 @@ func (c *classifier) messages(lines []string) []string {
 		msg := strings.TrimSpace(c.prefix.ReplaceAllString(line, ""))
 		quoted := frame
 		frame = strings.HasPrefix(msg, `File "`)
-		if lvl := c.level.FindStringSubmatch(line); (lvl != nil && !errorLevel(lvl[1]+lvl[2])) || strings.Contains(line, " NCCL INFO ") || quoted {
+		if lvl := c.level.FindStringSubmatch(line); (lvl != nil && !errorLevel(lvl[1]+lvl[2])) || c.ncclInfo.MatchString(line) || quoted {
 			continue
 		}
 		out[i] = msg

@@ -258,6 +258,10 @@ func TestClassifyLines(t *testing.T) {
 		cause Cause
 	}{
 		{"RuntimeError: CUDA driver error: out of memory", CauseGPUOOM},
+		{"OutOfMemoryError                          Traceback (most recent call last)", CauseGPUOOM},
+		// Ray's memory monitor killing a worker for the node's memory, not the GPU's
+		// (vllm-project/vllm#15102).
+		{"ERROR 03-21 17:27:44 [core.py:340] ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", CauseUnknown},
 		{"(EngineCore_DP0 pid=12473) ERROR 11-05 12:19:32 [linear.py:210] Failed to create unquantized linear weights: CUDA out of memory. Tried to allocate 896.00 MiB.", CauseGPUOOM},
 		{"ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (7344). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.", CauseKVCache},
 		{"huggingface_hub.errors.GatedRepoError: 403 Client Error.", CauseModelAuth},
@@ -266,6 +270,11 @@ func TestClassifyLines(t *testing.T) {
 		{"RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility was attempted on non supported HW", CauseCUDADriver},
 		{"RuntimeError: No CUDA GPUs are available", CauseGPUNotVisible},
 		{"Bus error (core dumped)", CauseShm},
+		{"(RayWorker pid=1451) Fatal Python error: Bus error", CauseShm},
+		// A paste that lost its newlines: an NCCL INFO line quoted after the error
+		// does not make the line NCCL's INFO (vllm-project/vllm#21661).
+		{` ERROR 11-04 18:02:56 [v1/executor/multiproc_executor.py:597] raise RuntimeError(f"NCCL error: {error_str}") ERROR 11-04 18:02:56 [v1/executor/multiproc_executor.py:597] RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details) 02fdc141b80d:213:213 [1] NCCL INFO cudaDriverVersion 12080`, CauseNCCL},
+		{"(pid=909608) z-pc:909608:910337 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7 symbol.", CauseUnknown},
 		{"RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1603729062494/work/torch/lib/c10d/ProcessGroupNCCL.cpp:784, unhandled cuda error, NCCL version 2.7.8", CauseNCCL},
 		// NCCL's shared memory transport naming only the full /dev/shm
 		// (NVIDIA/nccl#290), and the all-reduce watchdog (vllm-project/vllm#1846).
