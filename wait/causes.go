@@ -111,44 +111,86 @@ func causeRules() []causeRule {
 		{cause: CauseGPUNotVisible, hints: gpuNotVisibleHints,
 			log: re(`(?i)No CUDA GPUs are available|Failed to infer device type|Found no NVIDIA driver on your system|NVML Shared Library Not Found|libcuda\.so[.0-9]*: cannot open shared object file|no CUDA-capable device is detected`)},
 		{cause: CauseShm, hints: shmHints,
-			log: re(`(?i)Error while creating shared memory segment|/dev/shm.*(No space left|too small|insufficient)|No space left on device.*/dev/shm|insufficient shared memory|^Bus error|unable to (write to|mmap) .*torch_`)},
+			log: re(`(?i)Error while creating shared memory segment|/dev/shm.*(No space left|too small|insufficient)|No space left on device.*/dev/shm|insufficient shared memory|^Bus error|Fatal Python error: Bus error|SIGBUS received|unable to (write to|mmap) .*torch_|posix_fallocate failed.*No space left on device`)},
 		{cause: CauseShm, hints: shmHints, term: busError},
 		{cause: CauseTensorParallel, hints: tensorParallelHints,
-			log: re(`(?i)number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)|World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)|is not divisible by tensor.parallel.size`)},
+			log: re(`(?i)number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)|World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)|is not divisible by tensor.parallel.size|number of required GPUs exceeds the total number of available GPUs`)},
 		{cause: CauseDtypeUnsupported, hints: dtypeHints,
 			log: re(`(?i)Bfloat16 is only supported on GPUs with compute capability of at least 8\.0(?:\. Your (.+?) GPU has compute capability (\d+\.\d+))?`)},
 		{cause: CauseKVCache, hints: kvCacheHints,
-			log: re(`(?i)No available memory for the cache blocks|KV cache is needed, which is larger than the available KV cache memory(?:.*estimated maximum model length is (\d+))?|larger than the maximum number of tokens that can be stored in KV cache`)},
+			log: re(`(?i)No available memory for the cache blocks|(?:KV cache is needed, which is larger than the available KV cache memory|To serve at least one request with the models?'s max seq len)(?:.*estimated maximum model length is (\d+))?|larger than the maximum number of tokens that can be stored in KV cache`)},
+		// torch's OutOfMemoryError, not Ray's (ray.exceptions.OutOfMemoryError:
+		// its memory monitor killed a worker for the node's memory).
 		{cause: CauseGPUOOM, hints: gpuOOMHints,
-			log: re(`(?i)CUDA out of memory|OutOfMemoryError|CUDA (?:driver )?error: out of memory|Cuda failure 'out of memory'|(Free memory on device .* on startup is less than desired GPU memory utilization)`)},
+			log: re(`(?i)CUDA out of memory|(?:^|torch\.(?:cuda\.)?)OutOfMemoryError|CUDA (?:driver )?error: out of memory|Cuda failure 'out of memory'|(Free memory on device .* on startup is less than desired GPU memory utilization)`)},
 		{cause: CauseModelAuth, hints: modelAuthHints,
 			log: re(`(?i)GatedRepoError|Cannot access gated repo|You are trying to access a gated repo|Access to model \S+ is restricted|Invalid credentials in Authorization header|403 Client Error.*(huggingface|Forbidden)`)},
 		{cause: CauseModelNotFound, hints: modelNotFoundHints,
 			log: re(`(?i)RepositoryNotFoundError|Repository Not Found for url|Invalid repository ID or local directory specified|is not a local folder and is not a valid model identifier|does not appear to have a file named config\.json|404 Client Error.*huggingface\.co|RevisionNotFoundError`)},
 		{cause: CauseNCCL, hints: ncclHints,
-			log: re(`NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalidUsage|ncclRemoteError|DistBackendError|NCCL WARN .*(failure|failed|[Ee]rror)`)},
+			log: re(`NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalidUsage|ncclRemoteError|DistBackendError|NCCL WARN .*(failure|failed|[Ee]rror)|Watchdog caught collective operation timeout|Some NCCL operations have failed or timed out`)},
+		// GPUs without peer-to-peer access, as CUDA itself reports it
+		// (vLLM's or SGLang's custom all-reduce, torch): after the rule
+		// above, which quotes NCCL's own line when there is one.
+		{cause: CauseNCCL, hints: ncclHints,
+			log: re(`peer access is not supported between these two devices`)},
 		{cause: CauseStartupProbe, hints: startupProbeHints,
 			event: re(`failed startup probe, will be restarted`)},
 	}
 }
 
-// logLevel recognises the level prefix of a log line as vLLM ("INFO 10-21
-// 00:33:12 [...]", possibly after "(EngineCore_DP0 pid=268) ") or Python's
-// logging ("WARNING:huggingface_hub...") write it.
-const logLevelPattern = `^(?:\([^)]*pid=\d+\)\s+)?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?:\s+\d\d-\d\d|:)`
+// timestampPattern is a timestamp before a log line: a container
+// runtime's or kubectl's RFC 3339 one, Python logging's "2023-11-30
+// 10:19:23,769", the vLLM router's "[2025-05-21 11:44:46,898]".
+const timestampPattern = `(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s+)?`
 
-// prefixPattern is the part of a vLLM log line before its message.
-const prefixPattern = `^(?:\([^)]*pid=\d+\)\s*)?(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\s+\[[^\]]*\]|\s+\S+\.py:\d+\])\s*)?`
+// linePrefixPattern is what may come before a log line's level, each part
+// optional, in this order: a timestamp; torch.distributed's "[rank0]:";
+// the process that wrote the line, as vLLM's multiprocessing and Ray name
+// it ("(EngineCore_DP0 pid=268)", "(VllmWorkerProcess pid=232)",
+// "(RayWorkerWrapper pid=335, ip=10.1.0.67)", Ray Data's
+// "(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=12390, ip=10.0.118.90)");
+// the timestamp of what that process logged (Ray's "(Worker pid=333)
+// 2023-06-30 07:19:07,337 ERROR worker.py:861 -- ...").
+const linePrefixPattern = timestampPattern +
+	`(?:\[rank\d+\]:\s*)?` +
+	`(?:\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*?\bpid=\d+[^()]*\)\s*)?` +
+	timestampPattern
+
+// logLevelPattern recognises the level of a log line, after linePrefixPattern,
+// as vLLM writes it: "INFO 10-21 00:33:12 [...]", v0.2-v0.6's "INFO 01-23
+// 10:00:00 llm_engine.py:70]", NVIDIA NIM's "INFO 2025-07-21 14:34:24.934";
+// as Python's logging does ("WARNING:huggingface_hub...", uvicorn's
+// "INFO:     ...", Ray's "WARNING worker.py:2074 -- ..."): the first
+// submatch; or as glog/c10 (torch's "[W914 04:53:45.615 ProcessGroupNCCL.cpp:1476]",
+// "[E ProcessGroupNCCL.cpp:474]") and klog ("E1027 22:25:32.427556 1
+// proxy.go:268]") do: a letter, the second submatch.
+const logLevelPattern = `^` + linePrefixPattern +
+	`(?:(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?:\s+(?:\d{4}-)?\d\d-\d\d|:|\s+\S+\.py:\d+\s+--)` +
+	`|\[?([IWEF])(?:\d{3,4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+\s+)?| )\S+:\d+\])`
+
+// prefixPattern is the part of a log line before its message: what
+// linePrefixPattern recognises, then vLLM's level, time and source.
+const prefixPattern = `^` + linePrefixPattern +
+	`(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?:\s+\[[^\]]*\]|\s+\S+\.py:\d+\])\s*)?`
+
+// ncclInfoPattern recognises NCCL's INFO lines ("host:pid:tid [0] NCCL
+// INFO ...", "[3] NCCL INFO ..."), after linePrefixPattern: at the start of
+// the line, so a line that only quotes one, as logs pasted without their
+// newlines do, still counts.
+const ncclInfoPattern = `^` + linePrefixPattern + `(?:\S+ )?\[\d+\] NCCL INFO `
 
 // classifier applies the rule table.
 type classifier struct {
-	rules  []causeRule
-	level  *regexp.Regexp
-	prefix *regexp.Regexp
+	rules    []causeRule
+	level    *regexp.Regexp
+	prefix   *regexp.Regexp
+	ncclInfo *regexp.Regexp
 }
 
 func newClassifier() *classifier {
-	return &classifier{rules: causeRules(), level: regexp.MustCompile(logLevelPattern), prefix: regexp.MustCompile(prefixPattern)}
+	return &classifier{rules: causeRules(), level: regexp.MustCompile(logLevelPattern), prefix: regexp.MustCompile(prefixPattern),
+		ncclInfo: regexp.MustCompile(ncclInfoPattern)}
 }
 
 // classify returns the cause of the input, its evidence and the hints
@@ -188,12 +230,22 @@ func (c *classifier) messages(lines []string) []string {
 		msg := strings.TrimSpace(c.prefix.ReplaceAllString(line, ""))
 		quoted := frame
 		frame = strings.HasPrefix(msg, `File "`)
-		if lvl := c.level.FindStringSubmatch(line); (lvl != nil && lvl[1] != "ERROR" && lvl[1] != "CRITICAL") || strings.Contains(line, " NCCL INFO ") || quoted {
+		if lvl := c.level.FindStringSubmatch(line); (lvl != nil && !errorLevel(lvl[1]+lvl[2])) || c.ncclInfo.MatchString(line) || quoted {
 			continue
 		}
 		out[i] = msg
 	}
 	return out
+}
+
+// errorLevel reports whether a level logLevelPattern recognised is an
+// error's: ERROR or CRITICAL, glog's and klog's E and F.
+func errorLevel(level string) bool {
+	switch level {
+	case "ERROR", "CRITICAL", "E", "F":
+		return true
+	}
+	return false
 }
 
 // match applies one rule: to the log messages (the last matching line of

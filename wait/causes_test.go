@@ -258,6 +258,10 @@ func TestClassifyLines(t *testing.T) {
 		cause Cause
 	}{
 		{"RuntimeError: CUDA driver error: out of memory", CauseGPUOOM},
+		{"OutOfMemoryError                          Traceback (most recent call last)", CauseGPUOOM},
+		// Ray's memory monitor killing a worker for the node's memory, not the GPU's
+		// (vllm-project/vllm#15102).
+		{"ERROR 03-21 17:27:44 [core.py:340] ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", CauseUnknown},
 		{"(EngineCore_DP0 pid=12473) ERROR 11-05 12:19:32 [linear.py:210] Failed to create unquantized linear weights: CUDA out of memory. Tried to allocate 896.00 MiB.", CauseGPUOOM},
 		{"ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (7344). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.", CauseKVCache},
 		{"huggingface_hub.errors.GatedRepoError: 403 Client Error.", CauseModelAuth},
@@ -266,7 +270,22 @@ func TestClassifyLines(t *testing.T) {
 		{"RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility was attempted on non supported HW", CauseCUDADriver},
 		{"RuntimeError: No CUDA GPUs are available", CauseGPUNotVisible},
 		{"Bus error (core dumped)", CauseShm},
+		{"(RayWorker pid=1451) Fatal Python error: Bus error", CauseShm},
+		// A paste that lost its newlines: an NCCL INFO line quoted after the error
+		// does not make the line NCCL's INFO (vllm-project/vllm#21661).
+		{` ERROR 11-04 18:02:56 [v1/executor/multiproc_executor.py:597] raise RuntimeError(f"NCCL error: {error_str}") ERROR 11-04 18:02:56 [v1/executor/multiproc_executor.py:597] RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details) 02fdc141b80d:213:213 [1] NCCL INFO cudaDriverVersion 12080`, CauseNCCL},
+		{"(pid=909608) z-pc:909608:910337 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7 symbol.", CauseUnknown},
 		{"RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1603729062494/work/torch/lib/c10d/ProcessGroupNCCL.cpp:784, unhandled cuda error, NCCL version 2.7.8", CauseNCCL},
+		// NCCL's shared memory transport naming only the full /dev/shm
+		// (NVIDIA/nccl#290), and the all-reduce watchdog (vllm-project/vllm#1846).
+		{"gpu2-ru7:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device", CauseShm},
+		{"(RayWorker pid=1080651) [E ProcessGroupNCCL.cpp:474] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800305 milliseconds before timing out.", CauseNCCL},
+		{"ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.", CauseTensorParallel},
+		// The V1 KV cache error cut by a terminal's line wrap
+		// (SergiioB/intel-arc-pro-b70-inference-cookbook#4), and peer
+		// access as CUDA reports it to a custom all-reduce (sgl-project/sglang#1509).
+		{"(EngineCore pid=316) ValueError: To serve at least one request with the model's max seq len (100000), (4.26 GiB KV cach", CauseKVCache},
+		{"Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:307 'peer access is not supported between these two devices'", CauseNCCL},
 
 		{"(Worker_TP0 pid=3216417) WARNING 03-13 17:30:52 [kv_cache_utils.py:1054] Add 3 padding layers, may waste at most 6.25% KV cache memory", CauseUnknown},
 		{"INFO 12-19 22:58:27 model_runner.py:1415] Capturing cudagraphs for decoding. If out-of-memory error occurs during cudagraph capture, consider decreasing `gpu_memory_utilization` or switching to eager mode.", CauseUnknown},
@@ -275,6 +294,13 @@ func TestClassifyLines(t *testing.T) {
 		{"chat-7557874574-jtdj8:412:430 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC", CauseUnknown},
 		{"WARNING:huggingface_hub.utils._http:Retrying in 1s [Retry 1/5].", CauseUnknown},
 		{"(EngineCore_DP0 pid=268) INFO 12-01 06:00:41 [gpu_worker.py:298] Available KV cache memory: 4.21 GiB", CauseUnknown},
+		// Warnings and debug lines behind a Ray worker's, a container
+		// runtime's or Python logging's prefix.
+		{"(RayWorkerWrapper pid=336, ip=10.1.0.67) WARNING 10-10 10:22:58 _custom_ops.py:18] Failed to import from vllm._C with ImportError('libcuda.so.1: cannot open shared object file: No such file or directory')", CauseUnknown},
+		{"2024-10-23T17:56:46.209003136Z DEBUG 08-29 04:29:54 [__init__.py:82] Exception happens when checking CUDA platform: NVML Shared Library Not Found", CauseUnknown},
+		{"2023-07-04 08:55:35,252 WARNING services.py:1826 -- WARNING: The object store is using /tmp instead of /dev/shm because /dev/shm has only 67108864 bytes available. This will harm performance!", CauseUnknown},
+		{"[rank0]:[W914 04:53:45.615225908 ProcessGroupNCCL.cpp:1476] Warning: WARNING: destroy_process_group() was not called before program exit, which can leak resources.", CauseUnknown},
+		{"(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=12390, ip=10.0.118.90) INFO 06-16 10:00:00 [gpu_worker.py:298] Available KV cache memory: 4.21 GiB", CauseUnknown},
 	}
 	// The source line a traceback quotes under a frame is code, not what
 	// happened.
@@ -287,11 +313,44 @@ func TestClassifyLines(t *testing.T) {
 		}}})
 		assert.Equal(t, CauseUnknown, cause)
 	})
+	t.Run("traceback source lines under torch.distributed's prefix", func(t *testing.T) {
+		cause, _, _ := newClassifier().classify(causeInput{logs: [][]string{{
+			"[rank0]: Traceback (most recent call last):",
+			`[rank0]:   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3120, in _dummy_sampler_run`,
+			`[rank0]:     raise RuntimeError("CUDA out of memory occurred when warming up sampler")`,
+			"[rank0]: KeyError: 'layers.1.mlp.experts.w13_weight'",
+		}}})
+		assert.Equal(t, CauseUnknown, cause)
+	})
 	cls := newClassifier()
 	for _, tc := range cases {
 		t.Run(tc.line, func(t *testing.T) {
 			cause, _, _ := cls.classify(causeInput{logs: [][]string{{tc.line}}})
 			assert.Equal(t, tc.cause, cause)
+		})
+	}
+}
+
+// TestEvidenceWithoutPrefix checks that the evidence is the message,
+// without the prefixes the classifier recognises before it.
+func TestEvidenceWithoutPrefix(t *testing.T) {
+	cases := []struct {
+		line, evidence string
+	}{
+		{"(RayWorkerWrapper pid=335, ip=10.1.0.67) ERROR 01-29 07:44:33 worker_base.py:467] RuntimeError: NCCL error: internal error - please report this issue to the NCCL developers",
+			"RuntimeError: NCCL error: internal error"},
+		{"[rank0]: OSError: You are trying to access a gated repo.", "OSError: You are trying to access a gated repo."},
+		{"ERROR 2025-07-21 14:34:24.934 async_trtllm_engine_factory.py:62] Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Quadro RTX 6000 GPU has compute capability 7.5.",
+			"Bfloat16 is only supported"},
+		{"[2025-10-13 09:06:25] vllm-deepseek-ep-decode-0:3663:4044 [0] misc/shmutils.cc:129 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-Ewjreo (size 33030528), error: No space left on device (28)",
+			"vllm-deepseek-ep-decode-0:3663:4044 [0] misc/shmutils.cc:129 NCCL WARN"},
+	}
+	cls := newClassifier()
+	for _, tc := range cases {
+		t.Run(tc.line, func(t *testing.T) {
+			cause, evidence, _ := cls.classify(causeInput{logs: [][]string{{tc.line}}})
+			require.NotEqual(t, CauseUnknown, cause)
+			assert.True(t, strings.HasPrefix(evidence, tc.evidence), "evidence %q", evidence)
 		})
 	}
 }
