@@ -120,6 +120,7 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newUninstallCommand,
 		newGetCommand,
 		newDiagnoseCommand,
+		newAdoptCommand,
 	}
 }
 

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/helmrecords"
+	"github.com/vllmctl/vllmctl/release/storage"
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// adoptOptions are the inputs of `vllmctl adopt RELEASE`.
+type adoptOptions struct {
+	g        *GlobalOptions
+	progress progressFlags
+	output   outputFlags
+
+	driverName        string
+	driver            helmrecords.Driver
+	managers          []string
+	dryRun            bool
+	force             bool
+	removeHelmRecords bool
+	conflicts         conflictFlags
+
+	releaseTarget
+}
+
+func newAdoptCommand(g *GlobalOptions) *cobra.Command {
+	o := &adoptOptions{g: g}
+	o.conflicts.help = forceConflictsHelp
+	cmd := &cobra.Command{
+		Use:   "adopt RELEASE",
+		Short: "Move a Helm release to vllmctl, history included",
+		Long: "Read the Helm release's records (Secrets sh.helm.release.v1.RELEASE.vN, or ConfigMaps with\n" +
+			"--helm-driver configmap) and write one vllmctl record per Helm revision: the same revision numbers,\n" +
+			"statuses, chart, values, manifests, hooks and times, the deployed one current. The deployed\n" +
+			"revision's objects get vllmctl's field manager in place of Helm's (server-side or client-side apply)\n" +
+			"and vllmctl's ownership labels; no pod template changes and no pod restarts. Deployment ReplicaSets\n" +
+			"still there are tied to the revisions whose pod template they carry, so `rollback --to-revision`\n" +
+			"reaches a Helm-era revision. Helm's records are kept, labelled owner=vllmctl-adopted (helm no\n" +
+			"longer lists the release), unless --remove-helm-records.\n\n" +
+			"Exit status: 0 adopted (or planned, with --dry-run), 2 no such Helm release or the release already\n" +
+			"has vllmctl records (--force replaces them), 5 a Helm operation is in progress, 6 a Helm record is\n" +
+			"unreadable or the cluster refused.",
+		Example: "  vllmctl adopt chat -n inference --dry-run\n" +
+			"  vllmctl adopt chat -n inference -o json",
+		Args: cobra.ExactArgs(1),
+		RunE: runCommand(o),
+	}
+	f := cmd.Flags()
+	o.progress.AddFlags(f)
+	o.output.AddFlags(f)
+	o.conflicts.AddFlags(f)
+	f.StringVar(&o.driverName, "helm-driver", "secret", "Helm's storage driver: secret or configmap")
+	f.StringSliceVar(&o.managers, "helm-field-manager", []string{"helm"}, "the field managers whose fields move to vllmctl")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print the plan (revisions, objects, field managers to move) and change nothing")
+	f.BoolVar(&o.force, "force", false, "replace the release's vllmctl records, if it has any")
+	f.BoolVar(&o.removeHelmRecords, "remove-helm-records", false, "delete Helm's records instead of labelling them as adopted")
+	return cmd
+}
+
+// Complete resolves the release and the namespace.
+func (o *adoptOptions) Complete(_ *cobra.Command, args []string) error {
+	return o.releaseTarget.complete(o.g, args)
+}
+
+// Validate checks the release name and the flags.
+func (o *adoptOptions) Validate() error {
+	if err := storage.ValidateName(o.release); err != nil {
+		return err
+	}
+	driver := func() error {
+		d, err := helmrecords.ParseDriver(o.driverName)
+		if err != nil {
+			return newUsageError("%v", err)
+		}
+		o.driver = d
+		return nil
+	}
+	managers := func() error {
+		for _, m := range o.managers {
+			if strings.TrimSpace(m) == "" || m == "vllmctl" {
+				return newUsageError("--helm-field-manager %q: want the name of Helm's field manager (helm by default)", m)
+			}
+		}
+		return nil
+	}
+	return validateAll(o.output.Validate, o.progress.Validate, driver, managers)
+}
+
+// Run adopts and prints what was done.
+func (o *adoptOptions) Run(ctx context.Context) error {
+	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, wait.RolloutOptions{})
+	if err != nil {
+		return err
+	}
+	mover, ok := engine.Objects.(release.ManagerMover)
+	if !ok {
+		return errors.New("adopt: the cluster client cannot move field managers")
+	}
+	res, err := release.NewAdopter(engine, mover).Adopt(ctx, release.AdoptOptions{
+		Name: o.release, Driver: o.driver, HelmManagers: o.managers, DryRun: o.dryRun, Force: o.force,
+		RemoveHelmRecords: o.removeHelmRecords, ForceConflicts: o.conflicts.force,
+	})
+	return finishWith(printer, res != nil && (err == nil || o.dryRun), func() error { return o.write(res) }, err)
+}
+
+func (o *adoptOptions) write(res *release.AdoptResult) error {
+	if o.output.format != "table" {
+		return writeRecordDocument(o.g.Streams.Out, o.output.format, res)
+	}
+	var b strings.Builder
+	verb := "ADOPTED"
+	if res.DryRun {
+		verb = "PLAN (dry run, nothing changed)"
+	}
+	fmt.Fprintf(&b, "%s: Helm release %s in namespace %s, %d revisions, current %d\n", verb, res.Release, res.Namespace, len(res.Revisions), res.Current)
+	tw := newRecordTable(&b)
+	fmt.Fprintln(tw, "REVISION\tSTATUS\tCHART\tREPLICASETS\tDESCRIPTION")
+	for _, r := range res.Revisions {
+		var rss []string
+		for _, rs := range r.ReplicaSets {
+			rss = append(rss, rs.Name)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Revision, r.Status, recordCell(r.Chart), recordCell(strings.Join(rss, ",")), recordCell(r.Description))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	b.WriteString("FIELD MANAGERS:\n")
+	for _, m := range res.Objects {
+		switch {
+		case m.Missing:
+			fmt.Fprintf(&b, "  %s: missing (the next deploy creates it)\n", m.Object)
+		case len(m.Moved) == 0:
+			fmt.Fprintf(&b, "  %s: nothing to move\n", m.Object)
+		default:
+			fmt.Fprintf(&b, "  %s: %s -> vllmctl\n", m.Object, strings.Join(m.Moved, ", "))
+		}
+	}
+	action := "labelled owner=vllmctl-adopted (helm no longer lists the release)"
+	if res.HelmRecordsAction == "removed" {
+		action = "removed"
+	}
+	if res.DryRun {
+		action = "to be " + action
+	}
+	fmt.Fprintf(&b, "HELM RECORDS: %s: %s\n", action, strings.Join(res.HelmRecords, ", "))
+	if len(res.Replaced) > 0 {
+		fmt.Fprintf(&b, "REPLACED vllmctl revisions: %v\n", res.Replaced)
+	}
+	_, err := fmt.Fprint(o.g.Streams.Out, b.String())
+	return err
+}
