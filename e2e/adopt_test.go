@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,6 +154,55 @@ func TestAdoptHelmRelease(t *testing.T) {
 			require.Len(t, rb.ReplicaSets, 1)
 			assert.Equal(t, v1RS[0], rb.ReplicaSets[0].Name, "Helm revision 1's ReplicaSet serves again")
 			assert.Equal(t, "hello", f.configMapData(t, relName+"-config")["GREETING"])
+
+			// And back to Helm: helm history, upgrade and rollback work;
+			// vllmctl refuses until it adopts the release again.
+			r = f.run(t, "handover", relName, "--to", "helm", "--dry-run", "-o", "json")
+			require.Equal(t, exitcode.OK, r.code, "%s", r)
+			requireSchemaValid(t, "handover", r.stdout)
+			helmFails(t, helmBin, f.kubeconfig, "history", relName, "-n", f.namespace)
+			pods = f.instancePodUIDs(t)
+			r = f.run(t, "handover", relName, "--to", "helm", "-o", "json", "--progress", "plain")
+			require.Equal(t, exitcode.OK, r.code, "%s", r)
+			requireSchemaValid(t, "handover", r.stdout)
+			assert.Equal(t, pods, f.instancePodUIDs(t), "no pod restarted")
+			hist := helm("", "history", relName, "-n", f.namespace, "-o", "json")
+			var helmHist []struct {
+				Revision int    `json:"revision"`
+				Status   string `json:"status"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(hist[:strings.LastIndex(hist, "]")+1]), &helmHist), hist)
+			require.Len(t, helmHist, 5, "Helm's 3 revisions and vllmctl's 2")
+			assert.Equal(t, "deployed", helmHist[4].Status)
+			assert.Equal(t, "superseded", helmHist[3].Status)
+			for _, o := range []struct{ resource, name string }{
+				{"deployments", relName}, {"services", relName}, {"configmaps", relName + "-config"},
+				{"secrets", relName + "-token"}, {"poddisruptionbudgets", relName},
+			} {
+				for _, m := range f.managers(t, o.resource, o.name) {
+					assert.NotRegexp(t, `^vllmctl`, m, "%s %s", o.resource, o.name)
+				}
+			}
+			d, err = f.client.AppsV1().Deployments(f.namespace).Get(ctx, relName, metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, "Helm", d.Labels["app.kubernetes.io/managed-by"])
+			assert.Equal(t, relName, d.Annotations["meta.helm.sh/release-name"])
+			assert.NotContains(t, d.Labels, "vllmctl.io/release")
+			r = deploy("image=example.com/vllm:v3")
+			assert.Equal(t, exitcode.Invalid, r.code, "handed over: vllmctl refuses\n%s", r)
+			assert.Contains(t, r.stderr, "was handed over to Helm at revision 5")
+
+			helm("", helmArgs("upgrade", "image=example.com/vllm:v4", "greeting=helm-again")...)
+			assert.Equal(t, "helm-again", f.configMapData(t, relName+"-config")["GREETING"])
+			helm("", "rollback", relName, "5", "-n", f.namespace, "--wait", "--timeout", "2m")
+			assert.Equal(t, "hello", f.configMapData(t, relName+"-config")["GREETING"], "helm rollback to vllmctl's revision 5")
+
+			// vllmctl takes it back, Helm's new revisions included.
+			r = f.run(t, "adopt", relName, "-o", "json")
+			require.Equal(t, exitcode.OK, r.code, "%s", r)
+			revs = f.history(t)
+			require.Len(t, revs, 7)
+			assert.Equal(t, storage.StatusDeployed, revs[6].Status)
 		})
 	}
 }

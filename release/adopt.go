@@ -21,7 +21,7 @@ import (
 // ManagerMover moves field managers' fields to vllmctl's; see
 // [cluster.Applier.MoveManagers].
 type ManagerMover interface {
-	MoveManagers(ctx context.Context, obj *unstructured.Unstructured, namespace string, from []string, dryRun bool) (cluster.ManagerMove, error)
+	MoveManagers(ctx context.Context, obj *unstructured.Unstructured, namespace string, from []string, to string, dryRun bool) (cluster.ManagerMove, error)
 }
 
 var _ ManagerMover = (*cluster.Applier)(nil)
@@ -127,7 +127,9 @@ func (a *Adopter) Adopt(ctx context.Context, opts AdoptOptions) (*AdoptResult, e
 	for _, e := range existing {
 		res.Replaced = append(res.Replaced, e.Revision)
 	}
-	if len(existing) > 0 && !opts.Force {
+	// A release handed over to Helm is taken back without --force: its
+	// vllmctl records are the history Helm now holds.
+	if len(existing) > 0 && !opts.Force && !handedOver(existing) {
 		return nil, &AdoptExistsError{Namespace: ns, Name: opts.Name, Revisions: res.Replaced}
 	}
 	records, current, err := adoptedRecords(recs, ns)
@@ -150,7 +152,7 @@ func (a *Adopter) Adopt(ctx context.Context, opts AdoptOptions) (*AdoptResult, e
 		}
 	}
 	for _, o := range deployed {
-		move, err := a.Managers.MoveManagers(ctx, o, ns, opts.HelmManagers, opts.DryRun)
+		move, err := a.Managers.MoveManagers(ctx, o, ns, opts.HelmManagers, cluster.FieldManager, opts.DryRun)
 		if err != nil {
 			return res, fmt.Errorf("release %s: %w", opts.Name, err)
 		}
@@ -198,6 +200,16 @@ func (a *Adopter) Adopt(ctx context.Context, opts AdoptOptions) (*AdoptResult, e
 	}
 	a.emit(opts.Name, current, PhaseDone, "", string(storage.StatusDeployed), fmt.Sprintf("adopted %d Helm revisions", len(records)))
 	return res, nil
+}
+
+// handedOver reports whether one of entries is handed-over.
+func handedOver(entries []storage.Entry) bool {
+	for _, e := range entries {
+		if e.Status == storage.StatusHandedOver {
+			return true
+		}
+	}
+	return false
 }
 
 // adoptedRecords converts the Helm records and returns the current

@@ -244,6 +244,9 @@ func (d *Deployer) planDeploy(ctx context.Context, opts DeployOptions) (*deployP
 	if err := storage.CheckReadable(entries); err != nil {
 		return nil, nil, err
 	}
+	if err := storage.CheckNotHandedOver(entries, d.Namespace(), opts.Name); err != nil {
+		return nil, nil, err
+	}
 	p, err := d.prepare(ctx, opts, storage.PlanOf(entries), entries)
 	if err != nil {
 		return nil, nil, err

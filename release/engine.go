@@ -299,14 +299,14 @@ func liveEntries(entries []storage.Entry, own int) []storage.Entry {
 	if start < 0 {
 		start = 0
 		for i, e := range entries {
-			if e.Status == storage.StatusUninstalled {
+			if e.Status == storage.StatusUninstalled || e.Status == storage.StatusHandedOver {
 				start = i + 1
 			}
 		}
 	}
 	var out []storage.Entry
 	for _, e := range entries[start:] {
-		if e.Revision != own && e.Status != storage.StatusUninstalled {
+		if e.Revision != own && e.Status != storage.StatusUninstalled && e.Status != storage.StatusHandedOver {
 			out = append(out, e)
 		}
 	}

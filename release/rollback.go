@@ -74,6 +74,9 @@ func (r *Rollbacker) Rollback(ctx context.Context, opts RollbackOptions) (*Resul
 	if err != nil {
 		return nil, err
 	}
+	if err := storage.CheckNotHandedOver(entries, r.Namespace(), opts.Name); err != nil {
+		return nil, err
+	}
 	if opts.ToRevision == 0 {
 		// Which revision is the previous good one cannot be known with an
 		// unreadable record; an explicit revision that is intact can be

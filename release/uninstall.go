@@ -84,6 +84,9 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 	if err != nil {
 		return nil, err
 	}
+	if err := storage.CheckNotHandedOver(entries, u.Namespace(), opts.Name); err != nil {
+		return nil, err
+	}
 	last, err := entries[len(entries)-1].Release()
 	if err != nil {
 		return nil, err

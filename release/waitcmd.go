@@ -79,6 +79,9 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := storage.CheckNotHandedOver(entries, w.Namespace(), opts.Name); err != nil {
+		return nil, err
+	}
 	rec, err := w.current(ctx, entries, opts)
 	if err != nil {
 		return nil, err

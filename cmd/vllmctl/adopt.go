@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/helmrecords"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -133,17 +134,7 @@ func (o *adoptOptions) write(res *release.AdoptResult) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	b.WriteString("FIELD MANAGERS:\n")
-	for _, m := range res.Objects {
-		switch {
-		case m.Missing:
-			fmt.Fprintf(&b, "  %s: missing (the next deploy creates it)\n", m.Object)
-		case len(m.Moved) == 0:
-			fmt.Fprintf(&b, "  %s: nothing to move\n", m.Object)
-		default:
-			fmt.Fprintf(&b, "  %s: %s -> vllmctl\n", m.Object, strings.Join(m.Moved, ", "))
-		}
-	}
+	writeMoves(&b, res.Objects, "vllmctl")
 	action := "labelled owner=vllmctl-adopted (helm no longer lists the release)"
 	if res.HelmRecordsAction == "removed" {
 		action = "removed"
@@ -157,4 +148,20 @@ func (o *adoptOptions) write(res *release.AdoptResult) error {
 	}
 	_, err := fmt.Fprint(o.g.Streams.Out, b.String())
 	return err
+}
+
+// writeMoves writes the FIELD MANAGERS block of adopt and handover: each
+// object and the field managers whose fields moved to `to`.
+func writeMoves(b *strings.Builder, moves []cluster.ManagerMove, to string) {
+	b.WriteString("FIELD MANAGERS:\n")
+	for _, m := range moves {
+		switch {
+		case m.Missing:
+			fmt.Fprintf(b, "  %s: missing\n", m.Object)
+		case len(m.Moved) == 0:
+			fmt.Fprintf(b, "  %s: nothing to move\n", m.Object)
+		default:
+			fmt.Fprintf(b, "  %s: %s -> %s\n", m.Object, strings.Join(m.Moved, ", "), to)
+		}
+	}
 }

@@ -121,6 +121,7 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newGetCommand,
 		newDiagnoseCommand,
 		newAdoptCommand,
+		newHandoverCommand,
 	}
 }
 

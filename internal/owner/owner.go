@@ -24,6 +24,35 @@ const (
 	LegacyLabelInstance = "app.kubernetes.io/instance"
 )
 
+// Helm's ownership keys, which MarkHelm sets for `vllmctl handover`.
+const (
+	ManagedByHelm           = "Helm"
+	HelmAnnotationName      = "meta.helm.sh/release-name"
+	HelmAnnotationNamespace = "meta.helm.sh/release-namespace"
+)
+
+// MarkHelm gives obj to Helm release release in namespace, as Helm marks
+// the objects it manages: label app.kubernetes.io/managed-by=Helm,
+// annotations meta.helm.sh/release-name and release-namespace; vllmctl's
+// own keys are removed.
+func MarkHelm(obj metav1.Object, release, namespace string) {
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelManagedBy] = ManagedByHelm
+	delete(labels, LabelRelease)
+	obj.SetLabels(labels)
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	delete(annotations, AnnotationNamespace)
+	annotations[HelmAnnotationName] = release
+	annotations[HelmAnnotationNamespace] = namespace
+	obj.SetAnnotations(annotations)
+}
+
 // Owner is the release an object belongs to.
 type Owner struct {
 	Release string

@@ -19,7 +19,7 @@ import (
 // ManagerMove is what MoveManagers did to one object.
 type ManagerMove struct {
 	Object object.Ref `json:"object"`
-	// Moved are the field managers whose fields now belong to vllmctl, as
+	// Moved are the field managers whose fields moved, as
 	// "NAME (Apply)" or "NAME (Update)".
 	Moved []string `json:"moved,omitempty"`
 	// Missing is set when the object does not exist.
@@ -30,16 +30,17 @@ type ManagerMove struct {
 const maxMoveAttempts = 5
 
 // MoveManagers gives the fields the field managers `from` own in the live
-// copy of obj to vllmctl's manager, as its Apply entry: entries of
+// copy of obj to manager `to` (vllmctl's for adopt, Helm's for handover),
+// as its Apply entry: entries of
 // operation Apply (server-side apply, as Helm 4 applies) and Update
 // (client-side apply and patches, as Helm 3 applies; what
 // k8s.io/client-go/util/csaupgrade upgrades) are merged into it, so that
-// vllmctl's next apply of the same fields owns them without conflict and
+// `to`'s next apply of the same fields owns them without conflict and
 // may drop them. Only the main resource's entries move (not a
 // subresource's). The managedFields are written with a JSON patch that
 // first tests the resourceVersion read, retried when the object changed.
 // With dryRun nothing is written and the move is what would be done.
-func (a *Applier) MoveManagers(ctx context.Context, obj *unstructured.Unstructured, namespace string, from []string, dryRun bool) (ManagerMove, error) {
+func (a *Applier) MoveManagers(ctx context.Context, obj *unstructured.Unstructured, namespace string, from []string, to string, dryRun bool) (ManagerMove, error) {
 	r := a.resolver()
 	mapping, ns, err := r.locate(ctx, obj, namespace)
 	if err != nil {
@@ -58,7 +59,7 @@ func (a *Applier) MoveManagers(ctx context.Context, obj *unstructured.Unstructur
 		if err != nil {
 			return move, fmt.Errorf("get %s: %w", ref, err)
 		}
-		fields, moved, err := movedFields(live, from)
+		fields, moved, err := movedFields(live, from, to)
 		if err != nil {
 			return move, fmt.Errorf("%s: managedFields: %w", ref, err)
 		}
@@ -82,16 +83,16 @@ func (a *Applier) MoveManagers(ctx context.Context, obj *unstructured.Unstructur
 		if (apierrors.IsInvalid(err) || apierrors.IsConflict(err)) && attempt < maxMoveAttempts {
 			continue
 		}
-		return move, fmt.Errorf("move field managers %v of %s to %s: %w", moved, ref, FieldManager, err)
+		return move, fmt.Errorf("move field managers %v of %s to %s: %w", moved, ref, to, err)
 	}
 }
 
 // movedFields returns the managedFields of live with the entries of the
-// managers `from` merged into vllmctl's Apply entry, and which moved.
-func movedFields(live *unstructured.Unstructured, from []string) ([]metav1.ManagedFieldsEntry, []string, error) {
+// managers `from` merged into the Apply entry of `to`, and which moved.
+func movedFields(live *unstructured.Unstructured, from []string, to string) ([]metav1.ManagedFieldsEntry, []string, error) {
 	entries := live.GetManagedFields()
 	names := sets.New(from...)
-	names.Delete(FieldManager)
+	names.Delete(to)
 	movedSet := sets.New[string]()
 	work := make([]metav1.ManagedFieldsEntry, len(entries))
 	for i, e := range entries {
@@ -109,7 +110,7 @@ func movedFields(live *unstructured.Unstructured, from []string) ([]metav1.Manag
 	}
 	obj := live.DeepCopy()
 	obj.SetManagedFields(work)
-	if err := csaupgrade.UpgradeManagedFields(obj, names, FieldManager); err != nil {
+	if err := csaupgrade.UpgradeManagedFields(obj, names, to); err != nil {
 		return nil, nil, err
 	}
 	moved := sets.List(movedSet)

@@ -44,7 +44,7 @@ func TestMovedFields(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c"}}}
 			u.SetManagedFields(tc.entries)
-			fields, moved, err := movedFields(u, []string{"helm"})
+			fields, moved, err := movedFields(u, []string{"helm"}, FieldManager)
 			require.NoError(t, err)
 			assert.Equal(t, tc.wantMoved, moved)
 			got := map[string]string{}

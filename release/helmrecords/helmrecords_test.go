@@ -145,3 +145,35 @@ func TestMarkAdoptedAndUnmark(t *testing.T) {
 	assert.Equal(t, OwnerHelm, s.Labels[LabelOwner])
 	assert.NotContains(t, s.Labels, LabelAdopted)
 }
+
+// TestFromRecord: a vllmctl record given back to Helm keeps its revision,
+// values and times; handed-over is deployed for Helm; the manifest's
+// objects carry Helm's keys, not vllmctl's; a record adopt read is given
+// back as it was, with the new status.
+func TestFromRecord(t *testing.T) {
+	orig, err := ToRecord(Record{Release: helmRelease(2, common.StatusDeployed)}, "llm")
+	require.NoError(t, err)
+	orig.Status = storage.StatusHandedOver
+	first := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rel, err := FromRecord(orig, first, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 2, rel.Version)
+	assert.Equal(t, common.StatusDeployed, rel.Info.Status)
+	assert.Equal(t, first, rel.Info.FirstDeployed)
+	assert.Equal(t, map[string]any{"greeting": "hi"}, rel.Config)
+	assert.Equal(t, "demo", rel.Chart.Metadata.Name)
+	assert.Contains(t, rel.Manifest, "app.kubernetes.io/managed-by: Helm")
+	assert.Contains(t, rel.Manifest, "meta.helm.sh/release-name: demo")
+	assert.NotContains(t, rel.Manifest, "vllmctl.io/")
+	require.Len(t, rel.Hooks, 1)
+	assert.NotContains(t, rel.Hooks[0].Manifest, "vllmctl.io/")
+	assert.Equal(t, "ssa", rel.ApplyMethod)
+
+	helmOrig := helmRelease(2, common.StatusDeployed)
+	orig.Status = storage.StatusSuperseded
+	back, err := FromRecord(orig, first, helmOrig)
+	require.NoError(t, err)
+	assert.Equal(t, common.StatusSuperseded, back.Info.Status)
+	assert.Equal(t, helmOrig.Manifest, back.Manifest, "Helm's own record")
+	assert.Equal(t, common.StatusDeployed, helmOrig.Info.Status, "the original is not modified")
+}

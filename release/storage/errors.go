@@ -159,3 +159,30 @@ func (e *UnreadableError) Unwrap() error { return e.Err }
 
 // ExitCode is 6: the cluster holds a record vllmctl cannot use.
 func (e *UnreadableError) ExitCode() int { return exitcode.Cluster }
+
+// HandedOverError: the release was given back to Helm (`vllmctl
+// handover`); vllmctl does not act on it until it is adopted again (exit
+// code 2).
+type HandedOverError struct {
+	Namespace, Name string
+	Revision        int
+}
+
+func (e *HandedOverError) Error() string {
+	return fmt.Sprintf("release %s in namespace %s was handed over to Helm at revision %d: Helm manages it now (`vllmctl adopt %s` takes it back)",
+		e.Name, e.Namespace, e.Revision, e.Name)
+}
+
+// ExitCode is 2: invalid input, nothing changed.
+func (e *HandedOverError) ExitCode() int { return exitcode.Invalid }
+
+// CheckNotHandedOver returns a *HandedOverError when one of the records of
+// release name in namespace ns is handed-over.
+func CheckNotHandedOver(entries []Entry, ns, name string) error {
+	for _, e := range entries {
+		if e.Status == StatusHandedOver {
+			return &HandedOverError{Namespace: ns, Name: name, Revision: e.Revision}
+		}
+	}
+	return nil
+}

@@ -166,6 +166,9 @@ func tryAcquire(ctx context.Context, s Store, name string, op Operation, holder 
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckNotHandedOver(entries, s.Namespace(), name); err != nil {
+		return nil, err
+	}
 	now := Stamp(clk)
 	plan := PlanOf(entries)
 	pending, err := pendingOthers(entries, opts, first, forceable)

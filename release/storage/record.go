@@ -55,6 +55,10 @@ const (
 	StatusSuperseded      Status = "superseded"
 	StatusFailed          Status = "failed"
 	StatusUninstalled     Status = "uninstalled"
+	// StatusHandedOver marks the revision that was deployed when the
+	// release was given back to Helm (`vllmctl handover`): its objects are
+	// Helm's; no operation takes the release's lock after it.
+	StatusHandedOver Status = "handed-over"
 )
 
 // IsPending reports whether s is one of the pending statuses, which hold the
@@ -71,7 +75,7 @@ func (s Status) IsPending() bool {
 func (s Status) IsValid() bool {
 	switch s {
 	case StatusPendingInstall, StatusPendingUpgrade, StatusPendingRollback,
-		StatusDeployed, StatusSuperseded, StatusFailed, StatusUninstalled:
+		StatusDeployed, StatusSuperseded, StatusFailed, StatusUninstalled, StatusHandedOver:
 		return true
 	}
 	return false
