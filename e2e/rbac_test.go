@@ -87,6 +87,19 @@ func TestLeastPrivilegeServiceAccount(t *testing.T) {
 		assert.Equal(t, 0, r.code, "%v as the CI account: %s", args, r)
 	}
 
+	// adopt and handover: Helm's records are Secrets of the namespace.
+	const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: crafted-config\ndata:\n  greeting: hi\n"
+	_, err := f.client.CoreV1().ConfigMaps(f.namespace).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "crafted-config", Labels: map[string]string{"app.kubernetes.io/managed-by": "Helm"},
+			Annotations: map[string]string{"meta.helm.sh/release-name": "crafted", "meta.helm.sh/release-namespace": f.namespace}},
+		Data: map[string]string{"greeting": "hi"}}, metav1.CreateOptions{FieldManager: "helm"})
+	require.NoError(t, err)
+	f.helmRecord(t, "Secret", "crafted", "deployed", cm, "")
+	for _, args := range [][]string{{"adopt", "crafted"}, {"handover", "crafted", "--to", "helm"}} {
+		r := run(args...)
+		assert.Equal(t, 0, r.code, "%v as the CI account: %s", args, r)
+	}
+
 	// Without the Role: refused by the cluster, exit 6, verb and resource
 	// named.
 	nobody := "system:serviceaccount:" + f.namespace + ":nobody"
