@@ -57,3 +57,11 @@ func TestMark(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, Owner{Release: "chat", Namespace: "ml"}, o)
 }
+
+func TestMarkHelm(t *testing.T) {
+	o := obj(map[string]string{LabelManagedBy: ManagedByVllmctl, LabelRelease: "chat", "app": "x"}, map[string]string{AnnotationNamespace: "llm", "a": "b"})
+	MarkHelm(o, "chat", "llm")
+	assert.Equal(t, map[string]string{LabelManagedBy: ManagedByHelm, "app": "x"}, o.GetLabels())
+	assert.Equal(t, map[string]string{HelmAnnotationName: "chat", HelmAnnotationNamespace: "llm", "a": "b"}, o.GetAnnotations())
+	assert.False(t, Owns(o, "chat", "llm"), "no longer vllmctl's")
+}
