@@ -151,12 +151,8 @@ func (a *Adopter) Adopt(ctx context.Context, opts AdoptOptions) (*AdoptResult, e
 			}
 		}
 	}
-	for _, o := range deployed {
-		move, err := a.Managers.MoveManagers(ctx, o, ns, opts.HelmManagers, cluster.FieldManager, opts.DryRun)
-		if err != nil {
-			return res, fmt.Errorf("release %s: %w", opts.Name, err)
-		}
-		res.Objects = append(res.Objects, move)
+	if res.Objects, err = moveManagers(ctx, a.Managers, deployed, ns, opts.HelmManagers, cluster.FieldManager, opts.DryRun); err != nil {
+		return res, fmt.Errorf("release %s: %w", opts.Name, err)
 	}
 	if !opts.DryRun && len(deployed) > 0 {
 		applied, err := a.Objects.Apply(ctx, present(deployed, res.Objects), cluster.ApplyOptions{Namespace: ns, Release: opts.Name,
@@ -234,6 +230,20 @@ func adoptedRecords(recs []helmrecords.Record, ns string) ([]*storage.Release, i
 		}
 	}
 	return out, current, nil
+}
+
+// moveManagers moves the fields of the managers `from` to `to` in each of
+// objs (see cluster.Applier.MoveManagers), in order.
+func moveManagers(ctx context.Context, m ManagerMover, objs []*unstructured.Unstructured, ns string, from []string, to string, dryRun bool) ([]cluster.ManagerMove, error) {
+	moves := make([]cluster.ManagerMove, 0, len(objs))
+	for _, o := range objs {
+		move, err := m.MoveManagers(ctx, o, ns, from, to, dryRun)
+		if err != nil {
+			return moves, err
+		}
+		moves = append(moves, move)
+	}
+	return moves, nil
 }
 
 // present are the objects of objs that exist (the moves say which do not).

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	rspb "helm.sh/helm/v4/pkg/release/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/owner"
@@ -137,24 +136,16 @@ func (h *Handoverer) Handover(ctx context.Context, opts HandoverOptions) (*Hando
 		return nil, &InvalidManifestError{Name: opts.Name, Err: fmt.Errorf("revision %d: %w", current, err)}
 	}
 	from := []string{cluster.FieldManager, cluster.FieldManager + cluster.HandoverManagerSuffix}
-	for _, o := range objs {
-		move, err := h.Managers.MoveManagers(ctx, o, ns, from, opts.HelmManager, opts.DryRun)
-		if err != nil {
-			return res, fmt.Errorf("release %s: %w", opts.Name, err)
-		}
-		res.Objects = append(res.Objects, move)
+	if res.Objects, err = moveManagers(ctx, h.Managers, objs, ns, from, opts.HelmManager, opts.DryRun); err != nil {
+		return res, fmt.Errorf("release %s: %w", opts.Name, err)
 	}
 	if opts.DryRun {
 		return res, nil
 	}
-	helmObjs := make([]*unstructured.Unstructured, 0, len(objs))
-	for i, o := range objs {
-		if res.Objects[i].Missing {
-			continue
-		}
-		c := o.DeepCopy()
-		owner.MarkHelm(c, opts.Name, ns)
-		helmObjs = append(helmObjs, c)
+	helmObjs := present(objs, res.Objects)
+	for i, o := range helmObjs {
+		helmObjs[i] = o.DeepCopy()
+		owner.MarkHelm(helmObjs[i], opts.Name, ns)
 	}
 	applied, err := h.Objects.Apply(ctx, helmObjs, cluster.ApplyOptions{Namespace: ns, Release: opts.Name, FieldManager: opts.HelmManager,
 		Force: opts.ForceConflicts, NoCreateNamespaceFlag: true})

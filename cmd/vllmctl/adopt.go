@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/cluster"
@@ -21,9 +22,7 @@ type adoptOptions struct {
 	progress progressFlags
 	output   outputFlags
 
-	driverName        string
-	driver            helmrecords.Driver
-	managers          []string
+	helm              helmFlags
 	dryRun            bool
 	force             bool
 	removeHelmRecords bool
@@ -58,8 +57,7 @@ func newAdoptCommand(g *GlobalOptions) *cobra.Command {
 	o.progress.AddFlags(f)
 	o.output.AddFlags(f)
 	o.conflicts.AddFlags(f)
-	f.StringVar(&o.driverName, "helm-driver", "secret", "Helm's storage driver: secret or configmap")
-	f.StringSliceVar(&o.managers, "helm-field-manager", []string{"helm"}, "the field managers whose fields move to vllmctl")
+	o.helm.AddFlags(f, "the field managers whose fields move to vllmctl")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the plan (revisions, objects, field managers to move) and change nothing")
 	f.BoolVar(&o.force, "force", false, "replace the release's vllmctl records, if it has any")
 	f.BoolVar(&o.removeHelmRecords, "remove-helm-records", false, "delete Helm's records instead of labelling them as adopted")
@@ -76,37 +74,17 @@ func (o *adoptOptions) Validate() error {
 	if err := storage.ValidateName(o.release); err != nil {
 		return err
 	}
-	driver := func() error {
-		d, err := helmrecords.ParseDriver(o.driverName)
-		if err != nil {
-			return newUsageError("%v", err)
-		}
-		o.driver = d
-		return nil
-	}
-	managers := func() error {
-		for _, m := range o.managers {
-			if strings.TrimSpace(m) == "" || m == "vllmctl" {
-				return newUsageError("--helm-field-manager %q: want the name of Helm's field manager (helm by default)", m)
-			}
-		}
-		return nil
-	}
-	return validateAll(o.output.Validate, o.progress.Validate, driver, managers)
+	return validateAll(o.output.Validate, o.progress.Validate, o.helm.Validate)
 }
 
 // Run adopts and prints what was done.
 func (o *adoptOptions) Run(ctx context.Context) error {
-	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, wait.RolloutOptions{})
+	engine, mover, printer, err := openHelmOperation(o.g, &o.progress, o.namespace)
 	if err != nil {
 		return err
 	}
-	mover, ok := engine.Objects.(release.ManagerMover)
-	if !ok {
-		return errors.New("adopt: the cluster client cannot move field managers")
-	}
 	res, err := release.NewAdopter(engine, mover).Adopt(ctx, release.AdoptOptions{
-		Name: o.release, Driver: o.driver, HelmManagers: o.managers, DryRun: o.dryRun, Force: o.force,
+		Name: o.release, Driver: o.helm.driver, HelmManagers: o.helm.managers, DryRun: o.dryRun, Force: o.force,
 		RemoveHelmRecords: o.removeHelmRecords, ForceConflicts: o.conflicts.force,
 	})
 	return finishWith(printer, res != nil && (err == nil || o.dryRun), func() error { return o.write(res) }, err)
@@ -164,4 +142,47 @@ func writeMoves(b *strings.Builder, moves []cluster.ManagerMove, to string) {
 			fmt.Fprintf(b, "  %s: %s -> %s\n", m.Object, strings.Join(m.Moved, ", "), to)
 		}
 	}
+}
+
+// helmFlags are --helm-driver and --helm-field-manager, of adopt and
+// handover.
+type helmFlags struct {
+	driverName string
+	driver     helmrecords.Driver
+	managers   []string
+}
+
+// AddFlags registers the flags on fs, --helm-field-manager with help.
+func (h *helmFlags) AddFlags(fs *pflag.FlagSet, managerHelp string) {
+	fs.StringVar(&h.driverName, "helm-driver", "secret", "Helm's storage driver: secret or configmap")
+	fs.StringSliceVar(&h.managers, "helm-field-manager", []string{"helm"}, managerHelp)
+}
+
+// Validate checks the driver and the field managers.
+func (h *helmFlags) Validate() error {
+	d, err := helmrecords.ParseDriver(h.driverName)
+	if err != nil {
+		return newUsageError("%v", err)
+	}
+	h.driver = d
+	for _, m := range h.managers {
+		if strings.TrimSpace(m) == "" || m == "vllmctl" {
+			return newUsageError("--helm-field-manager %q: want the name of Helm's field manager (helm by default)", m)
+		}
+	}
+	return nil
+}
+
+// openHelmOperation opens the release engine of an operation that moves
+// field managers (adopt, handover), with its mover.
+func openHelmOperation(g *GlobalOptions, p *progressFlags, namespace string) (*release.Engine, release.ManagerMover, *progressPrinter, error) {
+	engine, printer, err := openOperation(g, p, namespace, wait.RolloutOptions{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mover, ok := engine.Objects.(release.ManagerMover)
+	if !ok {
+		return nil, nil, nil, errors.New("the cluster client cannot move field managers")
+	}
+	return engine, mover, printer, nil
 }

@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vllmctl/vllmctl/release"
-	"github.com/vllmctl/vllmctl/release/helmrecords"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // handoverOptions are the inputs of `vllmctl handover RELEASE --to helm`.
@@ -21,9 +18,7 @@ type handoverOptions struct {
 	output   outputFlags
 
 	to            string
-	driverName    string
-	driver        helmrecords.Driver
-	manager       string
+	helm          helmFlags
 	dryRun        bool
 	removeRecords bool
 	conflicts     conflictFlags
@@ -56,8 +51,7 @@ func newHandoverCommand(g *GlobalOptions) *cobra.Command {
 	o.output.AddFlags(f)
 	o.conflicts.AddFlags(f)
 	f.StringVar(&o.to, "to", "", "the tool the release goes to: helm (required)")
-	f.StringVar(&o.driverName, "helm-driver", "secret", "Helm's storage driver: secret or configmap")
-	f.StringVar(&o.manager, "helm-field-manager", "helm", "the field manager Helm applies with")
+	o.helm.AddFlags(f, "the field manager Helm applies with (one)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the plan (Helm records, objects, field managers to move) and change nothing")
 	f.BoolVar(&o.removeRecords, "remove-records", false, "delete vllmctl's records instead of marking the deployed one handed-over")
 	return cmd
@@ -79,35 +73,23 @@ func (o *handoverOptions) Validate() error {
 		}
 		return nil
 	}
-	driver := func() error {
-		d, err := helmrecords.ParseDriver(o.driverName)
-		if err != nil {
-			return newUsageError("%v", err)
-		}
-		o.driver = d
-		return nil
-	}
-	manager := func() error {
-		if strings.TrimSpace(o.manager) == "" || o.manager == "vllmctl" {
-			return newUsageError("--helm-field-manager %q: want the name of Helm's field manager (helm by default)", o.manager)
+	one := func() error {
+		if len(o.helm.managers) != 1 {
+			return newUsageError("--helm-field-manager %v: want one field manager, the one Helm applies with", o.helm.managers)
 		}
 		return nil
 	}
-	return validateAll(o.output.Validate, o.progress.Validate, to, driver, manager)
+	return validateAll(o.output.Validate, o.progress.Validate, to, o.helm.Validate, one)
 }
 
 // Run hands the release over and prints what was done.
 func (o *handoverOptions) Run(ctx context.Context) error {
-	engine, printer, err := openOperation(o.g, &o.progress, o.namespace, wait.RolloutOptions{})
+	engine, mover, printer, err := openHelmOperation(o.g, &o.progress, o.namespace)
 	if err != nil {
 		return err
 	}
-	mover, ok := engine.Objects.(release.ManagerMover)
-	if !ok {
-		return errors.New("handover: the cluster client cannot move field managers")
-	}
 	res, err := release.NewHandoverer(engine, mover).Handover(ctx, release.HandoverOptions{
-		Name: o.release, Driver: o.driver, HelmManager: o.manager, DryRun: o.dryRun, RemoveRecords: o.removeRecords,
+		Name: o.release, Driver: o.helm.driver, HelmManager: o.helm.managers[0], DryRun: o.dryRun, RemoveRecords: o.removeRecords,
 		ForceConflicts: o.conflicts.force,
 	})
 	return finishWith(printer, res != nil && (err == nil || o.dryRun), func() error { return o.write(res) }, err)
