@@ -30,6 +30,7 @@
 // pod only its metadata, status, node and containers' names and startup
 // probes (a diagnosis reads the failing pod again, whole). A big rollout's
 // thousands of pod updates are judged together: after an evaluation that
-// took more than 100µs the watcher lets changes pile up for 99 times as
-// long (at most 500ms), so judging takes at most a hundredth of a core.
+// took more than 100µs the watcher lets changes pile up for 999 times as
+// long (at most 500ms), so judging takes at most a thousandth of a core; a
+// Deployment that rolled out or failed is judged at once.
 package wait

@@ -193,15 +193,7 @@ func (r *rolloutRun) newPodPhases(dw *deployWatch, pods []*corev1.Pod) []PodPhas
 	if nw == nil || !nw.events.synced() {
 		return podPhases(pods, nil)
 	}
-	return podPhases(pods, func() map[string]bool {
-		var events []*corev1.Event
-		for _, o := range nw.events.list() {
-			if e, ok := o.(*corev1.Event); ok {
-				events = append(events, e)
-			}
-		}
-		return pullingPods(events)
-	})
+	return podPhases(pods, nw.pulling)
 }
 
 // StartupBudget is how long the pods of objs' Deployments may take to

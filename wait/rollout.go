@@ -116,6 +116,7 @@ func (w *RolloutWatcher) Wait(ctx context.Context, objs []*unstructured.Unstruct
 		clk:    w.opts.Clock,
 		opts:   opts,
 		kick:   make(chan struct{}, 1),
+		turned: make(chan struct{}, 1),
 		fatal:  make(chan error, 1),
 		obs:    map[types.UID]int{},
 		ns:     map[string]*nsWatch{},
@@ -142,6 +143,7 @@ type rolloutRun struct {
 	ctx      context.Context // the informers' context
 	wg       sync.WaitGroup  // the informers' goroutines
 	kick     chan struct{}   // something changed
+	turned   chan struct{}   // a Deployment changed (see settle)
 	fatal    chan error      // an informer cannot watch
 	sendTo   context.Context // bounds sends on opts.Events
 	cls      *classifier     // classifies terminations' logs (newJudge)

@@ -7,6 +7,7 @@ package wait
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -37,6 +38,57 @@ type informer struct {
 // handler and cost little).
 type nsWatch struct {
 	events *informer
+
+	// images are the namespace's Pulling and Pulled events of pods, kept
+	// by the events' handler: the phase Pulling reads only these, instead
+	// of every event of the namespace (thousands in a big rollout) on
+	// every evaluation.
+	mu     sync.Mutex
+	images map[types.UID]*corev1.Event
+}
+
+// isImageEvent reports whether e is a Pulling or Pulled event of a pod
+// (see pullingPods).
+func isImageEvent(e *corev1.Event) bool {
+	return e.InvolvedObject.Kind == "Pod" && (e.Reason == "Pulling" || e.Reason == "Pulled")
+}
+
+// noteImage records e, when it is an image event of a pod.
+func (nw *nsWatch) noteImage(e *corev1.Event) {
+	if !isImageEvent(e) {
+		return
+	}
+	nw.mu.Lock()
+	if nw.images == nil {
+		nw.images = map[types.UID]*corev1.Event{}
+	}
+	nw.images[e.UID] = e
+	nw.mu.Unlock()
+}
+
+// forgetImage drops obj, a deleted event (or its tombstone).
+func (nw *nsWatch) forgetImage(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	e, ok := obj.(*corev1.Event)
+	if !ok || !isImageEvent(e) {
+		return
+	}
+	nw.mu.Lock()
+	delete(nw.images, e.UID)
+	nw.mu.Unlock()
+}
+
+// pulling returns the pods whose latest image event is Pulling.
+func (nw *nsWatch) pulling() map[string]bool {
+	nw.mu.Lock()
+	events := make([]*corev1.Event, 0, len(nw.images))
+	for _, e := range nw.images {
+		events = append(events, e)
+	}
+	nw.mu.Unlock()
+	return pullingPods(events)
 }
 
 // synced reports whether the informer listed, and its handler received,
@@ -193,13 +245,30 @@ func (r *rolloutRun) podHandler() cache.ResourceEventHandler {
 	}
 }
 
+// deploymentHandler wakes the main loop on any change of a Deployment,
+// and tells a settling loop that one changed (see settle).
+func (r *rolloutRun) deploymentHandler() cache.ResourceEventHandler {
+	turn := func() {
+		select {
+		case r.turned <- struct{}{}:
+		default:
+		}
+		r.poke()
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { turn() },
+		UpdateFunc: func(any, any) { turn() },
+		DeleteFunc: func(any) { turn() },
+	}
+}
+
 // startDeployment starts the informer of a Deployment.
 func (r *rolloutRun) startDeployment(dw *deployWatch) {
 	c := r.client.AppsV1().Deployments(dw.namespace)
 	name := fields.OneTermEqualSelector("metadata.name", dw.name).String()
 	dw.dep = r.newInformer("watch "+dw.ref.String(),
 		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.FieldSelector = name }),
-		&appsv1.Deployment{}, r.pokeHandler())
+		&appsv1.Deployment{}, r.deploymentHandler())
 }
 
 // startPods starts the informer of the pods of a Deployment's new
@@ -222,30 +291,41 @@ func (r *rolloutRun) startPods(dw *deployWatch, sel labels.Selector, hash string
 // ReplicaSets in a namespace.
 func (r *rolloutRun) startEvents(namespace string) *nsWatch {
 	c := r.client.CoreV1().Events(namespace)
-	return &nsWatch{
-		events: r.newInformer("watch the events in namespace "+namespace,
-			listWatch(c.List, c.Watch, func(*metav1.ListOptions) {}), &corev1.Event{}, r.eventHandler()),
-	}
+	nw := &nsWatch{}
+	nw.events = r.newInformer("watch the events in namespace "+namespace,
+		listWatch(c.List, c.Watch, func(*metav1.ListOptions) {}), &corev1.Event{}, r.eventHandler(nw))
+	return nw
 }
 
 // eventHandler notes the events about pods and ReplicaSets that happen
 // during the wait: Warnings to report, and FailedCreate events of
-// ReplicaSets.
-func (r *rolloutRun) eventHandler() cache.ResourceEventHandler {
+// ReplicaSets; and keeps nw's image events, those from before the wait
+// included.
+func (r *rolloutRun) eventHandler(nw *nsWatch) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
+			e, ok := obj.(*corev1.Event)
+			if !ok {
+				return
+			}
+			nw.noteImage(e)
 			// Events from before the wait are history, not news.
-			if e, ok := obj.(*corev1.Event); ok && !initial {
+			if !initial {
 				r.noteEvent(e)
 			}
 		},
 		UpdateFunc: func(old, cur any) {
 			o, _ := old.(*corev1.Event)
 			e, ok := cur.(*corev1.Event)
-			if ok && (o == nil || o.Count != e.Count || o.Message != e.Message || !eventTime(o).Equal(eventTime(e))) {
+			if !ok {
+				return
+			}
+			nw.noteImage(e)
+			if o == nil || o.Count != e.Count || o.Message != e.Message || !eventTime(o).Equal(eventTime(e)) {
 				r.noteEvent(e)
 			}
 		},
+		DeleteFunc: nw.forgetImage,
 	}
 }
 

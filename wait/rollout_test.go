@@ -920,16 +920,16 @@ func TestRolloutWatcherForbidden(t *testing.T) {
 }
 
 // A rollout whose evaluation is cheap is judged at once after each change;
-// a costly one (a thousand pods) lets changes pile up for nine times the
-// cost, at most maxSettle, so judging takes at most a tenth of a core.
+// a costly one (a thousand pods) lets changes pile up for 999 times the
+// cost, at most maxSettle, so judging takes at most a thousandth of a core.
 func TestSettleAfter(t *testing.T) {
 	for _, tc := range []struct {
 		cost, want time.Duration
 	}{
 		{0, 0},
 		{20 * time.Microsecond, 0},
-		{time.Millisecond, 99 * time.Millisecond},
-		{4 * time.Millisecond, 396 * time.Millisecond},
+		{200 * time.Microsecond, 199800 * time.Microsecond},
+		{time.Millisecond, maxSettle},
 		{10 * time.Millisecond, maxSettle},
 		{time.Second, maxSettle},
 	} {
