@@ -126,6 +126,8 @@ func TestAdoptHelmRelease(t *testing.T) {
 			// Helm no longer finds the release; its records are kept.
 			out := helmFails(t, helmBin, f.kubeconfig, "history", relName, "-n", f.namespace)
 			assert.Contains(t, out, "not found")
+			out = helmFails(t, helmBin, f.kubeconfig, "upgrade", "--install", relName, chartDir, "-n", f.namespace)
+			assert.Contains(t, out, "invalid ownership metadata", "helm refuses to install over the adopted objects")
 			secrets, err := f.client.CoreV1().Secrets(f.namespace).List(ctx, metav1.ListOptions{LabelSelector: "owner=vllmctl-adopted,name=" + relName})
 			require.NoError(t, err)
 			assert.Len(t, secrets.Items, 3)
