@@ -264,8 +264,17 @@ func (p *preflighter) listNodes(ctx context.Context, selector string) ([]*corev1
 // list per candidate node.
 const maxNodeLists = 64
 
-// nodeListWorkers is how many per-node pod lists run at once.
-const nodeListWorkers = 8
+// podPageSize is the page size of pod lists: half the pager's default, as a
+// decoded page of full pods is the largest thing the preflight holds (a
+// 1000-replica upgrade's peak RSS is set while its pods are read).
+const podPageSize = 250
+
+// nodeListWorkers is how many per-node pod lists run at once: two, since
+// each list's decoded page is held until its pods are made compact, and a
+// big release's nodes hold hundreds of pods each (eight at once raised a
+// 1000-replica upgrade's peak RSS by a few MiB; the lists take a few
+// milliseconds each from the watch cache).
+const nodeListWorkers = 2
 
 // nodeSet is the nodes one label selector lists: how many there are, and
 // the Ready, schedulable ones.
@@ -578,7 +587,7 @@ func (p *preflighter) listPods(ctx context.Context, ns, node string) ([]*corev1.
 	if node != "" {
 		selector = "spec.nodeName=" + node + "," + selector
 	}
-	out, err := listAll(ctx, metav1.ListOptions{FieldSelector: selector}, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	out, err := listAll(ctx, metav1.ListOptions{FieldSelector: selector, Limit: podPageSize}, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		list, err := p.client.CoreV1().Pods(ns).List(ctx, opts)
 		if err != nil {
 			return nil, err
