@@ -20,8 +20,10 @@
 // The files split it by idea: report.go (the report and the errors),
 // strategy.go (strategy resolution, surge policy, the override),
 // preflight.go (the entry point and per-Deployment preparation),
-// inventory.go (what is read from the cluster: nodes, pods, quotas,
-// PodDisruptionBudgets, HorizontalPodAutoscalers), placement.go (which
+// inventory.go (what is read from the cluster: live Deployments, a
+// namespace's pods, quotas, PodDisruptionBudgets, HorizontalPodAutoscalers,
+// the paged list), nodes.go (the candidate nodes, the pods bound to them,
+// the pending pods competing for them), placement.go (which
 // nodes a pod may go to), capacity.go (resource vectors, pod requests,
 // node headroom), quota.go (ResourceQuota accounting) and simulation.go
 // (the rolling-update step simulation).
