@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
@@ -361,6 +362,30 @@ func TestAdoptRefuses(t *testing.T) {
 	assert.Equal(t, "Adopted from Helm revision 1: Install complete", revs[0].Description)
 	assert.Equal(t, "crafted", revs[0].Chart.Name)
 	assert.Equal(t, 0, helmOwned(relName), "Helm's record labelled as adopted")
+
+	// Run again after being interrupted: an adopt killed before it
+	// relabelled Helm's records (they still say owner=helm) resumes
+	// without --force; a handover killed before it marked vllmctl's record
+	// writes its Helm records again.
+	f.helmRecord(t, "Secret", "resume", "deployed", cm, "")
+	r = f.run(t, "adopt", "resume")
+	require.Equal(t, exitcode.OK, r.code, "%s", r)
+	_, err := f.client.CoreV1().Secrets(f.namespace).Patch(ctx, "sh.helm.release.v1.resume.v1", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"owner":"helm","vllmctl.io/adopted":null}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	r = f.run(t, "adopt", "resume")
+	require.Equal(t, exitcode.OK, r.code, "an interrupted adopt resumes\n%s", r)
+	assert.Equal(t, 0, helmOwned("resume"))
+	r = f.run(t, "handover", "resume", "--to", "helm")
+	require.Equal(t, exitcode.OK, r.code, "%s", r)
+	rec, err := f.store.Get(ctx, "resume", 1)
+	require.NoError(t, err)
+	require.Equal(t, storage.StatusHandedOver, rec.Status)
+	rec.Status = storage.StatusDeployed
+	require.NoError(t, f.store.Update(ctx, rec))
+	r = f.run(t, "handover", "resume", "--to", "helm")
+	require.Equal(t, exitcode.OK, r.code, "an interrupted handover runs again\n%s", r)
+	assert.Equal(t, 1, helmOwned("resume"))
 
 	f.helmRecord(t, "ConfigMap", "viacm", "deployed", "", "")
 	r = f.run(t, "adopt", "viacm", "--helm-driver", "configmap", "--remove-helm-records", "-o", "json")

@@ -129,7 +129,7 @@ func (a *Adopter) Adopt(ctx context.Context, opts AdoptOptions) (*AdoptResult, e
 	}
 	// A release handed over to Helm is taken back without --force: its
 	// vllmctl records are the history Helm now holds.
-	if len(existing) > 0 && !opts.Force && !handedOver(existing) {
+	if len(existing) > 0 && !opts.Force && !handedOver(existing) && !adoptWrote(existing) {
 		return nil, &AdoptExistsError{Namespace: ns, Name: opts.Name, Revisions: res.Replaced}
 	}
 	records, current, err := adoptedRecords(recs, ns)
@@ -206,6 +206,20 @@ func handedOver(entries []storage.Entry) bool {
 		}
 	}
 	return false
+}
+
+// adoptWrote reports whether adopt wrote every one of entries: an adopt
+// interrupted before it relabelled Helm's records (which still say
+// owner=helm) is run again without --force. An entry that does not decode
+// is not adopt's.
+func adoptWrote(entries []storage.Entry) bool {
+	for _, e := range entries {
+		r, err := e.Release()
+		if err != nil || r.Holder != helmrecords.Holder || e.Status.IsPending() {
+			return false
+		}
+	}
+	return true
 }
 
 // adoptedRecords converts the Helm records and returns the current

@@ -94,8 +94,14 @@ func (h *Handoverer) Handover(ctx context.Context, opts HandoverOptions) (*Hando
 	if current == 0 {
 		return nil, &HandoverError{Namespace: ns, Name: opts.Name, Reason: "has no deployed revision to give to Helm"}
 	}
+	// Helm records a handover wrote before it was interrupted are written
+	// again; any other one is Helm's own.
 	if recs, err := helmrecords.Read(ctx, h.Client, opts.Driver, ns, opts.Name); err == nil {
-		return nil, &HandoverError{Namespace: ns, Name: opts.Name, Reason: fmt.Sprintf("already has Helm records (%s, owner=helm) that adopt did not write", recs[0].Key)}
+		for _, r := range recs {
+			if !r.HandedOver {
+				return nil, &HandoverError{Namespace: ns, Name: opts.Name, Reason: fmt.Sprintf("already has Helm records (%s, owner=helm) that adopt did not write", r.Key)}
+			}
+		}
 	}
 	originals := map[int]*rspb.Release{}
 	if recs, err := helmrecords.ReadAdopted(ctx, h.Client, opts.Driver, ns, opts.Name); err == nil {

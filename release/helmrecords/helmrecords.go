@@ -49,6 +49,9 @@ const (
 	OwnerAdopted = "vllmctl-adopted"
 	// LabelAdopted ("true") marks a record adopt labelled.
 	LabelAdopted = "vllmctl.io/adopted"
+	// LabelHandedOver ("true") marks a record handover wrote: a handover
+	// run again after it was interrupted may write it again.
+	LabelHandedOver = "vllmctl.io/handed-over"
 )
 
 // maxRecordBytes bounds the decompressed size of one Helm record.
@@ -59,6 +62,8 @@ type Record struct {
 	// Kind is Secret or ConfigMap, Key the object's name.
 	Kind, Key string
 	Release   *rspb.Release
+	// HandedOver is set when `vllmctl handover` wrote the record.
+	HandedOver bool
 }
 
 // Read returns the Helm records of release name in namespace ns, lowest
@@ -76,7 +81,10 @@ func ReadAdopted(ctx context.Context, client kubernetes.Interface, driver Driver
 
 func read(ctx context.Context, client kubernetes.Interface, driver Driver, ns, name, owner string) ([]Record, error) {
 	sel := labels.Set{LabelOwner: owner, LabelName: name}.AsSelector().String()
-	type raw struct{ key, data string }
+	type raw struct {
+		key, data  string
+		handedOver bool
+	}
 	var items []raw
 	kind := "Secret"
 	switch driver {
@@ -87,7 +95,7 @@ func read(ctx context.Context, client kubernetes.Interface, driver Driver, ns, n
 			return nil, fmt.Errorf("list Helm records (ConfigMaps %s) in namespace %s: %w", sel, ns, err)
 		}
 		for _, c := range list.Items {
-			items = append(items, raw{c.Name, c.Data["release"]})
+			items = append(items, raw{c.Name, c.Data["release"], c.Labels[LabelHandedOver] == "true"})
 		}
 	default:
 		list, err := client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -98,7 +106,7 @@ func read(ctx context.Context, client kubernetes.Interface, driver Driver, ns, n
 			if s.Type != "helm.sh/release.v1" {
 				continue
 			}
-			items = append(items, raw{s.Name, string(s.Data["release"])})
+			items = append(items, raw{s.Name, string(s.Data["release"]), s.Labels[LabelHandedOver] == "true"})
 		}
 	}
 	if len(items) == 0 {
@@ -113,7 +121,7 @@ func read(ctx context.Context, client kubernetes.Interface, driver Driver, ns, n
 		if err != nil {
 			return nil, &UnreadableError{Kind: kind, Namespace: ns, Key: it.key, Err: err}
 		}
-		out = append(out, Record{Kind: kind, Key: it.key, Release: rel})
+		out = append(out, Record{Kind: kind, Key: it.key, Release: rel, HandedOver: it.handedOver})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Release.Version < out[j].Release.Version })
 	return out, nil

@@ -94,7 +94,8 @@ func helmManifest(manifest, name, ns string) (string, error) {
 // Write writes rel as the Helm record of its revision (a Secret of type
 // helm.sh/release.v1, or a ConfigMap): created, or, when one of that name
 // exists (adopt's relabelled record), replaced. Its labels are Helm's
-// (name, owner=helm, status, version, modifiedAt).
+// (name, owner=helm, status, version, modifiedAt) and
+// vllmctl.io/handed-over=true.
 func Write(ctx context.Context, client kubernetes.Interface, driver Driver, ns string, rel *rspb.Release) error {
 	data, err := Encode(rel)
 	if err != nil {
@@ -102,7 +103,7 @@ func Write(ctx context.Context, client kubernetes.Interface, driver Driver, ns s
 	}
 	meta := metav1.ObjectMeta{Name: Key(rel.Name, rel.Version), Namespace: ns, Labels: map[string]string{
 		LabelName: rel.Name, LabelOwner: OwnerHelm, "status": string(rel.Info.Status), "version": strconv.Itoa(rel.Version),
-		"modifiedAt": strconv.FormatInt(time.Now().Unix(), 10),
+		"modifiedAt": strconv.FormatInt(time.Now().Unix(), 10), LabelHandedOver: "true",
 	}}
 	if driver == DriverConfigMap {
 		cm := &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"release": data}}
