@@ -164,8 +164,9 @@ func (a *Adopter) Adopt(ctx context.Context, opts AdoptOptions) (*AdoptResult, e
 			return res, fmt.Errorf("release %s: apply Helm revision %d as vllmctl's: %w", opts.Name, current, err)
 		}
 	}
+	rsLists := map[string][]appsv1.ReplicaSet{}
 	for _, r := range records {
-		if r.ReplicaSets, err = a.replicaSetsOf(ctx, r); err != nil {
+		if r.ReplicaSets, err = a.replicaSetsOf(ctx, r, rsLists); err != nil {
 			return res, err
 		}
 		res.Revisions = append(res.Revisions, AdoptedRevision{Revision: r.Revision, Status: r.Status, Chart: r.Chart.String(),
@@ -277,8 +278,9 @@ func present(objs []*unstructured.Unstructured, moves []cluster.ManagerMove) []*
 // controller still keeps it: a server-side dry-run apply of rec's
 // Deployment gives its template as the API server defaults it, and the
 // ReplicaSet whose template equals it (pod-template-hash aside) is the
-// one, by the controller's own rule.
-func (a *Adopter) replicaSetsOf(ctx context.Context, rec *storage.Release) ([]storage.ReplicaSetRef, error) {
+// one, by the controller's own rule. The ReplicaSets of each Deployment
+// are listed once for every revision (rsLists, by namespace and selector).
+func (a *Adopter) replicaSetsOf(ctx context.Context, rec *storage.Release, rsLists map[string][]appsv1.ReplicaSet) ([]storage.ReplicaSetRef, error) {
 	objs, err := cluster.ParseManifest(rec.Manifest)
 	if err != nil {
 		return nil, &InvalidManifestError{Name: rec.Name, Err: fmt.Errorf("revision %d: %w", rec.Revision, err)}
@@ -309,11 +311,17 @@ func (a *Adopter) replicaSetsOf(ctx context.Context, rec *storage.Release) ([]st
 		if err != nil {
 			continue
 		}
-		list, err := a.Client.AppsV1().ReplicaSets(dep.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		if err != nil {
-			return nil, fmt.Errorf("list ReplicaSets of Deployment %s/%s: %w", dep.Namespace, dep.Name, err)
+		key := dep.Namespace + "/" + sel.String()
+		items, ok := rsLists[key]
+		if !ok {
+			list, err := a.Client.AppsV1().ReplicaSets(dep.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+			if err != nil {
+				return nil, fmt.Errorf("list ReplicaSets of Deployment %s/%s: %w", dep.Namespace, dep.Name, err)
+			}
+			items = list.Items
+			rsLists[key] = items
 		}
-		rs := cluster.NewReplicaSet(dep, list.Items)
+		rs := cluster.NewReplicaSet(dep, items)
 		if rs == nil {
 			continue
 		}
