@@ -193,12 +193,17 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 	if r, err := d.deployHooks(ctx, rec, res, opts, install, charts.HookPreInstall, charts.HookPreUpgrade); err != nil {
 		return r, err
 	}
-	applied, err := d.applyObjects(ctx, rec, res, canary.applied(objs), applyOpts)
+	waves := p.groupWaves(d.Namespace(), install)
+	if len(waves.later) > 0 {
+		d.emit(rec.Name, rec.Revision, PhaseApply, "", "wave",
+			fmt.Sprintf("%d group(s) change, %d per wave: wave 1 of %d: group(s) %s", waves.groups, waves.size, len(waves.later)+1, groupNames(waves.wave1)))
+	}
+	applied, err := d.applyObjects(ctx, rec, res, waves.withoutLater(canary.applied(p.objs)), applyOpts)
 	if err != nil {
 		return d.applyFailed(ctx, rec, res, start, opts, applied, err, install)
 	}
 
-	wres, f, werr := d.awaitRollout(ctx, p, rec, canary, applyOpts, applied, start, &opts)
+	wres, f, werr := d.awaitRollout(ctx, p, rec, res, canary, waves, applyOpts, applied, start, &opts)
 	if lost := lockLost(werr); lost != nil {
 		return res, lost
 	}
@@ -281,9 +286,9 @@ func (d *Deployer) applyFailed(ctx context.Context, rec *storage.Release, res *R
 // was held); the canary's summary is added to opts.Note. It returns the
 // wait's result and failure (werr; f, when already known). A lock taken
 // over during the discovery is werr as it is.
-func (d *Deployer) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.Release, canary *canaryDeploy, applyOpts cluster.ApplyOptions,
+func (d *Deployer) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, canary *canaryDeploy, waves wavePlan, applyOpts cluster.ApplyOptions,
 	applied []cluster.ApplyResult, start time.Time, opts *DeployOptions) (wres wait.Result, f *wait.Diagnosis, werr error) {
-	objs, clk := p.objs, d.clock()
+	objs, clk := waves.first, d.clock()
 	deadline := start.Add(opts.Timeout)
 	remaining := func() time.Duration { return max(deadline.Sub(storage.Stamp(clk)), time.Millisecond) }
 	rctx, cancel := context.WithTimeout(ctx, remaining())
@@ -306,6 +311,9 @@ func (d *Deployer) awaitRollout(ctx context.Context, p *deployPlan, rec *storage
 		}
 	default:
 		wres, werr = d.waitObjects(ctx, rec, objs, remaining())
+	}
+	if werr == nil && f == nil && len(waves.later) > 0 {
+		wres, f, werr = d.rollWaves(ctx, rec, res, waves, applyOpts, remaining)
 	}
 	if canary == nil && rec.Canary != nil {
 		opts.Note = joinNotes(opts.Note, canarySummary(rec.Canary))

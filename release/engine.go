@@ -543,9 +543,10 @@ func replicaSetFailure(err error) *wait.Diagnosis {
 	return f
 }
 
-// discoverReplicaSets finds the ReplicaSet of every Deployment among objs
-// within ctx, records them on rec (a rewrite that also refreshes the lock)
-// and reports them as progress.
+// discoverReplicaSets finds the ReplicaSet of every Deployment and the
+// ControllerRevision of every StatefulSet among objs within ctx, records
+// them on rec (a rewrite that also refreshes the lock) and reports them as
+// progress.
 func (e *Engine) discoverReplicaSets(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, applied []cluster.ApplyResult) error {
 	live := map[string]*unstructured.Unstructured{}
 	for _, a := range applied {
@@ -557,13 +558,45 @@ func (e *Engine) discoverReplicaSets(ctx context.Context, rec *storage.Release, 
 	if err != nil {
 		return err
 	}
+	crs, err := cluster.CurrentControllerRevisionsFrom(ctx, e.Client, objs, e.Namespace(), live)
+	if err != nil {
+		return err
+	}
 	for _, rs := range refs {
 		e.emit(rec.Name, rec.Revision, PhaseReplicaSet, "Deployment "+e.Namespace()+"/"+rs.Deployment, rs.Name,
 			fmt.Sprintf("pod-template-hash %s, revision %d", rs.PodTemplateHash, rs.Revision))
 	}
-	rec.ReplicaSets = refs
+	e.emitControllerRevisions(rec, crs)
+	if len(refs) > 0 {
+		rec.ReplicaSets = refs // else none among objs (a wave of groups)
+	}
+	rec.ControllerRevisions = mergeControllerRevisions(rec.ControllerRevisions, crs)
 	rec.Updated = storage.Stamp(e.clock())
 	return e.Store.Update(ctx, rec)
+}
+
+// emitControllerRevisions reports the ControllerRevisions found.
+func (e *Engine) emitControllerRevisions(rec *storage.Release, crs []storage.ControllerRevisionRef) {
+	for _, cr := range crs {
+		e.emit(rec.Name, rec.Revision, PhaseReplicaSet, "StatefulSet "+e.Namespace()+"/"+cr.StatefulSet, cr.Name,
+			fmt.Sprintf("controller-revision-hash %s, revision %d", cr.Hash, cr.Revision))
+	}
+}
+
+// mergeControllerRevisions returns have with the StatefulSets of found
+// replaced or added (a grouped rollout finds its groups' revisions wave
+// by wave), ordered by StatefulSet.
+func mergeControllerRevisions(have, found []storage.ControllerRevisionRef) []storage.ControllerRevisionRef {
+	out := slices.Clone(have)
+	for _, cr := range found {
+		if i := slices.IndexFunc(out, func(h storage.ControllerRevisionRef) bool { return h.StatefulSet == cr.StatefulSet }); i >= 0 {
+			out[i] = cr
+		} else {
+			out = append(out, cr)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b storage.ControllerRevisionRef) int { return strings.Compare(a.StatefulSet, b.StatefulSet) })
+	return out
 }
 
 // markFailed finishes rec as failed, even when ctx has ended.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -339,7 +340,67 @@ func (r *Rollbacker) checkRestored(ctx context.Context, rec, target *storage.Rel
 	if f := r.verify(rec, target); f != nil {
 		return f, errors.New(f.Message)
 	}
+	if f := r.verifyControllerRevisions(rec, target); f != nil {
+		return f, errors.New(f.Message)
+	}
+	rctx, cancel = context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := r.rescue(rctx, rec, objs); err != nil {
+		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
+		return &wait.Diagnosis{Reason: "RescueFailed", Message: err.Error()}, err
+	}
 	return nil, nil
+}
+
+// rescue frees every StatefulSet among objs from the pods left on a bad
+// revision (cluster.RescueStatefulSet): the rollout failure `kubectl
+// rollout undo` cannot undo. Each eviction is reported.
+func (r *Rollbacker) rescue(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured) error {
+	for _, obj := range objs {
+		ref := object.RefOf(obj)
+		if !cluster.IsStatefulSet(ref) {
+			continue
+		}
+		ns := ref.Namespace
+		if ns == "" {
+			ns = r.Namespace()
+		}
+		_, err := cluster.RescueStatefulSet(ctx, r.Client, r.clock(), ns, ref.Name, func(ev cluster.RescueEvent) {
+			r.emit(rec.Name, rec.Revision, PhaseRollback, "Pod "+ns+"/"+ev.Pod, ev.Action,
+				fmt.Sprintf("StatefulSet %s: %s", ref.Name, ev.Message))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// verifyControllerRevisions checks that every StatefulSet serves the pod
+// template revision target ran: its update revision now has the hash
+// target recorded (the controller reuses that ControllerRevision and
+// gives it a new revision number).
+func (r *Rollbacker) verifyControllerRevisions(rec, target *storage.Release) *wait.Diagnosis {
+	for _, want := range target.ControllerRevisions {
+		i := slices.IndexFunc(rec.ControllerRevisions, func(got storage.ControllerRevisionRef) bool { return got.StatefulSet == want.StatefulSet })
+		if i < 0 {
+			continue
+		}
+		got := rec.ControllerRevisions[i]
+		if got.Hash != want.Hash {
+			return &wait.Diagnosis{
+				Reason: "PodTemplateMismatch",
+				Object: objectName("StatefulSet", want.StatefulSet),
+				Message: fmt.Sprintf("StatefulSet %s updates to ControllerRevision %s (hash %s), but revision %d ran %s (hash %s): "+
+					"its pod template differs from revision %d's (fields set by another field manager?)",
+					want.StatefulSet, got.Name, got.Hash, target.Revision, want.Name, want.Hash, target.Revision),
+			}
+		}
+		r.emit(rec.Name, rec.Revision, PhaseRollback, "StatefulSet "+r.Namespace()+"/"+want.StatefulSet, "verified",
+			fmt.Sprintf("ControllerRevision %s of revision %d restored (hash %s), now revision %d",
+				got.Name, target.Revision, got.Hash, got.Revision))
+	}
+	return nil
 }
 
 // finish marks the healthy rollback deployed with the description desc,

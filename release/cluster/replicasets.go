@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -130,50 +131,72 @@ func observed(d *appsv1.Deployment) bool {
 // observedDeployment returns the Deployment once its controller has
 // observed its latest generation, watching (not polling) until then.
 func observedDeployment(ctx context.Context, client kubernetes.Interface, namespace, name string, start *appsv1.Deployment) (*appsv1.Deployment, error) {
-	obj := "Deployment " + namespace + "/" + name
 	deps := client.AppsV1().Deployments(namespace)
-	d := start
-	if d == nil || d.ResourceVersion == "" {
+	return observedObject(ctx, "Deployment "+namespace+"/"+name, appsv1.Resource("deployments"), name, start, start != nil,
+		deps.Get, deps.Watch, observed)
+}
+
+// generational is an object whose controller reports the generation it
+// observed.
+type generational interface {
+	runtime.Object
+	GetName() string
+	GetGeneration() int64
+	GetResourceVersion() string
+}
+
+// observedObject returns the object name (start, when known and read from
+// the cluster, else read) once isObserved says its controller observed its
+// latest generation, watching from the resourceVersion it read (a retry
+// watcher, field selector on the name) until then. what names the object
+// in errors.
+func observedObject[T generational](ctx context.Context, what string, gr schema.GroupResource, name string, start T, known bool,
+	get func(context.Context, string, metav1.GetOptions) (T, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
+	isObserved func(T) bool) (T, error) {
+	var zero T
+	obj := start
+	if !known || obj.GetResourceVersion() == "" {
 		var err error
-		if d, err = deps.Get(ctx, name, metav1.GetOptions{}); err != nil {
-			return nil, fmt.Errorf("get %s: %w", obj, err)
+		if obj, err = get(ctx, name, metav1.GetOptions{}); err != nil {
+			return zero, fmt.Errorf("get %s: %w", what, err)
 		}
 	}
-	if observed(d) {
-		return d, nil
+	if isObserved(obj) {
+		return obj, nil
 	}
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		o.FieldSelector = selector
-		return deps.Watch(ctx, o)
+		return watchFn(ctx, o)
 	}}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, d.ResourceVersion, lw)
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, obj.GetResourceVersion(), lw)
 	if err != nil {
-		return nil, fmt.Errorf("watch %s: %w", obj, err)
+		return zero, fmt.Errorf("watch %s: %w", what, err)
 	}
 	defer w.Stop()
-	generation := d.Generation
+	generation := obj.GetGeneration()
 	_, err = watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
 		switch ev.Type {
 		case watch.Deleted:
-			return false, apierrors.NewNotFound(appsv1.Resource("deployments"), name)
+			return false, apierrors.NewNotFound(gr, name)
 		case watch.Error:
 			return false, apierrors.FromObject(ev.Object)
 		}
-		got, ok := ev.Object.(*appsv1.Deployment)
-		if !ok || got.Name != name {
+		got, ok := ev.Object.(T)
+		if !ok || got.GetName() != name {
 			return false, nil
 		}
-		d, generation = got, got.Generation
-		return observed(got), nil
+		obj, generation = got, got.GetGeneration()
+		return isObserved(got), nil
 	})
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			err = ctxErr
 		}
-		return nil, fmt.Errorf("%s: waiting for its controller to observe generation %d: %w", obj, generation, err)
+		return zero, fmt.Errorf("%s: waiting for its controller to observe generation %d: %w", what, generation, err)
 	}
-	return d, nil
+	return obj, nil
 }
 
 // newReplicaSet returns the Deployment's new ReplicaSet among items, by the

@@ -268,6 +268,7 @@ func newPendingRecord(s Store, name string, op Operation, holder string, plan Pl
 		r.Hooks = t.Hooks
 		r.RollbackOf = t.RollbackOf
 		r.ReplicaSets = t.ReplicaSets
+		r.ControllerRevisions = t.ControllerRevisions
 	}
 	r.Name = name
 	r.Namespace = s.Namespace()

@@ -117,6 +117,18 @@ type ReplicaSetRef struct {
 	Revision int64 `json:"revision"`
 }
 
+// ControllerRevisionRef names the ControllerRevision a revision's
+// StatefulSet rolled out: the StatefulSet controller's record of a pod
+// template, as a ReplicaSet is the Deployment controller's.
+type ControllerRevisionRef struct {
+	StatefulSet string `json:"statefulSet"`
+	Name        string `json:"name"`
+	// Hash is the revision's controller-revision-hash (the pods' label).
+	Hash string `json:"hash"`
+	// Revision is the ControllerRevision's revision number.
+	Revision int64 `json:"revision"`
+}
+
 // Release is one revision of a release: what the data key of its record
 // Secret holds, gzip-compressed. Chart files are never stored.
 type Release struct {
@@ -156,6 +168,9 @@ type Release struct {
 	RollbackOf int `json:"rollbackOf,omitempty"`
 	// ReplicaSets are the ReplicaSets this revision produced.
 	ReplicaSets []ReplicaSetRef `json:"replicaSets,omitempty"`
+	// ControllerRevisions are the ControllerRevisions this revision's
+	// StatefulSets rolled out (grouped releases).
+	ControllerRevisions []ControllerRevisionRef `json:"controllerRevisions,omitempty"`
 	// CRDs are the CustomResourceDefinitions (crds/ of the chart) this
 	// revision created, by name; vllmctl never updates or deletes them.
 	CRDs []string `json:"crds,omitempty"`
