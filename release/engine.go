@@ -151,6 +151,9 @@ type Result struct {
 	ChartDigest string `json:"chartDigest,omitempty"`
 	// ReplicaSets are the ReplicaSets the revision's Deployments rolled out.
 	ReplicaSets []storage.ReplicaSetRef `json:"replicaSets"`
+	// ControllerRevisions are the ControllerRevisions the revision's
+	// StatefulSets rolled out (grouped releases).
+	ControllerRevisions []storage.ControllerRevisionRef `json:"controllerRevisions,omitempty"`
 	// RolledBackTo is the revision whose manifest was restored: the target
 	// of a rollback, or of the automatic rollback after a failed deploy.
 	RolledBackTo int `json:"rolledBackTo,omitempty"`
@@ -207,6 +210,9 @@ func (res *Result) sync(r *storage.Release, start time.Time, clk clock.PassiveCl
 	res.Failure = r.Failure
 	if len(r.ReplicaSets) > 0 {
 		res.ReplicaSets = slices.Clone(r.ReplicaSets)
+	}
+	if len(r.ControllerRevisions) > 0 {
+		res.ControllerRevisions = slices.Clone(r.ControllerRevisions)
 	}
 	res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
 }

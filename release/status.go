@@ -60,6 +60,28 @@ type StatusReport struct {
 	ReplicaSets []ServingReplicaSet `json:"replicaSets"`
 	// RecordedReplicaSets are the ReplicaSets the revision recorded.
 	RecordedReplicaSets []storage.ReplicaSetRef `json:"recordedReplicaSets"`
+	// StatefulSets are the revision's StatefulSets (a grouped release's
+	// engine groups) as their controller reports them.
+	StatefulSets []StatefulSetStatus `json:"statefulSets,omitempty"`
+	// RecordedControllerRevisions are the ControllerRevisions the
+	// revision recorded.
+	RecordedControllerRevisions []storage.ControllerRevisionRef `json:"recordedControllerRevisions,omitempty"`
+}
+
+// StatefulSetStatus is where a StatefulSet's rollout stands: its
+// controller's current and update revisions and replica counts.
+type StatefulSetStatus struct {
+	StatefulSet        string `json:"statefulSet"`
+	Generation         int64  `json:"generation"`
+	ObservedGeneration int64  `json:"observedGeneration"`
+	CurrentRevision    string `json:"currentRevision"`
+	UpdateRevision     string `json:"updateRevision"`
+	Replicas           int32  `json:"replicas"`
+	ReadyReplicas      int32  `json:"readyReplicas"`
+	UpdatedReplicas    int32  `json:"updatedReplicas"`
+	// RolledOut says whether every pod runs the update revision and is
+	// ready (kubectl rollout status' rule).
+	RolledOut bool `json:"rolledOut"`
 }
 
 // LiveObject is an object of the revision and its live status.
@@ -119,6 +141,7 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *storage.Release) (*StatusR
 	if len(rec.ReplicaSets) > 0 {
 		rep.RecordedReplicaSets = rec.ReplicaSets
 	}
+	rep.RecordedControllerRevisions = rec.ControllerRevisions
 	objs, err := cluster.ParseManifest(rec.Manifest)
 	if err != nil {
 		return nil, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
@@ -163,8 +186,32 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *storage.Release) (*StatusR
 			}
 			rep.ReplicaSets = append(rep.ReplicaSets, serving...)
 		}
+		if cluster.IsStatefulSet(ref) {
+			sts, err := s.Client.AppsV1().StatefulSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("get StatefulSet %s/%s: %w", ref.Namespace, ref.Name, err)
+			}
+			if err == nil {
+				rep.StatefulSets = append(rep.StatefulSets, statefulSetStatus(sts))
+			}
+		}
 	}
 	return rep, nil
+}
+
+// statefulSetStatus is the status of sts.
+func statefulSetStatus(sts *appsv1.StatefulSet) StatefulSetStatus {
+	done, _ := wait.StatefulSetRolledOut(sts)
+	replicas := int32(1)
+	if sts.Spec.Replicas != nil {
+		replicas = *sts.Spec.Replicas
+	}
+	return StatefulSetStatus{
+		StatefulSet: sts.Name, Generation: sts.Generation, ObservedGeneration: sts.Status.ObservedGeneration,
+		CurrentRevision: sts.Status.CurrentRevision, UpdateRevision: sts.Status.UpdateRevision,
+		Replicas: replicas, ReadyReplicas: sts.Status.ReadyReplicas, UpdatedReplicas: sts.Status.UpdatedReplicas,
+		RolledOut: done,
+	}
 }
 
 // apiStatusCode returns the HTTP code of an API error, 0 for other errors.

@@ -76,9 +76,11 @@ type historyRow struct {
 	ChartDigest string                  `json:"chartDigest,omitempty"`
 	Description string                  `json:"description"`
 	ReplicaSets []storage.ReplicaSetRef `json:"replicaSets"`
-	RollbackOf  int                     `json:"rollbackOf,omitempty"`
-	Failure     *wait.Diagnosis         `json:"failure,omitempty"`
-	Canary      *storage.CanaryReport   `json:"canary,omitempty"`
+	// ControllerRevisions are a grouped release's StatefulSet revisions.
+	ControllerRevisions []storage.ControllerRevisionRef `json:"controllerRevisions,omitempty"`
+	RollbackOf          int                             `json:"rollbackOf,omitempty"`
+	Failure             *wait.Diagnosis                 `json:"failure,omitempty"`
+	Canary              *storage.CanaryReport           `json:"canary,omitempty"`
 }
 
 // Run prints the release's revisions. An unreadable record is a row with
@@ -111,18 +113,19 @@ func (o *historyOptions) Run(ctx context.Context) error {
 			rs = []storage.ReplicaSetRef{}
 		}
 		rows = append(rows, historyRow{
-			Revision:    r.Revision,
-			Updated:     r.Updated,
-			Status:      r.Status,
-			Chart:       r.Chart.String(),
-			AppVersion:  r.Chart.AppVersion,
-			ChartSource: r.Chart.Source,
-			ChartDigest: r.Chart.Digest,
-			Description: r.Description,
-			ReplicaSets: rs,
-			RollbackOf:  r.RollbackOf,
-			Failure:     r.Failure,
-			Canary:      r.Canary,
+			Revision:            r.Revision,
+			Updated:             r.Updated,
+			Status:              r.Status,
+			Chart:               r.Chart.String(),
+			AppVersion:          r.Chart.AppVersion,
+			ChartSource:         r.Chart.Source,
+			ChartDigest:         r.Chart.Digest,
+			Description:         r.Description,
+			ReplicaSets:         rs,
+			ControllerRevisions: r.ControllerRevisions,
+			RollbackOf:          r.RollbackOf,
+			Failure:             r.Failure,
+			Canary:              r.Canary,
 		})
 	}
 	if o.output.format != "table" {
@@ -132,7 +135,7 @@ func (o *historyOptions) Run(ctx context.Context) error {
 	fmt.Fprintln(tw, "REVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION\tDESCRIPTION\tREPLICASETS")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Revision, recordTime(r.Updated, o.loc), r.Status,
-			recordCell(r.Chart), recordCell(r.AppVersion), recordCell(r.Description), replicaSetsCell(r.ReplicaSets))
+			recordCell(r.Chart), recordCell(r.AppVersion), recordCell(r.Description), revisionsCell(r.ReplicaSets, r.ControllerRevisions))
 	}
 	return tw.Flush()
 }

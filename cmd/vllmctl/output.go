@@ -33,6 +33,22 @@ func replicaSetsCell(refs []storage.ReplicaSetRef) string {
 	return recordCell(strings.Join(parts, ", "))
 }
 
+// revisionsCell is replicaSetsCell followed by the ControllerRevisions
+// of StatefulSets, as name(hash, rev N).
+func revisionsCell(refs []storage.ReplicaSetRef, crs []storage.ControllerRevisionRef) string {
+	if len(crs) == 0 {
+		return replicaSetsCell(refs)
+	}
+	parts := make([]string, 0, len(refs)+len(crs))
+	for _, rs := range refs {
+		parts = append(parts, fmt.Sprintf("%s(%s, rev %d)", rs.Name, rs.PodTemplateHash, rs.Revision))
+	}
+	for _, cr := range crs {
+		parts = append(parts, fmt.Sprintf("%s(%s, rev %d)", cr.Name, cr.Hash, cr.Revision))
+	}
+	return recordCell(strings.Join(parts, ", "))
+}
+
 // statusUnreadable is what list and history show for a record that
 // cannot be decoded (it is no record status, docs/release-record.md).
 const statusUnreadable storage.Status = "unreadable"

@@ -227,7 +227,7 @@ func writeReleaseResult(w io.Writer, format string, res *release.Result) error {
 		field("CHART SOURCE", recordCell(res.ChartSource+" ("+res.ChartDigest+")"))
 	}
 	if !res.DryRun {
-		field("REPLICASETS", replicaSetsCell(res.ReplicaSets))
+		field("REPLICASETS", revisionsCell(res.ReplicaSets, res.ControllerRevisions))
 	}
 	if res.RolledBackTo > 0 {
 		field("ROLLED BACK TO", strconv.Itoa(res.RolledBackTo))

@@ -108,6 +108,25 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	}
 
 	fmt.Fprintln(o.g.Streams.Out)
+	if len(rep.StatefulSets) > 0 {
+		tw = newRecordTable(o.g.Streams.Out)
+		fmt.Fprintln(tw, "STATEFULSET	CURRENT-REVISION	UPDATE-REVISION	READY	UPDATED	ROLLED OUT")
+		for _, s := range rep.StatefulSets {
+			done := "no"
+			if s.RolledOut {
+				done = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%s\n", s.StatefulSet, recordCell(s.CurrentRevision), recordCell(s.UpdateRevision),
+				s.ReadyReplicas, s.Replicas, s.UpdatedReplicas, done)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if len(rep.ReplicaSets) == 0 {
+			return nil
+		}
+		fmt.Fprintln(o.g.Streams.Out)
+	}
 	if len(rep.ReplicaSets) == 0 {
 		_, err := fmt.Fprintln(o.g.Streams.Out, "No ReplicaSet is running pods.")
 		return err

@@ -1,0 +1,349 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vllmctl/vllmctl/release/storage"
+)
+
+// The grouped-release tests deploy the built-in vllm chart with
+// multiNode.nodes=2: each of the 2 engine replicas is a group of 2 pods,
+// one per node (gpu-node-1 and gpu-node-2), a StatefulSet chat-g0 and
+// chat-g1. One GPU per pod; tensor parallel 1 × pipeline parallel 2 = 2
+// nodes × 1 GPU.
+var groupValues = []string{
+	"--set", "replicaCount=2",
+	"--set", "multiNode.nodes=2",
+	"--set", "resources.gpu=1",
+	"--set", "model.tensorParallelSize=1",
+	"--set", "extraArgs={--pipeline-parallel-size=2}",
+	"--set", "resources.requests.cpu=100m",
+	"--set", "resources.limits.cpu=100m",
+	"--set", "resources.requests.memory=128Mi",
+	"--set", "resources.limits.memory=128Mi",
+	"--set", "shm.enabled=false",
+}
+
+var groupNames = []string{"chat-g0", "chat-g1"}
+
+// deployGroups runs `vllmctl deploy chat vllm` with the group values and
+// args, -o json.
+func (f *relFixture) deployGroups(t *testing.T, args ...string) relRun {
+	t.Helper()
+	all := append([]string{"deploy", relName, "vllm", "--progress", "plain", "--timeout", "2m", "-o", "json"}, groupValues...)
+	return f.run(t, append(all, args...)...)
+}
+
+// groupPods returns the pods of StatefulSet name, by name.
+func (f *relFixture) groupPods(t *testing.T, name string) map[string]corev1.Pod {
+	t.Helper()
+	list, err := f.client.CoreV1().Pods(f.namespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	out := map[string]corev1.Pod{}
+	for _, p := range list.Items {
+		if o := metav1.GetControllerOf(&p); o != nil && o.Kind == "StatefulSet" && o.Name == name {
+			out[p.Name] = p
+		}
+	}
+	return out
+}
+
+func (f *relFixture) statefulSet(t *testing.T, name string) *appsv1.StatefulSet {
+	t.Helper()
+	sts, err := f.client.AppsV1().StatefulSets(f.namespace).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return sts
+}
+
+// requireGroupOn asserts that StatefulSet name rolled out on the
+// ControllerRevision want: current == update == want, every pod on it and
+// Ready, none left on another revision.
+func (f *relFixture) requireGroupOn(t *testing.T, name string, want storage.ControllerRevisionRef) {
+	t.Helper()
+	sts := f.statefulSet(t, name)
+	assert.Equal(t, want.Name, sts.Status.UpdateRevision, "%s update revision", name)
+	assert.Equal(t, want.Name, sts.Status.CurrentRevision, "%s current revision", name)
+	assert.Equal(t, int32(2), sts.Status.ReadyReplicas, "%s ready", name)
+	pods := f.groupPods(t, name)
+	require.Len(t, pods, 2, "%s pods", name)
+	for _, p := range pods {
+		assert.Equal(t, want.Name, p.Labels[appsv1.ControllerRevisionHashLabelKey], "pod %s revision", p.Name)
+		assert.Nil(t, p.DeletionTimestamp, "pod %s", p.Name)
+	}
+}
+
+// revisionOf returns the ControllerRevision a record holds for name.
+func revisionOf(t *testing.T, rec *storage.Release, name string) storage.ControllerRevisionRef {
+	t.Helper()
+	for _, cr := range rec.ControllerRevisions {
+		if cr.StatefulSet == name {
+			return cr
+		}
+	}
+	require.Failf(t, "no ControllerRevision", "revision %d records none for %s: %+v", rec.Revision, name, rec.ControllerRevisions)
+	return storage.ControllerRevisionRef{}
+}
+
+// leaderWatch samples, at every change of a pod in the namespace, whether
+// each group's leader (pod index 0) is Ready, and records the moments when
+// no group's leader was: a grouped rollout must never take every group
+// down at once.
+type leaderWatch struct {
+	mu      sync.Mutex
+	ready   map[string]bool // group -> leader Ready
+	samples int
+	allDown []string
+	stop    chan struct{}
+}
+
+func (f *relFixture) watchLeaders(t *testing.T) *leaderWatch {
+	t.Helper()
+	lw := &leaderWatch{ready: map[string]bool{}, stop: make(chan struct{})}
+	factory := informers.NewSharedInformerFactoryWithOptions(f.client, 0, informers.WithNamespace(f.namespace))
+	inf := factory.Core().V1().Pods().Informer()
+	note := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Labels["apps.kubernetes.io/pod-index"] != "0" {
+			return
+		}
+		o := metav1.GetControllerOf(p)
+		if o == nil || o.Kind != "StatefulSet" {
+			return
+		}
+		lw.mu.Lock()
+		defer lw.mu.Unlock()
+		lw.ready[o.Name] = podIsReady(p) && p.DeletionTimestamp == nil
+		lw.samples++
+		up := 0
+		for _, r := range lw.ready {
+			if r {
+				up++
+			}
+		}
+		if len(lw.ready) == len(groupNames) && up == 0 {
+			lw.allDown = append(lw.allDown, fmt.Sprintf("%s after pod %s changed", time.Now().Format(time.RFC3339Nano), p.Name))
+		}
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    note,
+		UpdateFunc: func(_, obj any) { note(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok && p.Labels["apps.kubernetes.io/pod-index"] == "0" {
+				q := p.DeepCopy()
+				now := metav1.Now()
+				q.DeletionTimestamp = &now
+				note(q)
+			}
+		},
+	})
+	require.NoError(t, err)
+	factory.Start(lw.stop)
+	factory.WaitForCacheSync(lw.stop)
+	t.Cleanup(func() { lw.close() })
+	return lw
+}
+
+func (lw *leaderWatch) close() {
+	select {
+	case <-lw.stop:
+	default:
+		close(lw.stop)
+	}
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podUIDs(pods map[string]corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name+"="+string(p.UID))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestGroupedReleaseRollsOutGroupByGroup: install, a healthy upgrade wave
+// by wave (a group's leader always Ready), a crash-looping upgrade caught
+// in the first group and rescued (no pod left on the bad revision, the
+// second group untouched, exit 3), and rollback --to-revision 1.
+func TestGroupedReleaseRollsOutGroupByGroup(t *testing.T) {
+	f := newRelFixture(t)
+
+	// Install: both groups at once.
+	r := f.deployGroups(t)
+	require.Equal(t, 0, r.code, "install\n%s", r)
+	res := result(t, r)
+	require.Len(t, res.ControllerRevisions, 2, "install result: %+v", res)
+	revs := f.history(t)
+	require.Len(t, revs, 1)
+	rev1 := map[string]storage.ControllerRevisionRef{}
+	for _, name := range groupNames {
+		rev1[name] = revisionOf(t, revs[0], name)
+		f.requireGroupOn(t, name, rev1[name])
+	}
+	svc, err := f.client.CoreV1().Services(f.namespace).Get(context.Background(), relName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "0", svc.Spec.Selector["apps.kubernetes.io/pod-index"], "the Service selects leaders only")
+
+	// A healthy upgrade goes group by group: never both leaders down.
+	lw := f.watchLeaders(t)
+	r = f.deployGroups(t, "--set", "image.tag=v0.9.2")
+	require.Equal(t, 0, r.code, "healthy upgrade\n%s", r)
+	lw.close()
+	assert.Contains(t, r.stderr, "wave 1 of 2: group(s) chat-g0")
+	assert.Contains(t, r.stderr, "wave 2 of 2: group(s) chat-g1")
+	lw.mu.Lock()
+	assert.Empty(t, lw.allDown, "both groups' leaders not Ready at once (%d samples)", lw.samples)
+	assert.Greater(t, lw.samples, 4, "the leaders were sampled throughout")
+	lw.mu.Unlock()
+	revs = f.history(t)
+	require.Len(t, revs, 2)
+	rev2 := map[string]storage.ControllerRevisionRef{}
+	for _, name := range groupNames {
+		rev2[name] = revisionOf(t, revs[1], name)
+		assert.NotEqual(t, rev1[name].Hash, rev2[name].Hash, "%s: a new revision", name)
+		f.requireGroupOn(t, name, rev2[name])
+	}
+	// The first wave is Ready before the second starts: its wave line is
+	// printed after the first group's wait ended.
+	wave2 := strings.Index(r.stderr, "wave 2 of 2")
+	require.Positive(t, wave2)
+
+	// A crash-looping upgrade: caught in the first group, rolled back,
+	// every pod back on revision 2's ControllerRevision, nothing left for
+	// a person to delete; the second group is never touched.
+	g1Before := podUIDs(f.groupPods(t, "chat-g1"))
+	r = f.deployGroups(t, "--set", "image.tag=v0.9.2-crash")
+	require.Equal(t, 3, r.code, "crash upgrade\n%s", r)
+	res = result(t, r)
+	require.NotNil(t, res.Failure)
+	assert.Equal(t, "CrashLoopBackOff", res.Failure.Reason, "%+v", res.Failure)
+	assert.Contains(t, res.Failure.Object, "chat-g0")
+	assert.Contains(t, res.Failure.Pod, "chat-g0-")
+	assert.Equal(t, 2, res.RolledBackTo)
+	assert.NotContains(t, r.stderr, "wave 2 of 2", "the second wave never starts")
+	assert.Contains(t, r.stderr, "evicted", "the rescue evicted the pods left on the bad revision")
+	for _, name := range groupNames {
+		f.requireGroupOn(t, name, rev2[name])
+	}
+	assert.Equal(t, g1Before, podUIDs(f.groupPods(t, "chat-g1")), "chat-g1's pods untouched")
+	revs = f.history(t)
+	require.Len(t, revs, 4)
+	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusSuperseded, storage.StatusFailed, storage.StatusDeployed}, statuses(revs))
+	assert.Equal(t, rev2["chat-g0"].Hash, revisionOf(t, revs[3], "chat-g0").Hash)
+
+	// rollback --to-revision 1 after the good upgrade.
+	r = f.run(t, "rollback", relName, "--to-revision", "1", "-o", "json", "--progress", "plain", "--timeout", "2m")
+	require.Equal(t, 0, r.code, "rollback\n%s", r)
+	revs = f.history(t)
+	last := revs[len(revs)-1]
+	for _, name := range groupNames {
+		got := revisionOf(t, last, name)
+		assert.Equal(t, rev1[name].Hash, got.Hash, "%s back on revision 1's template", name)
+		f.requireGroupOn(t, name, got)
+	}
+
+	// history and status show the ControllerRevisions.
+	r = f.run(t, "history", relName)
+	require.Equal(t, 0, r.code, "%s", r)
+	assert.Contains(t, r.stdout, rev1["chat-g0"].Hash)
+	r = f.run(t, "status", relName, "-o", "json")
+	require.Equal(t, 0, r.code, "%s", r)
+	requireSchemaValid(t, "status", r.stdout)
+	assert.Contains(t, r.stdout, `"rolledOut":true`)
+}
+
+// TestGroupedReleaseKubectlUndoStaysStuck records the failure vllmctl's
+// rescue exists for: the same crash-looping upgrade, left in place
+// (--no-rollback), then `kubectl rollout undo`: the StatefulSet's template
+// is the old one again, but its pods stay on the crashing revision. A
+// vllmctl rollback then frees them.
+func TestGroupedReleaseKubectlUndoStaysStuck(t *testing.T) {
+	kubectl := os.Getenv("KUBECTL_BIN")
+	require.NotEmpty(t, kubectl, "KUBECTL_BIN is not set: run make e2e (or KUBECTL_BIN=$(hack/build-devcluster.sh)/kubectl)")
+	f := newRelFixture(t)
+	r := f.deployGroups(t)
+	require.Equal(t, 0, r.code, "install\n%s", r)
+	good := revisionOf(t, f.history(t)[0], "chat-g0")
+
+	r = f.deployGroups(t, "--set", "image.tag=v0.9.2-crash", "--no-rollback")
+	require.Equal(t, 4, r.code, "crash upgrade without rollback\n%s", r)
+	bad := revisionOf(t, f.history(t)[1], "chat-g0")
+	require.NotEqual(t, good.Name, bad.Name)
+
+	out, err := exec.Command(kubectl, "--kubeconfig", f.kubeconfig, "-n", f.namespace, "rollout", "undo", "statefulset/chat-g0").CombinedOutput()
+	require.NoError(t, err, "kubectl rollout undo: %s", out)
+	// The template is restored: the controller's update revision is the
+	// good one again ...
+	eventually(t, 30*time.Second, "the undo's template observed", func(ctx context.Context) (bool, error) {
+		sts := f.statefulSet(t, "chat-g0")
+		return sts.Status.ObservedGeneration >= sts.Generation && sts.Status.UpdateRevision == good.Name, nil
+	})
+	// ... but for 20 s the crash-looping pods stay on the bad revision:
+	// nothing replaces them.
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		stuck := 0
+		for _, p := range f.groupPods(t, "chat-g0") {
+			if p.Labels[appsv1.ControllerRevisionHashLabelKey] == bad.Name {
+				stuck++
+			}
+		}
+		require.Positive(t, stuck, "kubectl's undo replaced every crashing pod: the StatefulSet was not stuck")
+		time.Sleep(time.Second)
+	}
+	sts := f.statefulSet(t, "chat-g0")
+	t.Logf("20 s after kubectl rollout undo: currentRevision %s, updateRevision %s, ready %d/2", sts.Status.CurrentRevision, sts.Status.UpdateRevision, sts.Status.ReadyReplicas)
+	assert.NotEqual(t, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
+
+	// vllmctl's rollback rescues it.
+	r = f.run(t, "rollback", relName, "--to-revision", "1", "--progress", "plain", "--timeout", "2m")
+	require.Equal(t, 0, r.code, "rollback\n%s", r)
+	assert.Contains(t, r.stderr, "evicted")
+	f.requireGroupOn(t, "chat-g0", good)
+}
+
+// TestGroupedReleaseGangFit: a group that cannot have one node per pod
+// (3 pods per group, 2 untainted GPU nodes) is refused by the strict
+// preflight with exit 2 and nothing applied or recorded.
+func TestGroupedReleaseGangFit(t *testing.T) {
+	f := newRelFixture(t)
+	r := f.deployGroups(t, "--set", "multiNode.nodes=3", "--set", "extraArgs={--pipeline-parallel-size=3}", "--surge-policy", "strict")
+	require.Equal(t, 2, r.code, "group of 3 on 2 nodes\n%s", r)
+	assert.Contains(t, r.stderr, "chat-g0")
+	assert.Empty(t, f.history(t), "no record")
+	list, err := f.client.AppsV1().StatefulSets(f.namespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, list.Items, "nothing applied")
+	svcs, err := f.client.CoreV1().Services(f.namespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, svcs.Items, "nothing applied")
+}
