@@ -230,8 +230,8 @@ func TestRenderMultiNodeLeaderWorkerSet(t *testing.T) {
 	assert.NotContains(t, leader, "command", "the image's entrypoint (vllm serve) runs")
 	_, found, _ := unstructured.NestedMap(leader, "readinessProbe", "httpGet")
 	assert.True(t, found, "the leader serves HTTP")
-	_, found, _ = unstructured.NestedMap(worker, "startupProbe")
-	assert.False(t, found, "workers serve no HTTP")
+	startup := strings.Join(stringList(nestedMap(t, worker, "startupProbe", "exec")["command"]), " ")
+	assert.Contains(t, startup, `[ "$VLLM_NODE_RANK" != 0 ] ||`, "workers serve no HTTP: their startup succeeds")
 	readiness := strings.Join(stringList(nestedMap(t, worker, "readinessProbe", "exec")["command"]), " ")
 	assert.Contains(t, readiness, "host=$LWS_LEADER_ADDRESS")
 

@@ -223,8 +223,8 @@ pod. Parameters: root (the chart's context), extraLabels (added to the pod
 labels), affinity (vllm.groupAffinity parameters), command (an optional
 container command), args (extra server arguments after the shared ones,
 before extraArgs), rankEnv (the env entry of VLLM_NODE_RANK), probes
-("exec": vllm.groupProbe with leader; "http": vllm.probe; "worker": only a
-readiness probe on the leader at leader), leader.
+("exec": vllm.groupProbe, readiness with leader; "http": vllm.probe),
+leader.
 */}}
 {{- define "vllm.groupPod" -}}
 {{- $root := .root -}}
@@ -355,12 +355,7 @@ spec:
           nvidia.com/gpu: {{ $gpu }}
           {{- end }}
       {{- with $root.Values.probes }}
-      {{- if eq $params.probes "worker" }}
-      {{- if .readiness.enabled }}
-      readinessProbe:
-        {{- include "vllm.groupProbe" (dict "probe" .readiness "leader" $params.leader) | nindent 8 }}
-      {{- end }}
-      {{- else if eq $params.probes "http" }}
+      {{- if eq $params.probes "http" }}
       {{- if .startup.enabled }}
       startupProbe:
         {{- include "vllm.probe" .startup | nindent 8 }}
