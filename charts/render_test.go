@@ -62,6 +62,9 @@ func renderCases() []renderCase {
 			Set:         []string{"workers[0].port=9090", "extraEnv.MODE=fast", `greeting=hi\, {{ .Release.Name }}`},
 			SetString:   []string{"image.tag=1.28", "extraEnv.COUNT=3"},
 		}, nil},
+		{"vllm-multinode", "vllm", vllm("testdata/values/multinode.yaml"), nil},
+		{"vllm-multinode-lws", "vllm", RenderOptions{ReleaseName: "qwen", Namespace: "inference",
+			ValueFiles: []string{"testdata/values/multinode.yaml"}, Set: []string{"multiNode.controller=leaderworkerset"}}, nil},
 	}, dependencyRenderCases()...)
 }
 
@@ -112,6 +115,8 @@ func TestRenderKinds(t *testing.T) {
 		{"vllm hpa", renderCases()[1], []string{"PodDisruptionBudget/qwen", "Service/qwen", "Deployment/qwen", "HorizontalPodAutoscaler/qwen"}},
 		{"vllm pvc", renderCases()[2], []string{"PersistentVolumeClaim/qwen-model-cache", "Service/qwen", "Deployment/qwen"}},
 		{"vllm gpu4", renderCases()[3], []string{"ResourceQuota/qwen", "Service/qwen", "Deployment/qwen"}},
+		{"vllm multinode", renderCases()[6], []string{"PodDisruptionBudget/qwen", "Service/qwen", "Service/qwen-nodes", "StatefulSet/qwen-g0", "StatefulSet/qwen-g1"}},
+		{"vllm multinode lws", renderCases()[7], []string{"PodDisruptionBudget/qwen", "Service/qwen", "LeaderWorkerSet/qwen"}},
 		{"handwritten", renderCases()[4], []string{
 			"ServiceAccount/demo-handwritten",
 			"ConfigMap/demo-handwritten-alpha", "ConfigMap/demo-handwritten-beta", "ConfigMap/demo-handwritten-settings",

@@ -35,7 +35,7 @@ func renderChart(t *testing.T, dir, namespace string, valueFiles ...string) []*u
 }
 
 func TestBuiltinChartIsClean(t *testing.T) {
-	sets := []string{"", "hpa.yaml", "pvc-init.yaml", "gpu4.yaml"}
+	sets := []string{"", "hpa.yaml", "pvc-init.yaml", "gpu4.yaml", "multinode.yaml"}
 	for _, set := range sets {
 		name := "defaults"
 		var files []string
@@ -218,5 +218,45 @@ func TestSubchartObjectsAreLinted(t *testing.T) {
 	// Without Source, findings name no template.
 	for _, f := range Run(r.Objects, Options{Namespace: lintNamespace}) {
 		assert.Empty(t, f.Template)
+	}
+}
+
+// TestBuiltinChartMultiNode lints the built-in chart's multi-node groups:
+// clean when tensor × pipeline parallel size is nodes × GPUs per pod
+// (StatefulSets and LeaderWorkerSet alike), VL016 on every group when it
+// is not, and VL011 never (it assumes one pod per engine).
+func TestBuiltinChartMultiNode(t *testing.T) {
+	ch, err := charts.Load(filepath.Join("..", "vllm"))
+	require.NoError(t, err)
+	multinode := filepath.Join("..", "..", "testdata", "values", "multinode.yaml")
+	tests := []struct {
+		name string
+		set  []string
+		want []string // Rule Object, in order
+	}{
+		{"statefulsets clean", nil, nil},
+		{"leaderworkerset clean", []string{"multiNode.controller=leaderworkerset"}, nil},
+		{"statefulsets tp of one pod", []string{"model.tensorParallelSize=4"}, []string{
+			"VL016 StatefulSet inference/qwen-g0", "VL016 StatefulSet inference/qwen-g1"}},
+		{"leaderworkerset tp of one pod", []string{"multiNode.controller=leaderworkerset", "model.tensorParallelSize=4"}, []string{
+			"VL016 LeaderWorkerSet inference/qwen"}},
+		{"4 nodes", []string{"multiNode.nodes=4", "replicaCount=1"}, []string{"VL016 StatefulSet inference/qwen-g0"}},
+		{"4 nodes, pipeline parallel 4", []string{"multiNode.nodes=4", "extraArgs={--pipeline-parallel-size=4}"}, nil},
+		{"tp 16 across 2 nodes", []string{"model.tensorParallelSize=16", "extraArgs={--enable-prefix-caching}"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := charts.Render(ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: lintNamespace, ValueFiles: []string{multinode}, Set: tt.set})
+			require.NoError(t, err)
+			var got []string
+			for _, f := range Run(r.Objects, Options{Namespace: lintNamespace}) {
+				got = append(got, f.Rule+" "+f.Object)
+				if f.Rule == "VL016" {
+					assert.Contains(t, f.Message, "--nnodes", f.String())
+					assert.Contains(t, f.Message, "multiNode.nodes × resources.gpu", f.String())
+				}
+			}
+			assert.Equal(t, tt.want, got)
+		})
 	}
 }

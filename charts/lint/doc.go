@@ -3,7 +3,8 @@
 // objects a chart rendered (charts.Render) and returns findings.
 //
 // The rules look at the pod templates of Deployments, StatefulSets,
-// DaemonSets and ReplicaSets, and at bare Pods. A "GPU pod" is one with a
+// DaemonSets and ReplicaSets, the worker template of LeaderWorkerSets
+// (leaderworkerset.x-k8s.io), and at bare Pods. A "GPU pod" is one with a
 // container requesting or limiting nvidia.com/gpu; its GPU containers are
 // its "server" containers (a pod without GPUs has its first container as
 // server).
@@ -36,7 +37,8 @@
 //	               surge pod needs spare GPUs or it stays Pending.
 //	VL011 error    a vLLM container's --tensor-parallel-size ×
 //	               --pipeline-parallel-size differs from its nvidia.com/gpu:
-//	               fewer GPUs fail the start, more sit idle.
+//	               fewer GPUs fail the start, more sit idle (one-pod
+//	               engines; multi-node ones are VL016's).
 //	VL012 error    a vLLM container with --tensor-parallel-size > 1 has no
 //	               memory-backed /dev/shm of at least 1Gi: NCCL's shared
 //	               memory segments live there.
@@ -49,6 +51,13 @@
 //	               (initialDelaySeconds + failureThreshold × periodSeconds)
 //	               before the kubelet kills a container still loading its
 //	               weights.
+//	VL016 error    a vLLM engine spread over --nnodes pods (a multi-node
+//	               group) has --tensor-parallel-size ×
+//	               --pipeline-parallel-size other than --nnodes × the GPUs
+//	               of one pod, --nnodes is not a whole number ≥ 1, or the
+//	               group (a StatefulSet's replicas, a LeaderWorkerSet's
+//	               size) has another number of pods. VL011 leaves such
+//	               containers to VL016.
 //
 // A "vLLM container" is one whose image, command or args mention vllm;
 // its flags are read from command and args ("--name value" or

@@ -256,7 +256,7 @@ func checkRequests(w *workload, _ Options) []Finding {
 // checkSelector is VL007: the selector must exist and match the template
 // labels.
 func checkSelector(w *workload, _ Options) []Finding {
-	if w.kind == "Pod" {
+	if w.kind == "Pod" || w.kind == "LeaderWorkerSet" { // the LWS controller writes its selectors
 		return nil
 	}
 	raw, found, err := unstructured.NestedMap(w.obj.Object, "spec", "selector")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/internal/vllm"
 )
@@ -101,6 +102,9 @@ func checkTensorParallelGPUs(w *workload, _ Options) []Finding {
 		if !ok || (c.gpuSet && c.gpu == 0) {
 			continue // not integers: vLLM or VL001 says so
 		}
+		if _, multiNode := nodesOf(flags); multiNode {
+			continue // the world size spans the group's pods: VL016's
+		}
 		if workers == c.gpu || (!c.gpuSet && workers <= 1) {
 			continue
 		}
@@ -109,6 +113,91 @@ func checkTensorParallelGPUs(w *workload, _ Options) []Finding {
 			Message: fmt.Sprintf("container %q runs --tensor-parallel-size %d × --pipeline-parallel-size %d = %d vLLM worker(s) with %d %s: vLLM needs one GPU per worker (fewer fail the start: \"World size is larger than the number of available GPUs\"), more sit idle; make them equal (in the built-in chart model.tensorParallelSize 0 follows resources.gpu)",
 				c.name, tp, pp, workers, c.gpu, gpuResource),
 		})
+	}
+	return out
+}
+
+// nodesOf returns --nnodes of a vLLM container (1 when unset) and
+// whether it runs one engine across several pods: --nnodes set to other
+// than 1 (an integer below 1 and a value that is not an integer, if not a
+// $(VAR) reference filled in at run time, are VL016's findings too).
+func nodesOf(flags map[string]string) (nodes int64, multiNode bool) {
+	v, set := flags["nnodes"]
+	if !set {
+		return 1, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, true
+	}
+	return n, n != 1
+}
+
+// groupSize returns the number of pods of one engine group of a grouped
+// workload, where written: a StatefulSet's spec.replicas (one StatefulSet
+// per group), a LeaderWorkerSet's spec.leaderWorkerTemplate.size.
+func groupSize(w *workload) (size int64, field string, ok bool) {
+	var path []string
+	switch w.kind {
+	case "StatefulSet":
+		path = []string{"spec", "replicas"}
+	case "LeaderWorkerSet":
+		path = []string{"spec", "leaderWorkerTemplate", "size"}
+	default:
+		return 0, "", false
+	}
+	v, found, _ := unstructured.NestedFieldNoCopy(w.obj.Object, path...)
+	if !found {
+		return 1, strings.Join(path, "."), true // both default to 1
+	}
+	switch x := v.(type) {
+	case int64:
+		return x, strings.Join(path, "."), true
+	case float64:
+		return int64(x), strings.Join(path, "."), true
+	}
+	return 0, "", false
+}
+
+// checkMultiNodeWorldSize is VL016: a vLLM engine spread over --nnodes
+// pods (a multi-node group) has a world size, --tensor-parallel-size ×
+// --pipeline-parallel-size, that must equal the GPUs of the whole group:
+// --nnodes × the GPUs of one pod. The group's pod count must be --nnodes.
+func checkMultiNodeWorldSize(w *workload, _ Options) []Finding {
+	var out []Finding
+	for _, srv := range vllmServers(w) {
+		c, flags := srv.container, srv.flags
+		raw := flags["nnodes"]
+		nodes, multiNode := nodesOf(flags)
+		if !multiNode {
+			continue
+		}
+		if nodes < 1 {
+			if strings.Contains(raw, "$(") {
+				continue // filled in from the environment at run time
+			}
+			out = append(out, Finding{
+				Field: c.path + ".args",
+				Message: fmt.Sprintf("container %q: --nnodes %q is not a whole number of at least 1: it is the number of pods (nodes) one vLLM engine spans (built-in chart: multiNode.nodes, 1..64)",
+					c.name, raw),
+			})
+			continue
+		}
+		workers, tp, pp, ok := parallelism(flags)
+		if ok && c.gpuSet && c.gpu > 0 && workers != nodes*c.gpu {
+			out = append(out, Finding{
+				Field: c.path + ".args",
+				Message: fmt.Sprintf("container %q runs one vLLM engine across --nnodes %d pods of %d %s each (%d GPUs) with --tensor-parallel-size %d × --pipeline-parallel-size %d = %d workers: vLLM's world size must equal the group's GPUs (fewer fail the start, more sit idle); make tensor × pipeline parallel size %d, e.g. tensor parallel %d (GPUs per pod) × pipeline parallel %d (nodes) (built-in chart: model.tensorParallelSize × --pipeline-parallel-size = multiNode.nodes × resources.gpu)",
+					c.name, nodes, c.gpu, gpuResource, nodes*c.gpu, tp, pp, workers, nodes*c.gpu, max(c.gpu, 1), nodes),
+			})
+		}
+		if size, field, known := groupSize(w); known && size != nodes {
+			out = append(out, Finding{
+				Field: field,
+				Message: fmt.Sprintf("a group of %s %s has %d pod(s) but its container %q says --nnodes %d: the engine waits for pods that never come, or leaves some out; make them equal (built-in chart: multiNode.nodes sets both)",
+					w.kind, w.obj.GetName(), size, c.name, nodes),
+			})
+		}
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -147,7 +148,132 @@ func vllmRuleTests() []ruleTest {
 			}},
 		{name: "VL015 quiet without a startup probe (VL004's)", rule: "VL015",
 			edit: func(u *unstructured.Unstructured) { delete(ctr(u, 0), "startupProbe") }},
+
+		// VL011 leaves multi-node engines to VL016.
+		{name: "VL011 quiet on tensor parallel 8 across 2 nodes of 4 GPUs", rule: "VL011",
+			edit: func(u *unstructured.Unstructured) {
+				setArgs(u, "--tensor-parallel-size", "8", "--nnodes", "2", "--node-rank", "$(VLLM_NODE_RANK)")
+				setGPUs(u, 4)
+			}},
+		{name: "VL011 still fires with --nnodes 1", rule: "VL011",
+			edit: func(u *unstructured.Unstructured) {
+				setArgs(u, "--tensor-parallel-size", "8", "--nnodes", "1")
+				setGPUs(u, 4)
+			},
+			want: []string{serverPath + ".args"}},
+
+		// VL016: a multi-node group's world size == nodes × GPUs per pod.
+		{name: "VL016 quiet on tp 4 × pp 2 across 2 nodes of 4 GPUs", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) {
+				setArgs(u, "--tensor-parallel-size", "4", "--pipeline-parallel-size", "2", "--nnodes", "2")
+				setGPUs(u, 4)
+			}},
+		{name: "VL016 quiet on tp 8 across 2 nodes of 4 GPUs, --nnodes=2", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) {
+				setArgs(u, "--tensor-parallel-size=8", "--nnodes=2")
+				setGPUs(u, 4)
+			}},
+		{name: "VL016 quiet on one node", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) { setArgs(u, "--nnodes", "1") }},
+		{name: "VL016 quiet without --nnodes", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) { setArgs(u, "--tensor-parallel-size", "2") }},
+		{name: "VL016 fires on tp 4 across 2 nodes of 4 GPUs (tp == GPUs of one pod)", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) {
+				setArgs(u, "--tensor-parallel-size", "4", "--nnodes", "2")
+				setGPUs(u, 4)
+			},
+			want: []string{serverPath + ".args"}},
+		{name: "VL016 fires on tp 8 × pp 2 across 2 nodes of 4 GPUs (too many)", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) {
+				setArgs(u, "-tp", "8", "--pipeline_parallel_size=2", "--nnodes", "2")
+				setGPUs(u, 4)
+			},
+			want: []string{serverPath + ".args"}},
+		{name: "VL016 fires on --nnodes 0", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) { setArgs(u, "--nnodes", "0") },
+			want: []string{serverPath + ".args"}},
+		{name: "VL016 fires on a negative --nnodes", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) { setArgs(u, "--nnodes=-2") },
+			want: []string{serverPath + ".args"}},
+		{name: "VL016 fires on --nnodes that is not a number", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) { setArgs(u, "--nnodes", "two") },
+			want: []string{serverPath + ".args"}},
+		{name: "VL016 fires on a huge --nnodes", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) {
+				setArgs(u, "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2", "--nnodes", "100000")
+				setGPUs(u, 8)
+			},
+			want: []string{serverPath + ".args"}},
+		{name: "VL016 quiet on --nnodes from the environment", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) { setArgs(u, "--nnodes", "$(LWS_GROUP_SIZE)") }},
+		{name: "VL016 quiet on a GPU-less container", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) {
+				setArgs(u, "--nnodes", "2", "--tensor-parallel-size", "4")
+				setGPUs(u, 0)
+			}},
+		{name: "VL016 quiet on a StatefulSet group of --nnodes pods", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) {
+				u.SetKind("StatefulSet")
+				setArgs(u, "--tensor-parallel-size", "2", "--nnodes", "2")
+			}},
+		{name: "VL016 fires on a StatefulSet group of 3 pods with --nnodes 2", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) {
+				u.SetKind("StatefulSet")
+				u.Object["spec"].(map[string]any)["replicas"] = int64(3)
+				setArgs(u, "--tensor-parallel-size", "2", "--nnodes", "2")
+			},
+			want: []string{"spec.replicas"}},
+		{name: "VL016 quiet on a LeaderWorkerSet of size --nnodes", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) {
+				setArgs(u, "--tensor-parallel-size", "2", "--nnodes", "2")
+				toLeaderWorkerSet(u, 2)
+			}},
+		{name: "VL016 fires on a LeaderWorkerSet's world size and size", rule: "VL016",
+			edit: func(u *unstructured.Unstructured) {
+				setGPUs(u, 4)
+				setArgs(u, "--tensor-parallel-size", "4", "--nnodes", "2")
+				toLeaderWorkerSet(u, 4)
+			},
+			want: []string{"spec.leaderWorkerTemplate.size", lwsServerPath + ".args"}},
 	}
+}
+
+// lwsServerPath is the server container of toLeaderWorkerSet's object.
+const lwsServerPath = "spec.leaderWorkerTemplate.workerTemplate.spec.containers[0]"
+
+// toLeaderWorkerSet turns the good Deployment (after its edits) into a
+// LeaderWorkerSet of groups of size pods with its pod template as the
+// worker template.
+func toLeaderWorkerSet(u *unstructured.Unstructured, size int64) {
+	spec := u.Object["spec"].(map[string]any)
+	u.SetAPIVersion("leaderworkerset.x-k8s.io/v1")
+	u.SetKind("LeaderWorkerSet")
+	u.Object["spec"] = map[string]any{
+		"replicas": spec["replicas"],
+		"leaderWorkerTemplate": map[string]any{
+			"size":           size,
+			"workerTemplate": spec["template"],
+		},
+	}
+}
+
+func TestMultiNodeWorldSizeMessage(t *testing.T) {
+	u := good(t)
+	u.SetKind("StatefulSet")
+	require.NoError(t, unstructured.SetNestedField(u.Object, int64(3), "spec", "replicas"))
+	setGPUs(u, 4)
+	setArgs(u, "--tensor-parallel-size", "4", "--pipeline-parallel-size", "1", "--nnodes", "2")
+	got := byRule(Run([]*unstructured.Unstructured{u}, Options{Namespace: "inference"}), "VL016")
+	require.Len(t, got, 2) // sorted by field
+	assert.Equal(t, SeverityError, got[1].Severity)
+	assert.Equal(t, serverPath+".args", got[1].Field)
+	for _, want := range []string{"--nnodes 2", "4 nvidia.com/gpu each (8 GPUs)", "--tensor-parallel-size 4", "--pipeline-parallel-size 1", "= 4 workers", "multiNode.nodes", "resources.gpu"} {
+		assert.Contains(t, got[1].Message, want)
+	}
+	assert.Equal(t, "spec.replicas", got[0].Field)
+	assert.Contains(t, got[0].Message, "3 pod(s)")
+	assert.Contains(t, got[0].Message, "--nnodes 2")
+	assert.Empty(t, byRule(Run([]*unstructured.Unstructured{u}, Options{Namespace: "inference"}), "VL011"), "VL011 leaves it to VL016")
 }
 
 func TestVLLMArgs(t *testing.T) {

@@ -54,6 +54,10 @@ func newWorkload(obj *unstructured.Unstructured, opts Options) *workload {
 	switch kind {
 	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet":
 		templatePath = []string{"spec", "template"}
+	case "LeaderWorkerSet":
+		// The worker template: the leader's (optional) differs in its
+		// command and probes, not in what the rules check.
+		templatePath = []string{"spec", "leaderWorkerTemplate", "workerTemplate"}
 	case "Pod":
 	default:
 		return nil

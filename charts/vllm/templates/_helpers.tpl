@@ -106,3 +106,361 @@ failureThreshold: {{ int64 .failureThreshold }}
 {{- max 1 (int64 .Values.resources.gpu) -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+Multi-node engine groups (multiNode.nodes >= 2): each of the replicaCount
+engine replicas is a group of multiNode.nodes pods, one per node, that run
+one vLLM engine together (vLLM's multiprocessing backend: --nnodes,
+--node-rank, --master-addr, --master-port; ranks other than 0 run
+--headless). Rank 0, the leader, serves the HTTP API.
+*/}}
+
+{{/* vllm.grouped is "true" when the engine replicas are multi-node groups. */}}
+{{- define "vllm.grouped" -}}
+{{- if ge (int64 .Values.multiNode.nodes) 2 -}}true{{- end -}}
+{{- end -}}
+
+{{/* vllm.nodesService is the headless Service of the grouped pods. */}}
+{{- define "vllm.nodesService" -}}
+{{- printf "%s-nodes" (include "vllm.fullname" .) -}}
+{{- end -}}
+
+{{/*
+vllm.validateMultiNode fails on values that cannot render valid groups.
+*/}}
+{{- define "vllm.validateMultiNode" -}}
+{{- if include "vllm.grouped" . -}}
+{{- $nodes := int64 .Values.multiNode.nodes -}}
+{{- if .Values.autoscaling.enabled -}}
+{{- fail (printf "autoscaling.enabled=true cannot be combined with multiNode.nodes=%d: a HorizontalPodAutoscaler scales pods, not multi-node groups; set autoscaling.enabled=false and size the release with replicaCount (groups)" $nodes) -}}
+{{- end -}}
+{{- if eq .Values.multiNode.controller "statefulset" -}}
+{{- $fullname := include "vllm.fullname" . -}}
+{{- $last := printf "%s-g%d" $fullname (max 0 (sub (int64 .Values.replicaCount) 1)) -}}
+{{- if gt (len $last) 52 -}}
+{{- fail (printf "multiNode.nodes=%d with replicaCount=%d names StatefulSets up to %q (%d characters), longer than 52 (a StatefulSet's pods carry a controller-revision-hash label of its name plus 11 characters, at most 63): shorten the release name or fullnameOverride" $nodes (int64 .Values.replicaCount) $last (len $last)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+vllm.serverArgs are the `vllm serve` arguments every server shares, one
+YAML list item a line.
+*/}}
+{{- define "vllm.serverArgs" -}}
+- "--model"
+- {{ .Values.model.name | quote }}
+- "--served-model-name"
+- {{ default .Values.model.name .Values.model.servedModelName | quote }}
+- "--host"
+- "0.0.0.0"
+- "--port"
+- "8000"
+- "--tensor-parallel-size"
+- {{ include "vllm.tensorParallelSize" . | quote }}
+{{- if gt (int64 .Values.model.maxModelLen) 0 }}
+- "--max-model-len"
+- {{ int64 .Values.model.maxModelLen | quote }}
+{{- end }}
+- "--gpu-memory-utilization"
+- {{ .Values.model.gpuMemoryUtilization | quote }}
+{{- end -}}
+
+{{/*
+vllm.groupProbe renders an exec probe of a grouped pod from a probes.<kind>
+values block (.probe). On rank 0 (VLLM_NODE_RANK) it gets .probe.path from
+the local server. Workers serve no HTTP: with .leader set (readiness) they
+get the path from the group's leader at .leader (a shell word), so a group
+is ready only while its leader serves; without it (startup, liveness) they
+succeed.
+*/}}
+{{- define "vllm.groupProbe" -}}
+{{- $p := .probe -}}
+{{- $get := printf "python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=%d)'" (int64 $p.timeoutSeconds) -}}
+exec:
+  command:
+    - /bin/sh
+    - -c
+    {{- if .leader }}
+    - {{ printf "if [ \"$VLLM_NODE_RANK\" = 0 ]; then host=127.0.0.1; else host=%s; fi; %s \"http://$host:8000%s\"" .leader $get $p.path | quote }}
+    {{- else }}
+    - {{ printf "[ \"$VLLM_NODE_RANK\" != 0 ] || %s \"http://127.0.0.1:8000%s\"" $get $p.path | quote }}
+    {{- end }}
+initialDelaySeconds: {{ int64 $p.initialDelaySeconds }}
+periodSeconds: {{ int64 $p.periodSeconds }}
+timeoutSeconds: {{ int64 $p.timeoutSeconds }}
+{{- if hasKey $p "successThreshold" }}
+successThreshold: {{ int64 $p.successThreshold }}
+{{- end }}
+failureThreshold: {{ int64 $p.failureThreshold }}
+{{- end -}}
+
+{{/*
+vllm.groupAffinity is the pod affinity of a grouped pod: the user's
+affinity plus a required podAntiAffinity on kubernetes.io/hostname among
+the pods of the same group (.groupSelector: matchLabels, and
+.matchLabelKeys when the group's label value is only known at run time),
+so each pod of a group gets a node of its own.
+*/}}
+{{- define "vllm.groupAffinity" -}}
+{{- $root := .root -}}
+{{- $affinity := deepCopy (default dict $root.Values.affinity) -}}
+{{- $anti := deepCopy (default dict (get $affinity "podAntiAffinity")) -}}
+{{- $required := default list (get $anti "requiredDuringSchedulingIgnoredDuringExecution") -}}
+{{- $term := dict "labelSelector" (dict "matchLabels" .groupSelector) "topologyKey" "kubernetes.io/hostname" -}}
+{{- with .matchLabelKeys }}
+{{- $_ := set $term "matchLabelKeys" . -}}
+{{- end }}
+{{- $_ := set $anti "requiredDuringSchedulingIgnoredDuringExecution" (append $required $term) -}}
+{{- $_ := set $affinity "podAntiAffinity" $anti -}}
+{{- toYaml $affinity -}}
+{{- end -}}
+
+{{/*
+vllm.groupPod renders the pod template (metadata and spec) of a grouped
+pod. Parameters: root (the chart's context), extraLabels (added to the pod
+labels), affinity (vllm.groupAffinity parameters), command (an optional
+container command), args (extra server arguments after the shared ones,
+before extraArgs), rankEnv (the env entry of VLLM_NODE_RANK), probes
+("exec": vllm.groupProbe, readiness with leader; "http": vllm.probe),
+leader.
+*/}}
+{{- define "vllm.groupPod" -}}
+{{- $root := .root -}}
+{{- $gpu := int64 $root.Values.resources.gpu -}}
+{{- $params := . -}}
+metadata:
+  {{- with $root.Values.podAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  labels:
+    {{- include "vllm.podLabels" $root | nindent 4 }}
+    {{- with .extraLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+    {{- with $root.Values.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  terminationGracePeriodSeconds: {{ int64 $root.Values.terminationGracePeriodSeconds }}
+  {{- with $root.Values.serviceAccountName }}
+  serviceAccountName: {{ . }}
+  {{- end }}
+  {{- with $root.Values.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  {{- with $root.Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $root.Values.podSecurityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- if $root.Values.weightsFetcher.enabled }}
+  {{- with $root.Values.weightsFetcher }}
+  initContainers:
+    - name: fetch-weights
+      image: {{ include "vllm.image" .image | quote }}
+      imagePullPolicy: {{ .image.pullPolicy }}
+      {{- with .command }}
+      command:
+        {{- range . }}
+        - {{ . | quote }}
+        {{- end }}
+      {{- end }}
+      {{- with .args }}
+      args:
+        {{- range . }}
+        - {{ . | quote }}
+        {{- end }}
+      {{- end }}
+      {{- with .env }}
+      env:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      resources:
+        {{- toYaml .resources | nindent 8 }}
+      volumeMounts:
+        - name: model-cache
+          mountPath: {{ $root.Values.modelCache.mountPath }}
+  {{- end }}
+  {{- end }}
+  containers:
+    - name: server
+      image: {{ include "vllm.image" $root.Values.image | quote }}
+      imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+      {{- with .command }}
+      command:
+        {{- range . }}
+        - {{ . | quote }}
+        {{- end }}
+      {{- end }}
+      args:
+        {{- include "vllm.serverArgs" $root | nindent 8 }}
+        {{- range .args }}
+        - {{ . | quote }}
+        {{- end }}
+        {{- range $root.Values.extraArgs }}
+        - {{ . | quote }}
+        {{- end }}
+      ports:
+        - name: http
+          containerPort: 8000
+          protocol: TCP
+      env:
+        {{- toYaml (list .rankEnv) | nindent 8 }}
+        - name: HF_HOME
+          value: {{ printf "%s/huggingface" $root.Values.modelCache.mountPath | quote }}
+        {{- with $root.Values.hfToken.secretName }}
+        - name: HF_TOKEN
+          valueFrom:
+            secretKeyRef:
+              name: {{ . }}
+              key: {{ $root.Values.hfToken.secretKey }}
+        - name: HUGGING_FACE_HUB_TOKEN
+          valueFrom:
+            secretKeyRef:
+              name: {{ . }}
+              key: {{ $root.Values.hfToken.secretKey }}
+        {{- end }}
+        {{- with $root.Values.env }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      resources:
+        requests:
+          {{- with $root.Values.resources.requests }}
+          {{- if include "vllm.isSet" .cpu }}
+          cpu: {{ .cpu | quote }}
+          {{- end }}
+          {{- if include "vllm.isSet" .memory }}
+          memory: {{ .memory | quote }}
+          {{- end }}
+          {{- end }}
+          {{- if gt $gpu 0 }}
+          nvidia.com/gpu: {{ $gpu }}
+          {{- end }}
+        limits:
+          {{- with $root.Values.resources.limits }}
+          {{- if include "vllm.isSet" .cpu }}
+          cpu: {{ .cpu | quote }}
+          {{- end }}
+          {{- if include "vllm.isSet" .memory }}
+          memory: {{ .memory | quote }}
+          {{- end }}
+          {{- end }}
+          {{- if gt $gpu 0 }}
+          nvidia.com/gpu: {{ $gpu }}
+          {{- end }}
+      {{- with $root.Values.probes }}
+      {{- if eq $params.probes "http" }}
+      {{- if .startup.enabled }}
+      startupProbe:
+        {{- include "vllm.probe" .startup | nindent 8 }}
+      {{- end }}
+      {{- if .readiness.enabled }}
+      readinessProbe:
+        {{- include "vllm.probe" .readiness | nindent 8 }}
+      {{- end }}
+      {{- if .liveness.enabled }}
+      livenessProbe:
+        {{- include "vllm.probe" .liveness | nindent 8 }}
+      {{- end }}
+      {{- else }}
+      {{- if .startup.enabled }}
+      startupProbe:
+        {{- include "vllm.groupProbe" (dict "probe" .startup) | nindent 8 }}
+      {{- end }}
+      {{- if .readiness.enabled }}
+      readinessProbe:
+        {{- include "vllm.groupProbe" (dict "probe" .readiness "leader" $params.leader) | nindent 8 }}
+      {{- end }}
+      {{- if .liveness.enabled }}
+      livenessProbe:
+        {{- include "vllm.groupProbe" (dict "probe" .liveness) | nindent 8 }}
+      {{- end }}
+      {{- end }}
+      {{- end }}
+      {{- with $root.Values.securityContext }}
+      securityContext:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      volumeMounts:
+        - name: model-cache
+          mountPath: {{ $root.Values.modelCache.mountPath }}
+        {{- if $root.Values.shm.enabled }}
+        - name: dshm
+          mountPath: /dev/shm
+        {{- end }}
+    {{- if $root.Values.metricsSidecar.enabled }}
+    {{- with $root.Values.metricsSidecar }}
+    - name: {{ .name }}
+      image: {{ include "vllm.image" .image | quote }}
+      imagePullPolicy: {{ .image.pullPolicy }}
+      {{- with .command }}
+      command:
+        {{- range . }}
+        - {{ . | quote }}
+        {{- end }}
+      {{- end }}
+      {{- with .args }}
+      args:
+        {{- range . }}
+        - {{ . | quote }}
+        {{- end }}
+      {{- end }}
+      {{- with .env }}
+      env:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      ports:
+        - name: metrics
+          containerPort: {{ int64 .port }}
+          protocol: TCP
+      resources:
+        {{- toYaml .resources | nindent 8 }}
+    {{- end }}
+    {{- end }}
+  volumes:
+    - name: model-cache
+      {{- if $root.Values.modelCache.persistence.enabled }}
+      persistentVolumeClaim:
+        claimName: {{ include "vllm.modelCacheClaim" $root }}
+      {{- else if $root.Values.modelCache.emptyDirSizeLimit }}
+      emptyDir:
+        sizeLimit: {{ $root.Values.modelCache.emptyDirSizeLimit | quote }}
+      {{- else }}
+      emptyDir: {}
+      {{- end }}
+    {{- if $root.Values.shm.enabled }}
+    - name: dshm
+      emptyDir:
+        medium: Memory
+        sizeLimit: {{ $root.Values.shm.sizeLimit | quote }}
+    {{- end }}
+  {{- with $root.Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $root.Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  affinity:
+    {{- include "vllm.groupAffinity" .affinity | nindent 4 }}
+{{- end -}}
+
+{{/*
+vllm.groupCount renders a PodDisruptionBudget count of groups as pods: an
+integer (first) times the nodes of a group (second); a percentage as is.
+*/}}
+{{- define "vllm.groupCount" -}}
+{{- $v := index . 0 -}}
+{{- if kindIs "string" $v -}}
+{{- $v | quote -}}
+{{- else -}}
+{{- mul (int64 $v) (index . 1) -}}
+{{- end -}}
+{{- end -}}
