@@ -135,6 +135,7 @@ type rolloutRun struct {
 	res    Result
 
 	deps  []*deployWatch
+	stss  []*stsWatch
 	runs  []*runWatch // Jobs and Pods that run to completion
 	other []*unstructured.Unstructured
 	// otherIdx are the Result indexes of the other objects.
@@ -151,16 +152,33 @@ type rolloutRun struct {
 	mu       sync.Mutex
 	obs      map[types.UID]int // observations of new pods, by the informers
 	warnings []*corev1.Event   // Warning events not reported yet
+	// failedRS are the latest FailedCreate events of ReplicaSets and
+	// StatefulSets, by the UID of the object.
 	failedRS map[types.UID]*corev1.Event
 	// failedAt is when the watcher received the latest FailedCreate event
-	// of a ReplicaSet (its own clock: no skew with the cluster's).
+	// of a ReplicaSet or StatefulSet (its own clock: no skew with the
+	// cluster's).
 	failedAt map[types.UID]time.Time
 }
 
+// rolloutState is what the events of a Deployment or StatefulSet report:
+// its status in the Result (at idx), its progress, and what was sent.
+type rolloutState struct {
+	idx      int
+	ref      object.Ref
+	progress RolloutProgress
+	lastSent RolloutProgress // the progress last sent
+	sent     bool
+}
+
+func (s *rolloutState) state() *rolloutState { return s }
+
+// rolloutWatch is a Deployment's or StatefulSet's watch.
+type rolloutWatch interface{ state() *rolloutState }
+
 // deployWatch follows one Deployment.
 type deployWatch struct {
-	idx       int
-	ref       object.Ref
+	rolloutState
 	namespace string
 	name      string
 	object    string // "deployment/chat"
@@ -170,16 +188,13 @@ type deployWatch struct {
 	podHash       string
 	judge         *podJudge
 
-	d        *appsv1.Deployment
-	newRS    *appsv1.ReplicaSet
-	oldRS    []*appsv1.ReplicaSet
-	done     bool
-	msg      string
-	progress RolloutProgress
-	lastSent RolloutProgress // the progress last sent
-	sent     bool
-	suspect  *podFinding
-	warned   map[string]bool
+	d       *appsv1.Deployment
+	newRS   *appsv1.ReplicaSet
+	oldRS   []*appsv1.ReplicaSet
+	done    bool
+	msg     string
+	suspect *podFinding
+	warned  map[string]bool
 	// canaryReady are the Ready pods of the new ReplicaSet (a canary
 	// phase only).
 	canaryReady []string
@@ -193,9 +208,10 @@ type deployWatch struct {
 type failure struct {
 	verdict Verdict
 	dw      *deployWatch // nil for another object
+	sts     *stsWatch    // a StatefulSet's failure
 	run     *runWatch    // a Job's or Pod's failure
 	finding *podFinding  // a pod's failure
-	reason  string       // otherwise: the Deployment's or ReplicaSet's
+	reason  string       // otherwise: the Deployment's, ReplicaSet's or StatefulSet's
 	message string
 	rs      *appsv1.ReplicaSet
 	other   int // the Result index of another object that failed
@@ -223,9 +239,11 @@ func (r *rolloutRun) emit(ev Event) {
 	}
 }
 
-// set records a Deployment's status and sends an event when it, or the
-// rollout's progress, changed; warning, when set, is sent in any case.
-func (r *rolloutRun) set(dw *deployWatch, st Status, msg, warning string) {
+// set records a Deployment's or StatefulSet's status and sends an event
+// when it, or the rollout's progress, changed; warning, when set, is sent
+// in any case.
+func (r *rolloutRun) set(w rolloutWatch, st Status, msg, warning string) {
+	dw := w.state()
 	// Both may quote the cluster (conditions, events, termination
 	// messages): sanitised here, the one way into the events and results.
 	msg, warning = SanitizeLine(msg), SanitizeLine(warning)

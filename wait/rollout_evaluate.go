@@ -18,7 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// evaluate brings every Deployment's, Job's and Pod's state up to date and
+// evaluate brings every Deployment's, StatefulSet's, Job's and Pod's state
+// up to date and
 // reports the first failure, whether every one rolled out (or completed),
 // and when to evaluate again without news (zero: no need).
 func (r *rolloutRun) evaluate() (fail *failure, allDone bool, recheck time.Time) {
@@ -43,6 +44,10 @@ func (r *rolloutRun) evaluate() (fail *failure, allDone bool, recheck time.Time)
 	for _, dw := range r.deps {
 		f, again := r.evaluateDeployment(dw, now)
 		note(f, dw.done, again)
+	}
+	for _, sw := range r.stss {
+		f, again := r.evaluateStatefulSet(sw, now)
+		note(f, sw.done, again)
 	}
 	for _, rw := range r.runs {
 		f, again := r.evaluateRun(rw, now)
@@ -398,9 +403,13 @@ func (r *rolloutRun) failedCreate(dw *deployWatch, d *appsv1.Deployment) *failur
 }
 
 // reportEvent reports a Warning event about a pod or ReplicaSet of a
-// Deployment: its new or an old ReplicaSet's. Old ReplicaSets' troubles do
-// not fail the rollout; they are reported only.
+// Deployment (its new or an old ReplicaSet's), or about a StatefulSet or
+// its pods. Old ReplicaSets' troubles do not fail the rollout; they are
+// reported only.
 func (r *rolloutRun) reportEvent(e *corev1.Event) {
+	if r.reportStatefulSetEvent(e) {
+		return
+	}
 	for _, dw := range r.deps {
 		if dw.d == nil || e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != dw.namespace {
 			continue

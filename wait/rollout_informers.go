@@ -33,7 +33,7 @@ type informer struct {
 }
 
 // nsWatch holds a namespace's event informer: one watch for the events of
-// pods and of ReplicaSets (two field-selected watches cost a request more
+// pods, ReplicaSets and StatefulSets (three field-selected watches cost a request more
 // per deploy; the few other events of the namespace are dropped by the
 // handler and cost little).
 type nsWatch struct {
@@ -287,8 +287,8 @@ func (r *rolloutRun) startPods(dw *deployWatch, sel labels.Selector, hash string
 	return nil
 }
 
-// startEvents starts the informer of the events of pods and of
-// ReplicaSets in a namespace.
+// startEvents starts the informer of the events of pods, ReplicaSets and
+// StatefulSets in a namespace.
 func (r *rolloutRun) startEvents(namespace string) *nsWatch {
 	c := r.client.CoreV1().Events(namespace)
 	nw := &nsWatch{}
@@ -297,9 +297,9 @@ func (r *rolloutRun) startEvents(namespace string) *nsWatch {
 	return nw
 }
 
-// eventHandler notes the events about pods and ReplicaSets that happen
-// during the wait: Warnings to report, and FailedCreate events of
-// ReplicaSets; and keeps nw's image events, those from before the wait
+// eventHandler notes the events about pods, ReplicaSets and StatefulSets
+// that happen during the wait: Warnings to report, and FailedCreate
+// events of ReplicaSets and StatefulSets; and keeps nw's image events, those from before the wait
 // included.
 func (r *rolloutRun) eventHandler(nw *nsWatch) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
@@ -329,18 +329,18 @@ func (r *rolloutRun) eventHandler(nw *nsWatch) cache.ResourceEventHandler {
 	}
 }
 
-// noteEvent records e, an event of a pod or a ReplicaSet, and wakes the
-// main loop; events of other kinds are ignored.
+// noteEvent records e, an event of a pod, a ReplicaSet or a StatefulSet,
+// and wakes the main loop; events of other kinds are ignored.
 func (r *rolloutRun) noteEvent(e *corev1.Event) {
 	kind := e.InvolvedObject.Kind
-	if kind != "Pod" && kind != "ReplicaSet" {
+	if kind != "Pod" && kind != "ReplicaSet" && kind != "StatefulSet" {
 		return
 	}
 	r.mu.Lock()
 	if e.Type == corev1.EventTypeWarning {
 		r.warnings = append(r.warnings, e)
 	}
-	if kind == "ReplicaSet" && e.Reason == reasonFailedCreate {
+	if kind != "Pod" && e.Reason == reasonFailedCreate {
 		if r.failedRS == nil {
 			r.failedRS = map[types.UID]*corev1.Event{}
 		}
