@@ -322,8 +322,9 @@ func notReadyFinding(pod *corev1.Pod) *podFinding {
 // suspicion formats a suspicion once (warned records those reported); it
 // returns "" when already reported.
 func (r *rolloutRun) suspicion(warned map[string]bool, s *podFinding) string {
-	// Once per container and restart (or pod, for scheduling).
-	key := fmt.Sprintf("%s/%s/%d", s.Pod.Name, s.Container, s.RestartCount)
+	// Once per container and restart (or pod, for scheduling); by UID, as
+	// a StatefulSet's pods keep their names across revisions.
+	key := fmt.Sprintf("%s/%s/%s/%d", s.Pod.Name, s.Pod.UID, s.Container, s.RestartCount)
 	if warned[key] {
 		return ""
 	}

@@ -221,7 +221,7 @@ func (r *rolloutRun) pokeHandler() cache.ResourceEventHandler {
 
 // podHandler wakes the main loop on changes of pods the verdicts judge,
 // counting the observations of each pod (see podJudge.judge).
-func (r *rolloutRun) podHandler() cache.ResourceEventHandler {
+func (r *rolloutRun) podHandler() cache.ResourceEventHandlerFuncs {
 	observe := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			r.mu.Lock()
@@ -245,8 +245,8 @@ func (r *rolloutRun) podHandler() cache.ResourceEventHandler {
 	}
 }
 
-// deploymentHandler wakes the main loop on any change of a Deployment,
-// and tells a settling loop that one changed (see settle).
+// deploymentHandler wakes the main loop on any change of a Deployment (or
+// StatefulSet), and tells a settling loop that one changed (see settle).
 func (r *rolloutRun) deploymentHandler() cache.ResourceEventHandler {
 	turn := func() {
 		select {

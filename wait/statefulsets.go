@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/object"
@@ -125,7 +124,7 @@ func (r *rolloutRun) startStatefulSet(sw *stsWatch) {
 func (r *rolloutRun) startStatefulSetPods(sw *stsWatch, sel labels.Selector) {
 	s := sel.String()
 	c := r.client.CoreV1().Pods(sw.namespace)
-	h := r.podHandler().(cache.ResourceEventHandlerFuncs)
+	h := r.podHandler()
 	release := func() {
 		r.mu.Lock()
 		sw.released = r.clk.Now()
@@ -352,10 +351,15 @@ func (r *rolloutRun) reportStatefulSetEvent(e *corev1.Event) bool {
 			if sw.pods == nil {
 				break
 			}
-			if obj, ok, _ := sw.pods.inf.GetStore().GetByKey(sw.namespace + "/" + name); ok {
-				if pod, _ := obj.(*corev1.Pod); pod != nil && PodRevision(pod) != sw.s.Status.UpdateRevision {
-					about = fmt.Sprintf("pod %s (revision %s)", name, PodRevision(pod))
-				}
+			// Pods keep their names across revisions: the event may be
+			// of an earlier pod of that name.
+			obj, _, _ := sw.pods.inf.GetStore().GetByKey(sw.namespace + "/" + name)
+			switch pod, _ := obj.(*corev1.Pod); {
+			case pod == nil:
+			case e.InvolvedObject.UID != "" && e.InvolvedObject.UID != pod.UID:
+				about = fmt.Sprintf("pod %s (an earlier pod of that name)", name)
+			case PodRevision(pod) != sw.s.Status.UpdateRevision:
+				about = fmt.Sprintf("pod %s (revision %s)", name, PodRevision(pod))
 			}
 		}
 		if about == "" {
