@@ -2,7 +2,8 @@
 // all and per Deployment), and how statuses are recorded and sent. The run
 // loop is in rollout_run.go, the informers in rollout_informers.go and
 // replicasets.go, the verdicts in rollout_evaluate.go, the diagnoses in
-// rollout_diagnose.go.
+// rollout_diagnose.go; StatefulSets in statefulsets.go, Jobs and Pods
+// that run to completion in runs.go.
 
 package wait
 
@@ -28,17 +29,20 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 )
 
-// RolloutWatcher waits for Deployments to roll out, and for Jobs and Pods
-// to run to completion, and detects failures early, with a [Diagnosis].
+// RolloutWatcher waits for Deployments and StatefulSets to roll out, and
+// for Jobs and Pods to run to completion, and detects failures early,
+// with a [Diagnosis].
 //
 // It watches, never polls: per Deployment, informers (list, then watch from
 // the list's resourceVersion; re-listed on 410 Gone, re-established after
 // dropped connections) on the Deployment itself (field selector on its
 // name), on its ReplicaSets (its label selector), on the pods of its new
-// ReplicaSet only (its selector plus pod-template-hash), and, per
-// namespace, on the events of pods and of ReplicaSets (field selector on
-// involvedObject.kind). A healthy rollout therefore costs a fixed number of
-// requests however long it takes. Other objects are left to another
+// ReplicaSet only (its selector plus pod-template-hash); per StatefulSet,
+// on the StatefulSet (by name) and on its pods (its label selector: every
+// revision's); and, per namespace, one on its events (those of pods,
+// ReplicaSets and StatefulSets are read). A healthy rollout therefore
+// costs a fixed number of requests however long it takes. Other objects
+// are left to another
 // Waiter, a [KstatusWaiter] by default, but for those that run to
 // completion (Helm's hooks and tests):
 //
@@ -59,6 +63,22 @@ import (
 // its Progressing condition says ProgressDeadlineExceeded, or when its new
 // ReplicaSet cannot create pods (FailedCreate). Pods of old ReplicaSets
 // failing do not fail the rollout; they are reported as warnings.
+//
+// A StatefulSet succeeds by kubectl rollout status' rules (see
+// [StatefulSetRolledOut]): its controller observed the latest generation,
+// every replica is ready, and then, with a RollingUpdate, its
+// currentRevision is its updateRevision, or, with a partition, the
+// ordinals at and above it are updated. It fails on the verdicts of
+// [RolloutOptions] about the pods of its update revision (label
+// controller-revision-hash equal to status.updateRevision, see
+// [PodRevision]): one failing pod fails it, with the Diagnosis of a
+// Deployment's pod whose Object names the StatefulSet
+// ("statefulset/web"). It fails too on a FailedCreate event of the
+// StatefulSet during the wait while it lacks pods (a quota refusal as for
+// a ReplicaSet: once no pod of it is going away). Pods of other revisions
+// failing are warnings. Its events carry a RolloutProgress with
+// StatefulSet, UpdateRevision and CurrentRevision set, and kubectl's
+// messages ("Waiting for 1 pods to be ready...").
 type RolloutWatcher struct {
 	client kubernetes.Interface
 	others Waiter
@@ -68,15 +88,16 @@ type RolloutWatcher struct {
 var _ Waiter = (*RolloutWatcher)(nil)
 
 // NewRolloutWatcher returns a RolloutWatcher reading the cluster through
-// client. others waits for the objects that are not Deployments; it may be
-// nil when there are none.
+// client. others waits for the objects it does not follow itself (neither
+// Deployments, StatefulSets, Jobs, nor Pods that run to completion); it
+// may be nil when there are none.
 func NewRolloutWatcher(client kubernetes.Interface, others Waiter, opts RolloutOptions) *RolloutWatcher {
 	return &RolloutWatcher{client: client, others: others, opts: opts.withDefaults()}
 }
 
 // NewRolloutWatcherForConfig returns a RolloutWatcher for the cluster of
 // cfg, with a KstatusWaiter (and a discovery-backed REST mapper) for the
-// objects that are not Deployments.
+// objects it does not follow itself.
 func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*RolloutWatcher, error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -94,17 +115,18 @@ func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*Rollout
 	return NewRolloutWatcher(client, NewKstatusWaiter(dyn, mapper), opts), nil
 }
 
-// Wait watches objs until every Deployment rolled out and every other
+// Wait watches objs until every Deployment and StatefulSet rolled out,
+// every Job and Pod that runs to completion completed, and every other
 // object is Current, a failure verdict is reached, opts.Timeout passes or
 // ctx ends. See [Waiter]. On a failure or a timeout the Result carries a
 // Diagnosis and the error is a *RolloutFailedError wrapping a
 // *NotReadyError. An error from the cluster (a watch refused) ends the
 // wait with OutcomeError.
 //
-// The events of a Deployment carry a RolloutProgress; one is sent whenever
-// its status, message or progress changes, and one per warning (with the
-// status unchanged). The last event of a failed Deployment carries the
-// failure verdict.
+// The events of a Deployment or StatefulSet carry a RolloutProgress; one
+// is sent whenever its status, message or progress changes, and one per
+// warning (with the status unchanged). The last event of a failed
+// Deployment or StatefulSet carries the failure verdict.
 func (w *RolloutWatcher) Wait(ctx context.Context, objs []*unstructured.Unstructured, opts Options) (Result, error) {
 	if opts.Events != nil {
 		defer close(opts.Events)

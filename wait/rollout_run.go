@@ -75,7 +75,7 @@ func (r *rolloutRun) begin(objs []*unstructured.Unstructured) (Outcome, error) {
 		return OutcomeCurrent, nil
 	}
 	if len(r.other) > 0 && r.others == nil {
-		return OutcomeError, fmt.Errorf("%s: no waiter for objects other than Deployments", r.res.Objects[r.otherIdx[0]].Object)
+		return OutcomeError, fmt.Errorf("%s: no waiter for objects other than Deployments, StatefulSets, Jobs and Pods", r.res.Objects[r.otherIdx[0]].Object)
 	}
 	return "", nil
 }
