@@ -178,12 +178,19 @@ func (r *rolloutRun) currentStatefulSet(sw *stsWatch) *appsv1.StatefulSet {
 }
 
 // evaluateStatefulSet brings sw up to date: its StatefulSet, its rollout
-// status, then the verdicts on the pods of its update revision and its
+// status, the informer of its pods (unless it rolled out), then the
+// verdicts on the pods of its update revision and its
 // FailedCreate events. It returns the failure found, and when to evaluate
 // again without news.
 func (r *rolloutRun) evaluateStatefulSet(sw *stsWatch, now time.Time) (*failure, time.Time) {
 	s := r.currentStatefulSet(sw)
 	if s == nil {
+		return nil, time.Time{}
+	}
+	sw.observeStatus(s)
+	if sw.done {
+		sw.progress.Pods = nil
+		r.set(sw, StatusCurrent, sw.msg, "")
 		return nil, time.Time{}
 	}
 	if sw.pods == nil {
@@ -192,12 +199,6 @@ func (r *rolloutRun) evaluateStatefulSet(sw *stsWatch, now time.Time) (*failure,
 			return &failure{verdict: VerdictFailedCreate, sts: sw, reason: "InvalidSelector", message: fmt.Sprintf("invalid selector: %v", err)}, time.Time{}
 		}
 		r.startStatefulSetPods(sw, sel)
-	}
-	sw.observeStatus(s)
-	if sw.done {
-		sw.progress.Pods = nil
-		r.set(sw, StatusCurrent, sw.msg, "")
-		return nil, time.Time{}
 	}
 	fail, warnings, recheck := r.judgeStatefulSetPods(sw, s, now)
 	if fail == nil {
@@ -292,7 +293,10 @@ func (r *rolloutRun) judgeStatefulSetPods(sw *stsWatch, s *appsv1.StatefulSet, n
 
 // statefulSetFailedCreate reports s failing to create pods: a
 // FailedCreate event of s seen during the wait while it lacks pods
-// (status.replicas below spec.replicas). A ResourceQuota refusal counts
+// (status.replicas below spec.replicas). An event is forgotten once s has
+// its pods: a rolling update deletes each pod before creating it again,
+// and an old refusal must not fail that; a refusal that lasts comes again
+// with the controller's retries. A ResourceQuota refusal counts
 // only quotaSettle after the last pod of s went away (or after the wait
 // started), and while none is going away, as for a Deployment's new
 // ReplicaSet (see failedCreate).
@@ -301,7 +305,15 @@ func (r *rolloutRun) statefulSetFailedCreate(sw *stsWatch, s *appsv1.StatefulSet
 	e, at := r.failedRS[s.UID], r.failedAt[s.UID]
 	r.mu.Unlock()
 	lacking := s.Status.Replicas < ptr.Deref(s.Spec.Replicas, 1)
-	if e == nil || !lacking {
+	if e == nil {
+		return nil
+	}
+	if !lacking {
+		r.mu.Lock()
+		if r.failedRS[s.UID] == e {
+			delete(r.failedRS, s.UID)
+		}
+		r.mu.Unlock()
 		return nil
 	}
 	fail := &failure{verdict: VerdictFailedCreate, sts: sw, reason: reasonFailedCreate, message: e.Message}

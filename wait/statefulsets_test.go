@@ -5,6 +5,7 @@ package wait
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -369,4 +370,72 @@ func TestRolloutWatcherStatefulSetTimeout(t *testing.T) {
 	assert.Contains(t, d.Message, "waiting for rollout to finish: Waiting for 1 pods to be ready...")
 	assert.Contains(t, d.Message, "container vllm is running but not ready")
 	assert.Contains(t, err.Error(), "rollout of statefulset/web timed out after 30s: ")
+}
+
+// TestRolloutWatcherStatefulSetQuota: a quota refusal while a pod of the
+// StatefulSet terminates waits for it to be gone, and then quotaSettle.
+func TestRolloutWatcherStatefulSetQuota(t *testing.T) {
+	terminating := testStatefulSetPod("1", "web-old", running("vllm", 0))
+	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+	terminating.Finalizers = []string{"sim.vllmctl.io/hold"}
+	h := startRunHarness(t, testStatefulSet(), nil, testStatefulSetPod("0", "web-old", running("vllm", 0)), terminating)
+	h.watchedStatefulSet()
+	h.updateStatefulSet(func(s *appsv1.StatefulSet) { s.Status.Replicas = 1 })
+	refuse := func(name string, n int) {
+		msg := fmt.Sprintf(`create Pod web-1 in StatefulSet web failed error: pods "web-1" is forbidden: exceeded quota: gpu (%d)`, n)
+		h.createEvent(testEvent(name, "StatefulSet", "web", stsUID, "Warning", "FailedCreate", msg, h.clock.Now()))
+		h.awaitIdleAfter(name, isWeb(func(e Event) bool {
+			return strings.Contains(e.Rollout.Warning, fmt.Sprintf("exceeded quota: gpu (%d)", n))
+		}))
+	}
+	refuse("ev1", 1)
+	assert.True(t, h.running(), "a pod of the StatefulSet is terminating")
+	h.clock.Step(time.Minute)
+	refuse("ev2", 2)
+	assert.True(t, h.running(), "it still is")
+	require.NoError(t, h.client.CoreV1().Pods(ns).Delete(context.Background(), terminating.Name, metav1.DeleteOptions{}))
+	// The pods' informer delivers in order: once the watcher reports
+	// web-0's restart, it has seen web-1 go.
+	restarted := testStatefulSetPod("0", "web-old", running("vllm", 1))
+	restarted.Status.ContainerStatuses[0].LastTerminationState.Terminated = terminated("Error", 1, "sim://w0/0")
+	h.updatePod(restarted)
+	h.awaitIdleAfter("the pod gone", isWeb(func(e Event) bool {
+		return strings.HasPrefix(e.Rollout.Warning, "pod web-0 (revision web-old) container vllm: Restarted")
+	}))
+	h.clock.Step(quotaSettle - time.Second)
+	refuse("ev3", 3)
+	assert.True(t, h.running(), "the quota may not be recomputed yet")
+	h.clock.Step(2 * time.Second)
+	h.createEvent(testEvent("ev4", "StatefulSet", "web", stsUID, "Warning", "FailedCreate",
+		`create Pod web-1 in StatefulSet web failed error: pods "web-1" is forbidden: exceeded quota: gpu (4)`, h.clock.Now()))
+	d := requireRunFailure(t, h, VerdictFailedCreate, "statefulset/web")
+	assert.Contains(t, d.Message, "exceeded quota: gpu (4)")
+	assert.Contains(t, strings.Join(d.Hints, "\n"), "kubectl describe quota -n llm")
+}
+
+// TestRolloutWatcherStatefulSetParallel: podManagementPolicy Parallel with
+// maxUnavailable 2 replaces both pods at once; one of them failing fails
+// the StatefulSet, and a pod recreated under an old pod's name is judged
+// afresh.
+func TestRolloutWatcherStatefulSetParallel(t *testing.T) {
+	s := testStatefulSet()
+	s.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
+	s.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
+	s.Status.ReadyReplicas, s.Status.UpdatedReplicas = 0, 2
+	old := testStatefulSetPod("0", "web-old", crashLoopStatus(1))
+	h := startRunHarness(t, s, nil, old, testStatefulSetPod("1", "web-new", running("vllm", 0)))
+	h.await("the old web-0's restart", isWeb(func(e Event) bool {
+		return strings.Contains(e.Rollout.Warning, "pod web-0 (revision web-old) container vllm: CrashLoopBackOff (restarts 1/2)")
+	}))
+	require.NoError(t, h.client.CoreV1().Pods(ns).Delete(context.Background(), old.Name, metav1.DeleteOptions{}))
+	again := testStatefulSetPod("0", "web-new", crashLoopStatus(1))
+	h.createPod(again)
+	h.await("the new web-0's restart", isWeb(func(e Event) bool {
+		return e.Rollout.Warning != "" && strings.HasPrefix(e.Rollout.Warning, "pod web-0 container vllm: CrashLoopBackOff (restarts 1/2)")
+	}))
+	assert.True(t, h.running())
+	again.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(2)}
+	h.updatePod(again)
+	d := requireRunFailure(t, h, VerdictCrashLoop, "statefulset/web")
+	assert.Equal(t, "web-0", d.Pod)
 }
