@@ -42,9 +42,8 @@ import (
 // revision's); and, per namespace, one on its events (those of pods,
 // ReplicaSets and StatefulSets are read). A healthy rollout therefore
 // costs a fixed number of requests however long it takes. Other objects
-// are left to another
-// Waiter, a [KstatusWaiter] by default, but for those that run to
-// completion (Helm's hooks and tests):
+// are left to another Waiter, a [KstatusWaiter] by default, but for those
+// that run to completion (Helm's hooks and tests):
 //
 // A Job (informers on the Job, by name, and on its pods, by its selector)
 // is Current when its condition Complete is True. It fails when its

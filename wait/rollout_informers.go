@@ -33,9 +33,9 @@ type informer struct {
 }
 
 // nsWatch holds a namespace's event informer: one watch for the events of
-// pods, ReplicaSets and StatefulSets (three field-selected watches cost a request more
-// per deploy; the few other events of the namespace are dropped by the
-// handler and cost little).
+// pods, ReplicaSets and StatefulSets (field-selected watches, one per
+// kind, would cost requests more per deploy; the few other events of the
+// namespace are dropped by the handler and cost little).
 type nsWatch struct {
 	events *informer
 
