@@ -419,6 +419,9 @@ func hints(d *Diagnosis, pod *corev1.Pod, cause string) []string {
 		if strings.Contains(d.Message, "exceeded quota") {
 			return []string{"a ResourceQuota refuses the pods: kubectl describe quota" + ns + "; lower the requests or replicas, or raise the quota"}
 		}
+		if name, ok := strings.CutPrefix(d.Object, "statefulset/"); ok {
+			return []string{"the StatefulSet cannot create pods: an admission policy, quota, LimitRange or its volumeClaimTemplates refuse them (kubectl describe statefulset " + name + ns + ")"}
+		}
 		return []string{"the ReplicaSet cannot create pods: an admission policy, quota or LimitRange refuses them (kubectl describe rs" + ns + ")"}
 	case reason == reasonProgressDeadline:
 		return []string{

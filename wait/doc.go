@@ -19,7 +19,13 @@
 // startup probe's budget left while the weights load. A container's
 // termination whose log (read once per termination) names a cause no
 // restart cures fails at once ([VerdictKnownCause], see [Cause.Decisive]);
-// other crashes wait for RolloutOptions.MaxRestarts. It judges Jobs and
+// other crashes wait for RolloutOptions.MaxRestarts. It follows
+// StatefulSets as Deployments: Current by kubectl rollout status' rules
+// (see [StatefulSetRolledOut]), failed when a pod of the update revision
+// (its label controller-revision-hash, see [PodRevision], equal to
+// status.updateRevision) meets a pod verdict, with the same Diagnosis
+// (its Object the StatefulSet), or on the StatefulSet's FailedCreate
+// events; other revisions' pods failing are warnings. It judges Jobs and
 // Pods that run to completion (restartPolicy Never or OnFailure: Helm's
 // hooks and tests) too: Current once complete (a Job's condition
 // Complete, a Pod's phase Succeeded), failed on a Job's condition Failed,
@@ -32,5 +38,6 @@
 // thousands of pod updates are judged together: after an evaluation that
 // took more than 100µs the watcher lets changes pile up for 999 times as
 // long (at most 500ms), so judging takes at most a thousandth of a core; a
-// Deployment that rolled out or failed is judged at once.
+// Deployment or StatefulSet that rolled out, or a Deployment that failed,
+// is judged at once.
 package wait

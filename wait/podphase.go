@@ -185,11 +185,11 @@ func phasesLine(phases []PodPhase, now time.Time) string {
 	return "pods: " + strings.Join(parts, ", ")
 }
 
-// newPodPhases returns the phases of dw's new pods; the events of the
+// podPhasesIn returns the phases of pods in namespace; the events of the
 // namespace (as far as its informer has synced: it never waits) tell the
 // pods pulling an image from the merely scheduled ones.
-func (r *rolloutRun) newPodPhases(dw *deployWatch, pods []*corev1.Pod) []PodPhase {
-	nw := r.ns[dw.namespace]
+func (r *rolloutRun) podPhasesIn(namespace string, pods []*corev1.Pod) []PodPhase {
+	nw := r.ns[namespace]
 	if nw == nil || !nw.events.synced() {
 		return podPhases(pods, nil)
 	}

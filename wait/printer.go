@@ -87,6 +87,7 @@ func eventKey(ev Event) string {
 //
 //	deployment/chat: 1/2 updated, 1 ready, 1 available (new rs chat-7d9f8c6b5)
 //	deployment/chat: 2/2 updated, 2 ready, 2 available (new rs chat-7d9f8c6b5): rolled out
+//	statefulset/web: 1/2 updated, 1 ready, 1 available (update revision web-7c9d; current revision web-5f6b)
 //	service/chat: Current
 func eventLine(ev Event) string {
 	var b strings.Builder
@@ -107,6 +108,12 @@ func eventLine(ev Event) string {
 	}
 	if len(p.OldReplicaSets) > 0 {
 		rs = append(rs, "old rs "+strings.Join(p.OldReplicaSets, ", "))
+	}
+	if p.UpdateRevision != "" {
+		rs = append(rs, "update revision "+p.UpdateRevision)
+		if p.CurrentRevision != "" && p.CurrentRevision != p.UpdateRevision {
+			rs = append(rs, "current revision "+p.CurrentRevision)
+		}
 	}
 	if len(rs) > 0 {
 		b.WriteString(" (" + strings.Join(rs, "; ") + ")")

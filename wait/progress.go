@@ -10,11 +10,19 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 )
 
-// RolloutProgress is where a Deployment's rollout stands, as a
+// RolloutProgress is where a Deployment's or StatefulSet's rollout stands,
+// as a
 // [RolloutWatcher] reports it in [Event.Rollout].
 type RolloutProgress struct {
-	// Deployment is the Deployment's name.
+	// Deployment is the Deployment's name; empty for a StatefulSet.
 	Deployment string `json:"deployment"`
+	// StatefulSet is the StatefulSet's name; empty for a Deployment.
+	StatefulSet string `json:"statefulSet,omitempty"`
+	// UpdateRevision and CurrentRevision are a StatefulSet's
+	// status.updateRevision (the revision its pods are updated to, whose
+	// pods the verdicts judge) and status.currentRevision.
+	UpdateRevision  string `json:"updateRevision,omitempty"`
+	CurrentRevision string `json:"currentRevision,omitempty"`
 	// NewReplicaSet is the ReplicaSet carrying the Deployment's current pod
 	// template (empty until the controller has created it), and
 	// PodTemplateHash its pod-template-hash.
@@ -25,8 +33,9 @@ type RolloutProgress struct {
 	// OldReplicaSets are the Deployment's other ReplicaSets that still have
 	// pods.
 	OldReplicaSets []string `json:"oldReplicaSets,omitempty"`
-	// Desired, Updated, Ready and Available are the Deployment's
-	// spec.replicas and its status' updated, ready and available replicas.
+	// Desired, Updated, Ready and Available are the Deployment's (or
+	// StatefulSet's) spec.replicas and its status' updated, ready and
+	// available replicas.
 	Desired   int32 `json:"desired"`
 	Updated   int32 `json:"updated"`
 	Ready     int32 `json:"ready"`
@@ -38,8 +47,8 @@ type RolloutProgress struct {
 	// first restart, a pod waiting on an image pull, a Warning event, or a
 	// failing pod of an old ReplicaSet.
 	Warning string `json:"warning,omitempty"`
-	// Pods are the phases of the new ReplicaSet's pods while the rollout
-	// progresses.
+	// Pods are the phases of the new ReplicaSet's pods (of a StatefulSet:
+	// of its update revision's pods) while the rollout progresses.
 	Pods []PodPhase `json:"pods,omitempty"`
 	// Cause, Evidence and Hints are set on the event of a failure verdict:
 	// the diagnosis' cause, the log line or event that decided it, and

@@ -2,7 +2,8 @@
 // all and per Deployment), and how statuses are recorded and sent. The run
 // loop is in rollout_run.go, the informers in rollout_informers.go and
 // replicasets.go, the verdicts in rollout_evaluate.go, the diagnoses in
-// rollout_diagnose.go.
+// rollout_diagnose.go; StatefulSets in statefulsets.go, Jobs and Pods
+// that run to completion in runs.go.
 
 package wait
 
@@ -28,19 +29,21 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 )
 
-// RolloutWatcher waits for Deployments to roll out, and for Jobs and Pods
-// to run to completion, and detects failures early, with a [Diagnosis].
+// RolloutWatcher waits for Deployments and StatefulSets to roll out, and
+// for Jobs and Pods to run to completion, and detects failures early,
+// with a [Diagnosis].
 //
 // It watches, never polls: per Deployment, informers (list, then watch from
 // the list's resourceVersion; re-listed on 410 Gone, re-established after
 // dropped connections) on the Deployment itself (field selector on its
 // name), on its ReplicaSets (its label selector), on the pods of its new
-// ReplicaSet only (its selector plus pod-template-hash), and, per
-// namespace, on the events of pods and of ReplicaSets (field selector on
-// involvedObject.kind). A healthy rollout therefore costs a fixed number of
-// requests however long it takes. Other objects are left to another
-// Waiter, a [KstatusWaiter] by default, but for those that run to
-// completion (Helm's hooks and tests):
+// ReplicaSet only (its selector plus pod-template-hash); per StatefulSet,
+// on the StatefulSet (by name) and on its pods (its label selector: every
+// revision's); and, per namespace, one on its events (those of pods,
+// ReplicaSets and StatefulSets are read). A healthy rollout therefore
+// costs a fixed number of requests however long it takes. Other objects
+// are left to another Waiter, a [KstatusWaiter] by default, but for those
+// that run to completion (Helm's hooks and tests):
 //
 // A Job (informers on the Job, by name, and on its pods, by its selector)
 // is Current when its condition Complete is True. It fails when its
@@ -59,6 +62,22 @@ import (
 // its Progressing condition says ProgressDeadlineExceeded, or when its new
 // ReplicaSet cannot create pods (FailedCreate). Pods of old ReplicaSets
 // failing do not fail the rollout; they are reported as warnings.
+//
+// A StatefulSet succeeds by kubectl rollout status' rules (see
+// [StatefulSetRolledOut]): its controller observed the latest generation,
+// every replica is ready, and then, with a RollingUpdate, its
+// currentRevision is its updateRevision, or, with a partition, the
+// ordinals at and above it are updated. It fails on the verdicts of
+// [RolloutOptions] about the pods of its update revision (label
+// controller-revision-hash equal to status.updateRevision, see
+// [PodRevision]): one failing pod fails it, with the Diagnosis of a
+// Deployment's pod whose Object names the StatefulSet
+// ("statefulset/web"). It fails too on a FailedCreate event of the
+// StatefulSet during the wait while it lacks pods (a quota refusal as for
+// a ReplicaSet: once no pod of it is going away). Pods of other revisions
+// failing are warnings. Its events carry a RolloutProgress with
+// StatefulSet, UpdateRevision and CurrentRevision set, and kubectl's
+// messages ("Waiting for 1 pods to be ready...").
 type RolloutWatcher struct {
 	client kubernetes.Interface
 	others Waiter
@@ -68,15 +87,16 @@ type RolloutWatcher struct {
 var _ Waiter = (*RolloutWatcher)(nil)
 
 // NewRolloutWatcher returns a RolloutWatcher reading the cluster through
-// client. others waits for the objects that are not Deployments; it may be
-// nil when there are none.
+// client. others waits for the objects it does not follow itself (neither
+// Deployments, StatefulSets, Jobs, nor Pods that run to completion); it
+// may be nil when there are none.
 func NewRolloutWatcher(client kubernetes.Interface, others Waiter, opts RolloutOptions) *RolloutWatcher {
 	return &RolloutWatcher{client: client, others: others, opts: opts.withDefaults()}
 }
 
 // NewRolloutWatcherForConfig returns a RolloutWatcher for the cluster of
 // cfg, with a KstatusWaiter (and a discovery-backed REST mapper) for the
-// objects that are not Deployments.
+// objects it does not follow itself.
 func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*RolloutWatcher, error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -94,17 +114,18 @@ func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*Rollout
 	return NewRolloutWatcher(client, NewKstatusWaiter(dyn, mapper), opts), nil
 }
 
-// Wait watches objs until every Deployment rolled out and every other
+// Wait watches objs until every Deployment and StatefulSet rolled out,
+// every Job and Pod that runs to completion completed, and every other
 // object is Current, a failure verdict is reached, opts.Timeout passes or
 // ctx ends. See [Waiter]. On a failure or a timeout the Result carries a
 // Diagnosis and the error is a *RolloutFailedError wrapping a
 // *NotReadyError. An error from the cluster (a watch refused) ends the
 // wait with OutcomeError.
 //
-// The events of a Deployment carry a RolloutProgress; one is sent whenever
-// its status, message or progress changes, and one per warning (with the
-// status unchanged). The last event of a failed Deployment carries the
-// failure verdict.
+// The events of a Deployment or StatefulSet carry a RolloutProgress; one
+// is sent whenever its status, message or progress changes, and one per
+// warning (with the status unchanged). The last event of a failed
+// Deployment or StatefulSet carries the failure verdict.
 func (w *RolloutWatcher) Wait(ctx context.Context, objs []*unstructured.Unstructured, opts Options) (Result, error) {
 	if opts.Events != nil {
 		defer close(opts.Events)
@@ -135,6 +156,7 @@ type rolloutRun struct {
 	res    Result
 
 	deps  []*deployWatch
+	stss  []*stsWatch
 	runs  []*runWatch // Jobs and Pods that run to completion
 	other []*unstructured.Unstructured
 	// otherIdx are the Result indexes of the other objects.
@@ -151,16 +173,33 @@ type rolloutRun struct {
 	mu       sync.Mutex
 	obs      map[types.UID]int // observations of new pods, by the informers
 	warnings []*corev1.Event   // Warning events not reported yet
+	// failedRS are the latest FailedCreate events of ReplicaSets and
+	// StatefulSets, by the UID of the object.
 	failedRS map[types.UID]*corev1.Event
 	// failedAt is when the watcher received the latest FailedCreate event
-	// of a ReplicaSet (its own clock: no skew with the cluster's).
+	// of a ReplicaSet or StatefulSet (its own clock: no skew with the
+	// cluster's).
 	failedAt map[types.UID]time.Time
 }
 
+// rolloutState is what the events of a Deployment or StatefulSet report:
+// its status in the Result (at idx), its progress, and what was sent.
+type rolloutState struct {
+	idx      int
+	ref      object.Ref
+	progress RolloutProgress
+	lastSent RolloutProgress // the progress last sent
+	sent     bool
+}
+
+func (s *rolloutState) state() *rolloutState { return s }
+
+// rolloutWatch is a Deployment's or StatefulSet's watch.
+type rolloutWatch interface{ state() *rolloutState }
+
 // deployWatch follows one Deployment.
 type deployWatch struct {
-	idx       int
-	ref       object.Ref
+	rolloutState
 	namespace string
 	name      string
 	object    string // "deployment/chat"
@@ -170,16 +209,13 @@ type deployWatch struct {
 	podHash       string
 	judge         *podJudge
 
-	d        *appsv1.Deployment
-	newRS    *appsv1.ReplicaSet
-	oldRS    []*appsv1.ReplicaSet
-	done     bool
-	msg      string
-	progress RolloutProgress
-	lastSent RolloutProgress // the progress last sent
-	sent     bool
-	suspect  *podFinding
-	warned   map[string]bool
+	d       *appsv1.Deployment
+	newRS   *appsv1.ReplicaSet
+	oldRS   []*appsv1.ReplicaSet
+	done    bool
+	msg     string
+	suspect *podFinding
+	warned  map[string]bool
 	// canaryReady are the Ready pods of the new ReplicaSet (a canary
 	// phase only).
 	canaryReady []string
@@ -193,9 +229,10 @@ type deployWatch struct {
 type failure struct {
 	verdict Verdict
 	dw      *deployWatch // nil for another object
+	sts     *stsWatch    // a StatefulSet's failure
 	run     *runWatch    // a Job's or Pod's failure
 	finding *podFinding  // a pod's failure
-	reason  string       // otherwise: the Deployment's or ReplicaSet's
+	reason  string       // otherwise: the Deployment's, ReplicaSet's or StatefulSet's
 	message string
 	rs      *appsv1.ReplicaSet
 	other   int // the Result index of another object that failed
@@ -223,9 +260,11 @@ func (r *rolloutRun) emit(ev Event) {
 	}
 }
 
-// set records a Deployment's status and sends an event when it, or the
-// rollout's progress, changed; warning, when set, is sent in any case.
-func (r *rolloutRun) set(dw *deployWatch, st Status, msg, warning string) {
+// set records a Deployment's or StatefulSet's status and sends an event
+// when it, or the rollout's progress, changed; warning, when set, is sent
+// in any case.
+func (r *rolloutRun) set(w rolloutWatch, st Status, msg, warning string) {
+	dw := w.state()
 	// Both may quote the cluster (conditions, events, termination
 	// messages): sanitised here, the one way into the events and results.
 	msg, warning = SanitizeLine(msg), SanitizeLine(warning)

@@ -43,6 +43,9 @@ func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *Diagnosis {
 	if f.run != nil {
 		return r.diagnoseRun(ctx, f)
 	}
+	if f.sts != nil {
+		return r.diagnoseStatefulSet(ctx, f)
+	}
 	g := diagnoser{client: r.client, opts: r.o}
 	if f.dw == nil {
 		s := r.res.Objects[f.other]
@@ -87,10 +90,10 @@ func (r *rolloutRun) refresh(ctx context.Context, dw *deployWatch) {
 }
 
 // diagnoseTimeout explains a timeout: the first Deployment not rolled out,
-// with its most suspect pod, or else the first Job or Pod not completed,
-// or else the first other object not Current.
+// with its most suspect pod, or else the first StatefulSet not rolled
+// out, likewise, or else the first Job or Pod not completed, or else the
+// first other object not Current.
 func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *Diagnosis {
-	g := diagnoser{client: r.client, opts: r.o}
 	for _, dw := range r.deps {
 		if dw.done {
 			continue
@@ -101,22 +104,14 @@ func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *Diagnosis {
 		if msg == "" {
 			msg = r.res.Objects[dw.idx].Message
 		}
-		msg = "waiting for rollout to finish: " + msg
-		if dw.suspect == nil {
-			d := &Diagnosis{Verdict: VerdictTimeout, Reason: reasonTimeout, Object: dw.object, Namespace: dw.namespace, Message: msg}
-			d.Hints = hints(d, nil, reasonTimeout)
-			r.set(dw, r.res.Objects[dw.idx].Status, r.res.Objects[dw.idx].Message, "")
-			return d
-		}
-		d := g.fromPod(ctx, VerdictTimeout, dw.object, dw.namespace, dw.suspect, r.podEvents(ctx, dw.namespace, dw.suspect.Pod))
-		if ph := podPhase(dw.suspect.Pod, false); ph.Phase == PhaseLoading && ph.StartupDeadline.After(r.clk.Now()) {
-			d.Hints = append([]string{fmt.Sprintf("pod %s was still loading under its startup probe, which lets it load for %s more: raise --timeout above the probe's budget, or keep waiting with vllmctl wait --timeout",
-				dw.suspect.Pod.Name, ph.StartupDeadline.Sub(r.clk.Now()).Round(time.Second))}, d.Hints...)
-		}
-		d.Reason = reasonTimeout
-		d.Message = joinNonEmpty("; ", msg, suspectMessage(dw.suspect))
+		d := r.suspectTimeout(ctx, dw.object, dw.namespace, "waiting for rollout to finish: "+msg, dw.suspect)
 		r.set(dw, r.res.Objects[dw.idx].Status, r.res.Objects[dw.idx].Message, "")
 		return d
+	}
+	for _, sw := range r.stss {
+		if !sw.done {
+			return r.statefulSetTimeout(ctx, sw)
+		}
 	}
 	for _, rw := range r.runs {
 		if !rw.done {
@@ -133,6 +128,26 @@ func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *Diagnosis {
 			Hints:   []string{fmt.Sprintf("kubectl describe %s%s shows its conditions and events", objectName(s.Object), nsFlag(s.Object.Namespace))}}
 	}
 	return &Diagnosis{Verdict: VerdictTimeout, Reason: reasonTimeout, Message: "timed out"}
+}
+
+// suspectTimeout explains a timeout on the Deployment or StatefulSet
+// object, whose rollout status says msg, with its most suspect pod (nil:
+// none).
+func (r *rolloutRun) suspectTimeout(ctx context.Context, object, namespace, msg string, suspect *podFinding) *Diagnosis {
+	if suspect == nil {
+		d := &Diagnosis{Verdict: VerdictTimeout, Reason: reasonTimeout, Object: object, Namespace: namespace, Message: msg}
+		d.Hints = hints(d, nil, reasonTimeout)
+		return d
+	}
+	g := diagnoser{client: r.client, opts: r.o}
+	d := g.fromPod(ctx, VerdictTimeout, object, namespace, suspect, r.podEvents(ctx, namespace, suspect.Pod))
+	if ph := podPhase(suspect.Pod, false); ph.Phase == PhaseLoading && ph.StartupDeadline.After(r.clk.Now()) {
+		d.Hints = append([]string{fmt.Sprintf("pod %s was still loading under its startup probe, which lets it load for %s more: raise --timeout above the probe's budget, or keep waiting with vllmctl wait --timeout",
+			suspect.Pod.Name, ph.StartupDeadline.Sub(r.clk.Now()).Round(time.Second))}, d.Hints...)
+	}
+	d.Reason = reasonTimeout
+	d.Message = joinNonEmpty("; ", msg, suspectMessage(suspect))
+	return d
 }
 
 // suspectMessage describes a suspicion: "pod chat-x: ErrImagePull: ...".

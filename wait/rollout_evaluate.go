@@ -18,7 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// evaluate brings every Deployment's, Job's and Pod's state up to date and
+// evaluate brings every Deployment's, StatefulSet's, Job's and Pod's state
+// up to date and
 // reports the first failure, whether every one rolled out (or completed),
 // and when to evaluate again without news (zero: no need).
 func (r *rolloutRun) evaluate() (fail *failure, allDone bool, recheck time.Time) {
@@ -43,6 +44,10 @@ func (r *rolloutRun) evaluate() (fail *failure, allDone bool, recheck time.Time)
 	for _, dw := range r.deps {
 		f, again := r.evaluateDeployment(dw, now)
 		note(f, dw.done, again)
+	}
+	for _, sw := range r.stss {
+		f, again := r.evaluateStatefulSet(sw, now)
+		note(f, sw.done, again)
 	}
 	for _, rw := range r.runs {
 		f, again := r.evaluateRun(rw, now)
@@ -183,44 +188,72 @@ func (r *rolloutRun) judgePods(dw *deployWatch, now time.Time) (fail *failure, w
 		return nil, nil, time.Time{}
 	}
 	pods := r.newPods(dw)
-	dw.progress.Pods = r.newPodPhases(dw, pods)
+	dw.progress.Pods = r.podPhasesIn(dw.namespace, pods)
+	v := r.judgeRolloutPods(dw.judge, pods, now)
+	dw.canaryReady, dw.suspect = v.ready, v.suspect
+	if v.fail != nil {
+		fail = &failure{verdict: v.fail.Verdict, dw: dw, finding: v.fail}
+	}
+	for i := range v.suspects {
+		warnings = append(warnings, r.suspicion(dw.warned, &v.suspects[i]))
+	}
+	return fail, warnings, v.recheck
+}
+
+// podVerdicts is what judging the pods a rollout watches found.
+type podVerdicts struct {
+	// fail is the first failure verdict, by pod name.
+	fail *podFinding
+	// suspects are the suspicions that do not fail the rollout (yet).
+	suspects []podFinding
+	// suspect is the most suspect pod: the failed one, else the first
+	// suspected, else the first not Ready.
+	suspect *podFinding
+	// ready are the Ready pods (a canary phase only).
+	ready []string
+	// recheck is when to judge again without news (zero: no need).
+	recheck time.Time
+}
+
+// judgeRolloutPods applies the pod verdicts of j to the pods a rollout
+// watches, by name: a Deployment's new ReplicaSet's, a StatefulSet's
+// update revision's. In a canary phase a canary container restarting too
+// often fails too. j forgets the pods not judged.
+func (r *rolloutRun) judgeRolloutPods(j *podJudge, pods []*corev1.Pod, now time.Time) podVerdicts {
+	var v podVerdicts
 	obs := r.observations(pods)
 	var notReady *podFinding
-	dw.canaryReady = nil
 	for i, pod := range pods {
-		f, suspects, again := dw.judge.judge(pod, obs[i], now)
+		f, suspects, again := j.judge(pod, obs[i], now)
 		ready := podReady(pod)
 		if g := r.opts.Canary; g != nil {
 			if rf := g.canaryRestart(pod); rf != nil && f == nil {
 				f = rf
 			}
 			if ready {
-				dw.canaryReady = append(dw.canaryReady, pod.Name)
+				v.ready = append(v.ready, pod.Name)
 			}
 		}
-		if f != nil && fail == nil {
-			fail = &failure{verdict: f.Verdict, dw: dw, finding: f}
-			dw.suspect = f
+		if f != nil && v.fail == nil {
+			v.fail, v.suspect = f, f
 		}
-		for k := range suspects {
-			s := suspects[k]
-			if dw.suspect == nil {
-				dw.suspect = &s
-			}
-			warnings = append(warnings, r.suspicion(dw, &s))
+		if v.suspect == nil && len(suspects) > 0 {
+			s := suspects[0]
+			v.suspect = &s
 		}
-		if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
-			recheck = again
+		v.suspects = append(v.suspects, suspects...)
+		if !again.IsZero() && (v.recheck.IsZero() || again.Before(v.recheck)) {
+			v.recheck = again
 		}
 		if notReady == nil && !ready {
 			notReady = notReadyFinding(pod)
 		}
 	}
-	dw.judge.sweep()
-	if dw.suspect == nil {
-		dw.suspect = notReady
+	j.sweep()
+	if v.suspect == nil {
+		v.suspect = notReady
 	}
-	return fail, warnings, recheck
+	return v
 }
 
 // observations returns how many versions of each pod the informer
@@ -286,14 +319,16 @@ func notReadyFinding(pod *corev1.Pod) *podFinding {
 	return f
 }
 
-// suspicion formats a suspicion once; it returns "" when already reported.
-func (r *rolloutRun) suspicion(dw *deployWatch, s *podFinding) string {
-	// Once per container and restart (or pod, for scheduling).
-	key := fmt.Sprintf("%s/%s/%d", s.Pod.Name, s.Container, s.RestartCount)
-	if dw.warned[key] {
+// suspicion formats a suspicion once (warned records those reported); it
+// returns "" when already reported.
+func (r *rolloutRun) suspicion(warned map[string]bool, s *podFinding) string {
+	// Once per container and restart (or pod, for scheduling); by UID, as
+	// a StatefulSet's pods keep their names across revisions.
+	key := fmt.Sprintf("%s/%s/%s/%d", s.Pod.Name, s.Pod.UID, s.Container, s.RestartCount)
+	if warned[key] {
 		return ""
 	}
-	dw.warned[key] = true
+	warned[key] = true
 	var b strings.Builder
 	fmt.Fprintf(&b, "pod %s", s.Pod.Name)
 	if s.Container != "" {
@@ -369,9 +404,13 @@ func (r *rolloutRun) failedCreate(dw *deployWatch, d *appsv1.Deployment) *failur
 }
 
 // reportEvent reports a Warning event about a pod or ReplicaSet of a
-// Deployment: its new or an old ReplicaSet's. Old ReplicaSets' troubles do
-// not fail the rollout; they are reported only.
+// Deployment (its new or an old ReplicaSet's), or about a StatefulSet or
+// its pods. Old ReplicaSets' troubles do not fail the rollout; they are
+// reported only.
 func (r *rolloutRun) reportEvent(e *corev1.Event) {
+	if r.reportStatefulSetEvent(e) {
+		return
+	}
 	for _, dw := range r.deps {
 		if dw.d == nil || e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != dw.namespace {
 			continue

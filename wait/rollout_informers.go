@@ -33,9 +33,9 @@ type informer struct {
 }
 
 // nsWatch holds a namespace's event informer: one watch for the events of
-// pods and of ReplicaSets (two field-selected watches cost a request more
-// per deploy; the few other events of the namespace are dropped by the
-// handler and cost little).
+// pods, ReplicaSets and StatefulSets (field-selected watches, one per
+// kind, would cost requests more per deploy; the few other events of the
+// namespace are dropped by the handler and cost little).
 type nsWatch struct {
 	events *informer
 
@@ -221,7 +221,7 @@ func (r *rolloutRun) pokeHandler() cache.ResourceEventHandler {
 
 // podHandler wakes the main loop on changes of pods the verdicts judge,
 // counting the observations of each pod (see podJudge.judge).
-func (r *rolloutRun) podHandler() cache.ResourceEventHandler {
+func (r *rolloutRun) podHandler() cache.ResourceEventHandlerFuncs {
 	observe := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			r.mu.Lock()
@@ -245,8 +245,8 @@ func (r *rolloutRun) podHandler() cache.ResourceEventHandler {
 	}
 }
 
-// deploymentHandler wakes the main loop on any change of a Deployment,
-// and tells a settling loop that one changed (see settle).
+// deploymentHandler wakes the main loop on any change of a Deployment (or
+// StatefulSet), and tells a settling loop that one changed (see settle).
 func (r *rolloutRun) deploymentHandler() cache.ResourceEventHandler {
 	turn := func() {
 		select {
@@ -287,8 +287,8 @@ func (r *rolloutRun) startPods(dw *deployWatch, sel labels.Selector, hash string
 	return nil
 }
 
-// startEvents starts the informer of the events of pods and of
-// ReplicaSets in a namespace.
+// startEvents starts the informer of the events of pods, ReplicaSets and
+// StatefulSets in a namespace.
 func (r *rolloutRun) startEvents(namespace string) *nsWatch {
 	c := r.client.CoreV1().Events(namespace)
 	nw := &nsWatch{}
@@ -297,9 +297,9 @@ func (r *rolloutRun) startEvents(namespace string) *nsWatch {
 	return nw
 }
 
-// eventHandler notes the events about pods and ReplicaSets that happen
-// during the wait: Warnings to report, and FailedCreate events of
-// ReplicaSets; and keeps nw's image events, those from before the wait
+// eventHandler notes the events about pods, ReplicaSets and StatefulSets
+// that happen during the wait: Warnings to report, and FailedCreate
+// events of ReplicaSets and StatefulSets; and keeps nw's image events, those from before the wait
 // included.
 func (r *rolloutRun) eventHandler(nw *nsWatch) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
@@ -329,18 +329,18 @@ func (r *rolloutRun) eventHandler(nw *nsWatch) cache.ResourceEventHandler {
 	}
 }
 
-// noteEvent records e, an event of a pod or a ReplicaSet, and wakes the
-// main loop; events of other kinds are ignored.
+// noteEvent records e, an event of a pod, a ReplicaSet or a StatefulSet,
+// and wakes the main loop; events of other kinds are ignored.
 func (r *rolloutRun) noteEvent(e *corev1.Event) {
 	kind := e.InvolvedObject.Kind
-	if kind != "Pod" && kind != "ReplicaSet" {
+	if kind != "Pod" && kind != "ReplicaSet" && kind != "StatefulSet" {
 		return
 	}
 	r.mu.Lock()
 	if e.Type == corev1.EventTypeWarning {
 		r.warnings = append(r.warnings, e)
 	}
-	if kind == "ReplicaSet" && e.Reason == reasonFailedCreate {
+	if kind != "Pod" && e.Reason == reasonFailedCreate {
 		if r.failedRS == nil {
 			r.failedRS = map[types.UID]*corev1.Event{}
 		}

@@ -71,11 +71,11 @@ func (r *rolloutRun) begin(objs []*unstructured.Unstructured) (Outcome, error) {
 	if err := r.identify(objs); err != nil {
 		return OutcomeError, err
 	}
-	if len(r.deps) == 0 && len(r.runs) == 0 && len(r.other) == 0 {
+	if len(r.deps) == 0 && len(r.stss) == 0 && len(r.runs) == 0 && len(r.other) == 0 {
 		return OutcomeCurrent, nil
 	}
 	if len(r.other) > 0 && r.others == nil {
-		return OutcomeError, fmt.Errorf("%s: no waiter for objects other than Deployments", r.res.Objects[r.otherIdx[0]].Object)
+		return OutcomeError, fmt.Errorf("%s: no waiter for objects other than Deployments, StatefulSets, Jobs and Pods", r.res.Objects[r.otherIdx[0]].Object)
 	}
 	return "", nil
 }
@@ -97,6 +97,12 @@ func (r *rolloutRun) startInformers(wctx context.Context) (stop func()) {
 		r.startDeployment(dw)
 		if r.ns[dw.namespace] == nil {
 			r.ns[dw.namespace] = r.startEvents(dw.namespace)
+		}
+	}
+	for _, sw := range r.stss {
+		r.startStatefulSet(sw)
+		if r.ns[sw.namespace] == nil {
+			r.ns[sw.namespace] = r.startEvents(sw.namespace)
 		}
 	}
 	for _, rw := range r.runs {
@@ -266,7 +272,7 @@ func (r *rolloutRun) settle(wctx context.Context, d time.Duration) (end bool) {
 		case <-t.C():
 			return false
 		case <-r.turned:
-			if r.deploymentTurned() {
+			if r.deploymentTurned() || r.statefulSetTurned() {
 				return false
 			}
 		}
@@ -334,6 +340,12 @@ func (r *rolloutRun) conclude(ctx, wctx context.Context, l *loop) (Result, error
 				r.set(dw, StatusCurrent, dw.msg, "")
 			}
 		}
+		for _, sw := range r.stss {
+			if sw.progress.Verdict != VerdictRolledOut {
+				sw.progress.Verdict = VerdictRolledOut
+				r.set(sw, StatusCurrent, sw.msg, "")
+			}
+		}
 		return r.finish(OutcomeCurrent, nil)
 	case !l.timedOut && errors.Is(ctx.Err(), context.Canceled):
 		return r.finish(OutcomeCanceled, fmt.Errorf("wait canceled: %w", ctx.Err()))
@@ -354,6 +366,10 @@ func (r *rolloutRun) failed(ctx context.Context, f *failure) (Result, error) {
 		f.dw.progress.Verdict = f.verdict
 		f.dw.progress.Cause, f.dw.progress.Evidence, f.dw.progress.Hints = d.Cause, d.Evidence, d.Hints
 		r.set(f.dw, StatusFailed, d.Summary(), "")
+	case f.sts != nil:
+		f.sts.progress.Verdict = f.verdict
+		f.sts.progress.Cause, f.sts.progress.Evidence, f.sts.progress.Hints = d.Cause, d.Evidence, d.Hints
+		r.set(f.sts, StatusFailed, d.Summary(), "")
 	case f.run != nil:
 		r.setRun(f.run, StatusFailed, d.Summary())
 	default:
@@ -381,8 +397,8 @@ func (r *rolloutRun) timedOut(ctx context.Context, timer bool) (Result, error) {
 	return res, &RolloutFailedError{Diagnosis: d, NotReady: nre}
 }
 
-// identify sorts objs into Deployments, Jobs and Pods that run to
-// completion, and others, and fills res.Objects in order, without
+// identify sorts objs into Deployments, StatefulSets, Jobs and Pods that
+// run to completion, and others, and fills res.Objects in order, without
 // duplicates.
 func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 	seen := map[object.Ref]bool{}
@@ -390,8 +406,9 @@ func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 		gvk := obj.GroupVersionKind()
 		ref := object.RefOf(obj)
 		isDeployment := gvk.Group == appsv1.GroupName && gvk.Kind == "Deployment"
+		isStatefulSet := gvk.Group == appsv1.GroupName && gvk.Kind == "StatefulSet"
 		isRun, isJob := runsToCompletion(obj)
-		if (isDeployment || isRun) && ref.Namespace == "" {
+		if (isDeployment || isStatefulSet || isRun) && ref.Namespace == "" {
 			if r.opts.Namespace == "" {
 				return fmt.Errorf("%s: no namespace, and the wait has no default namespace", ref)
 			}
@@ -411,14 +428,16 @@ func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 		switch {
 		case isRun:
 			r.runs = append(r.runs, newRunWatch(idx, ref, isJob, r.newJudge()))
+		case isStatefulSet:
+			r.stss = append(r.stss, r.newStatefulSetWatch(idx, ref))
 		case !isDeployment:
 			r.other = append(r.other, obj)
 			r.otherIdx = append(r.otherIdx, idx)
 		default:
 			r.deps = append(r.deps, &deployWatch{
-				idx: idx, ref: ref, namespace: ref.Namespace, name: ref.Name, object: objectName(ref),
+				rolloutState: rolloutState{idx: idx, ref: ref, progress: RolloutProgress{Deployment: ref.Name, Verdict: VerdictProgressing}},
+				namespace:    ref.Namespace, name: ref.Name, object: objectName(ref),
 				judge: r.newJudge(), warned: map[string]bool{},
-				progress: RolloutProgress{Deployment: ref.Name, Verdict: VerdictProgressing},
 			})
 		}
 	}

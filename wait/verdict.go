@@ -1,5 +1,6 @@
 // Verdicts: the failures a RolloutWatcher detects, its options, kubectl
-// rollout status' rules, and the judging of the pods of a new ReplicaSet.
+// rollout status' rules for Deployments, and the judging of the pods of a
+// new ReplicaSet (or of a StatefulSet's update revision).
 
 package wait
 
@@ -24,8 +25,8 @@ type Verdict string
 const (
 	// VerdictProgressing: no conclusion yet.
 	VerdictProgressing Verdict = "Progressing"
-	// VerdictRolledOut: the Deployment rolled out, by kubectl rollout
-	// status' rules.
+	// VerdictRolledOut: the Deployment (or StatefulSet) rolled out, by
+	// kubectl rollout status' rules.
 	VerdictRolledOut Verdict = "RolledOut"
 	// VerdictCrashLoop: a container of a new pod is in CrashLoopBackOff and
 	// has restarted at least RolloutOptions.MaxRestarts times.
@@ -45,8 +46,8 @@ const (
 	// VerdictProgressDeadlineExceeded: the Deployment's Progressing
 	// condition says ProgressDeadlineExceeded.
 	VerdictProgressDeadlineExceeded Verdict = "ProgressDeadlineExceeded"
-	// VerdictFailedCreate: the new ReplicaSet cannot create pods (e.g.
-	// exceeded quota).
+	// VerdictFailedCreate: the new ReplicaSet, or the StatefulSet, cannot
+	// create pods (e.g. exceeded quota).
 	VerdictFailedCreate Verdict = "FailedCreate"
 	// VerdictTimeout: the wait timed out before the rollout finished.
 	VerdictTimeout Verdict = "Timeout"
@@ -248,7 +249,7 @@ type podMemory struct {
 }
 
 // podJudge applies the pod verdicts of RolloutOptions to the pods of one
-// new ReplicaSet, remembering what needs more than one observation.
+// new ReplicaSet (or StatefulSet), remembering what needs more than one observation.
 type podJudge struct {
 	opts RolloutOptions
 	mem  map[types.UID]*podMemory

@@ -1,0 +1,461 @@
+// How the RolloutWatcher follows a StatefulSet: kubectl rollout status'
+// rule (StatefulSetRolledOut), the informers on the StatefulSet and its
+// pods, the verdicts on the pods of its update revision, its FailedCreate
+// events, and its diagnoses.
+
+package wait
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/object"
+)
+
+// PodRevision returns the StatefulSet revision pod belongs to: its label
+// controller-revision-hash (the name of the ControllerRevision, as
+// status.currentRevision and status.updateRevision name it), or "".
+func PodRevision(pod *corev1.Pod) string {
+	return pod.Labels[appsv1.ControllerRevisionHashLabelKey]
+}
+
+// StatefulSetRolledOut applies kubectl rollout status' rules
+// (k8s.io/kubectl/pkg/polymorphichelpers StatefulSetStatusViewer) to sts,
+// and says where it stands in kubectl's words. It is done when its
+// controller observed its latest generation (status.observedGeneration
+// set and at least metadata.generation) and every replica is ready
+// (readyReplicas at least spec.replicas, 1 when unset; with
+// minReadySeconds, available too), and then:
+//
+//   - RollingUpdate with a partition above 0: at least replicas −
+//     partition replicas are updated (the ordinals below the partition
+//     keep their revision);
+//   - RollingUpdate otherwise: currentRevision equals updateRevision (the
+//     controller moved every pod to the update revision);
+//   - OnDelete (kubectl refuses those): nothing more, as pods change
+//     revision only when deleted.
+//
+// With podManagementPolicy Parallel and maxUnavailable above 1, the
+// controller replaces several pods at once, so fewer than replicas may be
+// ready during the rollout: it is not done until they all are again.
+func StatefulSetRolledOut(sts *appsv1.StatefulSet) (done bool, msg string) {
+	if sts.Status.ObservedGeneration == 0 || sts.Generation > sts.Status.ObservedGeneration {
+		return false, "Waiting for statefulset spec update to be observed..."
+	}
+	replicas := ptr.Deref(sts.Spec.Replicas, 1)
+	if sts.Status.ReadyReplicas < replicas {
+		return false, fmt.Sprintf("Waiting for %d pods to be ready...", replicas-sts.Status.ReadyReplicas)
+	}
+	if sts.Spec.MinReadySeconds > 0 && sts.Status.AvailableReplicas < replicas {
+		return false, fmt.Sprintf("Waiting for %d pods to be available...", replicas-sts.Status.AvailableReplicas)
+	}
+	if sts.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+		return true, fmt.Sprintf("statefulset has %d ready pods (updateStrategy OnDelete: pods take the update revision when deleted)", sts.Status.ReadyReplicas)
+	}
+	if ru := sts.Spec.UpdateStrategy.RollingUpdate; ru != nil && ptr.Deref(ru.Partition, 0) > 0 {
+		want := replicas - *ru.Partition
+		if sts.Status.UpdatedReplicas < want {
+			return false, fmt.Sprintf("Waiting for partitioned roll out to finish: %d out of %d new pods have been updated...", sts.Status.UpdatedReplicas, want)
+		}
+		return true, fmt.Sprintf("partitioned roll out complete: %d new pods have been updated...", sts.Status.UpdatedReplicas)
+	}
+	if sts.Status.UpdateRevision != sts.Status.CurrentRevision {
+		return false, fmt.Sprintf("waiting for statefulset rolling update to complete %d pods at revision %s...", sts.Status.UpdatedReplicas, sts.Status.UpdateRevision)
+	}
+	return true, fmt.Sprintf("statefulset rolling update complete %d pods at revision %s...", sts.Status.CurrentReplicas, sts.Status.CurrentRevision)
+}
+
+// stsWatch follows one StatefulSet.
+type stsWatch struct {
+	rolloutState
+	namespace string
+	name      string
+	object    string // "statefulset/web"
+
+	sts, pods *informer
+	uid       types.UID
+	// judge judges the pods of the update revision; oldJudge those of the
+	// other revisions, whose failures are warnings only (it reads no log).
+	judge, oldJudge *podJudge
+
+	s       *appsv1.StatefulSet
+	done    bool
+	msg     string
+	suspect *podFinding
+	warned  map[string]bool
+	// released is when the watcher last saw a pod of the StatefulSet
+	// terminating or gone, which frees its share of a quota; guarded by
+	// rolloutRun.mu.
+	released time.Time
+}
+
+func (r *rolloutRun) newStatefulSetWatch(idx int, ref object.Ref) *stsWatch {
+	return &stsWatch{
+		rolloutState: rolloutState{idx: idx, ref: ref, progress: RolloutProgress{StatefulSet: ref.Name, Verdict: VerdictProgressing}},
+		namespace:    ref.Namespace, name: ref.Name, object: objectName(ref),
+		judge: r.newJudge(), oldJudge: newPodJudge(r.o), warned: map[string]bool{},
+	}
+}
+
+// startStatefulSet starts the informer of a StatefulSet (field selector on
+// its name); its pods are watched once its selector is known.
+func (r *rolloutRun) startStatefulSet(sw *stsWatch) {
+	c := r.client.AppsV1().StatefulSets(sw.namespace)
+	name := fields.OneTermEqualSelector("metadata.name", sw.name).String()
+	sw.sts = r.newInformer("watch "+sw.ref.String(),
+		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.FieldSelector = name }),
+		&appsv1.StatefulSet{}, r.deploymentHandler())
+}
+
+// startStatefulSetPods starts the informer of the pods a StatefulSet
+// selects, of every revision, noting the ones going away (see
+// statefulSetFailedCreate).
+func (r *rolloutRun) startStatefulSetPods(sw *stsWatch, sel labels.Selector) {
+	s := sel.String()
+	c := r.client.CoreV1().Pods(sw.namespace)
+	h := r.podHandler()
+	release := func() {
+		r.mu.Lock()
+		sw.released = r.clk.Now()
+		r.mu.Unlock()
+	}
+	add, update, del := h.AddFunc, h.UpdateFunc, h.DeleteFunc
+	h.AddFunc = func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp != nil {
+			release()
+		}
+		add(obj)
+	}
+	h.UpdateFunc = func(old, cur any) {
+		if p, ok := cur.(*corev1.Pod); ok && p.DeletionTimestamp != nil {
+			release()
+		}
+		update(old, cur)
+	}
+	h.DeleteFunc = func(obj any) {
+		release()
+		del(obj)
+	}
+	sw.pods = r.newInformer("watch the pods of "+sw.ref.String(),
+		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }), &corev1.Pod{}, h)
+}
+
+// currentStatefulSet returns sw's StatefulSet from its synced informer,
+// starting over when it is a new (or recreated) one, and records it. It
+// returns nil when the informer has not synced or the StatefulSet is
+// missing (recorded as NotFound).
+func (r *rolloutRun) currentStatefulSet(sw *stsWatch) *appsv1.StatefulSet {
+	if !sw.sts.synced() {
+		return nil
+	}
+	obj, exists, _ := sw.sts.inf.GetStore().GetByKey(sw.namespace + "/" + sw.name)
+	s, _ := obj.(*appsv1.StatefulSet)
+	if !exists || s == nil {
+		sw.done = false
+		r.set(sw, StatusNotFound, "not found", "")
+		return nil
+	}
+	if sw.uid != s.UID {
+		sw.uid = s.UID
+		if sw.pods != nil {
+			sw.pods.cancel()
+		}
+		sw.pods, sw.suspect, sw.judge, sw.oldJudge = nil, nil, r.newJudge(), newPodJudge(r.o)
+	}
+	sw.s = s
+	return s
+}
+
+// evaluateStatefulSet brings sw up to date: its StatefulSet, its rollout
+// status, the informer of its pods (unless it rolled out), then the
+// verdicts on the pods of its update revision and its
+// FailedCreate events. It returns the failure found, and when to evaluate
+// again without news.
+func (r *rolloutRun) evaluateStatefulSet(sw *stsWatch, now time.Time) (*failure, time.Time) {
+	s := r.currentStatefulSet(sw)
+	if s == nil {
+		return nil, time.Time{}
+	}
+	sw.observeStatus(s)
+	if sw.done {
+		sw.progress.Pods = nil
+		r.set(sw, StatusCurrent, sw.msg, "")
+		return nil, time.Time{}
+	}
+	if sw.pods == nil {
+		sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
+		if err != nil {
+			return &failure{verdict: VerdictFailedCreate, sts: sw, reason: "InvalidSelector", message: fmt.Sprintf("invalid selector: %v", err)}, time.Time{}
+		}
+		r.startStatefulSetPods(sw, sel)
+	}
+	fail, warnings, recheck := r.judgeStatefulSetPods(sw, s, now)
+	if fail == nil {
+		fail = r.statefulSetFailedCreate(sw, s)
+	}
+	if fail != nil {
+		recheck = time.Time{}
+	}
+	r.set(sw, StatusInProgress, sw.msg, "")
+	for _, w := range warnings {
+		if w != "" {
+			r.set(sw, StatusInProgress, sw.msg, w)
+		}
+	}
+	return fail, recheck
+}
+
+// observeStatus applies StatefulSetRolledOut to s, recording whether it
+// rolled out, the message, the replica counts and the revisions in sw.
+func (sw *stsWatch) observeStatus(s *appsv1.StatefulSet) {
+	sw.done, sw.msg = StatefulSetRolledOut(s)
+	p := &sw.progress
+	p.Desired = ptr.Deref(s.Spec.Replicas, 1)
+	p.Updated, p.Ready, p.Available = s.Status.UpdatedReplicas, s.Status.ReadyReplicas, s.Status.AvailableReplicas
+	p.UpdateRevision, p.CurrentRevision = s.Status.UpdateRevision, s.Status.CurrentRevision
+	p.Verdict = VerdictProgressing
+	if sw.done {
+		p.Verdict = VerdictRolledOut
+	}
+}
+
+// statefulSetPods returns the pods of s that are not being deleted, by
+// name: those of its update revision, and the others.
+func (sw *stsWatch) statefulSetPods(s *appsv1.StatefulSet) (update, other []*corev1.Pod) {
+	for _, o := range sw.pods.list() {
+		pod, ok := o.(*corev1.Pod)
+		if !ok || pod.DeletionTimestamp != nil || pod.Namespace != sw.namespace {
+			continue
+		}
+		if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.UID != s.UID {
+			continue
+		}
+		if rev := PodRevision(pod); rev != "" && rev == s.Status.UpdateRevision {
+			update = append(update, pod)
+		} else {
+			other = append(other, pod)
+		}
+	}
+	byName := func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) }
+	slices.SortFunc(update, byName)
+	slices.SortFunc(other, byName)
+	return update, other
+}
+
+// judgeStatefulSetPods judges the pods of s's update revision (as a
+// Deployment's new pods) once their informer synced, and picks sw's most
+// suspect pod; the failures of the other revisions' pods are warnings. It
+// returns the first failure, the warnings to report (""s: already
+// reported), and when to judge again without news.
+func (r *rolloutRun) judgeStatefulSetPods(sw *stsWatch, s *appsv1.StatefulSet, now time.Time) (fail *failure, warnings []string, recheck time.Time) {
+	sw.suspect = nil
+	if !sw.pods.synced() || s.Status.UpdateRevision == "" {
+		return nil, nil, time.Time{}
+	}
+	update, other := sw.statefulSetPods(s)
+	sw.progress.Pods = r.podPhasesIn(sw.namespace, update)
+	v := r.judgeRolloutPods(sw.judge, update, now)
+	sw.suspect = v.suspect
+	if v.fail != nil {
+		fail = &failure{verdict: v.fail.Verdict, sts: sw, finding: v.fail}
+	}
+	for i := range v.suspects {
+		warnings = append(warnings, r.suspicion(sw.warned, &v.suspects[i]))
+	}
+	// Pods of other revisions: what would fail an update-revision pod is
+	// reported, once per container and restart.
+	obs := r.observations(other)
+	for i, pod := range other {
+		f, suspects, _ := sw.oldJudge.judge(pod, obs[i], now)
+		if f != nil {
+			suspects = append([]podFinding{*f}, suspects...)
+		}
+		for k := range suspects {
+			if w := r.suspicion(sw.warned, &suspects[k]); w != "" {
+				warnings = append(warnings, strings.Replace(w, "pod "+pod.Name, fmt.Sprintf("pod %s (revision %s)", pod.Name, PodRevision(pod)), 1))
+			}
+		}
+	}
+	sw.oldJudge.sweep()
+	return fail, warnings, v.recheck
+}
+
+// statefulSetFailedCreate reports s failing to create pods: a
+// FailedCreate event of s seen during the wait while it lacks pods
+// (status.replicas below spec.replicas). An event is forgotten once s has
+// its pods: a rolling update deletes each pod before creating it again,
+// and an old refusal must not fail that; a refusal that lasts comes again
+// with the controller's retries. A ResourceQuota refusal counts
+// only quotaSettle after the last pod of s went away (or after the wait
+// started), and while none is going away, as for a Deployment's new
+// ReplicaSet (see failedCreate).
+func (r *rolloutRun) statefulSetFailedCreate(sw *stsWatch, s *appsv1.StatefulSet) *failure {
+	r.mu.Lock()
+	e, at := r.failedRS[s.UID], r.failedAt[s.UID]
+	r.mu.Unlock()
+	lacking := s.Status.Replicas < ptr.Deref(s.Spec.Replicas, 1)
+	if e == nil {
+		return nil
+	}
+	if !lacking {
+		r.mu.Lock()
+		if r.failedRS[s.UID] == e {
+			delete(r.failedRS, s.UID)
+		}
+		r.mu.Unlock()
+		return nil
+	}
+	fail := &failure{verdict: VerdictFailedCreate, sts: sw, reason: reasonFailedCreate, message: e.Message}
+	if !strings.Contains(e.Message, "exceeded quota") {
+		return fail
+	}
+	releasing := s.Status.Replicas > ptr.Deref(s.Spec.Replicas, 1)
+	for _, o := range sw.pods.list() {
+		if pod, ok := o.(*corev1.Pod); ok && pod.DeletionTimestamp != nil {
+			releasing = true
+		}
+	}
+	r.mu.Lock()
+	if releasing {
+		sw.released = r.clk.Now()
+	}
+	settled := sw.released
+	r.mu.Unlock()
+	if settled.Before(r.start) {
+		settled = r.start
+	}
+	if releasing || at.Before(settled.Add(quotaSettle)) {
+		return nil
+	}
+	return fail
+}
+
+// reportStatefulSetEvent reports a Warning event about a StatefulSet or
+// one of its pods, naming the revision of a pod not of the update
+// revision. It reports whether e was about one.
+func (r *rolloutRun) reportStatefulSetEvent(e *corev1.Event) bool {
+	for _, sw := range r.stss {
+		if sw.s == nil || e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != sw.namespace {
+			continue
+		}
+		var about string
+		switch name := e.InvolvedObject.Name; e.InvolvedObject.Kind {
+		case "StatefulSet":
+			if name == sw.name {
+				about = "StatefulSet " + name
+			}
+		case "Pod":
+			if !isOrdinalOf(name, sw.name) {
+				continue
+			}
+			about = "pod " + name
+			if sw.pods == nil {
+				break
+			}
+			// Pods keep their names across revisions: the event may be
+			// of an earlier pod of that name.
+			obj, _, _ := sw.pods.inf.GetStore().GetByKey(sw.namespace + "/" + name)
+			switch pod, _ := obj.(*corev1.Pod); {
+			case pod == nil:
+			case e.InvolvedObject.UID != "" && e.InvolvedObject.UID != pod.UID:
+				about = fmt.Sprintf("pod %s (an earlier pod of that name)", name)
+			case PodRevision(pod) != sw.s.Status.UpdateRevision:
+				about = fmt.Sprintf("pod %s (revision %s)", name, PodRevision(pod))
+			}
+		}
+		if about == "" {
+			continue
+		}
+		key := fmt.Sprintf("event/%s/%d/%s", e.UID, e.Count, e.Message)
+		if !sw.warned[key] {
+			sw.warned[key] = true
+			cur := r.res.Objects[sw.idx]
+			r.set(sw, cur.Status, cur.Message, about+": "+formatEvent(e))
+		}
+		return true
+	}
+	return false
+}
+
+// isOrdinalOf reports whether name is a pod of the StatefulSet called
+// sts: "<sts>-<ordinal>".
+func isOrdinalOf(name, sts string) bool {
+	ord, ok := strings.CutPrefix(name, sts+"-")
+	if !ok || ord == "" {
+		return false
+	}
+	for _, c := range ord {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// statefulSetTurned reports whether a StatefulSet not seen rolled out yet
+// now is, by its informer (see settle).
+func (r *rolloutRun) statefulSetTurned() bool {
+	for _, sw := range r.stss {
+		if sw.done || !sw.sts.synced() {
+			continue
+		}
+		obj, exists, _ := sw.sts.inf.GetStore().GetByKey(sw.namespace + "/" + sw.name)
+		if s, _ := obj.(*appsv1.StatefulSet); exists && s != nil {
+			if done, _ := StatefulSetRolledOut(s); done {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// refreshStatefulSet brings sw's suspect pod up to date before a
+// diagnosis.
+func (r *rolloutRun) refreshStatefulSet(ctx context.Context, sw *stsWatch) {
+	sw.pods.waitSynced(ctx, 2*time.Second)
+	if sw.sts.synced() {
+		_, _ = r.evaluateStatefulSet(sw, r.clk.Now())
+	}
+}
+
+// diagnoseStatefulSet explains the failure of a StatefulSet: from its
+// failed pod, as a Deployment's, or from its FailedCreate event.
+func (r *rolloutRun) diagnoseStatefulSet(ctx context.Context, f *failure) *Diagnosis {
+	sw := f.sts
+	if f.finding != nil {
+		g := diagnoser{client: r.client, opts: r.o}
+		return g.fromPod(ctx, f.verdict, sw.object, sw.namespace, f.finding, r.podEvents(ctx, sw.namespace, f.finding.Pod))
+	}
+	d := &Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: sw.object, Namespace: sw.namespace, Message: fmt.Sprintf("StatefulSet %s: %s", sw.name, f.message)}
+	if nw := r.ns[sw.namespace]; nw != nil && f.reason == reasonFailedCreate {
+		d.Events = formatEvents(r.eventsOf(ctx, nw.events, "StatefulSet", sw.name, sw.uid), r.o.MaxEvents)
+		d.LogNote = "no pod was created: there are no logs"
+	}
+	d.Hints = hints(d, nil, f.reason)
+	return d
+}
+
+// statefulSetTimeout explains a timeout on a StatefulSet not rolled out,
+// with its most suspect pod of the update revision.
+func (r *rolloutRun) statefulSetTimeout(ctx context.Context, sw *stsWatch) *Diagnosis {
+	r.refreshStatefulSet(ctx, sw)
+	sw.progress.Verdict = VerdictTimeout
+	msg := sw.msg
+	if msg == "" {
+		msg = r.res.Objects[sw.idx].Message
+	}
+	d := r.suspectTimeout(ctx, sw.object, sw.namespace, "waiting for rollout to finish: "+msg, sw.suspect)
+	r.set(sw, r.res.Objects[sw.idx].Status, r.res.Objects[sw.idx].Message, "")
+	return d
+}
