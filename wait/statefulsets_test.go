@@ -433,6 +433,10 @@ func TestRolloutWatcherStatefulSetParallel(t *testing.T) {
 	h.await("the new web-0's restart", isWeb(func(e Event) bool {
 		return e.Rollout.Warning != "" && strings.HasPrefix(e.Rollout.Warning, "pod web-0 container vllm: CrashLoopBackOff (restarts 1/2)")
 	}))
+	h.createEvent(testEvent("ev-old", "Pod", old.Name, old.UID, "Warning", "BackOff", "Back-off restarting failed container", t0))
+	h.awaitIdleAfter("the old web-0's event", isWeb(func(e Event) bool {
+		return e.Rollout.Warning == "pod web-0 (an earlier pod of that name): Warning BackOff: Back-off restarting failed container"
+	}))
 	assert.True(t, h.running())
 	again.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(2)}
 	h.updatePod(again)
