@@ -90,8 +90,8 @@ func (f *relFixture) requireGroupOn(t *testing.T, name string, want storage.Cont
 	}
 }
 
-// revisionOf returns the ControllerRevision a record holds for name.
-func revisionOf(t *testing.T, rec *storage.Release, name string) storage.ControllerRevisionRef {
+// groupRevision returns the ControllerRevision a record holds for name.
+func groupRevision(t *testing.T, rec *storage.Release, name string) storage.ControllerRevisionRef {
 	t.Helper()
 	for _, cr := range rec.ControllerRevisions {
 		if cr.StatefulSet == name {
@@ -206,7 +206,7 @@ func TestGroupedReleaseRollsOutGroupByGroup(t *testing.T) {
 	require.Len(t, revs, 1)
 	rev1 := map[string]storage.ControllerRevisionRef{}
 	for _, name := range groupNames {
-		rev1[name] = revisionOf(t, revs[0], name)
+		rev1[name] = groupRevision(t, revs[0], name)
 		f.requireGroupOn(t, name, rev1[name])
 	}
 	svc, err := f.client.CoreV1().Services(f.namespace).Get(context.Background(), relName, metav1.GetOptions{})
@@ -228,7 +228,7 @@ func TestGroupedReleaseRollsOutGroupByGroup(t *testing.T) {
 	require.Len(t, revs, 2)
 	rev2 := map[string]storage.ControllerRevisionRef{}
 	for _, name := range groupNames {
-		rev2[name] = revisionOf(t, revs[1], name)
+		rev2[name] = groupRevision(t, revs[1], name)
 		assert.NotEqual(t, rev1[name].Hash, rev2[name].Hash, "%s: a new revision", name)
 		f.requireGroupOn(t, name, rev2[name])
 	}
@@ -250,7 +250,10 @@ func TestGroupedReleaseRollsOutGroupByGroup(t *testing.T) {
 	assert.Contains(t, res.Failure.Pod, "chat-g0-")
 	assert.Equal(t, 2, res.RolledBackTo)
 	assert.NotContains(t, r.stderr, "wave 2 of 2", "the second wave never starts")
-	assert.Contains(t, r.stderr, "evicted", "the rescue evicted the pods left on the bad revision")
+	// The groups' own controller replaces their crashing pods once the
+	// template is restored (Parallel, maxUnavailable 100%); the rescue
+	// evicts whatever it left (TestKubectlUndoVersusRescue shows where
+	// it does not).
 	for _, name := range groupNames {
 		f.requireGroupOn(t, name, rev2[name])
 	}
@@ -258,7 +261,7 @@ func TestGroupedReleaseRollsOutGroupByGroup(t *testing.T) {
 	revs = f.history(t)
 	require.Len(t, revs, 4)
 	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusSuperseded, storage.StatusFailed, storage.StatusDeployed}, statuses(revs))
-	assert.Equal(t, rev2["chat-g0"].Hash, revisionOf(t, revs[3], "chat-g0").Hash)
+	assert.Equal(t, rev2["chat-g0"].Hash, groupRevision(t, revs[3], "chat-g0").Hash)
 
 	// rollback --to-revision 1 after the good upgrade.
 	r = f.run(t, "rollback", relName, "--to-revision", "1", "-o", "json", "--progress", "plain", "--timeout", "2m")
@@ -266,7 +269,7 @@ func TestGroupedReleaseRollsOutGroupByGroup(t *testing.T) {
 	revs = f.history(t)
 	last := revs[len(revs)-1]
 	for _, name := range groupNames {
-		got := revisionOf(t, last, name)
+		got := groupRevision(t, last, name)
 		assert.Equal(t, rev1[name].Hash, got.Hash, "%s back on revision 1's template", name)
 		f.requireGroupOn(t, name, got)
 	}
@@ -278,57 +281,126 @@ func TestGroupedReleaseRollsOutGroupByGroup(t *testing.T) {
 	r = f.run(t, "status", relName, "-o", "json")
 	require.Equal(t, 0, r.code, "%s", r)
 	requireSchemaValid(t, "status", r.stdout)
-	assert.Contains(t, r.stdout, `"rolledOut":true`)
+	assert.Regexp(t, `"rolledOut": *true`, r.stdout)
+	assert.NotRegexp(t, `"rolledOut": *false`, r.stdout)
 }
 
-// TestGroupedReleaseKubectlUndoStaysStuck records the failure vllmctl's
-// rescue exists for: the same crash-looping upgrade, left in place
-// (--no-rollback), then `kubectl rollout undo`: the StatefulSet's template
-// is the old one again, but its pods stay on the crashing revision. A
-// vllmctl rollback then frees them.
-func TestGroupedReleaseKubectlUndoStaysStuck(t *testing.T) {
+// TestKubectlUndoVersusRescue records the failure vllmctl's rescue exists
+// for, with the same crash-looping upgrade left in place (--no-rollback)
+// and then `kubectl rollout undo`:
+//
+//   - a StatefulSet with the default policies (OrderedReady, one pod at a
+//     time): the template is the old one again, but the crash-looping pod
+//     stays on the bad revision (kubernetes#67250); vllmctl's rollback
+//     evicts it and the set rolls out;
+//   - the built-in chart's groups (podManagementPolicy Parallel,
+//     maxUnavailable 100%): the controller replaces the crashing pods of
+//     the group itself once the template is restored, and the test
+//     records that too.
+func TestKubectlUndoVersusRescue(t *testing.T) {
 	kubectl := os.Getenv("KUBECTL_BIN")
 	require.NotEmpty(t, kubectl, "KUBECTL_BIN is not set: run make e2e (or KUBECTL_BIN=$(hack/build-devcluster.sh)/kubectl)")
-	f := newRelFixture(t)
-	r := f.deployGroups(t)
-	require.Equal(t, 0, r.code, "install\n%s", r)
-	good := revisionOf(t, f.history(t)[0], "chat-g0")
+	for _, tc := range []struct {
+		name   string
+		sts    string
+		deploy func(f *relFixture, t *testing.T, args ...string) relRun
+		crash  []string
+		stuck  bool
+	}{
+		{
+			name: "default StatefulSet", sts: relName, stuck: true,
+			deploy: func(f *relFixture, t *testing.T, args ...string) relRun {
+				return f.run(t, append([]string{"deploy", relName, "testdata/stschart", "--progress", "plain", "--timeout", "2m", "-o", "json"}, args...)...)
+			},
+			crash: []string{"--set", "tag=v1-crash"},
+		},
+		{
+			name: "built-in chart group", sts: "chat-g0", stuck: false,
+			deploy: (*relFixture).deployGroups,
+			crash:  []string{"--set", "image.tag=v0.9.2-crash"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newRelFixture(t)
+			r := tc.deploy(f, t)
+			require.Equal(t, 0, r.code, "install\n%s", r)
+			good := groupRevision(t, f.history(t)[0], tc.sts)
 
-	r = f.deployGroups(t, "--set", "image.tag=v0.9.2-crash", "--no-rollback")
-	require.Equal(t, 4, r.code, "crash upgrade without rollback\n%s", r)
-	bad := revisionOf(t, f.history(t)[1], "chat-g0")
-	require.NotEqual(t, good.Name, bad.Name)
+			r = tc.deploy(f, t, append(tc.crash, "--no-rollback")...)
+			require.Equal(t, 4, r.code, "crash upgrade without rollback\n%s", r)
+			bad := groupRevision(t, f.history(t)[1], tc.sts)
+			require.NotEqual(t, good.Name, bad.Name)
 
-	out, err := exec.Command(kubectl, "--kubeconfig", f.kubeconfig, "-n", f.namespace, "rollout", "undo", "statefulset/chat-g0").CombinedOutput()
-	require.NoError(t, err, "kubectl rollout undo: %s", out)
-	// The template is restored: the controller's update revision is the
-	// good one again ...
-	eventually(t, 30*time.Second, "the undo's template observed", func(ctx context.Context) (bool, error) {
-		sts := f.statefulSet(t, "chat-g0")
-		return sts.Status.ObservedGeneration >= sts.Generation && sts.Status.UpdateRevision == good.Name, nil
-	})
-	// ... but for 20 s the crash-looping pods stay on the bad revision:
-	// nothing replaces them.
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		stuck := 0
-		for _, p := range f.groupPods(t, "chat-g0") {
-			if p.Labels[appsv1.ControllerRevisionHashLabelKey] == bad.Name {
-				stuck++
+			out, err := exec.Command(kubectl, "--kubeconfig", f.kubeconfig, "-n", f.namespace, "rollout", "undo", "statefulset/"+tc.sts).CombinedOutput()
+			require.NoError(t, err, "kubectl rollout undo: %s", out)
+			eventually(t, 30*time.Second, "the undo's template observed", func(ctx context.Context) (bool, error) {
+				sts := f.statefulSet(t, tc.sts)
+				return sts.Status.ObservedGeneration >= sts.Generation && sts.Status.UpdateRevision == good.Name, nil
+			})
+			onBad := func() int {
+				n := 0
+				for _, p := range f.groupPods(t, tc.sts) {
+					if p.Labels[appsv1.ControllerRevisionHashLabelKey] == bad.Name {
+						n++
+					}
+				}
+				return n
 			}
-		}
-		require.Positive(t, stuck, "kubectl's undo replaced every crashing pod: the StatefulSet was not stuck")
-		time.Sleep(time.Second)
-	}
-	sts := f.statefulSet(t, "chat-g0")
-	t.Logf("20 s after kubectl rollout undo: currentRevision %s, updateRevision %s, ready %d/2", sts.Status.CurrentRevision, sts.Status.UpdateRevision, sts.Status.ReadyReplicas)
-	assert.NotEqual(t, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
+			if !tc.stuck {
+				eventually(t, 60*time.Second, "kubectl's undo replaces the group's crashing pods", func(ctx context.Context) (bool, error) {
+					sts := f.statefulSet(t, tc.sts)
+					return onBad() == 0 && sts.Status.CurrentRevision == good.Name && sts.Status.ReadyReplicas == 2, nil
+				})
+				return
+			}
+			// For 20 s the crash-looping pod stays on the bad revision.
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) {
+				require.Positive(t, onBad(), "kubectl's undo replaced every crashing pod: the StatefulSet was not stuck")
+				time.Sleep(time.Second)
+			}
+			sts := f.statefulSet(t, tc.sts)
+			t.Logf("20 s after kubectl rollout undo: currentRevision %s, updateRevision %s, ready %d/2, %d pod(s) on %s",
+				sts.Status.CurrentRevision, sts.Status.UpdateRevision, sts.Status.ReadyReplicas, onBad(), bad.Name)
+			assert.NotEqual(t, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
 
-	// vllmctl's rollback rescues it.
-	r = f.run(t, "rollback", relName, "--to-revision", "1", "--progress", "plain", "--timeout", "2m")
-	require.Equal(t, 0, r.code, "rollback\n%s", r)
+			// vllmctl's rollback rescues it: no manual step.
+			r = f.run(t, "rollback", relName, "--to-revision", "1", "--progress", "plain", "--timeout", "2m")
+			require.Equal(t, 0, r.code, "rollback\n%s", r)
+			assert.Contains(t, r.stderr, "evicted")
+			sts = f.statefulSet(t, tc.sts)
+			assert.Equal(t, good.Name, sts.Status.CurrentRevision)
+			assert.Equal(t, good.Name, sts.Status.UpdateRevision)
+			assert.Equal(t, int32(2), sts.Status.ReadyReplicas)
+			assert.Zero(t, onBad())
+		})
+	}
+}
+
+// TestDefaultStatefulSetCrashIsRescued: the automatic rollback of a
+// crash-looping upgrade of a StatefulSet with the default policies ends
+// with every pod on the old revision, where kubectl's undo stays stuck.
+func TestDefaultStatefulSetCrashIsRescued(t *testing.T) {
+	f := newRelFixture(t)
+	deploy := func(args ...string) relRun {
+		return f.run(t, append([]string{"deploy", relName, "testdata/stschart", "--progress", "plain", "--timeout", "2m", "-o", "json"}, args...)...)
+	}
+	r := deploy()
+	require.Equal(t, 0, r.code, "install\n%s", r)
+	good := groupRevision(t, f.history(t)[0], relName)
+	r = deploy("--set", "tag=v1-crash")
+	require.Equal(t, 3, r.code, "crash upgrade\n%s", r)
+	res := result(t, r)
+	require.NotNil(t, res.Failure)
+	assert.Equal(t, "CrashLoopBackOff", res.Failure.Reason)
 	assert.Contains(t, r.stderr, "evicted")
-	f.requireGroupOn(t, "chat-g0", good)
+	sts := f.statefulSet(t, relName)
+	assert.Equal(t, good.Name, sts.Status.CurrentRevision)
+	assert.Equal(t, good.Name, sts.Status.UpdateRevision)
+	assert.Equal(t, int32(2), sts.Status.ReadyReplicas)
+	for _, p := range f.groupPods(t, relName) {
+		assert.Equal(t, good.Name, p.Labels[appsv1.ControllerRevisionHashLabelKey], "pod %s", p.Name)
+	}
 }
 
 // TestGroupedReleaseGangFit: a group that cannot have one node per pod
