@@ -131,8 +131,17 @@ func Run(ctx context.Context, client kubernetes.Interface, objs []*unstructured.
 			refused = append(refused, *d.entry)
 		}
 	}
-	if len(refused) > 0 {
-		return p.report, &Error{Policy: policy, Refused: refused, Report: p.report}
+	if err := p.checkGroups(ctx); err != nil {
+		return p.report, err
+	}
+	var groups []GroupPreflight
+	for _, g := range p.report.Groups {
+		if g.refusal {
+			groups = append(groups, g)
+		}
+	}
+	if len(refused) > 0 || len(groups) > 0 {
+		return p.report, &Error{Policy: policy, Refused: refused, RefusedGroups: groups, Report: p.report}
 	}
 	return p.report, nil
 }
@@ -147,6 +156,9 @@ type preflighter struct {
 	renderedPDBs   []policyv1.PodDisruptionBudget
 	renderedHPAs   []hpaInfo
 	renderedQuotas []corev1.ResourceQuota
+	// groups are the rendered engine groups, checked after the
+	// Deployments.
+	groups []*groupInput
 
 	// nodeSets are the nodes listed, by label selector; nodeByName each
 	// listed node's state. nodesUnreadable and podsUnreadable are set when
@@ -226,7 +238,7 @@ func (p *preflighter) collect(objs []*unstructured.Unstructured) ([]*deploymentI
 		if ns == "" {
 			ns = p.opts.Namespace
 		}
-		if ns == "" && (ref.IsDeployment() || ref.IsHPA() || ref.Kind == "PodDisruptionBudget" || ref.Kind == "ResourceQuota") {
+		if ns == "" && (ref.IsDeployment() || ref.IsHPA() || ref.Kind == "PodDisruptionBudget" || ref.Kind == "ResourceQuota" || isStatefulSet(ref)) {
 			return nil, fmt.Errorf("%s: namespaced object without a namespace, and no release namespace given", ref)
 		}
 		switch {
@@ -238,6 +250,18 @@ func (p *preflighter) collect(objs []*unstructured.Unstructured) ([]*deploymentI
 			d.Namespace = ns
 			deps = append(deps, &deploymentInput{obj: obj, rendered: d,
 				entry: &DeploymentPreflight{Namespace: ns, Name: d.Name}})
+		case isStatefulSet(ref):
+			if _, ok := obj.GetLabels()[GroupLabel]; !ok {
+				if !p.opts.Skip {
+					p.note("StatefulSet %s/%s is not an engine group (no %s label): its capacity is not checked", ns, obj.GetName(), GroupLabel)
+				}
+				continue
+			}
+			s := &appsv1.StatefulSet{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, s); err != nil {
+				return nil, fmt.Errorf("%s: read StatefulSet: %w", ref, err)
+			}
+			p.groups = append(p.groups, newGroupInput(obj, s, ns))
 		case ref.Group == "policy" && ref.Kind == "PodDisruptionBudget":
 			pdb := policyv1.PodDisruptionBudget{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &pdb); err != nil {
@@ -345,6 +369,9 @@ func (d *deploymentInput) resolve(maxSurge, maxUnavailable *intstr.IntOrString, 
 
 // msgUnchanged is the message of a Deployment whose apply adds no pod.
 const msgUnchanged = "pod template unchanged: no new pods"
+
+// isStatefulSet reports whether ref is an apps StatefulSet.
+func isStatefulSet(ref object.Ref) bool { return ref.Group == "apps" && ref.Kind == "StatefulSet" }
 
 // hpaTarget returns the name of the Deployment an HPA scales, if it scales
 // one.
