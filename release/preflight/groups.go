@@ -221,7 +221,7 @@ func (p *preflighter) checkGroup(ctx context.Context, g *groupInput) error {
 			parts = append(parts, gangShortage(e, rooms, per.requests))
 		}
 		if admitted < int64(e.NewPods) {
-			parts = append(parts, fmt.Sprintf("the namespace's quotas admit %d of the %d pods (%s)", max(admitted, 0), e.NewPods, blockedReason(checks)))
+			parts = append(parts, fmt.Sprintf("the namespace's quotas admit %d of the %d pod%s (%s)", max(admitted, 0), e.NewPods, plural(int64(e.NewPods)), blockedReason(checks)))
 		}
 		p.concludeGroup(e, VerdictImpossible, "gang does not fit: "+strings.Join(parts, "; ")+"; "+p.noStrategy(e))
 		return nil
