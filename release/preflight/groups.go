@@ -184,7 +184,7 @@ func (p *preflighter) checkGroup(ctx context.Context, g *groupInput) error {
 	if e.Change != ChangeUnchanged {
 		freed = own
 	}
-	hosts, whyNone, err := p.groupNodes(ctx, spec, per.requests)
+	hosts, whyNone, err := p.groupNodes(ctx, g, per.requests)
 	if err != nil {
 		return err
 	}
@@ -314,10 +314,12 @@ func (p *preflighter) groupPods(ctx context.Context, live *appsv1.StatefulSet) (
 
 // groupNodes returns the candidate nodes of a group's pods: Ready,
 // schedulable, allowed by the placement, with allocatable for one pod,
-// their pods read (as for a Deployment: only these nodes' pods). hosts is
+// their pods read (as for a Deployment: only these nodes' pods), with a
+// note of the pending pods of other workloads that may take them. hosts is
 // nil when node capacity is not checked (nodes or pods not readable);
 // whyNone says why no node can ever host a pod.
-func (p *preflighter) groupNodes(ctx context.Context, spec *corev1.PodSpec, per resVec) (hosts []*nodeState, whyNone string, err error) {
+func (p *preflighter) groupNodes(ctx context.Context, g *groupInput, per resVec) (hosts []*nodeState, whyNone string, err error) {
+	spec := &g.rendered.Spec.Template.Spec
 	set, err := p.nodesFor(ctx, spec)
 	if err != nil || set == nil {
 		return nil, "", err
@@ -347,7 +349,8 @@ func (p *preflighter) groupNodes(ctx context.Context, spec *corev1.PodSpec, per 
 	if err != nil || !ok {
 		return nil, "", err
 	}
-	return hosts, "", nil
+	r := g.rendered
+	return hosts, "", p.noteCompetitorsOf(ctx, "StatefulSet "+r.Name, r.Namespace, r.Spec.Selector, per, hosts)
 }
 
 // largest names, for each resource a pod requests, the matching node with

@@ -312,6 +312,15 @@ func TestPreflightGroups(t *testing.T) {
 			},
 		},
 		{
+			name: "pending pods of other workloads that may take the nodes are named", policies: both,
+			cluster:  append(nodes("gpu-node-1", "gpu-node-2"), pfPod("waiting", "", 8, nil, func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending })),
+			rendered: []runtime.Object{pfGroup(0, 2, 8)},
+			check: func(t *testing.T, r *Report) {
+				assert.Equal(t, VerdictFits, r.Groups[0].Verdict)
+				assert.Contains(t, r.Notes, "StatefulSet engine-g0: 1 pending pod(s) of other workloads may take the same nodes first (llm/waiting), requesting nvidia.com/gpu 8; the scheduler places pods by priority, so the room counted here may go to them")
+			},
+		},
+		{
 			name: "other StatefulSets are left out, with a note", policies: both,
 			cluster: nodes("gpu-node-1"), rendered: []runtime.Object{pfGroup(0, 5, 8, func(s *appsv1.StatefulSet) { s.Labels = nil })},
 			check: func(t *testing.T, r *Report) {
