@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -183,6 +184,9 @@ func (p *preflighter) checkGroup(ctx context.Context, g *groupInput) error {
 	var freed []oldPod
 	if e.Change != ChangeUnchanged {
 		freed = own
+		if how := replacedAtOnce(g.rendered); g.live != nil && how != "" {
+			p.note("StatefulSet %s/%s: %s; the check counts all its old pods as gone, as with maxUnavailable 100%%", e.Namespace, e.StatefulSet, how)
+		}
 	}
 	hosts, whyNone, err := p.groupNodes(ctx, g, per.requests)
 	if err != nil {
@@ -230,6 +234,24 @@ func (p *preflighter) checkGroup(ctx context.Context, g *groupInput) error {
 	e.Verdict = VerdictFits
 	e.Message = groupFitText(e, freed, hosts == nil)
 	return nil
+}
+
+// replacedAtOnce says how the update strategy of s departs from
+// replacing all its pods at once (RollingUpdate, maxUnavailable 100%); ""
+// when it does not.
+func replacedAtOnce(s *appsv1.StatefulSet) string {
+	u := s.Spec.UpdateStrategy
+	switch {
+	case u.Type == appsv1.OnDeleteStatefulSetStrategyType:
+		return "updateStrategy OnDelete replaces pods only as they are deleted"
+	case u.RollingUpdate == nil || u.RollingUpdate.MaxUnavailable == nil:
+		return "updateStrategy RollingUpdate replaces one pod at a time (maxUnavailable 1)"
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(u.RollingUpdate.MaxUnavailable, int(ptr.Deref(s.Spec.Replicas, 1)), false)
+	if err != nil || n < int(ptr.Deref(s.Spec.Replicas, 1)) {
+		return fmt.Sprintf("updateStrategy RollingUpdate with maxUnavailable %s replaces fewer than its %d pods at once", u.RollingUpdate.MaxUnavailable.String(), ptr.Deref(s.Spec.Replicas, 1))
+	}
+	return ""
 }
 
 // noStrategy says that no rollout strategy makes a group fit.

@@ -181,6 +181,19 @@ func TestPreflightGroups(t *testing.T) {
 				assert.Equal(t, VerdictFits, g.Verdict)
 				assert.Equal(t, []string{"gpu-node-1", "gpu-node-2"}, g.PlacedOn)
 				assert.Equal(t, "the 2 pods fit at once, one per node, on gpu-node-1, gpu-node-2, counting the room its 2 old pods free", g.Message)
+				for _, n := range r.Notes {
+					assert.NotContains(t, n, "updateStrategy")
+				}
+			},
+		},
+		{
+			name: "upgrade of a group replaced a pod at a time: noted", policies: both,
+			cluster: live0(), rendered: []runtime.Object{pfGroup(0, 2, 8, groupImage("v2"), func(s *appsv1.StatefulSet) {
+				s.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+			})},
+			check: func(t *testing.T, r *Report) {
+				assert.Equal(t, VerdictFits, r.Groups[0].Verdict)
+				assert.Contains(t, r.Notes, "StatefulSet llm/engine-g0: updateStrategy RollingUpdate with maxUnavailable 1 replaces fewer than its 2 pods at once; the check counts all its old pods as gone, as with maxUnavailable 100%")
 			},
 		},
 		{
