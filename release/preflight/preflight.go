@@ -64,8 +64,8 @@ type Options struct {
 }
 
 // Run checks, before anything is applied, that the rollout of every
-// Deployment among objs can proceed with every pod it adds, and applies
-// the surge policy.
+// Deployment among objs can proceed with every pod it adds, and that the
+// pods of every engine group fit at once, and applies the surge policy.
 //
 // Whether a template changes is found by a server-side dry-run apply
 // (field manager vllmctl, forced) compared with the live Deployment; when
@@ -86,6 +86,16 @@ type Options struct {
 // used). Deployments are checked in order and what one reserves is not
 // free for the next. HPA-targeted Deployments use the live replica count,
 // or the HPA's minReplicas when it is higher (the HPA scales up to it).
+//
+// The engine groups among objs (StatefulSets labelled [GroupLabel]) are
+// checked after the Deployments, in index order, against what they left
+// free: each group's new pods must all fit at once (gang fit), one per
+// distinct candidate node under a required podAntiAffinity on
+// kubernetes.io/hostname, with the group's own live pods counted as gone
+// when its template changes (found by a dry-run apply, as for a
+// Deployment), and within the quotas; each placed group reserves its
+// nodes and quota before the next. A group that does not fit is refused
+// under auto and strict alike; under off groups are not checked.
 //
 // The report is returned even with an error. A refusal is an *Error,
 // invalid overrides a *StrategyInputError (both exit code 2); API errors

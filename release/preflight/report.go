@@ -156,7 +156,8 @@ type DeploymentPreflight struct {
 }
 
 // Report is the result of [Run]: per Deployment, what its rollout needs,
-// what is free, and the verdict.
+// what is free, and the verdict; per engine group, whether its pods fit
+// at once.
 type Report struct {
 	Policy      SurgePolicy           `json:"policy"`
 	Skipped     bool                  `json:"skipped,omitempty"`
@@ -239,7 +240,10 @@ func intOrPercent(v *intstr.IntOrString) string {
 }
 
 // Print writes the report as a table: one row per interesting check
-// (failing ones and GPUs), then the surge policy's changes and the notes.
+// (failing ones and GPUs), then the surge policy's changes; then, when
+// there are engine groups, a table with a row per group and the groups'
+// messages (the Deployments' table is left out when there are groups and
+// no Deployment); then the notes.
 func (r *Report) Print(w io.Writer) error {
 	if len(r.Deployments) > 0 || len(r.Groups) == 0 {
 		if err := r.printDeployments(w); err != nil {
@@ -374,7 +378,8 @@ func printedChecks(d DeploymentPreflight) []CapacityCheck {
 
 // Error is the preflight refusing a rollout (exit code 2: nothing
 // applied, no record changed). Refused lists the Deployments that cannot
-// roll out, each with its failing checks.
+// roll out, each with its failing checks; RefusedGroups the engine groups
+// whose pods cannot all run at once.
 type Error struct {
 	Policy  SurgePolicy
 	Refused []DeploymentPreflight
