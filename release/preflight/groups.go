@@ -218,7 +218,7 @@ func (p *preflighter) checkGroup(ctx context.Context, g *groupInput) error {
 			}
 		}
 	}
-	nodesOK := hosts == nil || int64(len(placed)) >= int64(e.NewPods) || !e.OnePerNode && sumSlots(placed) >= int64(e.NewPods)
+	nodesOK := hosts == nil || sumSlots(placed) >= int64(e.NewPods)
 	if !nodesOK || admitted < int64(e.NewPods) {
 		var parts []string
 		if !nodesOK {
