@@ -462,6 +462,16 @@ func placeGroup(rooms []groupRoom, n int64) []groupRoom {
 	return out
 }
 
+// mulSat is a*b for non-negative a and b, saturating near 1<<62 (a huge
+// replica count times a memory request in milli-units overflows int64).
+func mulSat(a, b int64) int64 {
+	const most = int64(1) << 62 / 1000 * 1000
+	if a > 0 && b > most/a {
+		return most
+	}
+	return a * b
+}
+
 func sumSlots(rooms []groupRoom) int64 {
 	var n int64
 	for _, r := range rooms {
@@ -487,12 +497,13 @@ func groupQuotaChecks(quotas []*quotaState, per podUsage, n int64, freed []oldPo
 				free += o.usage.amount(k)
 			}
 			admitted = min(admitted, max(free, 0)/need)
-			c := CapacityCheck{Step: StepGang, Pods: n, Resource: string(key), Needed: formatAmount(k.name, n*need), Free: formatAmount(k.name, max(free, 0)),
+			total := mulSat(n, need)
+			c := CapacityCheck{Step: StepGang, Pods: n, Resource: string(key), Needed: formatAmount(k.name, total), Free: formatAmount(k.name, max(free, 0)),
 				Where: fmt.Sprintf("quota %s (hard %s, used %s; %d pod%s of the group, its old pods gone)", q.quota.Name,
 					formatAmount(k.name, q.hard[key]), formatAmount(k.name, q.used[key]), n, plural(n)),
-				Quota: q.quota.Name, OK: free >= n*need}
+				Quota: q.quota.Name, OK: free >= total}
 			if !c.OK {
-				c.Short = formatAmount(k.name, n*need-max(free, 0))
+				c.Short = formatAmount(k.name, total-max(free, 0))
 			}
 			checks = append(checks, c)
 		}

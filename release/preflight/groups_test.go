@@ -306,6 +306,18 @@ func TestPreflightGroups(t *testing.T) {
 			wantErr: []string{"(group 0, impossible, 1073741824 pods)", "2 of 2 candidate nodes can host one"},
 		},
 		{
+			name: "huge replicas of pods requesting 512Gi within a memory quota: no overflow", policies: both,
+			cluster: append(nodes("gpu-node-1", "gpu-node-2"), &corev1.ResourceQuota{
+				ObjectMeta: metav1.ObjectMeta{Name: "mem", Namespace: pfNS},
+				Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.memory": resource.MustParse("2Ti")}},
+				Status:     corev1.ResourceQuotaStatus{Used: corev1.ResourceList{"requests.memory": resource.MustParse("0")}},
+			}),
+			rendered: []runtime.Object{pfGroup(0, 1<<30, 1, func(s *appsv1.StatefulSet) {
+				s.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse("256Gi")
+			})},
+			wantErr: []string{"the namespace's quotas admit 8 of the 1073741824 pods", "free 2Ti on quota mem (hard 2Ti, used 0; 1073741824 pods of the group, its old pods gone), short 4"},
+		},
+		{
 			name: "negative replicas: refused", policies: both,
 			cluster: nodes("gpu-node-1"), rendered: []runtime.Object{pfGroup(0, -1, 8)},
 			wantErr: []string{"spec.replicas -1 is negative"},
