@@ -248,7 +248,7 @@ func (p *preflighter) collect(objs []*unstructured.Unstructured) ([]*deploymentI
 		if ns == "" {
 			ns = p.opts.Namespace
 		}
-		if ns == "" && (ref.IsDeployment() || ref.IsHPA() || ref.Kind == "PodDisruptionBudget" || ref.Kind == "ResourceQuota" || isStatefulSet(ref)) {
+		if ns == "" && (ref.IsDeployment() || ref.IsHPA() || ref.Kind == "PodDisruptionBudget" || ref.Kind == "ResourceQuota" || isGroup(obj)) {
 			return nil, fmt.Errorf("%s: namespaced object without a namespace, and no release namespace given", ref)
 		}
 		switch {
@@ -261,7 +261,7 @@ func (p *preflighter) collect(objs []*unstructured.Unstructured) ([]*deploymentI
 			deps = append(deps, &deploymentInput{obj: obj, rendered: d,
 				entry: &DeploymentPreflight{Namespace: ns, Name: d.Name}})
 		case isStatefulSet(ref):
-			if _, ok := obj.GetLabels()[GroupLabel]; !ok {
+			if !isGroup(obj) {
 				if !p.opts.Skip {
 					p.note("StatefulSet %s/%s is not an engine group (no %s label): its capacity is not checked", ns, obj.GetName(), GroupLabel)
 				}
@@ -382,6 +382,13 @@ const msgUnchanged = "pod template unchanged: no new pods"
 
 // isStatefulSet reports whether ref is an apps StatefulSet.
 func isStatefulSet(ref object.Ref) bool { return ref.Group == "apps" && ref.Kind == "StatefulSet" }
+
+// isGroup reports whether obj is an engine group: a StatefulSet labelled
+// GroupLabel.
+func isGroup(obj *unstructured.Unstructured) bool {
+	_, ok := obj.GetLabels()[GroupLabel]
+	return ok && isStatefulSet(object.RefOf(obj))
+}
 
 // hpaTarget returns the name of the Deployment an HPA scales, if it scales
 // one.
