@@ -197,6 +197,19 @@ func TestPreflightGroups(t *testing.T) {
 			},
 		},
 		{
+			name: "upgrade of a wave of 2 groups on full nodes: each counts its own old pods", policies: both,
+			cluster: func() []runtime.Object {
+				out := live0(pfNode("gpu-node-3"), pfNode("gpu-node-4"), g1)
+				return append(out, pfGroupPods(g1, "gpu-node-3", "gpu-node-4")...)
+			}(),
+			rendered: []runtime.Object{pfGroup(0, 2, 8, groupImage("v2")), pfGroup(1, 2, 8, groupImage("v2"))},
+			check: func(t *testing.T, r *Report) {
+				assert.Equal(t, []string{"gpu-node-1", "gpu-node-2"}, r.Groups[0].PlacedOn)
+				assert.Equal(t, []string{"gpu-node-3", "gpu-node-4"}, r.Groups[1].PlacedOn)
+				assert.Equal(t, 2, r.Groups[1].FitNodes, "the first group's nodes are taken")
+			},
+		},
+		{
 			name: "upgrade: another group's pods do not free anything", policies: both,
 			cluster: live0(), rendered: []runtime.Object{pfGroup(1, 2, 8)},
 			wantErr: []string{"StatefulSet llm/engine-g1", "0 of 2 candidate nodes can host one", "gpu-node-1: nvidia.com/gpu free 0, needs 8"},
