@@ -241,7 +241,7 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 		}
 	}
 	report, err := preflight.Run(ctx, d.Client, p.objs, pfOpts)
-	if report != nil && len(report.Deployments) > 0 {
+	if report != nil && (len(report.Deployments) > 0 || len(report.Groups) > 0) {
 		d.emitEvent(ProgressEvent{Release: opts.Name, Phase: PhasePreflight, Preflight: report})
 		p.preflight = report
 	}

@@ -154,6 +154,9 @@ type nodeState struct {
 	// podsRead is set once the pods bound to the node are subtracted
 	// from free.
 	podsRead bool
+	// groups are the engine groups (StatefulSets) this preflight placed
+	// pods of on the node, for messages.
+	groups []string
 }
 
 // fitCount returns how many pods requesting per fit into free.

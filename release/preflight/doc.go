@@ -3,7 +3,18 @@
 // Deployment's, a changed pod template's surge pods, the pods of a replica
 // increase, from the chart or an HPA's minReplicas) fits on the cluster's
 // nodes and within the namespace's ResourceQuotas, and applies the surge
-// policy.
+// policy. The engine groups of a multi-node release (StatefulSets
+// labelled vllmctl.io/group, [GroupLabel]) are checked for gang fit: a
+// group serves only when all its N pods run at once, each on its own node
+// when its pods carry a required podAntiAffinity on kubernetes.io/hostname
+// among themselves, so N distinct candidate nodes must each have one pod's
+// requests free at the same time (the group's own live pods, deleted
+// before the new ones start, count as gone on an upgrade; an unchanged
+// group needs nothing, or room for the pods a size increase adds). Groups
+// are placed one after another, after the Deployments, each reserving its
+// nodes and quota before the next; no strategy makes a group fit, so one
+// that does not is refused under auto as under strict, and under off no
+// group is checked. Other StatefulSets are not checked (a note says so).
 //
 // The package owns:
 //
@@ -11,8 +22,10 @@
 //     [SurgePolicyStrict], [SurgePolicyOff]) and the strategy overrides
 //     (--max-surge, --max-unavailable: [ParseIntOrPercent]);
 //   - the check itself, [Run], and its result, [Report]: per Deployment what
-//     its rollout needs, what is free, and the verdict, printable as a table
-//     and embedded in vllmctl's JSON result documents;
+//     its rollout needs, what is free, and the verdict, and per engine
+//     group ([GroupPreflight], the report's groups) its size, what a pod
+//     needs, its candidate nodes, those that fit and the verdict, printable
+//     as tables and embedded in vllmctl's JSON result documents;
 //   - the one rule for rewriting a Deployment's rollout strategy,
 //     [SetStrategy], which [ApplyOverrides] uses to write the report's
 //     effective strategies into the objects to apply.
@@ -25,8 +38,9 @@
 // the paged list), nodes.go (the candidate nodes, the pods bound to them,
 // the pending pods competing for them), placement.go (which
 // nodes a pod may go to), capacity.go (resource vectors, pod requests,
-// node headroom), quota.go (ResourceQuota accounting) and simulation.go
-// (the rolling-update step simulation).
+// node headroom), quota.go (ResourceQuota accounting), simulation.go
+// (the rolling-update step simulation) and groups.go (the engine groups'
+// gang fit).
 //
 // Pod requests and limits, node affinity, nodeSelector and taint
 // toleration follow Kubernetes through k8s.io/component-helpers; lists that

@@ -72,13 +72,7 @@ func (p *preflighter) liveDeployment(ctx context.Context, d *deploymentInput, re
 // templateChange compares the pod template the apply would produce (a
 // server-side dry-run apply) with the live one.
 func (p *preflighter) templateChange(ctx context.Context, d *deploymentInput, ref object.Ref) (TemplateChange, error) {
-	body := d.obj.DeepCopy()
-	body.SetNamespace(ref.Namespace)
-	for _, f := range []string{"resourceVersion", "uid", "managedFields", "creationTimestamp", "generation", "selfLink", "deletionTimestamp"} {
-		unstructured.RemoveNestedField(body.Object, "metadata", f)
-	}
-	unstructured.RemoveNestedField(body.Object, "status")
-	data, err := json.Marshal(body.Object)
+	data, err := json.Marshal(applyBody(d.obj, ref.Namespace).Object)
 	if err != nil {
 		return "", fmt.Errorf("preflight: encode %s: %w", ref, err)
 	}
@@ -92,6 +86,18 @@ func (p *preflighter) templateChange(ctx context.Context, d *deploymentInput, re
 		return ChangeUnchanged, nil
 	}
 	return ChangeChanged, nil
+}
+
+// applyBody is the body of the dry-run apply of obj in namespace ns:
+// a copy without the fields the server sets.
+func applyBody(obj *unstructured.Unstructured, ns string) *unstructured.Unstructured {
+	body := obj.DeepCopy()
+	body.SetNamespace(ns)
+	for _, f := range []string{"resourceVersion", "uid", "managedFields", "creationTimestamp", "generation", "selfLink", "deletionTimestamp"} {
+		unstructured.RemoveNestedField(body.Object, "metadata", f)
+	}
+	unstructured.RemoveNestedField(body.Object, "status")
+	return body
 }
 
 // replicas sets the replica count the rollout runs with: with an HPA, the

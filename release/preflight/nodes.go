@@ -243,6 +243,14 @@ func (n *nodeState) subtract(pods []*corev1.Pod, deleting *int) {
 // says the room may go to them first. The pending pods are listed once,
 // with the field selector spec.nodeName= (unbound pods only).
 func (p *preflighter) noteCompetitors(ctx context.Context, ec *evalContext) error {
+	d := ec.d.rendered
+	return p.noteCompetitorsOf(ctx, "Deployment "+d.Name, d.Namespace, d.Spec.Selector, ec.per.requests, ec.matches)
+}
+
+// noteCompetitorsOf is noteCompetitors for the workload what (e.g.
+// "StatefulSet engine-g0") of namespace ns whose own pods selector
+// matches, with pods requesting per on the nodes matches.
+func (p *preflighter) noteCompetitorsOf(ctx context.Context, what, ns string, selector *metav1.LabelSelector, per resVec, matches []*nodeState) error {
 	if p.pending == nil {
 		pods, err := listAll(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=,status.phase=Pending"}, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			list, err := p.client.CoreV1().Pods("").List(ctx, opts)
@@ -269,20 +277,19 @@ func (p *preflighter) noteCompetitors(ctx context.Context, ec *evalContext) erro
 		}
 		p.pending = pods
 	}
-	d := ec.d.rendered
-	own, _ := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	own, _ := metav1.LabelSelectorAsSelector(selector)
 	var names []string
 	total := resVec{}
 	for _, pod := range p.pending {
-		if pod.Namespace == d.Namespace && own != nil && !own.Empty() && own.Matches(labels.Set(pod.Labels)) {
-			continue // the Deployment's own pods
+		if pod.Namespace == ns && own != nil && !own.Empty() && own.Matches(labels.Set(pod.Labels)) {
+			continue // the workload's own pods
 		}
 		req := podRequests(&pod.Spec)
-		if !sharesScarce(req, ec.per.requests) {
+		if !sharesScarce(req, per) {
 			continue
 		}
 		pl := newPlacement(klog.FromContext(ctx), &pod.Spec)
-		for _, n := range ec.matches {
+		for _, n := range matches {
 			if pl.allows(n.node) && fitsIn(n.alloc, req) {
 				names = append(names, pod.Namespace+"/"+pod.Name)
 				total.add(req)
@@ -299,13 +306,13 @@ func (p *preflighter) noteCompetitors(ctx context.Context, ec *evalContext) erro
 		shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(names)-5))
 	}
 	var asks []string
-	for _, r := range ec.per.requests.names() {
+	for _, r := range per.names() {
 		if isScarce(r) && total[r] > 0 {
 			asks = append(asks, string(r)+" "+formatAmount(r, total[r]))
 		}
 	}
-	p.note("Deployment %s: %d pending pod(s) of other workloads may take the same nodes first (%s), requesting %s; the scheduler places pods by priority, so the room counted here may go to them",
-		d.Name, len(names), strings.Join(shown, ", "), strings.Join(asks, ", "))
+	p.note("%s: %d pending pod(s) of other workloads may take the same nodes first (%s), requesting %s; the scheduler places pods by priority, so the room counted here may go to them",
+		what, len(names), strings.Join(shown, ", "), strings.Join(asks, ", "))
 	return nil
 }
 

@@ -64,8 +64,8 @@ type Options struct {
 }
 
 // Run checks, before anything is applied, that the rollout of every
-// Deployment among objs can proceed with every pod it adds, and applies
-// the surge policy.
+// Deployment among objs can proceed with every pod it adds, and that the
+// pods of every engine group fit at once, and applies the surge policy.
 //
 // Whether a template changes is found by a server-side dry-run apply
 // (field manager vllmctl, forced) compared with the live Deployment; when
@@ -86,6 +86,16 @@ type Options struct {
 // used). Deployments are checked in order and what one reserves is not
 // free for the next. HPA-targeted Deployments use the live replica count,
 // or the HPA's minReplicas when it is higher (the HPA scales up to it).
+//
+// The engine groups among objs (StatefulSets labelled [GroupLabel]) are
+// checked after the Deployments, in index order, against what they left
+// free: each group's new pods must all fit at once (gang fit), one per
+// distinct candidate node under a required podAntiAffinity on
+// kubernetes.io/hostname, with the group's own live pods counted as gone
+// when its template changes (found by a dry-run apply, as for a
+// Deployment), and within the quotas; each placed group reserves its
+// nodes and quota before the next. A group that does not fit is refused
+// under auto and strict alike; under off groups are not checked.
 //
 // The report is returned even with an error. A refusal is an *Error,
 // invalid overrides a *StrategyInputError (both exit code 2); API errors
@@ -131,8 +141,17 @@ func Run(ctx context.Context, client kubernetes.Interface, objs []*unstructured.
 			refused = append(refused, *d.entry)
 		}
 	}
-	if len(refused) > 0 {
-		return p.report, &Error{Policy: policy, Refused: refused, Report: p.report}
+	if err := p.checkGroups(ctx); err != nil {
+		return p.report, err
+	}
+	var groups []GroupPreflight
+	for _, g := range p.report.Groups {
+		if g.refusal {
+			groups = append(groups, g)
+		}
+	}
+	if len(refused) > 0 || len(groups) > 0 {
+		return p.report, &Error{Policy: policy, Refused: refused, RefusedGroups: groups, Report: p.report}
 	}
 	return p.report, nil
 }
@@ -147,6 +166,9 @@ type preflighter struct {
 	renderedPDBs   []policyv1.PodDisruptionBudget
 	renderedHPAs   []hpaInfo
 	renderedQuotas []corev1.ResourceQuota
+	// groups are the rendered engine groups, checked after the
+	// Deployments.
+	groups []*groupInput
 
 	// nodeSets are the nodes listed, by label selector; nodeByName each
 	// listed node's state. nodesUnreadable and podsUnreadable are set when
@@ -226,7 +248,7 @@ func (p *preflighter) collect(objs []*unstructured.Unstructured) ([]*deploymentI
 		if ns == "" {
 			ns = p.opts.Namespace
 		}
-		if ns == "" && (ref.IsDeployment() || ref.IsHPA() || ref.Kind == "PodDisruptionBudget" || ref.Kind == "ResourceQuota") {
+		if ns == "" && (ref.IsDeployment() || ref.IsHPA() || ref.Kind == "PodDisruptionBudget" || ref.Kind == "ResourceQuota" || isGroup(obj)) {
 			return nil, fmt.Errorf("%s: namespaced object without a namespace, and no release namespace given", ref)
 		}
 		switch {
@@ -238,6 +260,18 @@ func (p *preflighter) collect(objs []*unstructured.Unstructured) ([]*deploymentI
 			d.Namespace = ns
 			deps = append(deps, &deploymentInput{obj: obj, rendered: d,
 				entry: &DeploymentPreflight{Namespace: ns, Name: d.Name}})
+		case isStatefulSet(ref):
+			if !isGroup(obj) {
+				if !p.opts.Skip {
+					p.note("StatefulSet %s/%s is not an engine group (no %s label): its capacity is not checked", ns, obj.GetName(), GroupLabel)
+				}
+				continue
+			}
+			s := &appsv1.StatefulSet{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, s); err != nil {
+				return nil, fmt.Errorf("%s: read StatefulSet: %w", ref, err)
+			}
+			p.groups = append(p.groups, newGroupInput(obj, s, ns))
 		case ref.Group == "policy" && ref.Kind == "PodDisruptionBudget":
 			pdb := policyv1.PodDisruptionBudget{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &pdb); err != nil {
@@ -345,6 +379,16 @@ func (d *deploymentInput) resolve(maxSurge, maxUnavailable *intstr.IntOrString, 
 
 // msgUnchanged is the message of a Deployment whose apply adds no pod.
 const msgUnchanged = "pod template unchanged: no new pods"
+
+// isStatefulSet reports whether ref is an apps StatefulSet.
+func isStatefulSet(ref object.Ref) bool { return ref.Group == "apps" && ref.Kind == "StatefulSet" }
+
+// isGroup reports whether obj is an engine group: a StatefulSet labelled
+// GroupLabel.
+func isGroup(obj *unstructured.Unstructured) bool {
+	_, ok := obj.GetLabels()[GroupLabel]
+	return ok && isStatefulSet(object.RefOf(obj))
+}
 
 // hpaTarget returns the name of the Deployment an HPA scales, if it scales
 // one.

@@ -71,6 +71,9 @@ const (
 	StepReplace = "replace"
 	// StepRecreate: all new pods once every old pod is gone (Recreate).
 	StepRecreate = "recreate"
+	// StepGang: all new pods of an engine group at once, its old pods
+	// gone.
+	StepGang = "gang"
 )
 
 // CapacityCheck is one row of the preflight: a resource some pods of one
@@ -153,11 +156,15 @@ type DeploymentPreflight struct {
 }
 
 // Report is the result of [Run]: per Deployment, what its rollout needs,
-// what is free, and the verdict.
+// what is free, and the verdict; per engine group, whether its pods fit
+// at once.
 type Report struct {
 	Policy      SurgePolicy           `json:"policy"`
 	Skipped     bool                  `json:"skipped,omitempty"`
 	Deployments []DeploymentPreflight `json:"deployments"`
+	// Groups are the engine groups (StatefulSets labelled
+	// vllmctl.io/group): whether each group's pods fit at once.
+	Groups []GroupPreflight `json:"groups,omitempty"`
 	// Notes say what could not be checked (e.g. nodes not readable) and
 	// how pods being deleted were counted.
 	Notes []string `json:"notes,omitempty"`
@@ -233,8 +240,75 @@ func intOrPercent(v *intstr.IntOrString) string {
 }
 
 // Print writes the report as a table: one row per interesting check
-// (failing ones and GPUs), then the surge policy's changes and the notes.
+// (failing ones and GPUs), then the surge policy's changes; then, when
+// there are engine groups, a table with a row per group and the groups'
+// messages (the Deployments' table is left out when there are groups and
+// no Deployment); then the notes.
 func (r *Report) Print(w io.Writer) error {
+	if len(r.Deployments) > 0 || len(r.Groups) == 0 {
+		if err := r.printDeployments(w); err != nil {
+			return err
+		}
+	}
+	if err := r.printGroups(w); err != nil {
+		return err
+	}
+	for _, n := range r.Notes {
+		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printGroups writes the engine groups as a table, one row per group,
+// then the messages of those that do not fit.
+func (r *Report) printGroups(w io.Writer) error {
+	if len(r.Groups) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSTATEFULSET\tPODS\tPER POD\tCANDIDATE NODES\tNODES THAT FIT\tVERDICT")
+	for _, g := range r.Groups {
+		pods := fmt.Sprint(g.Pods)
+		if g.NewPods != g.Pods && g.Verdict != VerdictUnchecked {
+			pods = fmt.Sprintf("%d (%d new)", g.Pods, g.NewPods)
+		}
+		cand, fit := "-", "-"
+		if g.CandidateNodes > 0 {
+			cand, fit = fmt.Sprint(g.CandidateNodes), fmt.Sprint(g.FitNodes)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, g.StatefulSet, pods, perPodText(g.PerPod), cand, fit, g.Verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, g := range r.Groups {
+		if g.Message != "" {
+			if _, err := fmt.Fprintf(w, "%s: %s\n", g.StatefulSet, g.Message); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// perPodText formats a pod's requests for the table: GPUs, cpu, memory.
+func perPodText(per map[string]string) string {
+	var parts []string
+	for _, r := range []corev1.ResourceName{vllm.GPUResource, corev1.ResourceCPU, corev1.ResourceMemory} {
+		if v, ok := per[string(r)]; ok {
+			parts = append(parts, string(r)+" "+v)
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printDeployments writes the Deployments' table and messages.
+func (r *Report) printDeployments(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DEPLOYMENT\tRESOURCE\tNEEDED\tFREE\tWHERE\tVERDICT")
 	for _, d := range r.Deployments {
@@ -268,11 +342,6 @@ func (r *Report) Print(w io.Writer) error {
 			if _, err := fmt.Fprintf(w, "%s: %s\n", d.Name, d.Message); err != nil {
 				return err
 			}
-		}
-	}
-	for _, n := range r.Notes {
-		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -309,10 +378,14 @@ func printedChecks(d DeploymentPreflight) []CapacityCheck {
 
 // Error is the preflight refusing a rollout (exit code 2: nothing
 // applied, no record changed). Refused lists the Deployments that cannot
-// roll out, each with its failing checks.
+// roll out, each with its failing checks; RefusedGroups the engine groups
+// whose pods cannot all run at once.
 type Error struct {
 	Policy  SurgePolicy
 	Refused []DeploymentPreflight
+	// RefusedGroups lists the engine groups whose pods cannot all run at
+	// once.
+	RefusedGroups []GroupPreflight
 	// Report is the full report.
 	Report *Report
 }
@@ -324,6 +397,14 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, "\n  Deployment %s/%s (%s, %d replica%s): %s", d.Namespace, d.Name, d.Verdict, d.Replicas, plural(int64(d.Replicas)), d.Message)
 		for _, c := range e.shortages(d) {
 			fmt.Fprintf(&b, "\n    %s", c.summary())
+		}
+	}
+	for _, g := range e.RefusedGroups {
+		fmt.Fprintf(&b, "\n  StatefulSet %s/%s (group %s, %s, %d pod%s): %s", g.Namespace, g.StatefulSet, g.Group, g.Verdict, g.Pods, plural(int64(g.Pods)), g.Message)
+		for _, c := range g.Checks {
+			if !c.OK {
+				fmt.Fprintf(&b, "\n    %s", c.summary())
+			}
 		}
 	}
 	return b.String()
