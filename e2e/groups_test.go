@@ -362,7 +362,9 @@ func TestKubectlUndoVersusRescue(t *testing.T) {
 			sts := f.statefulSet(t, tc.sts)
 			t.Logf("20 s after kubectl rollout undo: currentRevision %s, updateRevision %s, ready %d/2, %d pod(s) on %s",
 				sts.Status.CurrentRevision, sts.Status.UpdateRevision, sts.Status.ReadyReplicas, onBad(), bad.Name)
-			assert.NotEqual(t, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
+			// Its status may even name the good revision current: only
+			// the ready count and the pod's label tell the truth.
+			assert.Less(t, sts.Status.ReadyReplicas, int32(2))
 
 			// vllmctl's rollback rescues it: no manual step.
 			r = f.run(t, "rollback", relName, "--to-revision", "1", "--progress", "plain", "--timeout", "2m")

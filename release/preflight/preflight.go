@@ -217,6 +217,9 @@ type deploymentInput struct {
 }
 
 func (p *preflighter) note(format string, a ...any) {
+	if p.report == nil {
+		return // CheckStrategies: no report
+	}
 	n := fmt.Sprintf(format, a...)
 	for _, have := range p.report.Notes {
 		if have == n {
