@@ -313,7 +313,7 @@ func (d *Deployer) awaitRollout(ctx context.Context, p *deployPlan, rec *storage
 		wres, werr = d.waitObjects(ctx, rec, objs, remaining())
 	}
 	if werr == nil && f == nil && len(waves.later) > 0 {
-		wres, f, werr = d.rollWaves(ctx, rec, res, waves, applyOpts, remaining)
+		wres, f, werr = d.rollWaves(ctx, rec, res, waves, applyOpts, opts.Timeout)
 	}
 	if canary == nil && rec.Canary != nil {
 		opts.Note = joinNotes(opts.Note, canarySummary(rec.Canary))

@@ -174,13 +174,17 @@ func groupNames(wave []*unstructured.Unstructured) string {
 
 // rollWaves applies the later waves of w one at a time: each wave's
 // StatefulSets are applied, their ControllerRevisions recorded, and the
-// wave watched until Ready (with every verdict) before the next starts,
-// within what is left of the deploy's timeout. It returns as the wait
-// does, with the diagnosis when it is already known (a refused apply, a
-// revision not found).
+// wave watched until Ready (with every verdict) before the next starts.
+// Each wave has the deploy's timeout of its own (its pods load their
+// weights as the first wave's did). It returns as the wait does, with the
+// diagnosis when it is already known (a refused apply, a revision not
+// found).
 func (d *Deployer) rollWaves(ctx context.Context, rec *storage.Release, res *Result, w wavePlan, applyOpts cluster.ApplyOptions,
-	remaining func() time.Duration) (wait.Result, *wait.Diagnosis, error) {
+	timeout time.Duration) (wait.Result, *wait.Diagnosis, error) {
+	clk := d.clock()
 	for i, wave := range w.later {
+		deadline := storage.Stamp(clk).Add(timeout)
+		remaining := func() time.Duration { return max(deadline.Sub(storage.Stamp(clk)), time.Millisecond) }
 		d.emit(rec.Name, rec.Revision, PhaseApply, "", "wave",
 			fmt.Sprintf("wave %d of %d: group(s) %s (the previous wave is Ready)", i+2, len(w.later)+1, groupNames(wave)))
 		applied, err := d.Objects.Apply(ctx, wave, applyOpts)

@@ -202,7 +202,7 @@ func (r *rolloutRun) podPhasesIn(namespace string, pods []*corev1.Pod) []PodPhas
 // container has a startup probe).
 func StartupBudget(objs []*unstructured.Unstructured) time.Duration {
 	var budget time.Duration
-	startupNeeds(objs, func(_ *appsv1.Deployment, _ *corev1.Container, _, need time.Duration) {
+	startupNeeds(objs, func(_ string, _ *corev1.Container, _, need time.Duration) {
 		budget = max(budget, need)
 	})
 	return budget
@@ -218,7 +218,7 @@ func StartupWarnings(objs []*unstructured.Unstructured, timeout time.Duration) [
 		return nil
 	}
 	var out []string
-	startupNeeds(objs, func(d *appsv1.Deployment, c *corev1.Container, ready, need time.Duration) {
+	startupNeeds(objs, func(workload string, c *corev1.Container, ready, need time.Duration) {
 		if timeout >= need {
 			return
 		}
@@ -227,27 +227,41 @@ func StartupWarnings(objs []*unstructured.Unstructured, timeout time.Duration) [
 			readiness = fmt.Sprintf(" plus the readiness probe's initial delay of %s", ready)
 		}
 		out = append(out, fmt.Sprintf(
-			"deployment/%s container %s: --timeout %s is shorter than the startup probe's budget of %s%s: a pod still loading its weights when the timeout passes fails the rollout as Timeout, though the kubelet would let it load; raise --timeout to %s or more, or lower probes.startup.failureThreshold",
-			d.Name, c.Name, timeout, describeStartupBudget(c.StartupProbe), readiness, need))
+			"%s container %s: --timeout %s is shorter than the startup probe's budget of %s%s: a pod still loading its weights when the timeout passes fails the rollout as Timeout, though the kubelet would let it load; raise --timeout to %s or more, or lower probes.startup.failureThreshold",
+			workload, c.Name, timeout, describeStartupBudget(c.StartupProbe), readiness, need))
 	})
 	return out
 }
 
 // startupNeeds calls fn for every container with a startup probe in the
-// Deployments of objs, with the readiness probe's initial delay and what
-// the container may take to become Ready: the startup probe's budget plus
-// that delay.
-func startupNeeds(objs []*unstructured.Unstructured, fn func(d *appsv1.Deployment, c *corev1.Container, ready, need time.Duration)) {
+// Deployments and StatefulSets of objs (named as kind/name), with the
+// readiness probe's initial delay and what the container may take to
+// become Ready: the startup probe's budget plus that delay.
+func startupNeeds(objs []*unstructured.Unstructured, fn func(workload string, c *corev1.Container, ready, need time.Duration)) {
 	for _, obj := range objs {
-		if obj.GetKind() != "Deployment" || obj.GroupVersionKind().Group != appsv1.GroupName {
+		if obj.GroupVersionKind().Group != appsv1.GroupName {
 			continue
 		}
-		var d appsv1.Deployment
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
+		var tmpl *corev1.PodTemplateSpec
+		switch obj.GetKind() {
+		case "Deployment":
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
+				continue
+			}
+			tmpl = &d.Spec.Template
+		case "StatefulSet":
+			var s appsv1.StatefulSet
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &s); err != nil {
+				continue
+			}
+			tmpl = &s.Spec.Template
+		default:
 			continue
 		}
-		for i := range d.Spec.Template.Spec.Containers {
-			c := &d.Spec.Template.Spec.Containers[i]
+		workload := strings.ToLower(obj.GetKind()) + "/" + obj.GetName()
+		for i := range tmpl.Spec.Containers {
+			c := &tmpl.Spec.Containers[i]
 			if c.StartupProbe == nil {
 				continue
 			}
@@ -255,7 +269,7 @@ func startupNeeds(objs []*unstructured.Unstructured, fn func(d *appsv1.Deploymen
 			if c.ReadinessProbe != nil {
 				ready = time.Duration(c.ReadinessProbe.InitialDelaySeconds) * time.Second
 			}
-			fn(&d, c, ready, startupBudget(c.StartupProbe)+ready)
+			fn(workload, c, ready, startupBudget(c.StartupProbe)+ready)
 		}
 	}
 }

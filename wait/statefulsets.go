@@ -98,6 +98,11 @@ type stsWatch struct {
 	// terminating or gone, which frees its share of a quota; guarded by
 	// rolloutRun.mu.
 	released time.Time
+	// staleRV is, per FailedCreate event, the resourceVersion of the
+	// StatefulSet the first evaluation after it saw with all its pods: the
+	// event is forgotten only once a newer StatefulSet says so too (its
+	// informer may lag behind the event's); guarded by rolloutRun.mu.
+	staleRV map[types.UID]string
 }
 
 func (r *rolloutRun) newStatefulSetWatch(idx int, ref object.Ref) *stsWatch {
@@ -310,8 +315,15 @@ func (r *rolloutRun) statefulSetFailedCreate(sw *stsWatch, s *appsv1.StatefulSet
 	}
 	if !lacking {
 		r.mu.Lock()
-		if r.failedRS[s.UID] == e {
+		if sw.staleRV == nil {
+			sw.staleRV = map[types.UID]string{}
+		}
+		switch rv, seen := sw.staleRV[e.UID]; {
+		case !seen:
+			sw.staleRV[e.UID] = s.ResourceVersion
+		case rv != s.ResourceVersion && r.failedRS[s.UID] == e:
 			delete(r.failedRS, s.UID)
+			delete(sw.staleRV, e.UID)
 		}
 		r.mu.Unlock()
 		return nil

@@ -25,8 +25,8 @@ import (
 func stsFixture(update string) *appsv1.StatefulSet {
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "chat-g0", Namespace: "ml", Generation: 3, UID: "sts-uid", ResourceVersion: "10"},
-		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "chat", "vllmctl.io/group": "0"}}},
-		Status: appsv1.StatefulSetStatus{ObservedGeneration: 3, UpdateRevision: update, CurrentRevision: "chat-g0-bad"},
+		Spec:       appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "chat", "vllmctl.io/group": "0"}}},
+		Status:     appsv1.StatefulSetStatus{ObservedGeneration: 3, UpdateRevision: update, CurrentRevision: "chat-g0-bad"},
 	}
 }
 
