@@ -421,3 +421,47 @@ func TestGroupedReleaseGangFit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, svcs.Items, "nothing applied")
 }
+
+// TestGroupedReleaseCanary: --canary 1 holds the first group under watch,
+// runs the gate with that group's pods, then the second wave follows; a
+// gate that refuses rolls the first group back and never touches the
+// second.
+func TestGroupedReleaseCanary(t *testing.T) {
+	f := newRelFixture(t)
+	r := f.deployGroups(t)
+	require.Equal(t, 0, r.code, "install\n%s", r)
+	rev1 := groupRevision(t, f.history(t)[0], "chat-g1")
+
+	gate := `case "$VLLMCTL_CANARY_PODS" in "chat-g0-0 chat-g0-1") exit 0;; *) echo "pods: $VLLMCTL_CANARY_PODS"; exit 1;; esac`
+	r = f.deployGroups(t, "--set", "image.tag=v0.9.2", "--canary", "1", "--canary-hold", "2s", "--canary-gate", gate)
+	require.Equal(t, 0, r.code, "canary upgrade\n%s", r)
+	res := result(t, r)
+	require.NotNil(t, res.Canary)
+	assert.Equal(t, storage.CanaryPromoted, res.Canary.Outcome, "%+v", res.Canary)
+	assert.Equal(t, []string{"chat-g0-0", "chat-g0-1"}, res.Canary.Pods)
+	require.NotNil(t, res.Canary.Gate)
+	assert.True(t, res.Canary.Gate.Passed())
+	hold := strings.Index(r.stderr, "canary: holding")
+	wave2 := strings.Index(r.stderr, "wave 2 of 2")
+	require.Positive(t, hold, "%s", r.stderr)
+	assert.Greater(t, wave2, hold, "the second wave starts after the hold")
+	revs := f.history(t)
+	for _, name := range groupNames {
+		f.requireGroupOn(t, name, groupRevision(t, revs[1], name))
+	}
+
+	// A gate that refuses: the canary group goes back, the other group is
+	// untouched.
+	g1Before := podUIDs(f.groupPods(t, "chat-g1"))
+	rev2 := groupRevision(t, revs[1], "chat-g0")
+	r = f.deployGroups(t, "--set", "image.tag=v0.9.3", "--canary", "1", "--canary-hold", "1s", "--canary-gate", "echo no; exit 7")
+	require.Equal(t, 3, r.code, "refused canary\n%s", r)
+	res = result(t, r)
+	require.NotNil(t, res.Failure)
+	assert.Equal(t, "CanaryGateFailed", res.Failure.Reason)
+	assert.Equal(t, "statefulset/chat-g0", res.Failure.Object)
+	assert.NotContains(t, r.stderr, "wave 2 of 2")
+	f.requireGroupOn(t, "chat-g0", rev2)
+	assert.Equal(t, g1Before, podUIDs(f.groupPods(t, "chat-g1")))
+	assert.NotEqual(t, rev1.Hash, groupRevision(t, f.history(t)[3], "chat-g1").Hash)
+}

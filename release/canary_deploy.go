@@ -19,14 +19,19 @@ import (
 type canaryDeploy struct {
 	targets []canaryTarget
 	objs    []*unstructured.Unstructured
-	run     *canaryRun
+	// groups are the engine groups (StatefulSets) held as the canary of a
+	// multi-node release: the first wave, applied with the chart's own
+	// strategy (a group is all-or-nothing), watched and held before the
+	// next waves start.
+	groups []*unstructured.Unstructured
+	run    *canaryRun
 }
 
 // planCanary prepares the canary of a deploy that asked for one, and
 // records its report in rec and res. There is none (nil, and the report
 // says skipped) on a first install (no pods to hold a canary next to) or
 // when no Deployment's pod template differs from the deployed revision's.
-func (d *Deployer) planCanary(p *deployPlan, rec *storage.Release, res *Result, install bool) (*canaryDeploy, error) {
+func (d *Deployer) planCanary(p *deployPlan, rec *storage.Release, res *Result, install bool, waves wavePlan) (*canaryDeploy, error) {
 	o := p.opts.Canary
 	if o == nil {
 		return nil, nil
@@ -42,6 +47,13 @@ func (d *Deployer) planCanary(p *deployPlan, rec *storage.Release, res *Result, 
 		return skip("first install: there are no pods of a previous revision to hold a canary next to")
 	}
 	targets := p.canaryTargets(d.Namespace())
+	if len(targets) == 0 && len(waves.wave1) > 0 {
+		for _, g := range waves.wave1 {
+			d.emit(rec.Name, rec.Revision, PhaseCanary, "StatefulSet "+refIn(g, d.Namespace()).Namespace+"/"+g.GetName(), "planned",
+				fmt.Sprintf("engine group held as the canary (%d pod(s)); the next wave starts once it passed", replicasOf(g)))
+		}
+		return &canaryDeploy{objs: p.objs, groups: waves.wave1}, nil
+	}
 	if len(targets) == 0 {
 		return skip("no Deployment's pod template differs from the deployed revision's: nothing to hold")
 	}
@@ -120,11 +132,17 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Re
 	for _, t := range c.targets {
 		goal.Pods[t.ref.Namespace+"/"+t.ref.Name] = t.pods
 	}
-	watched := targetObjects(c.objs, c.targets, ns)
+	watched, pods := targetObjects(c.objs, c.targets, ns), canaryPods(c.targets)
+	if len(c.groups) > 0 {
+		watched = c.groups
+		for _, g := range c.groups {
+			pods += replicasOf(g)
+		}
+	}
 	c.run = &canaryRun{
 		clk:    d.clock(),
 		opts:   o,
-		pods:   canaryPods(c.targets),
+		pods:   pods,
 		report: rec.Canary,
 		emit: func(phase, msg string) {
 			d.emit(rec.Name, rec.Revision, PhaseCanary, "", phase, msg)
@@ -142,6 +160,9 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Re
 			return runGate(ctx, o.Gate, gateEnv{Release: rec.Name, Namespace: ns, Revision: rec.Revision, Pods: pods, Service: serviceOf(p.objs)}, o.GateTimeout)
 		},
 		promote: func(ctx context.Context) error {
+			if len(c.targets) == 0 {
+				return nil // groups: the next waves follow
+			}
 			applied, err := d.Objects.Apply(ctx, targetObjects(p.objs, c.targets, ns), applyOpts)
 			for _, a := range applied {
 				d.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "the chart's strategy")
@@ -150,8 +171,12 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Re
 		},
 	}
 	wres, f, err := c.run.run(ctx)
-	if f != nil && f.Object == "" && len(c.targets) > 0 {
+	switch {
+	case f == nil || f.Object != "":
+	case len(c.targets) > 0:
 		f.Object = "deployment/" + c.targets[0].ref.Name
+	case len(c.groups) > 0:
+		f.Object = "statefulset/" + c.groups[0].GetName()
 	}
 	return wres, f, err
 }

@@ -182,7 +182,8 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 
 	applyOpts := p.applyOptions(rec.Name)
 	applyOpts.Namespace, applyOpts.Known = d.Namespace(), p.known
-	canary, err := d.planCanary(p, rec, res, install)
+	waves := p.groupWaves(d.Namespace(), install)
+	canary, err := d.planCanary(p, rec, res, install, waves)
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(), &wait.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
@@ -193,7 +194,6 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 	if r, err := d.deployHooks(ctx, rec, res, opts, install, charts.HookPreInstall, charts.HookPreUpgrade); err != nil {
 		return r, err
 	}
-	waves := p.groupWaves(d.Namespace(), install)
 	if len(waves.later) > 0 {
 		d.emit(rec.Name, rec.Revision, PhaseApply, "", "wave",
 			fmt.Sprintf("%d group(s) change, %d per wave: wave 1 of %d: group(s) %s", waves.groups, waves.size, len(waves.later)+1, groupNames(waves.wave1)))

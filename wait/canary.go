@@ -21,7 +21,9 @@ const VerdictCanaryRestarted Verdict = "CanaryRestarted"
 // (VerdictCanaryRestarted). The wait ends with OutcomeCurrent, without
 // waiting for the rollout to complete, once every Deployment has at least
 // Pods["namespace/name"] Ready new pods and Until (when not nil) is closed.
-// Objects other than Deployments are not waited for; the Result's
+// A StatefulSet (a multi-node release's engine group held as a canary)
+// reaches the goal once it rolled out, and its pods are judged likewise
+// while the wait holds. Other objects are not waited for; the Result's
 // CanaryPods names the Ready canary pods.
 type CanaryGoal struct {
 	// Pods is how many Ready new pods each Deployment needs, by
@@ -78,6 +80,14 @@ func (r *rolloutRun) canaryReached() bool {
 			ok = false
 		}
 		names = append(names, dw.canaryReady...)
+	}
+	for _, sw := range r.stss {
+		// A StatefulSet (an engine group) is its own canary: reached once
+		// it rolled out, every pod of its update revision Ready.
+		if !sw.done {
+			ok = false
+		}
+		names = append(names, sw.canaryReady...)
 	}
 	r.res.CanaryPods = names
 	return ok

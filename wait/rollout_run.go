@@ -420,8 +420,8 @@ func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 			continue
 		}
 		seen[key] = true
-		if !isDeployment && r.opts.Canary != nil {
-			continue // a canary phase waits for Deployments only
+		if !isDeployment && !isStatefulSet && r.opts.Canary != nil {
+			continue // a canary phase waits for Deployments and StatefulSets only
 		}
 		idx := len(r.res.Objects)
 		r.res.Objects = append(r.res.Objects, ObjectStatus{Object: ref, Status: StatusUnknown})

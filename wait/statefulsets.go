@@ -103,6 +103,9 @@ type stsWatch struct {
 	// event is forgotten only once a newer StatefulSet says so too (its
 	// informer may lag behind the event's); guarded by rolloutRun.mu.
 	staleRV map[types.UID]string
+	// canaryReady are the Ready pods of its update revision, in a canary
+	// phase.
+	canaryReady []string
 }
 
 func (r *rolloutRun) newStatefulSetWatch(idx int, ref object.Ref) *stsWatch {
@@ -193,7 +196,7 @@ func (r *rolloutRun) evaluateStatefulSet(sw *stsWatch, now time.Time) (*failure,
 		return nil, time.Time{}
 	}
 	sw.observeStatus(s)
-	if sw.done {
+	if sw.done && r.opts.Canary == nil {
 		sw.progress.Pods = nil
 		r.set(sw, StatusCurrent, sw.msg, "")
 		return nil, time.Time{}
@@ -212,7 +215,11 @@ func (r *rolloutRun) evaluateStatefulSet(sw *stsWatch, now time.Time) (*failure,
 	if fail != nil {
 		recheck = time.Time{}
 	}
-	r.set(sw, StatusInProgress, sw.msg, "")
+	status := StatusInProgress
+	if sw.done { // a canary phase: its pods are judged while it holds
+		status = StatusCurrent
+	}
+	r.set(sw, status, sw.msg, "")
 	for _, w := range warnings {
 		if w != "" {
 			r.set(sw, StatusInProgress, sw.msg, w)
@@ -272,6 +279,7 @@ func (r *rolloutRun) judgeStatefulSetPods(sw *stsWatch, s *appsv1.StatefulSet, n
 	sw.progress.Pods = r.podPhasesIn(sw.namespace, update)
 	v := r.judgeRolloutPods(sw.judge, update, now)
 	sw.suspect = v.suspect
+	sw.canaryReady = v.ready
 	if v.fail != nil {
 		fail = &failure{verdict: v.fail.Verdict, sts: sw, finding: v.fail}
 	}
