@@ -66,7 +66,10 @@ func deployCommand(o *deployOptions) *cobra.Command {
 		Long: "Render CHART (a chart directory, a packaged .tgz, a built-in chart, or a chart of a repository:\n" +
 			"REPO/NAME, or NAME with --repo URL, at --version; default \"vllm\") for RELEASE, take the release's\n" +
 			"lock (a pending record), apply every object with server-side apply (field manager vllmctl),\n" +
-			"record the ReplicaSets the rollout produces and wait until everything is ready. On success the\n" +
+			"record the ReplicaSets (and a StatefulSet's ControllerRevisions) the rollout produces and wait\n" +
+			"until everything is ready. Engine groups (StatefulSets labelled vllmctl.io/group, the built-in\n" +
+			"chart with multiNode.nodes >= 2) are upgraded wave by wave, --max-unavailable groups at a time\n" +
+			"(default 1), each wave only once the previous one is Ready. On success the\n" +
 			"revision is marked deployed, objects the chart no longer renders are deleted and old records\n" +
 			"beyond --history-max are pruned. The result goes to stdout, progress to stderr.\n\n" +
 			"Exit status: 0 deployed, 2 invalid input (nothing applied), 3 failed and rolled back, 4 failed,\n" +
@@ -94,7 +97,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	f.BoolVar(&o.rollbackOnFailure, "rollback-on-failure", true, "roll back to the previous good revision when the rollout fails")
 	f.BoolVar(&o.noRollback, "no-rollback", false, "do not roll back when the rollout fails (--rollback-on-failure=false)")
 	f.StringVar(&o.maxSurge, "max-surge", "", "override the Deployments' rolling-update maxSurge (integer or percentage)")
-	f.StringVar(&o.maxUnavailable, "max-unavailable", "", "override the Deployments' rolling-update maxUnavailable (integer or percentage)")
+	f.StringVar(&o.maxUnavailable, "max-unavailable", "", "override the Deployments' rolling-update maxUnavailable (integer or percentage); for engine groups, how many groups a wave replaces")
 	f.BoolVar(&o.diff, "diff", false, "print what the deploy changes (as vllmctl diff shows it) on stderr before applying")
 	f.BoolVar(&o.dryRun, "dry-run", false, "apply every object with a server-side dry run; nothing is changed or recorded")
 	f.BoolVar(&o.createNamespace, "create-namespace", false, "create the release namespace if it does not exist")
