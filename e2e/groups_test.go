@@ -405,21 +405,39 @@ func TestDefaultStatefulSetCrashIsRescued(t *testing.T) {
 	}
 }
 
-// TestGroupedReleaseGangFit: a group that cannot have one node per pod
+// TestGroupedReleaseRefusals: a group that cannot have one node per pod
 // (3 pods per group, 2 untainted GPU nodes) is refused by the strict
-// preflight with exit 2 and nothing applied or recorded.
-func TestGroupedReleaseGangFit(t *testing.T) {
+// preflight, and bad multi-node values by the chart's schema and rules:
+// exit 2, nothing applied, nothing recorded.
+func TestGroupedReleaseRefusals(t *testing.T) {
 	f := newRelFixture(t)
-	r := f.deployGroups(t, "--set", "multiNode.nodes=3", "--set", "extraArgs={--pipeline-parallel-size=3}", "--surge-policy", "strict")
-	require.Equal(t, 2, r.code, "group of 3 on 2 nodes\n%s", r)
-	assert.Contains(t, r.stderr, "chat-g0")
-	assert.Empty(t, f.history(t), "no record")
-	list, err := f.client.AppsV1().StatefulSets(f.namespace).List(context.Background(), metav1.ListOptions{})
-	require.NoError(t, err)
-	assert.Empty(t, list.Items, "nothing applied")
-	svcs, err := f.client.CoreV1().Services(f.namespace).List(context.Background(), metav1.ListOptions{})
-	require.NoError(t, err)
-	assert.Empty(t, svcs.Items, "nothing applied")
+	for _, tc := range []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"gang does not fit", []string{"--set", "multiNode.nodes=3", "--set", "extraArgs={--pipeline-parallel-size=3}", "--surge-policy", "strict"}, "chat-g0"},
+		{"gang does not fit, auto policy", []string{"--set", "multiNode.nodes=3", "--set", "extraArgs={--pipeline-parallel-size=3}"}, "gang does not fit"},
+		{"nodes 0", []string{"--set", "multiNode.nodes=0"}, "multiNode.nodes"},
+		{"nodes huge", []string{"--set", "multiNode.nodes=100000000000"}, "multiNode.nodes"},
+		{"nodes not a number", []string{"--set-string", "multiNode.nodes=two"}, "multiNode.nodes"},
+		{"unknown controller", []string{"--set", "multiNode.controller=ray"}, "multiNode.controller"},
+		{"autoscaling a group", []string{"--set", "autoscaling.enabled=true"}, "autoscaling"},
+		{"max-unavailable not a count", []string{"--max-unavailable", "lots"}, "max-unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := f.deployGroups(t, tc.args...)
+			require.Equal(t, 2, r.code, "%s", r)
+			assert.Contains(t, r.stderr, tc.says)
+			assert.Empty(t, f.history(t), "no record")
+			list, err := f.client.AppsV1().StatefulSets(f.namespace).List(context.Background(), metav1.ListOptions{})
+			require.NoError(t, err)
+			assert.Empty(t, list.Items, "nothing applied")
+			svcs, err := f.client.CoreV1().Services(f.namespace).List(context.Background(), metav1.ListOptions{})
+			require.NoError(t, err)
+			assert.Empty(t, svcs.Items, "nothing applied")
+		})
+	}
 }
 
 // TestGroupedReleaseCanary: --canary 1 holds the first group under watch,
