@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -482,4 +483,54 @@ func TestGroupedReleaseCanary(t *testing.T) {
 	f.requireGroupOn(t, "chat-g0", rev2)
 	assert.Equal(t, g1Before, podUIDs(f.groupPods(t, "chat-g1")))
 	assert.NotEqual(t, rev1.Hash, groupRevision(t, f.history(t)[3], "chat-g1").Hash)
+}
+
+// TestGroupedReleaseInterrupted: a grouped upgrade interrupted (SIGINT)
+// while its first wave loads is rolled back like a failed one: exit 130,
+// the first group back on revision 1's ControllerRevision, the second
+// never touched, no lock left; then kill -9 mid-wave leaves a pending
+// record that --force-unlock takes over, and the same deploy completes
+// both waves.
+func TestGroupedReleaseInterrupted(t *testing.T) {
+	f := newRelFixture(t)
+	r := f.deployGroups(t)
+	require.Equal(t, 0, r.code, "install\n%s", r)
+	rev1 := map[string]storage.ControllerRevisionRef{}
+	for _, name := range groupNames {
+		rev1[name] = groupRevision(t, f.history(t)[0], name)
+	}
+	g1 := podUIDs(f.groupPods(t, "chat-g1"))
+
+	slow := []string{"deploy", relName, "vllm", "--progress", "plain", "--timeout", "2m", "-o", "json"}
+	slow = append(append(slow, groupValues...), "--set", "image.tag=v0.9.5", "--set-string", `podAnnotations.sim\.vllmctl\.io/ready-delay=60s`)
+	p := f.start(t, slow...)
+	p.waitProgress(t, "wave 1 of 2", "statefulset/chat-g0: ")
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+	r = p.wait(t)
+	require.Equal(t, 3, r.code, "interrupted, rolled back: %s", r)
+	assert.NotContains(t, r.stderr, "wave 2 of 2")
+	for _, name := range groupNames {
+		f.requireGroupOn(t, name, rev1[name])
+	}
+	assert.Equal(t, g1, podUIDs(f.groupPods(t, "chat-g1")), "chat-g1 untouched")
+	assert.Empty(t, pendingRecords(t, f), "no lock left behind")
+
+	// kill -9 once the second wave is under way: the pending record is
+	// left; --force-unlock takes it over and the deploy completes.
+	fast := append(slices.Clone(slow[:len(slow)-2]), "--set-string", `podAnnotations.sim\.vllmctl\.io/ready-delay=1s`)
+	p = f.start(t, fast...)
+	p.waitProgress(t, "wave 2 of 2")
+	require.NoError(t, p.cmd.Process.Kill())
+	_ = p.cmd.Wait()
+	require.NotEmpty(t, pendingRecords(t, f), "a killed deploy leaves its lock: %v\n%s", statuses(f.history(t)), p.stderr.String())
+	r = f.run(t, append(fast, "--force-unlock")...)
+	require.Equal(t, 0, r.code, "deploy after kill -9\n%s", r)
+	last := f.history(t)
+	rec := last[len(last)-1]
+	assert.Equal(t, storage.StatusDeployed, rec.Status)
+	for _, name := range groupNames {
+		f.requireGroupOn(t, name, groupRevision(t, rec, name))
+		assert.NotEqual(t, rev1[name].Hash, groupRevision(t, rec, name).Hash)
+	}
+	assert.Empty(t, pendingRecords(t, f))
 }
