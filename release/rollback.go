@@ -340,9 +340,6 @@ func (r *Rollbacker) checkRestored(ctx context.Context, rec, target *storage.Rel
 	if f := r.verify(rec, target); f != nil {
 		return f, errors.New(f.Message)
 	}
-	if f := r.verifyControllerRevisions(rec, target); f != nil {
-		return f, errors.New(f.Message)
-	}
 	rctx, cancel = context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := r.rescue(rctx, rec, objs); err != nil {
@@ -376,33 +373,6 @@ func (r *Rollbacker) rescue(ctx context.Context, rec *storage.Release, objs []*u
 	return nil
 }
 
-// verifyControllerRevisions checks that every StatefulSet serves the pod
-// template revision target ran: its update revision now has the hash
-// target recorded (the controller reuses that ControllerRevision and
-// gives it a new revision number).
-func (r *Rollbacker) verifyControllerRevisions(rec, target *storage.Release) *wait.Diagnosis {
-	for _, want := range target.ControllerRevisions {
-		i := slices.IndexFunc(rec.ControllerRevisions, func(got storage.ControllerRevisionRef) bool { return got.StatefulSet == want.StatefulSet })
-		if i < 0 {
-			continue
-		}
-		got := rec.ControllerRevisions[i]
-		if got.Hash != want.Hash {
-			return &wait.Diagnosis{
-				Reason: "PodTemplateMismatch",
-				Object: objectName("StatefulSet", want.StatefulSet),
-				Message: fmt.Sprintf("StatefulSet %s updates to ControllerRevision %s (hash %s), but revision %d ran %s (hash %s): "+
-					"its pod template differs from revision %d's (fields set by another field manager?)",
-					want.StatefulSet, got.Name, got.Hash, target.Revision, want.Name, want.Hash, target.Revision),
-			}
-		}
-		r.emit(rec.Name, rec.Revision, PhaseRollback, "StatefulSet "+r.Namespace()+"/"+want.StatefulSet, "verified",
-			fmt.Sprintf("ControllerRevision %s of revision %d restored (hash %s), now revision %d",
-				got.Name, target.Revision, got.Hash, got.Revision))
-	}
-	return nil
-}
-
 // finish marks the healthy rollback deployed with the description desc,
 // then deletes the records beyond historyMax.
 func (r *Rollbacker) finish(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, historyMax int) (*Result, error) {
@@ -417,29 +387,69 @@ func (r *Rollbacker) finish(ctx context.Context, rec *storage.Release, res *Resu
 	return res, err
 }
 
-// verify checks that every Deployment serves the pod template revision
-// target ran: the ReplicaSet found now has the pod-template-hash target
-// recorded (the controller reuses that ReplicaSet and gives it a new
-// revision number). It returns the failure when one does not.
+// templateRef is one workload's recorded pod template revision, as verify
+// compares them: a Deployment's ReplicaSet or a StatefulSet's
+// ControllerRevision.
+type templateRef struct {
+	owner, name, hash string
+	revision          int64
+}
+
+// templateKind says how verify names a kind's revisions.
+type templateKind struct {
+	kind, verb, unit, hashName, revisionName string
+}
+
+func replicaSetRefs(refs []storage.ReplicaSetRef) []templateRef {
+	out := make([]templateRef, len(refs))
+	for i, r := range refs {
+		out[i] = templateRef{r.Deployment, r.Name, r.PodTemplateHash, r.Revision}
+	}
+	return out
+}
+
+func controllerRevisionRefs(refs []storage.ControllerRevisionRef) []templateRef {
+	out := make([]templateRef, len(refs))
+	for i, r := range refs {
+		out[i] = templateRef{r.StatefulSet, r.Name, r.Hash, r.Revision}
+	}
+	return out
+}
+
+// verify checks that every Deployment serves, and every StatefulSet
+// updates to, the pod template revision target ran: the ReplicaSet or
+// ControllerRevision found now has the hash target recorded (the
+// controller reuses it and gives it a new revision number). It returns
+// the failure when one does not.
 func (r *Rollbacker) verify(rec, target *storage.Release) *wait.Diagnosis {
-	for _, want := range target.ReplicaSets {
-		i := slices.IndexFunc(rec.ReplicaSets, func(got storage.ReplicaSetRef) bool { return got.Deployment == want.Deployment })
+	deploymentTemplates := templateKind{"Deployment", "serves", "ReplicaSet", "pod-template-hash", "Deployment revision"}
+	statefulSetTemplates := templateKind{"StatefulSet", "updates to", "ControllerRevision", "hash", "revision"}
+	if f := r.verifyTemplates(rec, target, deploymentTemplates, replicaSetRefs(rec.ReplicaSets), replicaSetRefs(target.ReplicaSets)); f != nil {
+		return f
+	}
+	return r.verifyTemplates(rec, target, statefulSetTemplates, controllerRevisionRefs(rec.ControllerRevisions), controllerRevisionRefs(target.ControllerRevisions))
+}
+
+// verifyTemplates is verify for the workloads of one kind k.
+func (r *Rollbacker) verifyTemplates(rec, target *storage.Release, k templateKind, found, recorded []templateRef) *wait.Diagnosis {
+	for _, want := range recorded {
+		i := slices.IndexFunc(found, func(got templateRef) bool { return got.owner == want.owner })
 		if i < 0 {
 			continue
 		}
-		got := rec.ReplicaSets[i]
-		if got.PodTemplateHash != want.PodTemplateHash {
+		got := found[i]
+		if got.hash != want.hash {
 			return &wait.Diagnosis{
 				Reason: "PodTemplateMismatch",
-				Object: objectName("Deployment", want.Deployment),
-				Message: fmt.Sprintf("Deployment %s serves ReplicaSet %s (pod-template-hash %s), but revision %d ran %s (pod-template-hash %s): "+
+				Object: objectName(k.kind, want.owner),
+				Message: fmt.Sprintf("%s %s %s %s %s (%s %s), but revision %d ran %s (%s %s): "+
 					"its pod template differs from revision %d's (fields set by another field manager?)",
-					want.Deployment, got.Name, got.PodTemplateHash, target.Revision, want.Name, want.PodTemplateHash, target.Revision),
+					k.kind, want.owner, k.verb, k.unit, got.name, k.hashName, got.hash, target.Revision, want.name, k.hashName, want.hash, target.Revision),
 			}
 		}
-		r.emit(rec.Name, rec.Revision, PhaseRollback, "Deployment "+r.Namespace()+"/"+want.Deployment, "verified",
-			fmt.Sprintf("ReplicaSet %s of revision %d restored (pod-template-hash %s), now Deployment revision %d",
-				got.Name, target.Revision, got.PodTemplateHash, got.Revision))
+		r.emit(rec.Name, rec.Revision, PhaseRollback, k.kind+" "+r.Namespace()+"/"+want.owner, "verified",
+			fmt.Sprintf("%s %s of revision %d restored (%s %s), now %s %d",
+				k.unit, got.name, target.Revision, k.hashName, got.hash, k.revisionName, got.revision))
 	}
 	return nil
 }
