@@ -235,7 +235,7 @@ func (w *Watcher) watch(ctx context.Context, rec *storage.Release, objs []*unstr
 				Object: ev.Object.String(), Status: string(ev.Status), Message: ev.Message, Rollout: ev.Rollout, Wait: &ev})
 			if msg := drift(rec, ev); msg != "" && !noted[ev.Object.String()] {
 				noted[ev.Object.String()] = true
-				w.emit(rec.Name, rec.Revision, PhaseReplicaSet, "Deployment "+ev.Object.Namespace+"/"+ev.Object.Name, "changed", msg)
+				w.emit(rec.Name, rec.Revision, PhaseReplicaSet, ev.Object.Kind+" "+ev.Object.Namespace+"/"+ev.Object.Name, "changed", msg)
 			}
 		}
 	}()
@@ -244,10 +244,20 @@ func (w *Watcher) watch(ctx context.Context, rec *storage.Release, objs []*unstr
 	return res, err
 }
 
-// drift describes a Deployment event whose new ReplicaSet is not the one
-// rec recorded for it, or returns "".
+// drift describes a Deployment event whose new ReplicaSet (a StatefulSet
+// event whose update revision) is not the one rec recorded for it, or
+// returns "".
 func drift(rec *storage.Release, ev wait.Event) string {
 	p := ev.Rollout
+	if p != nil && p.StatefulSet != "" && p.UpdateRevision != "" {
+		i := slices.IndexFunc(rec.ControllerRevisions, func(cr storage.ControllerRevisionRef) bool { return cr.StatefulSet == p.StatefulSet })
+		if i < 0 || rec.ControllerRevisions[i].Name == p.UpdateRevision {
+			return ""
+		}
+		want := rec.ControllerRevisions[i]
+		return fmt.Sprintf("rolling out ControllerRevision %s, not revision %d's %s (hash %s): "+
+			"the pod template was changed outside vllmctl", p.UpdateRevision, rec.Revision, want.Name, want.Hash)
+	}
 	if p == nil || p.PodTemplateHash == "" {
 		return ""
 	}

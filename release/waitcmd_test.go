@@ -11,7 +11,9 @@ import (
 )
 
 func TestWaitDrift(t *testing.T) {
-	rec := &storage.Release{Revision: 3, ReplicaSets: []storage.ReplicaSetRef{{Deployment: "chat", Name: "chat-aaa", PodTemplateHash: "aaa", Revision: 3}}}
+	rec := &storage.Release{Revision: 3, ReplicaSets: []storage.ReplicaSetRef{{Deployment: "chat", Name: "chat-aaa", PodTemplateHash: "aaa", Revision: 3}},
+		ControllerRevisions: []storage.ControllerRevisionRef{{StatefulSet: "chat-g0", Name: "chat-g0-ccc", Hash: "ccc", Revision: 2}}}
+	sts := object.Ref{Group: "apps", Version: "v1", Kind: "StatefulSet", Namespace: "ml", Name: "chat-g0"}
 	dep := object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ml", Name: "chat"}
 	tests := []struct {
 		name string
@@ -25,6 +27,10 @@ func TestWaitDrift(t *testing.T) {
 			Rollout: &wait.RolloutProgress{NewReplicaSet: "other-bbb", PodTemplateHash: "bbb"}}, ""},
 		{"changed outside vllmctl", wait.Event{Object: dep, Rollout: &wait.RolloutProgress{NewReplicaSet: "chat-bbb", PodTemplateHash: "bbb"}},
 			"rolling out ReplicaSet chat-bbb (pod-template-hash bbb), not revision 3's chat-aaa (pod-template-hash aaa): the pod template was changed outside vllmctl"},
+		{"the recorded ControllerRevision", wait.Event{Object: sts, Rollout: &wait.RolloutProgress{StatefulSet: "chat-g0", UpdateRevision: "chat-g0-ccc"}}, ""},
+		{"a StatefulSet not recorded", wait.Event{Object: sts, Rollout: &wait.RolloutProgress{StatefulSet: "chat-g9", UpdateRevision: "chat-g9-ddd"}}, ""},
+		{"StatefulSet changed outside vllmctl", wait.Event{Object: sts, Rollout: &wait.RolloutProgress{StatefulSet: "chat-g0", UpdateRevision: "chat-g0-ddd"}},
+			"rolling out ControllerRevision chat-g0-ddd, not revision 3's chat-g0-ccc (hash ccc): the pod template was changed outside vllmctl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
