@@ -47,8 +47,8 @@
 //
 // A table per scenario goes to stdout, progress to stderr, and with
 // BENCH_OUT set the figures as one JSON object to that file. BENCH_QUICK=1
-// runs each scenario twice (the 10 s and 60 s rollouts once) and skips the
-// 1000-replica one. A run during which the shared cluster's API server
+// runs each scenario twice (the 10 s and 60 s rollouts once; kubectl and
+// Helm in stuck-rollout once, as always) and skips the 1000-replica one. A run during which the shared cluster's API server
 // restarted is run again. The exit status is 1 when a tool run failed
 // unexpectedly (a crash scenario's exit 3 is expected).
 package main
