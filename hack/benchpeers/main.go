@@ -22,6 +22,15 @@
 //     OOM-killed image, `vllmctl deploy` (exit 3, previous revision
 //     serving) vs `helm upgrade --rollback-on-failure --timeout 60s` (one
 //     run);
+//   - stuck-rollout: a crash-looping upgrade of a 2-replica StatefulSet
+//     with the default policies (e2e/testdata/stschart, OrderedReady),
+//     start to every pod Ready on the old revision, capped at 180 s:
+//     `vllmctl deploy` (exit 3, rolled back, the stuck pod evicted) vs
+//     `kubectl apply` + `rollout status --timeout 60s` + `rollout undo` +
+//     `rollout status --timeout 60s` vs `helm upgrade
+//     --rollback-on-failure --timeout 60s` (one run each); kubectl's undo
+//     and Helm's rollback leave the crash-looping pod on the bad revision
+//     (kubernetes#67250), reported as stuck;
 //   - diff-unchanged: `vllmctl diff` vs `kubectl diff --server-side` of an
 //     unchanged release; configmap-install: a one-ConfigMap chart,
 //     `vllmctl deploy` vs `helm install`;
@@ -38,8 +47,8 @@
 //
 // A table per scenario goes to stdout, progress to stderr, and with
 // BENCH_OUT set the figures as one JSON object to that file. BENCH_QUICK=1
-// runs each scenario twice (the 10 s and 60 s rollouts once) and skips the
-// 1000-replica one. A run during which the shared cluster's API server
+// runs each scenario twice (the 10 s and 60 s rollouts once; kubectl and
+// Helm in stuck-rollout once, as always) and skips the 1000-replica one. A run during which the shared cluster's API server
 // restarted is run again. The exit status is 1 when a tool run failed
 // unexpectedly (a crash scenario's exit 3 is expected).
 package main
@@ -86,6 +95,7 @@ func main() {
 
 type options struct {
 	kubeconfig, vllmctl, kubectl, helm, chart string
+	stsChart                                  string
 	runs, largeReplicas                       int
 	skipLarge, quick                          bool
 	only                                      *regexp.Regexp
@@ -100,10 +110,11 @@ func realMain() int {
 	flag.StringVar(&o.kubectl, "kubectl", "", "kubectl binary (required)")
 	flag.StringVar(&o.helm, "helm", "", "helm v4 binary (required)")
 	flag.StringVar(&o.chart, "chart", "charts/vllm", "directory of the vllm chart (the built-in one)")
+	flag.StringVar(&o.stsChart, "sts-chart", "e2e/testdata/stschart", "directory of the StatefulSet chart of the stuck-rollout scenario")
 	flag.IntVar(&o.runs, "runs", 5, "runs per tool and scenario (BENCH_QUICK=1: 2)")
 	flag.IntVar(&o.largeReplicas, "large-replicas", 1000, "replicas of the large scenario")
 	flag.BoolVar(&o.skipLarge, "skip-large", false, "skip the large scenario (also skipped when BENCH_QUICK=1)")
-	flag.StringVar(&only, "only", "", "run only the scenario groups matching this regexp (healthy, failure, diff, large, busy, releases)")
+	flag.StringVar(&only, "only", "", "run only the scenario groups matching this regexp (healthy, failure, stuck, diff, large, busy, releases)")
 	flag.StringVar(&o.out, "out", os.Getenv("BENCH_OUT"), "write the figures as JSON to this file (default $BENCH_OUT)")
 	flag.Parse()
 	if o.kubectl == "" || o.helm == "" {
@@ -128,7 +139,7 @@ func realMain() int {
 		}
 		o.only = re
 	}
-	for _, p := range []*string{&o.kubeconfig, &o.vllmctl, &o.kubectl, &o.helm, &o.chart} {
+	for _, p := range []*string{&o.kubeconfig, &o.vllmctl, &o.kubectl, &o.helm, &o.chart, &o.stsChart} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			log.Print(err)
@@ -307,6 +318,7 @@ func (b *bench) runAll(ctx context.Context) error {
 	}{
 		{"healthy", b.healthy, false},
 		{"failure", b.failure, false},
+		{"stuck", b.stuck, false},
 		{"diff", b.diffAndConfigMap, false},
 		{"large", b.large, b.o.skipLarge},
 		{"busy", b.busy, b.o.quick},

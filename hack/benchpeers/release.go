@@ -95,10 +95,17 @@ func (b *bench) helmUpgrade(ns, values string, extra []string, set ...string) st
 // render writes the chart rendered by `vllmctl template` (the same chart
 // and values) for kubectl, and returns the file's path.
 func (b *bench) render(ctx context.Context, ns, values string, set ...string) (string, error) {
-	argv := []string{b.o.vllmctl, "template", release, b.o.chart, "-n", ns, "-f", values}
+	args := []string{"-f", values}
 	for _, s := range set {
-		argv = append(argv, "--set", s)
+		args = append(args, "--set", s)
 	}
+	return b.renderChart(ctx, b.o.chart, ns, args...)
+}
+
+// renderChart writes chart rendered by `vllmctl template` with the extra
+// arguments args (values) for kubectl, and returns the file's path.
+func (b *bench) renderChart(ctx context.Context, chart, ns string, args ...string) (string, error) {
+	argv := append([]string{b.o.vllmctl, "template", release, chart, "-n", ns}, args...)
 	res := b.exec(ctx, argv)
 	if res.exit != 0 {
 		return "", fmt.Errorf("vllmctl template: exit %d: %s", res.exit, tail(res.stderr, 10))

@@ -20,19 +20,24 @@ import (
 // Figures.
 
 type stats struct {
-	Runs             []run              `json:"runs"`
-	Median           float64            `json:"median"`
-	Min              float64            `json:"min"`
-	Max              float64            `json:"max"`
-	MedianRequests   float64            `json:"medianRequests"`
-	MinRequests      int64              `json:"minRequests"`
-	MaxRequests      int64              `json:"maxRequests"`
-	MedianWatches    float64            `json:"medianWatches"`
-	MedianKiBRead    float64            `json:"medianKiBRead"`
-	MedianMaxRSSMiB  float64            `json:"medianMaxRSSMiB"`
-	MedianCPUSeconds float64            `json:"medianCPUSeconds"`
-	Failed           int                `json:"failed,omitempty"`
-	VllmctlRatio     map[string]float64 `json:"vllmctlRatio,omitempty"`
+	Runs             []run   `json:"runs"`
+	Median           float64 `json:"median"`
+	Min              float64 `json:"min"`
+	Max              float64 `json:"max"`
+	MedianRequests   float64 `json:"medianRequests"`
+	MinRequests      int64   `json:"minRequests"`
+	MaxRequests      int64   `json:"maxRequests"`
+	MedianWatches    float64 `json:"medianWatches"`
+	MedianKiBRead    float64 `json:"medianKiBRead"`
+	MedianMaxRSSMiB  float64 `json:"medianMaxRSSMiB"`
+	MedianCPUSeconds float64 `json:"medianCPUSeconds"`
+	Failed           int     `json:"failed,omitempty"`
+	// Scenarios measuring a recovery: the median process start to exit,
+	// the runs that did not recover within the limit, and a summary.
+	MedianToolSeconds float64            `json:"medianToolSeconds,omitempty"`
+	Stuck             int                `json:"stuck,omitempty"`
+	Outcome           string             `json:"outcome,omitempty"`
+	VllmctlRatio      map[string]float64 `json:"vllmctlRatio,omitempty"`
 	// LastRunRequests are the last good run's requests by method and path
 	// (namespace generalised).
 	LastRunRequests map[string]int `json:"lastRunRequests,omitempty"`
@@ -54,6 +59,7 @@ type scenario struct {
 	runs        map[string][]run
 	failed      map[string]int
 	resources   bool // show peak RSS and CPU time in the table
+	outcome     bool // runs measure a recovery: show the tool's exit time and the outcome
 }
 
 func newScenario(name, title string, tools ...string) *scenario {
@@ -76,8 +82,11 @@ func (b *bench) add(s *scenario, tool string, r run, err error) {
 	}
 	s.runs[tool] = append(s.runs[tool], r)
 	extra := ""
+	if r.Outcome != "" {
+		extra = fmt.Sprintf(", tool exit %.2fs, %s", r.ToolSeconds, r.Outcome)
+	}
 	if r.Note != "" {
-		extra = " (" + r.Note + ")"
+		extra += " (" + r.Note + ")"
 	}
 	progress("%s: %s run %d: %.2fs, %d requests (%d watches), exit %d, %.0f MiB, %.2f CPU-s%s",
 		s.name, tool, n, r.Seconds, r.Requests, r.Watches, r.ExitCode, r.MaxRSSMiB, r.CPUSeconds, extra)
@@ -102,7 +111,7 @@ func summarize(runs []run) *stats {
 		st.Median, st.Min, st.Max = math.NaN(), math.NaN(), math.NaN()
 		return st
 	}
-	var secs, reqs, watches, kib, rss, cpu []float64
+	var secs, reqs, watches, kib, rss, cpu, tool []float64
 	st.Min, st.Max = math.Inf(1), math.Inf(-1)
 	st.MinRequests, st.MaxRequests = math.MaxInt64, 0
 	for _, r := range runs {
@@ -112,11 +121,15 @@ func summarize(runs []run) *stats {
 		kib = append(kib, float64(r.BytesRead)/1024)
 		rss = append(rss, r.MaxRSSMiB)
 		cpu = append(cpu, r.CPUSeconds)
+		tool = append(tool, r.ToolSeconds)
+		if r.Stuck {
+			st.Stuck++
+		}
 		st.Min, st.Max = math.Min(st.Min, r.Seconds), math.Max(st.Max, r.Seconds)
 		st.MinRequests, st.MaxRequests = min(st.MinRequests, r.Requests), max(st.MaxRequests, r.Requests)
 	}
 	st.Median, st.MedianRequests, st.MedianWatches, st.MedianKiBRead = median(secs), median(reqs), median(watches), median(kib)
-	st.MedianMaxRSSMiB, st.MedianCPUSeconds = median(rss), median(cpu)
+	st.MedianMaxRSSMiB, st.MedianCPUSeconds, st.MedianToolSeconds = median(rss), median(cpu), median(tool)
 	st.LastRunRequests = runs[len(runs)-1].byKey
 	return st
 }
@@ -137,6 +150,23 @@ func (b *bench) finish(s *scenario) {
 			"wall":     ref.Median / all[t].Median,
 			"requests": ref.MedianRequests / all[t].MedianRequests,
 		}
+		if s.outcome && (ref.Stuck > 0 || all[t].Stuck > 0) {
+			// A stuck run's time is a lower bound: no wall ratio.
+			delete(all[t].VllmctlRatio, "wall")
+		}
+	}
+	if s.outcome {
+		for _, t := range s.tools {
+			st := all[t]
+			switch n := len(st.Runs); {
+			case n == 0:
+				st.Outcome = "no run"
+			case st.Stuck == 0:
+				st.Outcome = fmt.Sprintf("recovered %d/%d", n, n)
+			default:
+				st.Outcome = fmt.Sprintf("stuck %d/%d (not recovered in %.0f s)", st.Stuck, n, st.Max)
+			}
+		}
 	}
 	b.report.Scenarios[s.name] = all
 	b.report.Descriptions[s.name] = s.title
@@ -146,6 +176,9 @@ func (b *bench) finish(s *scenario) {
 	header := "tool\truns\tmedian s\tmin s\tmax s\trequests\twatches\tKiB read\t"
 	if s.resources {
 		header += "peak RSS MiB\tCPU s\t"
+	}
+	if s.outcome {
+		header += "tool exit s\toutcome\t"
 	}
 	header += fmt.Sprintf("%s/tool wall\t%s/tool requests\t", s.tools[0], s.tools[0])
 	fmt.Fprintln(tw, header)
@@ -159,8 +192,15 @@ func (b *bench) finish(s *scenario) {
 		if s.resources {
 			line += fmt.Sprintf("%.0f\t%.2f\t", st.MedianMaxRSSMiB, st.MedianCPUSeconds)
 		}
+		if s.outcome {
+			line += fmt.Sprintf("%.2f\t%s\t", st.MedianToolSeconds, st.Outcome)
+		}
 		if r := st.VllmctlRatio; r != nil {
-			line += fmt.Sprintf("%.2fx\t%.2fx\t", r["wall"], r["requests"])
+			wall := "-"
+			if w, ok := r["wall"]; ok {
+				wall = fmt.Sprintf("%.2fx", w)
+			}
+			line += fmt.Sprintf("%s\t%.2fx\t", wall, r["requests"])
 		} else {
 			line += "-\t-\t"
 		}

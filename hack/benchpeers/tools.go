@@ -130,17 +130,23 @@ func tail(out []byte, n int) string {
 // run is the outcome of one measured run of a tool: one or more
 // processes, back to back.
 type run struct {
-	Seconds    float64        `json:"seconds"`
-	Requests   int64          `json:"requests"`
-	Watches    int64          `json:"watches"`
-	BytesRead  int64          `json:"bytesRead"`
-	ExitCode   int            `json:"exitCode"`
-	MaxRSSMiB  float64        `json:"maxRSSMiB"`
-	CPUSeconds float64        `json:"cpuSeconds"`
-	Note       string         `json:"note,omitempty"`
-	Error      string         `json:"error,omitempty"`
-	byKey      map[string]int // requests by method and path
-	stdout     []byte         // of the last step
+	Seconds    float64 `json:"seconds"`
+	Requests   int64   `json:"requests"`
+	Watches    int64   `json:"watches"`
+	BytesRead  int64   `json:"bytesRead"`
+	ExitCode   int     `json:"exitCode"`
+	MaxRSSMiB  float64 `json:"maxRSSMiB"`
+	CPUSeconds float64 `json:"cpuSeconds"`
+	Note       string  `json:"note,omitempty"`
+	// ToolSeconds (process start to exit), Outcome and Stuck: scenarios
+	// measuring a recovery, whose Seconds end when the cluster recovered
+	// (a stuck run: the scenario's limit, a lower bound).
+	ToolSeconds float64        `json:"toolSeconds,omitempty"`
+	Outcome     string         `json:"outcome,omitempty"`
+	Stuck       bool           `json:"stuck,omitempty"`
+	Error       string         `json:"error,omitempty"`
+	byKey       map[string]int // requests by method and path
+	stdout      []byte         // of the last step
 }
 
 // measure runs steps back to back with the proxy's counters reset first:
