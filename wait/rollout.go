@@ -80,6 +80,7 @@ import (
 // messages ("Waiting for 1 pods to be ready...").
 type RolloutWatcher struct {
 	client kubernetes.Interface
+	dyn    dynamic.Interface // LeaderWorkerSets; nil leaves them to others
 	others Waiter
 	opts   RolloutOptions
 }
@@ -111,7 +112,15 @@ func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*Rollout
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return NewRolloutWatcher(client, NewKstatusWaiter(dyn, mapper), opts), nil
+	return NewRolloutWatcher(client, NewKstatusWaiter(dyn, mapper), opts).WithDynamicClient(dyn), nil
+}
+
+// WithDynamicClient makes w follow LeaderWorkerSets itself, reading them
+// through dyn (see [LeaderWorkerSetRolledOut]); without it they are left
+// to the other Waiter. It returns w.
+func (w *RolloutWatcher) WithDynamicClient(dyn dynamic.Interface) *RolloutWatcher {
+	w.dyn = dyn
+	return w
 }
 
 // Wait watches objs until every Deployment and StatefulSet rolled out,
@@ -132,6 +141,7 @@ func (w *RolloutWatcher) Wait(ctx context.Context, objs []*unstructured.Unstruct
 	}
 	r := &rolloutRun{
 		client: w.client,
+		dyn:    w.dyn,
 		others: w.others,
 		o:      w.opts,
 		clk:    w.opts.Clock,
@@ -148,6 +158,7 @@ func (w *RolloutWatcher) Wait(ctx context.Context, objs []*unstructured.Unstruct
 // rolloutRun is the state of one Wait.
 type rolloutRun struct {
 	client kubernetes.Interface
+	dyn    dynamic.Interface
 	others Waiter
 	o      RolloutOptions
 	clk    clock.WithTicker
@@ -157,6 +168,7 @@ type rolloutRun struct {
 
 	deps  []*deployWatch
 	stss  []*stsWatch
+	lwss  []*lwsWatch // LeaderWorkerSets
 	runs  []*runWatch // Jobs and Pods that run to completion
 	other []*unstructured.Unstructured
 	// otherIdx are the Result indexes of the other objects.
@@ -194,7 +206,8 @@ type rolloutState struct {
 
 func (s *rolloutState) state() *rolloutState { return s }
 
-// rolloutWatch is a Deployment's or StatefulSet's watch.
+// rolloutWatch is a Deployment's, StatefulSet's or LeaderWorkerSet's
+// watch.
 type rolloutWatch interface{ state() *rolloutState }
 
 // deployWatch follows one Deployment.
@@ -230,6 +243,7 @@ type failure struct {
 	verdict Verdict
 	dw      *deployWatch // nil for another object
 	sts     *stsWatch    // a StatefulSet's failure
+	lws     *lwsWatch    // a LeaderWorkerSet's failure
 	run     *runWatch    // a Job's or Pod's failure
 	finding *podFinding  // a pod's failure
 	reason  string       // otherwise: the Deployment's, ReplicaSet's or StatefulSet's
