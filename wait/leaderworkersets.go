@@ -598,7 +598,26 @@ func (r *rolloutRun) diagnoseLWS(ctx context.Context, f *failure) *Diagnosis {
 		d.Reason = f.reason
 		d.Message = joinNonEmpty("; ", f.message, d.Message)
 	}
+	if f.verdict == VerdictGroupRecreated {
+		d.Hints = recreatedHints(d, lw)
+	}
 	return d
+}
+
+// recreatedHints are the hints of a group recreated too often: the pod
+// that crashed is gone (its log was read at its termination), so the
+// hint to read its previous instance's log gives way to the LWS
+// controller's events.
+func recreatedHints(d *Diagnosis, lw *lwsWatch) []string {
+	out := []string{
+		fmt.Sprintf("the group's pods were deleted and recreated under the same names: the log shown was read when the container ended; kubectl describe %s%s lists the controller's RecreateGroup events", lw.object, nsFlag(lw.namespace)),
+	}
+	for _, h := range d.Hints {
+		if !strings.HasPrefix(h, "read why the previous instance exited") {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // lwsTimeout explains a timeout on a LeaderWorkerSet not rolled out, with
