@@ -2,8 +2,8 @@
 // all and per Deployment), and how statuses are recorded and sent. The run
 // loop is in rollout_run.go, the informers in rollout_informers.go and
 // replicasets.go, the verdicts in rollout_evaluate.go, the diagnoses in
-// rollout_diagnose.go; StatefulSets in statefulsets.go, Jobs and Pods
-// that run to completion in runs.go.
+// rollout_diagnose.go; StatefulSets in statefulsets.go, LeaderWorkerSets
+// in leaderworkersets.go, Jobs and Pods that run to completion in runs.go.
 
 package wait
 
@@ -29,7 +29,8 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 )
 
-// RolloutWatcher waits for Deployments and StatefulSets to roll out, and
+// RolloutWatcher waits for Deployments, StatefulSets and LeaderWorkerSets
+// to roll out, and
 // for Jobs and Pods to run to completion, and detects failures early,
 // with a [Diagnosis].
 //
@@ -44,6 +45,23 @@ import (
 // costs a fixed number of requests however long it takes. Other objects
 // are left to another Waiter, a [KstatusWaiter] by default, but for those
 // that run to completion (Helm's hooks and tests):
+//
+// With a dynamic client ([RolloutWatcher.WithDynamicClient]) it follows a
+// LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) like a StatefulSet:
+// informers on it (by name), on its leader StatefulSet (by name: its
+// label [LeaderWorkerSetRevisionLabel] names the current template
+// revision once the LWS controller observed the generation) and on its
+// pods (label leaderworkerset.sigs.k8s.io/name: every group and
+// revision). It succeeds by [LeaderWorkerSetRolledOut]; it fails on the
+// pod verdicts about the pods of the current revision, or when one group
+// was recreated (its leader replaced by a new pod of the same revision)
+// RolloutOptions.MaxRestarts times ([VerdictGroupRecreated]): with
+// restartPolicy RecreateGroupOnPodRestart the controller deletes the
+// group at a container's first restart, so CrashLoopBackOff never shows.
+// The log of each termination of a container of the current revision is
+// read once, while its pod exists, and the diagnosis of a recreated group
+// shows it. Other revisions' pods failing are warnings, as are the
+// controller's RecreateGroup events.
 //
 // A Job (informers on the Job, by name, and on its pods, by its selector)
 // is Current when its condition Complete is True. It fails when its
@@ -89,15 +107,16 @@ var _ Waiter = (*RolloutWatcher)(nil)
 
 // NewRolloutWatcher returns a RolloutWatcher reading the cluster through
 // client. others waits for the objects it does not follow itself (neither
-// Deployments, StatefulSets, Jobs, nor Pods that run to completion); it
-// may be nil when there are none.
+// Deployments, StatefulSets, Jobs, nor Pods that run to completion, nor,
+// given a dynamic client, LeaderWorkerSets); it may be nil when there are
+// none.
 func NewRolloutWatcher(client kubernetes.Interface, others Waiter, opts RolloutOptions) *RolloutWatcher {
 	return &RolloutWatcher{client: client, others: others, opts: opts.withDefaults()}
 }
 
 // NewRolloutWatcherForConfig returns a RolloutWatcher for the cluster of
-// cfg, with a KstatusWaiter (and a discovery-backed REST mapper) for the
-// objects it does not follow itself.
+// cfg, following LeaderWorkerSets too, with a KstatusWaiter (and a
+// discovery-backed REST mapper) for the objects it does not follow itself.
 func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*RolloutWatcher, error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
