@@ -155,7 +155,7 @@ func (c *capturedLog) shown(n int64) ([]string, string) {
 	if len(lines) > int(n) {
 		lines = lines[len(lines)-int(n):]
 	}
-	return lines, fmt.Sprintf("the log of container %s read at its termination, before its group was recreated", c.container)
+	return lines, fmt.Sprintf("the log of container %s read at its termination (the LWS controller recreates a group's pods under the same names)", c.container)
 }
 
 // lwsWatch follows one LeaderWorkerSet.
@@ -183,6 +183,9 @@ type lwsWatch struct {
 	// crashes are, per group index, the last termination seen of a
 	// container of one of its pods of the current revision, with its log.
 	crashes map[string]*podFinding
+	// captured are the logs read, per termination (pod UID and
+	// knownCauseKey): each is read once.
+	captured map[string]*capturedLog
 }
 
 func (r *rolloutRun) newLWSWatch(idx int, ref object.Ref) *lwsWatch {
@@ -201,6 +204,7 @@ func (lw *lwsWatch) reset(r *rolloutRun) {
 	lw.judge.classify = r.captureTermination(lw)
 	lw.suspect, lw.revision = nil, ""
 	lw.leaders, lw.crashes = map[string]map[types.UID]bool{}, map[string]*podFinding{}
+	lw.captured = map[string]*capturedLog{}
 }
 
 // startLWS starts the informers of a LeaderWorkerSet and of its leader
@@ -362,6 +366,11 @@ func (r *rolloutRun) judgeLWSPods(lw *lwsWatch, l *leaderWorkerSet, now time.Tim
 	}
 	lw.progress.Pods = r.podPhasesIn(lw.namespace, live)
 	v := r.judgeRolloutPods(lw.judge, current, now)
+	// The terminations the judge did not classify (OOMKilled, or past a
+	// verdict) are captured too, while their pods exist.
+	for _, pod := range current {
+		r.captureTerminations(lw, pod)
+	}
 	lw.suspect = v.suspect
 	if v.fail != nil {
 		fail = &failure{verdict: v.fail.Verdict, lws: lw, finding: lw.withLog(v.fail)}
@@ -463,17 +472,49 @@ func (lw *lwsWatch) withLog(f *podFinding) *podFinding {
 // termination of a container of a pod of the current revision, it reads
 // the log of the instance that ended, while the pod still exists (the LWS
 // controller deletes the group at the restart that follows), keeps it and
-// the pod (whole) as the group's last crash, and classifies it (unless
-// RolloutOptions.WaitOnKnownCause).
+// the pod (whole) as the group's last crash (captureOnce), and classifies
+// it (unless RolloutOptions.WaitOnKnownCause).
 func (r *rolloutRun) captureTermination(lw *lwsWatch) terminationClassifier {
 	return func(pod *corev1.Pod, container string, previous bool, t *corev1.ContainerStateTerminated) knownCause {
-		lines, err := r.readTerminationLog(pod, container, previous, max(int64(causeLogLines), r.o.LogTailLines))
-		lw.capture(r.wholePod(pod), container, previous, t, &capturedLog{container: container, previous: previous, lines: lines, err: err})
-		if err != nil || r.o.WaitOnKnownCause {
+		c := r.captureOnce(lw, pod, container, previous, t)
+		if c.err != nil || r.o.WaitOnKnownCause {
 			return knownCause{cause: CauseUnknown}
 		}
-		return r.classifyLines(lines, t)
+		return r.classifyLines(c.lines, t)
 	}
+}
+
+// captureTerminations captures the last failed termination of each
+// container of pod (as judgeKnownCause picks it: its state's, else its
+// last state's), once each.
+func (r *rolloutRun) captureTerminations(lw *lwsWatch, pod *corev1.Pod) {
+	for _, statuses := range [2][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range statuses {
+			cs := &statuses[i]
+			t, previous := cs.State.Terminated, false
+			if t == nil || t.ExitCode == 0 {
+				t, previous = cs.LastTerminationState.Terminated, true
+			}
+			if t != nil && t.ExitCode != 0 {
+				r.captureOnce(lw, pod, cs.Name, previous, t)
+			}
+		}
+	}
+}
+
+// captureOnce reads the log of the termination t of container of pod (the
+// previous instance's when previous) the first time it is asked, and
+// records it, with the pod, as the last crash of its group.
+func (r *rolloutRun) captureOnce(lw *lwsWatch, pod *corev1.Pod, container string, previous bool, t *corev1.ContainerStateTerminated) *capturedLog {
+	key := string(pod.UID) + "/" + knownCauseKey(container, t)
+	if c, ok := lw.captured[key]; ok {
+		return c
+	}
+	lines, err := r.readTerminationLog(pod, container, previous, max(int64(causeLogLines), r.o.LogTailLines))
+	c := &capturedLog{container: container, previous: previous, lines: lines, err: err}
+	lw.captured[key] = c
+	lw.capture(r.wholePod(pod), container, previous, t, c)
+	return c
 }
 
 // wholePod returns pod with its whole spec and annotations, read from the

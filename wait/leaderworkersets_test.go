@@ -343,6 +343,27 @@ func TestRolloutWatcherLWSVerdicts(t *testing.T) {
 		assert.Equal(t, "llm-1", d.Pod)
 		assert.Equal(t, "leaderworkerset.leaderworkerset.x-k8s.io/llm", d.Object)
 	})
+	t.Run("OOMKilled at once, with the log read at the termination", func(t *testing.T) {
+		var mu sync.Mutex
+		reads := 0
+		logs := func(*corev1.PodLogOptions) (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			reads++
+			return "INFO loading weights\n", nil
+		}
+		oom := corev1.ContainerStatus{Name: "vllm", State: corev1.ContainerState{Terminated: terminated("OOMKilled", 137, "sim://x/0")}}
+		h := startLWSHarness(t, RolloutOptions{}, testLWS(), logs, testLeaderSts("new"),
+			testLWSPod("1", "0", "new", "a", running("vllm", 0)), testLWSPod("1", "1", "new", "a", oom))
+		res, err := h.result()
+		d := requireLWSFailure(t, res, err, VerdictOOMKilled)
+		assert.Equal(t, "llm-1-1", d.Pod)
+		assert.Equal(t, []string{"INFO loading weights"}, d.LogTail)
+		assert.Contains(t, d.LogNote, "read at its termination")
+		mu.Lock()
+		assert.Equal(t, 1, reads, "one read, at the termination")
+		mu.Unlock()
+	})
 	t.Run("an old revision's crash is a warning", func(t *testing.T) {
 		h := startLWSHarness(t, RolloutOptions{}, testLWS(), nil, testLeaderSts("new"),
 			testLWSPod("0", "0", "old", "a", crashLoopStatus(3)), testLWSPod("1", "0", "new", "a", running("vllm", 0)))
