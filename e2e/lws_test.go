@@ -148,3 +148,33 @@ func TestLWSRelease(t *testing.T) {
 	assert.Equal(t, res.Failure.Object, hist[2].Failure.Object, "the record names the LeaderWorkerSet")
 	t.Logf("crash upgrade:\n%s", r.stderr)
 }
+
+// A LeaderWorkerSet upgrade whose log names a cause no restart cures
+// (fault-gpumem: CUDA out of memory) fails at its first termination, before
+// the LWS controller recreates the group: verdict KnownCause, cause
+// gpu-oom, the log read while the pod existed; rolled back.
+func TestLWSKnownCauseRolledBack(t *testing.T) {
+	f := newRelFixture(t)
+	useLWS(t, f.env)
+	r := f.deployLWS(t)
+	require.Equal(t, exitcode.OK, r.code, "install\n%s", r)
+	rev1 := f.requireLWSOn(t, "v0.11.0")
+
+	start := time.Now()
+	r = f.deployLWS(t, "--set", "image.tag=v0.9.2-fault-gpumem")
+	t.Logf("gpu-oom upgrade and rollback: %s", time.Since(start).Round(time.Millisecond))
+	require.Equal(t, 3, r.code, "gpu-oom upgrade\n%s", r)
+	res := result(t, r)
+	require.NotNil(t, res.Failure, "%s", r)
+	assert.Equal(t, string(wait.VerdictKnownCause), string(res.Failure.Verdict), "%+v", res.Failure)
+	assert.Equal(t, wait.CauseGPUOOM, res.Failure.Cause, "%+v", res.Failure)
+	assert.Equal(t, "leaderworkerset.leaderworkerset.x-k8s.io/chat", res.Failure.Object)
+	assert.Contains(t, res.Failure.Evidence, "CUDA out of memory", "%+v", res.Failure)
+	assert.NotEmpty(t, res.Failure.LogTail, "%+v", res.Failure)
+	assert.Equal(t, 1, res.RolledBackTo)
+	eventually(t, 30*time.Second, "the LeaderWorkerSet settles on the previous template", func(ctx context.Context) (bool, error) {
+		done, _, err := wait.LeaderWorkerSetRolledOut(f.leaderWorkerSet(t))
+		return done && err == nil, nil
+	})
+	assert.Equal(t, rev1, f.requireLWSOn(t, "v0.11.0"), "back on revision 1's template")
+}
