@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -134,7 +135,38 @@ func useLWS(t *testing.T, e *env) *lwsController {
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, lwsNamespaceLabel)
 	_, err := e.client.CoreV1().Namespaces().Patch(context.Background(), e.namespace, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err, "label namespace %s", e.namespace)
+	awaitLWSWebhook(t, e)
 	return lwsProc.ctrl
+}
+
+// awaitLWSWebhook waits until the API server calls the controller's
+// mutating webhook for LWS objects in e's namespace (it loads webhook
+// configurations, and namespaces' labels, asynchronously): a server-side
+// dry-run create of a LeaderWorkerSet comes back with the webhook's
+// default spec.networkConfig.subdomainPolicy.
+func awaitLWSWebhook(t *testing.T, e *env) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(e.cfg)
+	require.NoError(t, err)
+	c := dyn.Resource(schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}).Namespace(e.namespace)
+	probe := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+		"metadata": map[string]any{"name": "webhook-probe"},
+		"spec": map[string]any{"leaderWorkerTemplate": map[string]any{"size": int64(1),
+			"workerTemplate": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "probe", "image": "probe"}}}}}},
+	}}
+	var last string
+	err = kwait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := c.Create(ctx, probe.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		policy, _, _ := unstructured.NestedString(got.Object, "spec", "networkConfig", "subdomainPolicy")
+		last = "the dry-run LeaderWorkerSet has no default subdomainPolicy: the mutating webhook was not called"
+		return policy != "", nil
+	})
+	require.NoError(t, err, "the LWS webhooks answer for namespace %s: %s", e.namespace, last)
 }
 
 // stop deletes the webhook configurations, then stops the controller.
@@ -216,8 +248,6 @@ func startLWS(cfg *rest.Config, bin string) (*lwsController, error) {
 	if err := applyLWSWebhooks(ctx, client, port, caPEM); err != nil {
 		return fail(err)
 	}
-	// The API server loads webhook configurations asynchronously.
-	time.Sleep(2 * time.Second)
 	return c, nil
 }
 
