@@ -1,7 +1,5 @@
 //go:build e2e
 
-package e2e
-
 // This file owns the LeaderWorkerSet (LWS) controller the LWS tests run
 // against the local cluster: its CRDs (applied server-side), the
 // controller binary (LWS_BIN, built by hack/install-lws.sh) started once
@@ -9,6 +7,8 @@ package e2e
 // certificate made here, and the webhook configurations pointing the API
 // server at it, restricted to LWS objects and LWS pods in namespaces
 // labelled lwsNamespaceLabel. TestMain stops it when the tests end.
+
+package e2e
 
 import (
 	"bytes"

@@ -1,10 +1,10 @@
 //go:build e2e
 
-package e2e
-
 // This file owns the e2e tests of LeaderWorkerSet releases: the built-in
 // vllm chart with multiNode.controller=leaderworkerset deployed, upgraded
 // and rolled back against the real LWS controller (lws_controller_test.go).
+
+package e2e
 
 import (
 	"context"

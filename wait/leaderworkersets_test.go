@@ -291,11 +291,10 @@ func TestRolloutWatcherLWSGroupRecreated(t *testing.T) {
 
 	for i, uid := range []string{"a", "b"} {
 		h.createPod(testLWSPod("1", "0", "new", uid, running("vllm", 0)))
-		worker := testLWSPod("1", "1", "new", uid, running("vllm", 0))
-		h.createPod(worker)
-		worker.Status.ContainerStatuses = []corev1.ContainerStatus{crashed}
+		// The worker's container ended (exit 1), not restarted yet.
+		worker := testLWSPod("1", "1", "new", uid, *crashed.DeepCopy())
 		worker.Status.ContainerStatuses[0].State.Terminated.ContainerID = "sim://" + uid
-		h.updatePod(worker)
+		h.createPod(worker)
 		h.awaitIdleAfterNth("the termination of "+uid, i+1, h.warned("pod llm-1-1 container vllm: Error: Error, exit code 1"))
 		require.True(t, h.running(), "recreation %d is not a verdict yet", i)
 		h.deletePod("llm-1")
