@@ -92,6 +92,18 @@ func (f *relFixture) requireLWSOn(t *testing.T, tag string) string {
 		require.NotEmpty(t, p.Spec.Containers)
 		assert.Contains(t, p.Spec.Containers[0].Image, ":"+tag, "pod %s image", p.Name)
 	}
+	// The leader StatefulSet and each group's worker StatefulSet are of
+	// that revision too: none is left behind.
+	sets, err := f.client.AppsV1().StatefulSets(f.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "leaderworkerset.sigs.k8s.io/name=" + relName})
+	require.NoError(t, err)
+	setNames := []string{}
+	for _, s := range sets.Items {
+		setNames = append(setNames, s.Name)
+		assert.Equal(t, rev, s.Labels[wait.LeaderWorkerSetRevisionLabel], "StatefulSet %s revision", s.Name)
+		assert.Nil(t, s.DeletionTimestamp, "StatefulSet %s not being deleted", s.Name)
+	}
+	sort.Strings(setNames)
+	assert.Equal(t, []string{"chat", "chat-0", "chat-1"}, setNames, "the leader StatefulSet and a worker StatefulSet per group")
 	return rev
 }
 

@@ -100,6 +100,12 @@ type lwsHarness struct {
 
 func startLWSHarness(t *testing.T, ro RolloutOptions, lws *unstructured.Unstructured, logs func(*corev1.PodLogOptions) (string, error), objects ...runtime.Object) *lwsHarness {
 	t.Helper()
+	return startLWSHarnessWait(t, ro, Options{}, lws, logs, objects...)
+}
+
+// startLWSHarnessWait is startLWSHarness with the wait's options wo.
+func startLWSHarnessWait(t *testing.T, ro RolloutOptions, wo Options, lws *unstructured.Unstructured, logs func(*corev1.PodLogOptions) (string, error), objects ...runtime.Object) *lwsHarness {
+	t.Helper()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{leaderWorkerSetResource(): "LeaderWorkerSetList"}, lws.DeepCopy())
 	in := lws.DeepCopy()
@@ -107,6 +113,7 @@ func startLWSHarness(t *testing.T, ro RolloutOptions, lws *unstructured.Unstruct
 	unstructured.RemoveNestedField(in.Object, "status")
 	h := startHarness(t, harnessOptions{
 		rollout: ro,
+		wait:    wo,
 		extra:   []*unstructured.Unstructured{in},
 		objects: objects,
 		logs:    logs,
@@ -385,6 +392,27 @@ func TestRolloutWatcherLWSVerdicts(t *testing.T) {
 		d := requireLWSFailure(t, res, err, VerdictCrashLoop)
 		assert.Equal(t, "llm-1", d.Pod)
 	})
+}
+
+// TestRolloutWatcherLWSTimeout: the timeout's diagnosis names the
+// LeaderWorkerSet and its current revision's pod not ready.
+func TestRolloutWatcherLWSTimeout(t *testing.T) {
+	p := testLWSPod("1", "0", "new", "a", running("vllm", 0))
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"}}
+	h := startLWSHarnessWait(t, RolloutOptions{}, Options{Timeout: 30 * time.Second}, testLWS(), nil, testLeaderSts("new"), p)
+	h.awaitIdleAfter("the pod starting", isLLM(func(e Event) bool { return len(e.Rollout.Pods) == 1 }))
+	require.Eventually(t, func() bool { return h.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
+	h.clock.Step(31 * time.Second)
+	res, err := h.result()
+	require.ErrorIs(t, err, ErrTimeout)
+	require.NotNil(t, res.Diagnosis)
+	d := res.Diagnosis
+	assert.Equal(t, VerdictTimeout, d.Verdict)
+	assert.Equal(t, "leaderworkerset.leaderworkerset.x-k8s.io/llm", d.Object)
+	assert.Equal(t, "llm-1", d.Pod)
+	assert.Contains(t, d.Message, "waiting for rollout to finish: Waiting for rolling update to finish: 1 out of 2 groups updated...")
+	assert.Contains(t, d.Message, "container vllm is running but not ready")
+	assert.Contains(t, err.Error(), "rollout of leaderworkerset.leaderworkerset.x-k8s.io/llm timed out after 30s: ")
 }
 
 // TestRolloutWatcherLWSWithoutDynamicClient: without a dynamic client a
