@@ -228,6 +228,9 @@ func startLWS(cfg *rest.Config, bin string) (*lwsController, error) {
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
+	// A test process that dies without reaching TestMain's end (a -timeout
+	// panic) takes the controller with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the LWS controller %s: %w", bin, err)
 	}
