@@ -1,5 +1,6 @@
 # vllmctl — see README.md. Cached tools (control-plane binary, helm, the
-# distribution registry) live outside the repo in $(CACHE), keyed by version.
+# distribution registry, the LeaderWorkerSet controller) live outside the
+# repo in $(CACHE), keyed by version.
 SHELL := /bin/bash
 CACHE ?= $(or $(VLLMCTL_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/vllmctl)
 export VLLMCTL_CACHE := $(CACHE)
@@ -10,7 +11,7 @@ GOTESTFLAGS ?=
 # (cgo: gcc); `make test RACE=` runs them without it.
 RACE ?= -race
 
-.PHONY: all build test unit fuzz e2e lint cluster cluster-down helm registry demo bench bench-peers clean
+.PHONY: all build test unit fuzz e2e lint cluster cluster-down helm registry lws demo bench bench-peers clean
 
 all: build
 
@@ -35,10 +36,10 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -parallel 2 $${t##*:}; \
 	done
 
-e2e: cluster helm registry
+e2e: cluster helm registry lws
 	VLLMCTL_RELEASE_TEST_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -count=1 -run TestStoreContract $(GOTESTFLAGS) ./release/storage/
 	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) HELM_BIN=$$(hack/install-helm.sh) REGISTRY_BIN=$$(hack/install-registry.sh) \
-	  KUBECTL_BIN=$$(hack/build-devcluster.sh)/kubectl $(GO) test $(RACE) -tags e2e -count=1 -p 1 -timeout 40m $(GOTESTFLAGS) ./e2e/...
+	  LWS_BIN=$$(hack/install-lws.sh) KUBECTL_BIN=$$(hack/build-devcluster.sh)/kubectl $(GO) test $(RACE) -tags e2e -count=1 -p 1 -timeout 40m $(GOTESTFLAGS) ./e2e/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
@@ -58,6 +59,10 @@ helm:
 ## registry: the distribution registry the OCI chart tests start (built from its Go module)
 registry:
 	@hack/install-registry.sh >/dev/null
+
+## lws: the LeaderWorkerSet controller and its CRDs the LWS e2e tests start (built from its Go module)
+lws:
+	@hack/install-lws.sh >/dev/null
 
 ## demo: local cluster, a good deploy, a crashing upgrade caught and rolled back (hack/demo.sh)
 demo:

@@ -168,6 +168,9 @@ func (g diagnoser) fromPod(ctx context.Context, v Verdict, object, namespace str
 		}
 	case !f.ran && !f.restarted:
 		d.LogNote = fmt.Sprintf("container %s never started: there are no logs", f.Container)
+	case f.log != nil:
+		d.LogTail, d.LogNote = f.log.shown(g.opts.LogTailLines)
+		in.logs = append(in.logs, f.log.lines)
 	default:
 		d.LogTail, d.LogNote = g.readLogs(ctx, f.Pod, f.Container, f.crashed, &in, cls)
 	}

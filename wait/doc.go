@@ -25,7 +25,13 @@
 // (its label controller-revision-hash, see [PodRevision], equal to
 // status.updateRevision) meets a pod verdict, with the same Diagnosis
 // (its Object the StatefulSet), or on the StatefulSet's FailedCreate
-// events; other revisions' pods failing are warnings. It judges Jobs and
+// events; other revisions' pods failing are warnings. Given a dynamic
+// client it follows LeaderWorkerSets too (see [LeaderWorkerSetRolledOut]):
+// the verdicts judge the pods of the current template revision (the
+// leader StatefulSet's label [LeaderWorkerSetRevisionLabel]), and since
+// the LWS controller recreates a whole group at a container's restart, a
+// group recreated MaxRestarts times fails ([VerdictGroupRecreated]), with
+// the log of its last crash read while the pod existed. It judges Jobs and
 // Pods that run to completion (restartPolicy Never or OnFailure: Helm's
 // hooks and tests) too: Current once complete (a Job's condition
 // Complete, a Pod's phase Succeeded), failed on a Job's condition Failed,

@@ -92,6 +92,17 @@ func (r *rolloutRun) newJudge() *podJudge {
 // within logReadTimeout) and classifies it with its termination. A log
 // the cluster does not serve names no cause.
 func (r *rolloutRun) classifyTermination(pod *corev1.Pod, container string, previous bool, t *corev1.ContainerStateTerminated) knownCause {
+	lines, err := r.readTerminationLog(pod, container, previous, causeLogLines)
+	if err != nil {
+		return knownCause{cause: CauseUnknown}
+	}
+	return r.classifyLines(lines, t)
+}
+
+// readTerminationLog reads the last n lines (at most causeLogBytes, within
+// logReadTimeout) of the log of a container instance of pod: its previous
+// instance's when previous, else its current one's.
+func (r *rolloutRun) readTerminationLog(pod *corev1.Pod, container string, previous bool, n int64) ([]string, error) {
 	ctx := r.ctx
 	if ctx == nil {
 		ctx = context.Background()
@@ -101,15 +112,24 @@ func (r *rolloutRun) classifyTermination(pod *corev1.Pod, container string, prev
 	raw, err := r.client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
 		Container:  container,
 		Previous:   previous,
-		TailLines:  ptrTo[int64](causeLogLines),
+		TailLines:  ptrTo(n),
 		LimitBytes: ptrTo(causeLogBytes),
 	}).DoRaw(ctx)
 	if err != nil {
-		return knownCause{cause: CauseUnknown}
+		return nil, fmt.Errorf("log of container %s of pod %s: %w", container, pod.Name, err)
+	}
+	return lastLines(raw, int(n)), nil
+}
+
+// classifyLines classifies the log lines of the instance that ended with
+// t.
+func (r *rolloutRun) classifyLines(lines []string, t *corev1.ContainerStateTerminated) knownCause {
+	if len(lines) > causeLogLines {
+		lines = lines[len(lines)-causeLogLines:]
 	}
 	if r.cls == nil {
 		r.cls = newClassifier()
 	}
-	cause, evidence, _ := r.cls.classify(causeInput{logs: [][]string{lastLines(raw, causeLogLines)}, term: t})
+	cause, evidence, _ := r.cls.classify(causeInput{logs: [][]string{lines}, term: t})
 	return knownCause{cause: cause, evidence: evidence}
 }

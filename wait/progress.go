@@ -18,9 +18,14 @@ type RolloutProgress struct {
 	Deployment string `json:"deployment"`
 	// StatefulSet is the StatefulSet's name; empty for a Deployment.
 	StatefulSet string `json:"statefulSet,omitempty"`
+	// LeaderWorkerSet is the LeaderWorkerSet's name (its Desired, Updated
+	// and Ready count groups; Available is Ready).
+	LeaderWorkerSet string `json:"leaderWorkerSet,omitempty"`
 	// UpdateRevision and CurrentRevision are a StatefulSet's
 	// status.updateRevision (the revision its pods are updated to, whose
-	// pods the verdicts judge) and status.currentRevision.
+	// pods the verdicts judge) and status.currentRevision; of a
+	// LeaderWorkerSet, UpdateRevision is its current template revision
+	// (label leaderworkerset.sigs.k8s.io/template-revision-hash).
 	UpdateRevision  string `json:"updateRevision,omitempty"`
 	CurrentRevision string `json:"currentRevision,omitempty"`
 	// NewReplicaSet is the ReplicaSet carrying the Deployment's current pod

@@ -2,8 +2,8 @@
 // all and per Deployment), and how statuses are recorded and sent. The run
 // loop is in rollout_run.go, the informers in rollout_informers.go and
 // replicasets.go, the verdicts in rollout_evaluate.go, the diagnoses in
-// rollout_diagnose.go; StatefulSets in statefulsets.go, Jobs and Pods
-// that run to completion in runs.go.
+// rollout_diagnose.go; StatefulSets in statefulsets.go, LeaderWorkerSets
+// in leaderworkersets.go, Jobs and Pods that run to completion in runs.go.
 
 package wait
 
@@ -29,7 +29,8 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 )
 
-// RolloutWatcher waits for Deployments and StatefulSets to roll out, and
+// RolloutWatcher waits for Deployments, StatefulSets and LeaderWorkerSets
+// to roll out, and
 // for Jobs and Pods to run to completion, and detects failures early,
 // with a [Diagnosis].
 //
@@ -44,6 +45,23 @@ import (
 // costs a fixed number of requests however long it takes. Other objects
 // are left to another Waiter, a [KstatusWaiter] by default, but for those
 // that run to completion (Helm's hooks and tests):
+//
+// With a dynamic client ([RolloutWatcher.WithDynamicClient]) it follows a
+// LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) like a StatefulSet:
+// informers on it (by name), on its leader StatefulSet (by name: its
+// label [LeaderWorkerSetRevisionLabel] names the current template
+// revision once the LWS controller observed the generation) and on its
+// pods (label leaderworkerset.sigs.k8s.io/name: every group and
+// revision). It succeeds by [LeaderWorkerSetRolledOut]; it fails on the
+// pod verdicts about the pods of the current revision, or when one group
+// was recreated (its leader replaced by a new pod of the same revision)
+// RolloutOptions.MaxRestarts times ([VerdictGroupRecreated]): with
+// restartPolicy RecreateGroupOnPodRestart the controller deletes the
+// group at a container's first restart, so CrashLoopBackOff never shows.
+// The log of each termination of a container of the current revision is
+// read once, while its pod exists, and the diagnosis of a recreated group
+// shows it. Other revisions' pods failing are warnings, as are the
+// controller's RecreateGroup events.
 //
 // A Job (informers on the Job, by name, and on its pods, by its selector)
 // is Current when its condition Complete is True. It fails when its
@@ -80,6 +98,7 @@ import (
 // messages ("Waiting for 1 pods to be ready...").
 type RolloutWatcher struct {
 	client kubernetes.Interface
+	dyn    dynamic.Interface // LeaderWorkerSets; nil leaves them to others
 	others Waiter
 	opts   RolloutOptions
 }
@@ -88,15 +107,16 @@ var _ Waiter = (*RolloutWatcher)(nil)
 
 // NewRolloutWatcher returns a RolloutWatcher reading the cluster through
 // client. others waits for the objects it does not follow itself (neither
-// Deployments, StatefulSets, Jobs, nor Pods that run to completion); it
-// may be nil when there are none.
+// Deployments, StatefulSets, Jobs, nor Pods that run to completion, nor,
+// given a dynamic client, LeaderWorkerSets); it may be nil when there are
+// none.
 func NewRolloutWatcher(client kubernetes.Interface, others Waiter, opts RolloutOptions) *RolloutWatcher {
 	return &RolloutWatcher{client: client, others: others, opts: opts.withDefaults()}
 }
 
 // NewRolloutWatcherForConfig returns a RolloutWatcher for the cluster of
-// cfg, with a KstatusWaiter (and a discovery-backed REST mapper) for the
-// objects it does not follow itself.
+// cfg, following LeaderWorkerSets too, with a KstatusWaiter (and a
+// discovery-backed REST mapper) for the objects it does not follow itself.
 func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*RolloutWatcher, error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -111,7 +131,15 @@ func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*Rollout
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return NewRolloutWatcher(client, NewKstatusWaiter(dyn, mapper), opts), nil
+	return NewRolloutWatcher(client, NewKstatusWaiter(dyn, mapper), opts).WithDynamicClient(dyn), nil
+}
+
+// WithDynamicClient makes w follow LeaderWorkerSets itself, reading them
+// through dyn (see [LeaderWorkerSetRolledOut]); without it they are left
+// to the other Waiter. It returns w.
+func (w *RolloutWatcher) WithDynamicClient(dyn dynamic.Interface) *RolloutWatcher {
+	w.dyn = dyn
+	return w
 }
 
 // Wait watches objs until every Deployment and StatefulSet rolled out,
@@ -132,6 +160,7 @@ func (w *RolloutWatcher) Wait(ctx context.Context, objs []*unstructured.Unstruct
 	}
 	r := &rolloutRun{
 		client: w.client,
+		dyn:    w.dyn,
 		others: w.others,
 		o:      w.opts,
 		clk:    w.opts.Clock,
@@ -148,6 +177,7 @@ func (w *RolloutWatcher) Wait(ctx context.Context, objs []*unstructured.Unstruct
 // rolloutRun is the state of one Wait.
 type rolloutRun struct {
 	client kubernetes.Interface
+	dyn    dynamic.Interface
 	others Waiter
 	o      RolloutOptions
 	clk    clock.WithTicker
@@ -157,6 +187,7 @@ type rolloutRun struct {
 
 	deps  []*deployWatch
 	stss  []*stsWatch
+	lwss  []*lwsWatch // LeaderWorkerSets
 	runs  []*runWatch // Jobs and Pods that run to completion
 	other []*unstructured.Unstructured
 	// otherIdx are the Result indexes of the other objects.
@@ -194,7 +225,8 @@ type rolloutState struct {
 
 func (s *rolloutState) state() *rolloutState { return s }
 
-// rolloutWatch is a Deployment's or StatefulSet's watch.
+// rolloutWatch is a Deployment's, StatefulSet's or LeaderWorkerSet's
+// watch.
 type rolloutWatch interface{ state() *rolloutState }
 
 // deployWatch follows one Deployment.
@@ -230,6 +262,7 @@ type failure struct {
 	verdict Verdict
 	dw      *deployWatch // nil for another object
 	sts     *stsWatch    // a StatefulSet's failure
+	lws     *lwsWatch    // a LeaderWorkerSet's failure
 	run     *runWatch    // a Job's or Pod's failure
 	finding *podFinding  // a pod's failure
 	reason  string       // otherwise: the Deployment's, ReplicaSet's or StatefulSet's

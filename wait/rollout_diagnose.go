@@ -46,6 +46,9 @@ func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *Diagnosis {
 	if f.sts != nil {
 		return r.diagnoseStatefulSet(ctx, f)
 	}
+	if f.lws != nil {
+		return r.diagnoseLWS(ctx, f)
+	}
 	g := diagnoser{client: r.client, opts: r.o}
 	if f.dw == nil {
 		s := r.res.Objects[f.other]
@@ -111,6 +114,11 @@ func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *Diagnosis {
 	for _, sw := range r.stss {
 		if !sw.done {
 			return r.statefulSetTimeout(ctx, sw)
+		}
+	}
+	for _, lw := range r.lwss {
+		if !lw.done {
+			return r.lwsTimeout(ctx, lw)
 		}
 	}
 	for _, rw := range r.runs {

@@ -49,6 +49,10 @@ func (r *rolloutRun) evaluate() (fail *failure, allDone bool, recheck time.Time)
 		f, again := r.evaluateStatefulSet(sw, now)
 		note(f, sw.done, again)
 	}
+	for _, lw := range r.lwss {
+		f, again := r.evaluateLWS(lw, now)
+		note(f, lw.done, again)
+	}
 	for _, rw := range r.runs {
 		f, again := r.evaluateRun(rw, now)
 		note(f, rw.done, again)
@@ -408,7 +412,7 @@ func (r *rolloutRun) failedCreate(dw *deployWatch, d *appsv1.Deployment) *failur
 // its pods. Old ReplicaSets' troubles do not fail the rollout; they are
 // reported only.
 func (r *rolloutRun) reportEvent(e *corev1.Event) {
-	if r.reportStatefulSetEvent(e) {
+	if r.reportStatefulSetEvent(e) || r.reportLWSEvent(e) {
 		return
 	}
 	for _, dw := range r.deps {

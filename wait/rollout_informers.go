@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -168,6 +169,12 @@ func slim(obj any) (any, error) {
 	case *batchv1.Job:
 		// Its pods are watched: the verdicts never read its template.
 		o.Spec.Template = corev1.PodTemplateSpec{}
+	case *unstructured.Unstructured:
+		if isLeaderWorkerSet(o.GroupVersionKind()) {
+			// Its pods are watched: the verdicts never read its templates.
+			unstructured.RemoveNestedField(o.Object, "spec", "leaderWorkerTemplate", "leaderTemplate")
+			unstructured.RemoveNestedField(o.Object, "spec", "leaderWorkerTemplate", "workerTemplate")
+		}
 	}
 	return obj, nil
 }
@@ -333,11 +340,11 @@ func (r *rolloutRun) eventHandler(nw *nsWatch) cache.ResourceEventHandler {
 // and wakes the main loop; events of other kinds are ignored.
 func (r *rolloutRun) noteEvent(e *corev1.Event) {
 	kind := e.InvolvedObject.Kind
-	if kind != "Pod" && kind != "ReplicaSet" && kind != "StatefulSet" {
+	if kind != "Pod" && kind != "ReplicaSet" && kind != "StatefulSet" && kind != lwsKind {
 		return
 	}
 	r.mu.Lock()
-	if e.Type == corev1.EventTypeWarning {
+	if e.Type == corev1.EventTypeWarning || (kind == lwsKind && e.Reason == reasonRecreateGroup) {
 		r.warnings = append(r.warnings, e)
 	}
 	if kind != "Pod" && e.Reason == reasonFailedCreate {

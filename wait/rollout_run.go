@@ -71,7 +71,7 @@ func (r *rolloutRun) begin(objs []*unstructured.Unstructured) (Outcome, error) {
 	if err := r.identify(objs); err != nil {
 		return OutcomeError, err
 	}
-	if len(r.deps) == 0 && len(r.stss) == 0 && len(r.runs) == 0 && len(r.other) == 0 {
+	if len(r.deps) == 0 && len(r.stss) == 0 && len(r.lwss) == 0 && len(r.runs) == 0 && len(r.other) == 0 {
 		return OutcomeCurrent, nil
 	}
 	if len(r.other) > 0 && r.others == nil {
@@ -103,6 +103,12 @@ func (r *rolloutRun) startInformers(wctx context.Context) (stop func()) {
 		r.startStatefulSet(sw)
 		if r.ns[sw.namespace] == nil {
 			r.ns[sw.namespace] = r.startEvents(sw.namespace)
+		}
+	}
+	for _, lw := range r.lwss {
+		r.startLWS(lw)
+		if r.ns[lw.namespace] == nil {
+			r.ns[lw.namespace] = r.startEvents(lw.namespace)
 		}
 	}
 	for _, rw := range r.runs {
@@ -272,7 +278,7 @@ func (r *rolloutRun) settle(wctx context.Context, d time.Duration) (end bool) {
 		case <-t.C():
 			return false
 		case <-r.turned:
-			if r.deploymentTurned() || r.statefulSetTurned() {
+			if r.deploymentTurned() || r.statefulSetTurned() || r.lwsTurned() {
 				return false
 			}
 		}
@@ -346,6 +352,12 @@ func (r *rolloutRun) conclude(ctx, wctx context.Context, l *loop) (Result, error
 				r.set(sw, StatusCurrent, sw.msg, "")
 			}
 		}
+		for _, lw := range r.lwss {
+			if lw.progress.Verdict != VerdictRolledOut {
+				lw.progress.Verdict = VerdictRolledOut
+				r.set(lw, StatusCurrent, lw.msg, "")
+			}
+		}
 		return r.finish(OutcomeCurrent, nil)
 	case !l.timedOut && errors.Is(ctx.Err(), context.Canceled):
 		return r.finish(OutcomeCanceled, fmt.Errorf("wait canceled: %w", ctx.Err()))
@@ -370,6 +382,10 @@ func (r *rolloutRun) failed(ctx context.Context, f *failure) (Result, error) {
 		f.sts.progress.Verdict = f.verdict
 		f.sts.progress.Cause, f.sts.progress.Evidence, f.sts.progress.Hints = d.Cause, d.Evidence, d.Hints
 		r.set(f.sts, StatusFailed, d.Summary(), "")
+	case f.lws != nil:
+		f.lws.progress.Verdict = f.verdict
+		f.lws.progress.Cause, f.lws.progress.Evidence, f.lws.progress.Hints = d.Cause, d.Evidence, d.Hints
+		r.set(f.lws, StatusFailed, d.Summary(), "")
 	case f.run != nil:
 		r.setRun(f.run, StatusFailed, d.Summary())
 	default:
@@ -397,8 +413,9 @@ func (r *rolloutRun) timedOut(ctx context.Context, timer bool) (Result, error) {
 	return res, &RolloutFailedError{Diagnosis: d, NotReady: nre}
 }
 
-// identify sorts objs into Deployments, StatefulSets, Jobs and Pods that
-// run to completion, and others, and fills res.Objects in order, without
+// identify sorts objs into Deployments, StatefulSets, LeaderWorkerSets
+// (with a dynamic client), Jobs and Pods that run to completion, and
+// others, and fills res.Objects in order, without
 // duplicates.
 func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 	seen := map[object.Ref]bool{}
@@ -407,8 +424,9 @@ func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 		ref := object.RefOf(obj)
 		isDeployment := gvk.Group == appsv1.GroupName && gvk.Kind == "Deployment"
 		isStatefulSet := gvk.Group == appsv1.GroupName && gvk.Kind == "StatefulSet"
+		isLWS := isLeaderWorkerSet(gvk) && r.dyn != nil
 		isRun, isJob := runsToCompletion(obj)
-		if (isDeployment || isStatefulSet || isRun) && ref.Namespace == "" {
+		if (isDeployment || isStatefulSet || isLWS || isRun) && ref.Namespace == "" {
 			if r.opts.Namespace == "" {
 				return fmt.Errorf("%s: no namespace, and the wait has no default namespace", ref)
 			}
@@ -430,6 +448,8 @@ func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 			r.runs = append(r.runs, newRunWatch(idx, ref, isJob, r.newJudge()))
 		case isStatefulSet:
 			r.stss = append(r.stss, r.newStatefulSetWatch(idx, ref))
+		case isLWS:
+			r.lwss = append(r.lwss, r.newLWSWatch(idx, ref))
 		case !isDeployment:
 			r.other = append(r.other, obj)
 			r.otherIdx = append(r.otherIdx, idx)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
@@ -125,6 +126,8 @@ type harnessOptions struct {
 	objects []runtime.Object // besides the Deployment and its ReplicaSets
 	logs    func(opts *corev1.PodLogOptions) (string, error)
 	setup   func(c *fake.Clientset) // before the watcher starts
+	// dyn, when set, is the watcher's dynamic client (LeaderWorkerSets).
+	dyn dynamic.Interface
 }
 
 func startHarness(t *testing.T, o harnessOptions) *harness {
@@ -157,6 +160,9 @@ func startHarness(t *testing.T, o harnessOptions) *harness {
 	idle := make(chan struct{})
 	o.rollout.idle = func() { idle <- struct{}{} }
 	w := NewRolloutWatcher(h.client, o.others, o.rollout)
+	if o.dyn != nil {
+		w.WithDynamicClient(o.dyn)
+	}
 	events := make(chan Event)
 	o.wait.Events = events
 	if o.wait.Namespace == "" {

@@ -66,6 +66,14 @@ const (
 	// without waiting for RolloutOptions.MaxRestarts. The Diagnosis names
 	// the cause; its RestartCount is the count at that moment.
 	VerdictKnownCause Verdict = "KnownCause"
+	// VerdictGroupRecreated: a group of a LeaderWorkerSet (of its current
+	// template) was recreated RolloutOptions.MaxRestarts times during the
+	// wait. With restartPolicy RecreateGroupOnPodRestart (the default) the
+	// LWS controller deletes and recreates a whole group at a container's
+	// first restart, so its pods never reach CrashLoopBackOff. The
+	// Diagnosis is the last crash of that group, with the log read at its
+	// termination.
+	VerdictGroupRecreated Verdict = "GroupRecreated"
 )
 
 // Failed reports whether v is a failure verdict.
@@ -226,6 +234,11 @@ type podFinding struct {
 	// named (VerdictKnownCause), and the line that named it.
 	cause    Cause
 	evidence string
+	// log, when set, is the log of the termination read while the pod
+	// existed (a LeaderWorkerSet's group is deleted and recreated under
+	// the same names at a container's restart): the diagnosis shows it
+	// instead of reading the log again.
+	log *capturedLog
 }
 
 // podMemory is what the verdicts remember about one pod across

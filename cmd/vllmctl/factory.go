@@ -87,8 +87,9 @@ func (f *clusterFactory) Store(namespace string) (storage.Store, error) {
 }
 
 // Engine builds the release engine on the cluster: Secrets for records,
-// server-side apply for objects, a RolloutWatcher (kstatus for the objects
-// that are not Deployments) for waits.
+// server-side apply for objects, a RolloutWatcher (following Deployments,
+// StatefulSets, LeaderWorkerSets, Jobs and Pods itself, kstatus for the
+// other objects) for waits.
 func (f *clusterFactory) Engine(namespace string, verdicts wait.RolloutOptions) (*release.Engine, error) {
 	client, err := f.KubernetesClientSet()
 	if err != nil {
@@ -106,7 +107,7 @@ func (f *clusterFactory) Engine(namespace string, verdicts wait.RolloutOptions) 
 	return &release.Engine{
 		Store:   storage.NewSecrets(client, namespace),
 		Objects: applier,
-		Waiter:  wait.NewRolloutWatcher(watchClient, others, verdicts),
+		Waiter:  wait.NewRolloutWatcher(watchClient, others, verdicts).WithDynamicClient(applier.DynamicClient()),
 		Client:  client,
 	}, nil
 }

@@ -1,0 +1,250 @@
+// A LeaderWorkerSet's terminations and diagnoses: the log of each
+// termination of a container of its current revision, read once while the
+// pod exists (the LWS controller deletes and recreates the group under the
+// same names at the next restart), the group's last crash, the events
+// reported as warnings, and the diagnoses of a failure or a timeout.
+
+package wait
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// capturedLog is the log of a container's termination, read while its
+// pod existed.
+type capturedLog struct {
+	container string
+	previous  bool
+	lines     []string
+	err       error
+}
+
+// shown returns the last n lines and the note of a diagnosis.
+func (c *capturedLog) shown(n int64) ([]string, string) {
+	switch {
+	case c.err != nil:
+		return nil, fmt.Sprintf("the cluster did not serve the log of container %s at its termination: %v", c.container, c.err)
+	case len(c.lines) == 0:
+		return nil, fmt.Sprintf("the terminated instance of container %s logged nothing", c.container)
+	}
+	lines := c.lines
+	if len(lines) > int(n) {
+		lines = lines[len(lines)-int(n):]
+	}
+	return lines, fmt.Sprintf("the log of container %s read at its termination (the LWS controller recreates a group's pods under the same names)", c.container)
+}
+
+// withLog returns f with the log captured at the termination of its
+// container, if that termination was captured.
+func (lw *lwsWatch) withLog(f *podFinding) *podFinding {
+	if f.Pod == nil || f.log != nil {
+		return f
+	}
+	c := lw.crashes[f.Pod.Labels[lwsGroupIndexLabel]]
+	if c == nil || c.Pod.UID != f.Pod.UID || c.Container != f.Container {
+		return f
+	}
+	cp := *f
+	cp.log = c.log
+	return &cp
+}
+
+// captureTermination is the classifier of lw's judge: once per
+// termination of a container of a pod of the current revision, it reads
+// the log of the instance that ended, while the pod still exists (the LWS
+// controller deletes the group at the restart that follows), keeps it and
+// the pod (whole) as the group's last crash (captureOnce), and classifies
+// it (unless RolloutOptions.WaitOnKnownCause).
+func (r *rolloutRun) captureTermination(lw *lwsWatch) terminationClassifier {
+	return func(pod *corev1.Pod, container string, previous bool, t *corev1.ContainerStateTerminated) knownCause {
+		c := r.captureOnce(lw, pod, container, previous, t)
+		if c.err != nil || r.o.WaitOnKnownCause {
+			return knownCause{cause: CauseUnknown}
+		}
+		return r.classifyLines(c.lines, t)
+	}
+}
+
+// captureTerminations captures the last failed termination of each
+// container of pod (as judgeKnownCause picks it: its state's, else its
+// last state's), once each.
+func (r *rolloutRun) captureTerminations(lw *lwsWatch, pod *corev1.Pod) {
+	for _, statuses := range [2][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range statuses {
+			cs := &statuses[i]
+			t, previous := cs.State.Terminated, false
+			if t == nil || t.ExitCode == 0 {
+				t, previous = cs.LastTerminationState.Terminated, true
+			}
+			if t != nil && t.ExitCode != 0 {
+				r.captureOnce(lw, pod, cs.Name, previous, t)
+			}
+		}
+	}
+}
+
+// captureOnce reads the log of the termination t of container of pod (the
+// previous instance's when previous) the first time it is asked, and
+// records it, with the pod, as the last crash of its group.
+func (r *rolloutRun) captureOnce(lw *lwsWatch, pod *corev1.Pod, container string, previous bool, t *corev1.ContainerStateTerminated) *capturedLog {
+	key := string(pod.UID) + "/" + knownCauseKey(container, t)
+	if c, ok := lw.captured[key]; ok {
+		return c
+	}
+	lines, err := r.readTerminationLog(pod, container, previous, max(int64(causeLogLines), r.o.LogTailLines))
+	c := &capturedLog{container: container, previous: previous, lines: lines, err: err}
+	lw.captured[key] = c
+	lw.capture(r.wholePod(pod), container, previous, t, c)
+	return c
+}
+
+// wholePod returns pod with its whole spec and annotations, read from the
+// cluster (the informer keeps only part of them); pod itself when the read
+// fails or finds another pod.
+func (r *rolloutRun) wholePod(pod *corev1.Pod) *corev1.Pod {
+	ctx := r.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, logReadTimeout)
+	defer cancel()
+	cp := pod.DeepCopy()
+	got, err := r.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err == nil && got.UID == pod.UID {
+		cp.Spec, cp.Annotations = got.Spec, got.Annotations
+	}
+	return cp
+}
+
+// capture records the termination t of container of pod as the last crash
+// of its group.
+func (lw *lwsWatch) capture(pod *corev1.Pod, container string, previous bool, t *corev1.ContainerStateTerminated, log *capturedLog) {
+	f := &podFinding{Verdict: VerdictProgressing, Reason: t.Reason, Pod: pod, Container: container, ExitCode: t.ExitCode,
+		Message: "last termination: " + terminationMessage(t), ran: true, crashed: true, restarted: previous, log: log}
+	if f.Reason == "" {
+		f.Reason = "Error"
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		if cs.Name == container {
+			f.RestartCount = cs.RestartCount
+		}
+	}
+	lw.crashes[pod.Labels[lwsGroupIndexLabel]] = f
+}
+
+// isLWSPodOf reports whether name is a pod of the LeaderWorkerSet lws: a
+// leader "<lws>-<group>" or a worker "<lws>-<group>-<worker>".
+func isLWSPodOf(name, lws string) bool {
+	rest, ok := strings.CutPrefix(name, lws+"-")
+	if !ok {
+		return false
+	}
+	group, worker, hasWorker := strings.Cut(rest, "-")
+	digits := func(s string) bool {
+		return s != "" && strings.Trim(s, "0123456789") == ""
+	}
+	return digits(group) && (!hasWorker || digits(worker))
+}
+
+// reportLWSEvent reports a Warning event about a LeaderWorkerSet or one of
+// its pods, and the LWS controller's RecreateGroup events. It reports
+// whether e was about one.
+func (r *rolloutRun) reportLWSEvent(e *corev1.Event) bool {
+	for _, lw := range r.lwss {
+		if lw.l == nil || e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != lw.namespace {
+			continue
+		}
+		var about string
+		switch name := e.InvolvedObject.Name; e.InvolvedObject.Kind {
+		case lwsKind:
+			if name == lw.name {
+				about = "LeaderWorkerSet " + name
+			}
+		case "Pod":
+			if isLWSPodOf(name, lw.name) {
+				about = "pod " + name
+			}
+		}
+		if about == "" {
+			continue
+		}
+		key := fmt.Sprintf("event/%s/%d/%s", e.UID, e.Count, e.Message)
+		if !lw.warned[key] {
+			lw.warned[key] = true
+			cur := r.res.Objects[lw.idx]
+			r.set(lw, cur.Status, cur.Message, about+": "+formatEvent(e))
+		}
+		return true
+	}
+	return false
+}
+
+// refreshLWS brings lw's suspect pod up to date before a diagnosis.
+func (r *rolloutRun) refreshLWS(ctx context.Context, lw *lwsWatch) {
+	lw.pods.waitSynced(ctx, 2*time.Second)
+	if lw.lws.synced() {
+		_, _ = r.evaluateLWS(lw, r.clk.Now())
+	}
+}
+
+// diagnoseLWS explains the failure of a LeaderWorkerSet: from its failed
+// pod, as a Deployment's, or from the last crash of the group recreated
+// too often (the log captured at its termination).
+func (r *rolloutRun) diagnoseLWS(ctx context.Context, f *failure) *Diagnosis {
+	lw := f.lws
+	if f.finding == nil {
+		d := &Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: lw.object, Namespace: lw.namespace, Message: f.message}
+		d.Hints = hints(d, nil, f.reason)
+		return d
+	}
+	g := diagnoser{client: r.client, opts: r.o}
+	d := g.fromPod(ctx, f.verdict, lw.object, lw.namespace, f.finding, r.podEvents(ctx, lw.namespace, f.finding.Pod))
+	if f.reason != "" {
+		d.Reason = f.reason
+		d.Message = joinNonEmpty("; ", f.message, d.Message)
+	}
+	if f.verdict == VerdictGroupRecreated {
+		d.Hints = recreatedHints(d, lw)
+	}
+	return d
+}
+
+// recreatedHints are the hints of a group recreated too often: the pod
+// that crashed is gone (its log was read at its termination), so the
+// hint to read its previous instance's log gives way to the LWS
+// controller's events.
+func recreatedHints(d *Diagnosis, lw *lwsWatch) []string {
+	out := []string{
+		fmt.Sprintf("the group's pods were deleted and recreated under the same names: the log shown was read when the container ended; kubectl describe %s%s lists the controller's RecreateGroup events", lw.object, nsFlag(lw.namespace)),
+	}
+	for _, h := range d.Hints {
+		if !strings.HasPrefix(h, "read why the previous instance exited") {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// lwsTimeout explains a timeout on a LeaderWorkerSet not rolled out, with
+// its most suspect pod of the current revision.
+func (r *rolloutRun) lwsTimeout(ctx context.Context, lw *lwsWatch) *Diagnosis {
+	r.refreshLWS(ctx, lw)
+	lw.progress.Verdict = VerdictTimeout
+	msg := lw.msg
+	if msg == "" {
+		msg = r.res.Objects[lw.idx].Message
+	}
+	suspect := lw.suspect
+	if suspect != nil {
+		suspect = lw.withLog(suspect)
+	}
+	d := r.suspectTimeout(ctx, lw.object, lw.namespace, "waiting for rollout to finish: "+msg, suspect)
+	r.set(lw, r.res.Objects[lw.idx].Status, r.res.Objects[lw.idx].Message, "")
+	return d
+}
