@@ -534,3 +534,106 @@ func TestGroupedReleaseInterrupted(t *testing.T) {
 	}
 	assert.Empty(t, pendingRecords(t, f))
 }
+
+// TestGroupedReleaseSurge: --max-surge 1 on a grouped upgrade first adds a
+// temporary group on the new revision, so that a group's leader always
+// serves beside the one being replaced (never fewer Ready leaders than
+// groups), and deletes it once the upgrade ended; a crashing revision
+// fails in the surge group itself, before any group is touched, and the
+// surge group is deleted too.
+func TestGroupedReleaseSurge(t *testing.T) {
+	f := newRelFixture(t)
+	r := f.deployGroups(t)
+	require.Equal(t, 0, r.code, "install\n%s", r)
+
+	// Count Ready leaders (pod index 0) of every StatefulSet, surge
+	// groups included, at every pod change.
+	var mu sync.Mutex
+	ready := map[string]bool{}
+	minReady, samples, synced := 99, 0, false
+	stop := make(chan struct{})
+	factory := informers.NewSharedInformerFactoryWithOptions(f.client, 0, informers.WithNamespace(f.namespace))
+	inf := factory.Core().V1().Pods().Informer()
+	note := func(obj any, gone bool) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Labels["apps.kubernetes.io/pod-index"] != "0" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		ready[p.Name] = !gone && p.DeletionTimestamp == nil && podIsReady(p)
+		n := 0
+		for _, r := range ready {
+			if r {
+				n++
+			}
+		}
+		if synced {
+			samples++
+			if n < minReady {
+				t.Logf("%s: %d Ready leader(s) after pod %s changed: %v", time.Now().Format("15:04:05.000"), n, p.Name, ready)
+			}
+			minReady = min(minReady, n)
+		}
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { note(obj, false) },
+		UpdateFunc: func(_, obj any) { note(obj, false) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			note(obj, true)
+		},
+	})
+	require.NoError(t, err)
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	// The handlers may not have seen the whole initial list yet: seed
+	// the leaders from the synced store.
+	for _, obj := range inf.GetStore().List() {
+		note(obj, false)
+	}
+	mu.Lock()
+	synced = true
+	mu.Unlock()
+
+	r = f.deployGroups(t, "--set", "image.tag=v0.9.2", "--max-surge", "1")
+	close(stop)
+	require.Equal(t, 0, r.code, "surge upgrade\n%s", r)
+	assert.Contains(t, r.stderr, "temporary group(s) chat-g0-surge")
+	mu.Lock()
+	assert.GreaterOrEqual(t, minReady, 2, "Ready leaders never fewer than the groups (%d samples)", samples)
+	mu.Unlock()
+	sts, err := f.client.AppsV1().StatefulSets(f.namespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, s := range sts.Items {
+		names = append(names, s.Name)
+	}
+	assert.ElementsMatch(t, groupNames, names, "the surge group is gone")
+	revs := f.history(t)
+	for _, name := range groupNames {
+		f.requireGroupOn(t, name, groupRevision(t, revs[1], name))
+	}
+
+	// A crashing revision fails in the surge group: no group touched.
+	before := map[string][]string{}
+	for _, name := range groupNames {
+		before[name] = podUIDs(f.groupPods(t, name))
+	}
+	r = f.deployGroups(t, "--set", "image.tag=v0.9.2-crash", "--max-surge", "1")
+	require.Equal(t, 3, r.code, "crashing surge upgrade\n%s", r)
+	res := result(t, r)
+	require.NotNil(t, res.Failure)
+	assert.Equal(t, "statefulset/chat-g0-surge", res.Failure.Object)
+	assert.NotContains(t, r.stderr, "wave 1 of 2", "no group touched")
+	for _, name := range groupNames {
+		assert.Equal(t, before[name], podUIDs(f.groupPods(t, name)), "%s untouched", name)
+		f.requireGroupOn(t, name, groupRevision(t, revs[1], name))
+	}
+	eventually(t, 60*time.Second, "the surge group and its pods are gone", func(ctx context.Context) (bool, error) {
+		_, err := f.client.AppsV1().StatefulSets(f.namespace).Get(ctx, "chat-g0-surge", metav1.GetOptions{})
+		return err != nil && len(f.groupPods(t, "chat-g0-surge")) == 0, nil
+	})
+}

@@ -3,6 +3,7 @@ package release
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,6 +73,9 @@ type deployPlan struct {
 	// release's records other than the held one as known under the lock
 	// (nil: unknown): read once, never listed again while the lock is held.
 	seen, underLock []storage.Entry
+	// surge are the temporary surge groups of a grouped upgrade with
+	// --max-surge that the preflight let through (surge_group.go).
+	surge []*unstructured.Unstructured
 	// hpas are the live HPAs the deploy's dry run listed, for its apply.
 	hpas cluster.LiveHPAs
 	// renderWarnings are the render's notes for stderr (e.g. a dependency
@@ -207,6 +211,7 @@ func prepareObjects(name string, objs []*unstructured.Unstructured, manifest str
 // strategy the surge policy changed is applied to the objects.
 func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 	opts := p.opts
+	p.surge = p.surgeGroups(d.Namespace(), !p.plan.Upgrade)
 	if opts.SkipPreflight {
 		return nil
 	}
@@ -240,7 +245,19 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 			return &surge, &zero
 		}
 	}
-	report, err := preflight.Run(ctx, d.Client, p.objs, pfOpts)
+	// Temporary surge groups (--max-surge on a grouped upgrade) must
+	// gang-fit next to the groups; under the auto policy an upgrade whose
+	// surge groups alone do not fit goes without them.
+	objs := p.objs
+	if len(p.surge) > 0 {
+		objs = append(slices.Clone(p.objs), p.surge...)
+	}
+	report, err := preflight.Run(ctx, d.Client, objs, pfOpts)
+	if err != nil && policy == preflight.SurgePolicyAuto && surgeRefused(err, p.surge) {
+		p.opts.Note = joinNotes(p.opts.Note, fmt.Sprintf("no temporary surge group: %s would not fit (--max-surge)", groupNames(p.surge)))
+		p.surge = nil
+		report, err = preflight.Run(ctx, d.Client, p.objs, pfOpts)
+	}
 	if report != nil && (len(report.Deployments) > 0 || len(report.Groups) > 0) {
 		d.emitEvent(ProgressEvent{Release: opts.Name, Phase: PhasePreflight, Preflight: report})
 		p.preflight = report

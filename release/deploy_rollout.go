@@ -183,6 +183,14 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 	applyOpts := p.applyOptions(rec.Name)
 	applyOpts.Namespace, applyOpts.Known = d.Namespace(), p.known
 	waves := p.groupWaves(d.Namespace(), install)
+	if hasGroups(objs) {
+		// Surge groups an interrupted deploy left, then this deploy's own
+		// once it ended (after a rollback: they serve meanwhile).
+		d.warnIf(rec, d.removeSurge(ctx, rec))
+		if len(p.surge) > 0 && len(waves.wave1) > 0 {
+			defer func() { d.warnIf(rec, d.removeSurge(ctx, rec)) }()
+		}
+	}
 	canary, err := d.planCanary(p, rec, res, install, waves)
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
@@ -193,6 +201,15 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 	}
 	if r, err := d.deployHooks(ctx, rec, res, opts, install, charts.HookPreInstall, charts.HookPreUpgrade); err != nil {
 		return r, err
+	}
+	if len(p.surge) > 0 && len(waves.wave1) > 0 {
+		wres, f, err := d.addSurge(ctx, rec, res, p.surge, applyOpts, opts.Timeout)
+		if lost := lockLost(err); lost != nil {
+			return res, lost
+		}
+		if err != nil {
+			return d.waitFailed(ctx, rec, res, start, opts, wres, err, f, install)
+		}
 	}
 	if len(waves.later) > 0 {
 		d.emit(rec.Name, rec.Revision, PhaseApply, "", "wave",

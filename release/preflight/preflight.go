@@ -3,6 +3,7 @@ package preflight
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -299,8 +300,8 @@ func (p *preflighter) collect(objs []*unstructured.Unstructured) ([]*deploymentI
 			}
 		}
 	}
-	if (p.opts.MaxSurge != nil || p.opts.MaxUnavailable != nil) && len(deps) == 0 {
-		p.note("--max-surge/--max-unavailable given but the release has no Deployment")
+	if (p.opts.MaxSurge != nil || p.opts.MaxUnavailable != nil) && len(deps) == 0 && !slices.ContainsFunc(objs, isGroup) {
+		p.note("--max-surge/--max-unavailable given but the release has no Deployment and no engine group")
 	}
 	return deps, nil
 }
