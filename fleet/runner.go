@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -433,6 +434,13 @@ func (st *run) applyPolicy(ctx context.Context) {
 		}
 		st.log(name, "rolled back to revision %d (revision %d)", row.RevisionBefore, res.Revision)
 	})
+	order := map[string]int{}
+	for i, t := range st.file.Targets {
+		order[t.Name] = i
+	}
+	byFile := func(a, b PolicyRollback) int { return order[a.Target] - order[b.Target] }
+	slices.SortFunc(pol.RolledBack, byFile)
+	slices.SortFunc(pol.NotRolledBack, byFile)
 }
 
 // finish settles the fleet's outcome and exit code: the worst of the
