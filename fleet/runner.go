@@ -203,7 +203,7 @@ func (st *run) preflight(ctx context.Context, wave []string) bool {
 		refused = append(refused, name)
 		mu.Unlock()
 		if ctx.Err() == nil {
-			st.fail(fmt.Sprintf("wave %d: preflight of %s refused", st.res.Wave, name), err)
+			st.fail("preflight of "+name+" refused", err)
 		}
 	})
 	if len(refused) == 0 && ctx.Err() == nil {
@@ -248,7 +248,7 @@ func (st *run) deployTarget(ctx context.Context, name string) {
 	if err != nil {
 		row.Outcome, row.ExitCode = Refused, exitcode.Of(err)
 		row.note("deploy", nil, err)
-		st.fail(fmt.Sprintf("wave %d: target %s: its records cannot be read", st.res.Wave, name), err)
+		st.fail("the records of "+name+" cannot be read", err)
 		return
 	}
 	row.RevisionBefore, row.RevisionAfter = before, before
@@ -286,7 +286,7 @@ func (st *run) deployTarget(ctx context.Context, name string) {
 	}
 	st.log(name, "%s (exit %d): %v", row.Outcome, row.ExitCode, err)
 	if ctx.Err() == nil || row.Outcome != RolledBack {
-		st.fail(fmt.Sprintf("wave %d: target %s %s", st.res.Wave, name, row.Outcome), err)
+		st.fail(fmt.Sprintf("target %s %s", name, row.Outcome), err)
 	}
 }
 
@@ -314,7 +314,7 @@ func (st *run) soak(ctx context.Context, wave []string) bool {
 			}
 			row.note("soak", diagnosis(nil, err), err)
 			st.log(name, "soak failed: %v", err)
-			st.fail(fmt.Sprintf("wave %d: soak of target %s failed", st.res.Wave, name), err)
+			st.fail("soak of target "+name+" failed", err)
 		}()
 	}
 	wg.Wait()
