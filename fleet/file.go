@@ -34,6 +34,10 @@ const (
 	Stop OnFailure = "stop"
 )
 
+// ReservedName is no target's name: the fleet's own progress lines go
+// under it.
+const ReservedName = "fleet"
+
 // DefaultGateTimeout bounds the gate command between two waves.
 const DefaultGateTimeout = 10 * time.Minute
 
@@ -361,6 +365,9 @@ func (p *parser) targets(n *yaml.Node, field string) {
 // targetNameProblem checks a target name: letters, digits, '-', '_' and
 // '.' (it prefixes progress lines and is an environment value).
 func targetNameProblem(name string) string {
+	if name == ReservedName {
+		return "reserved: the fleet's own progress lines are prefixed [" + ReservedName + "]"
+	}
 	for _, r := range name {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
 			return "want letters, digits, '-', '_' or '.'"

@@ -96,6 +96,8 @@ func TestParseErrors(t *testing.T) {
 			[]Problem{{8, "set[0]", `"novalue": want key=value (Helm --set syntax)`}}},
 		{"values not a list", base + "waves: [[a, b]]\nvalues: common.yaml\n",
 			[]Problem{{8, "values", `want a list of strings, got a scalar "common.yaml"`}}},
+		{"reserved target name", "release: r\ntargets: [{name: fleet, context: c}]\nwaves: [[fleet]]\n",
+			[]Problem{{2, "targets[0].name", `"fleet": reserved: the fleet's own progress lines are prefixed [fleet]`}}},
 		{"bad release name", "release: Bad_Name\ntargets: [{name: a, context: c}]\nwaves: [[a]]\n", nil},
 		{"duplicate key", base + "waves: [[a, b]]\nrelease: s\n",
 			[]Problem{{8, "release", "duplicate key"}}},

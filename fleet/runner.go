@@ -245,6 +245,10 @@ func (st *run) deployTarget(ctx context.Context, name string) {
 	start := st.now()
 	defer func() { row.DurationSeconds = st.now().Sub(start).Seconds() }()
 	before, err := t.Current(ctx)
+	if err != nil && ctx.Err() != nil {
+		row.Outcome = Skipped // interrupted before anything was written
+		return
+	}
 	if err != nil {
 		row.Outcome, row.ExitCode = Refused, exitcode.Of(err)
 		row.note("deploy", nil, err)

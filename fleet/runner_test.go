@@ -520,3 +520,19 @@ func TestStatus(t *testing.T) {
 	assert.Equal(t, "not-installed", res.Targets[1].Status)
 	assert.Equal(t, 6, res.Targets[2].ExitCode)
 }
+
+func TestGateRunsWithTheFleetEnvironment(t *testing.T) {
+	r, _, _ := fixture(t, Policy{Gate: `test "$VLLMCTL_FLEET_WAVE" = 1 && test "$VLLMCTL_FLEET_TARGETS" = "a b" && test "$VLLMCTL_FLEET_RELEASE" = r && test "$VLLMCTL_FLEET_FILE" = /fleet.yaml`},
+		[]string{"a", "b"}, []string{"c"})
+	res, err := r.Deploy(context.Background())
+	require.NoError(t, err)
+	require.Len(t, res.Gates, 1)
+	assert.Equal(t, 1, res.Gates[0].Wave)
+	assert.Equal(t, 0, res.Gates[0].ExitCode)
+
+	r, _, _ = fixture(t, Policy{Gate: "echo no; exit 7", OnFailure: Stop}, []string{"a"}, []string{"b"})
+	res, err = r.Deploy(context.Background())
+	assert.Equal(t, 4, exitcode.Of(err))
+	assert.Equal(t, 7, res.Gates[0].ExitCode)
+	assert.Equal(t, []string{"no"}, res.Gates[0].OutputTail)
+}

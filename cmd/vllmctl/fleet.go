@@ -213,7 +213,7 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fleetLog := &prefixWriter{out: stderr, prefix: "fleet", json: format == wait.ProgressJSON}
+	fleetLog := &prefixWriter{out: stderr, prefix: fleet.ReservedName, json: format == wait.ProgressJSON}
 	runner.Log = func(target, message string) {
 		w := fleetLog
 		if target != "" {

@@ -131,3 +131,17 @@ func mustRead(t *testing.T, path string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+func TestPrefixWriter(t *testing.T) {
+	var out strings.Builder
+	w := &prefixWriter{out: &out, prefix: "a"}
+	_, _ = w.Write([]byte("one\ntw"))
+	_, _ = w.Write([]byte("o\n"))
+	assert.Equal(t, "[a] one\n[a] two\n", out.String())
+
+	out.Reset()
+	j := &prefixWriter{out: &out, prefix: "b", json: true}
+	_, _ = j.Write([]byte(`{"phase":"done"}` + "\n"))
+	j.line("wave 1")
+	assert.Equal(t, `{"target":"b","phase":"done"}`+"\n"+`{"target":"b","message":"wave 1"}`+"\n", out.String())
+}
