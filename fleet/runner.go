@@ -156,6 +156,7 @@ func (r *Runner) Deploy(ctx context.Context) (*Result, error) {
 		st.rows[t.Name] = row
 		st.res.Targets = append(st.res.Targets, row)
 	}
+	completed := false
 	for i, wave := range r.file.Waves {
 		if ctx.Err() != nil {
 			break
@@ -165,11 +166,13 @@ func (r *Runner) Deploy(ctx context.Context) (*Result, error) {
 		if !st.preflight(ctx, wave) || !st.deployWave(ctx, wave) || !st.soak(ctx, wave) {
 			break
 		}
-		if i < len(r.file.Waves)-1 && !st.gate(ctx, i+1) {
+		if i == len(r.file.Waves)-1 {
+			completed = true
+		} else if !st.gate(ctx, i+1) {
 			break
 		}
 	}
-	if ctx.Err() != nil {
+	if !completed && ctx.Err() != nil {
 		st.res.Interrupted = true
 		st.fail("interrupted", ctx.Err())
 	}

@@ -230,22 +230,22 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 	switch o.op {
 	case "diff":
 		res, err := runner.Diff(ctx)
-		return o.finish(built, res, err, func() error { return writeFleetDiff(o.g.Streams.Out, o.output.format, res) }, res.Changes)
+		return o.finish(built, err, func() error { return writeFleetDiff(o.g.Streams.Out, o.output.format, res) }, res.Changes)
 	case "status":
 		res, err := runner.Status(ctx)
-		return o.finish(built, res, err, func() error { return writeFleetStatus(o.g.Streams.Out, o.output.format, res) }, false)
+		return o.finish(built, err, func() error { return writeFleetStatus(o.g.Streams.Out, o.output.format, res) }, false)
 	}
 	res, err := runner.Deploy(ctx)
 	for _, row := range res.Targets {
 		row.Error = built[row.Name].printer.red.Line(row.Error)
 	}
-	return o.finish(built, res, err, func() error { return writeFleetResult(o.g.Streams.Out, o.output.format, res) }, false)
+	return o.finish(built, err, func() error { return writeFleetResult(o.g.Streams.Out, o.output.format, res) }, false)
 }
 
 // finish closes the printers, writes the result and returns the
 // operation's error (its message redacted), else exit 1 for a diff with
 // changes.
-func (o *fleetOptions) finish(built map[string]*fleetTarget, _ any, err error, write func() error, changes bool) error {
+func (o *fleetOptions) finish(built map[string]*fleetTarget, err error, write func() error, changes bool) error {
 	for _, ft := range built {
 		_ = ft.printer.Close()
 	}
