@@ -111,7 +111,10 @@ func fleetExitHelp(op string) string {
 
 // Complete loads and checks the fleet file, its targets' contexts and
 // namespaces.
-func (o *fleetOptions) Complete(_ *cobra.Command, args []string) error {
+func (o *fleetOptions) Complete(cmd *cobra.Command, args []string) error {
+	if o.op == "deploy" {
+		o.timeout.Complete(cmd.Flags(), o.g)
+	}
 	f, err := fleet.Load(args[0])
 	if err != nil {
 		return err

@@ -145,3 +145,15 @@ func TestPrefixWriter(t *testing.T) {
 	j.line("wave 1")
 	assert.Equal(t, `{"target":"b","phase":"done"}`+"\n"+`{"target":"b","message":"wave 1"}`+"\n", out.String())
 }
+
+func TestFleetDeployTimeout(t *testing.T) {
+	f := newReleaseFakes()
+	waits := f.recordWaits()
+	_, stderr, code := f.runFleet(t, "deploy", fleetFile(t, ""), "--timeout", "7m")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	got := waits()
+	require.NotEmpty(t, got)
+	for _, d := range got {
+		assert.Equal(t, "7m0s", d.String())
+	}
+}
