@@ -56,11 +56,25 @@ const gateDrainDelay = time.Second
 // gateOutputLimit bytes), never printed: the last lines go into the
 // result.
 func runGate(ctx context.Context, command string, env gateEnv, timeout time.Duration) (*storage.GateResult, error) {
+	return runGateWith(ctx, "canary gate", command, env.vars(), timeout)
+}
+
+// RunGate runs a gate command as the canary's gate runs (see runGate):
+// sh -c command, once, within timeout, with vars (NAME=value) added to
+// the environment; its process group never outlives it. The verdict is
+// the result's ExitCode (-1 with TimedOut when the timeout passed); the
+// error reports a gate that could not run or was interrupted (ctx ended).
+// `vllmctl fleet deploy` runs its gate between waves with it.
+func RunGate(ctx context.Context, command string, vars []string, timeout time.Duration) (*storage.GateResult, error) {
+	return runGateWith(ctx, "gate", command, vars, timeout)
+}
+
+func runGateWith(ctx context.Context, what, command string, vars []string, timeout time.Duration) (*storage.GateResult, error) {
 	gctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	cmd := exec.CommandContext(gctx, "/bin/sh", "-c", command)
-	cmd.Env = append(os.Environ(), env.vars()...)
+	cmd.Env = append(os.Environ(), vars...)
 	out := &tailBuffer{limit: gateOutputLimit}
 	err := runShell(cmd, out)
 	res := &storage.GateResult{Command: command, DurationSeconds: time.Since(start).Seconds(), OutputTail: out.lines(gateTailLines)}
@@ -72,13 +86,13 @@ func runGate(ctx context.Context, command string, env gateEnv, timeout time.Dura
 		res.ExitCode = 0
 	case ctx.Err() != nil:
 		res.ExitCode = -1
-		return res, fmt.Errorf("canary gate %q: interrupted: %w", command, ctx.Err())
+		return res, fmt.Errorf("%s %q: interrupted: %w", what, command, ctx.Err())
 	case errors.Is(gctx.Err(), context.DeadlineExceeded):
 		res.ExitCode, res.TimedOut = -1, true
 	case errors.As(err, &exit):
 		res.ExitCode = exit.ExitCode()
 	default:
-		return res, fmt.Errorf("canary gate %q: %w", command, err)
+		return res, fmt.Errorf("%s %q: %w", what, command, err)
 	}
 	return res, nil
 }

@@ -122,6 +122,7 @@ func subcommands() []func(*GlobalOptions) *cobra.Command {
 		newDiagnoseCommand,
 		newAdoptCommand,
 		newHandoverCommand,
+		newFleetCommand,
 	}
 }
 
