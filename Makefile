@@ -5,13 +5,19 @@ SHELL := /bin/bash
 CACHE ?= $(or $(VLLMCTL_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/vllmctl)
 export VLLMCTL_CACHE := $(CACHE)
 KUBECONFIG_E2E := $(CURDIR)/.cluster/kubeconfig
+# The second local cluster (vllmctl-b, state in .cluster-b/) and the fleet
+# kubeconfig holding both as contexts local-a and local-b; FLEET_A_KUBECONFIG
+# picks the local-a side (default: this checkout's first cluster).
+FLEET_KUBECONFIG := $(CURDIR)/.cluster-b/fleet-kubeconfig
+FLEET_A_KUBECONFIG ?= $(KUBECONFIG_E2E)
+export FLEET_A_KUBECONFIG
 GO ?= go
 GOTESTFLAGS ?=
 # RACE runs the unit tests and the e2e package under the race detector
 # (cgo: gcc); `make test RACE=` runs them without it.
 RACE ?= -race
 
-.PHONY: all build test unit fuzz e2e lint cluster cluster-down helm registry lws demo bench bench-peers clean
+.PHONY: all build test unit fuzz e2e lint cluster cluster-b fleet-kubeconfig cluster-down helm registry lws demo bench bench-peers clean
 
 all: build
 
@@ -36,9 +42,10 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -parallel 2 $${t##*:}; \
 	done
 
-e2e: cluster helm registry lws
+e2e: cluster cluster-b helm registry lws
+	FLEET_KUBECONFIG=$(FLEET_KUBECONFIG) hack/fleet-kubeconfig.sh
 	VLLMCTL_RELEASE_TEST_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -count=1 -run TestStoreContract $(GOTESTFLAGS) ./release/storage/
-	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) HELM_BIN=$$(hack/install-helm.sh) REGISTRY_BIN=$$(hack/install-registry.sh) \
+	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) VLLMCTL_E2E_FLEET_KUBECONFIG=$(FLEET_KUBECONFIG) HELM_BIN=$$(hack/install-helm.sh) REGISTRY_BIN=$$(hack/install-registry.sh) \
 	  LWS_BIN=$$(hack/install-lws.sh) KUBECTL_BIN=$$(hack/build-devcluster.sh)/kubectl $(GO) test $(RACE) -tags e2e -count=1 -p 1 -timeout 40m $(GOTESTFLAGS) ./e2e/...
 
 lint:
@@ -50,8 +57,22 @@ lint:
 cluster:
 	hack/cluster-up.sh
 
+## cluster-b: start (or reuse) a second local control plane, vllmctl-b (kubeconfig in .cluster-b/kubeconfig),
+## and, when the first cluster's kubeconfig exists, write the fleet kubeconfig
+cluster-b:
+	hack/cluster-up.sh vllmctl-b
+	@if [ -f "$(FLEET_A_KUBECONFIG)" ]; then FLEET_KUBECONFIG=$(FLEET_KUBECONFIG) hack/fleet-kubeconfig.sh || \
+	  echo "fleet kubeconfig not written: the first cluster ($(FLEET_A_KUBECONFIG)) does not answer; make cluster fleet-kubeconfig"; \
+	else echo "no first cluster ($(FLEET_A_KUBECONFIG)): make cluster fleet-kubeconfig writes the fleet kubeconfig"; fi
+
+## fleet-kubeconfig: .cluster-b/fleet-kubeconfig, both local clusters as contexts local-a (current) and local-b
+fleet-kubeconfig: cluster-b
+	FLEET_KUBECONFIG=$(FLEET_KUBECONFIG) hack/fleet-kubeconfig.sh
+
+## cluster-down: stop both local clusters
 cluster-down:
-	hack/cluster-down.sh
+	hack/cluster-down.sh vllmctl
+	hack/cluster-down.sh vllmctl-b
 
 helm:
 	@hack/install-helm.sh >/dev/null

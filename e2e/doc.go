@@ -2,7 +2,9 @@
 // control plane (real etcd, kube-apiserver, kube-controller-manager and
 // kube-scheduler, with kwok simulating nodes and pods). They are built only
 // with the e2e build tag and need VLLMCTL_E2E_KUBECONFIG (make e2e sets it
-// after `make cluster`).
+// after `make cluster`). Multi-cluster (fleet) tests use
+// VLLMCTL_E2E_FLEET_KUBECONFIG: one kubeconfig with contexts local-a (that
+// cluster) and local-b (a second one, `make cluster-b`); make e2e sets it too.
 //
 // The tests share the cluster. The top-level tests run one after the
 // other (some run their cases as parallel subtests); the faults that

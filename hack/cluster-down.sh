@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
-# Stops vllmctl's local control plane (SIGKILL: SIGTERM takes ~26 s and the
-# state is thrown away anyway) and removes its state.
+# Stops a local control plane (SIGKILL: SIGTERM takes ~26 s and the state is
+# thrown away anyway) and removes its state.
+#
+# Usage: hack/cluster-down.sh [--quiet] [NAME]. NAME is vllmctl (the default,
+# .cluster/) or vllmctl-<suffix> (.cluster-<suffix>/), as for cluster-up.sh.
+# Says nothing when that cluster was not running, or with --quiet.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-state=$root/.cluster
-quiet=0; [ "${1:-}" = "--quiet" ] && quiet=1
+quiet=0; [ "${1:-}" = "--quiet" ] && { quiet=1; shift; }
+name=${1:-vllmctl}
+case $name in
+  vllmctl) state=$root/.cluster ;;
+  vllmctl-[a-z0-9]*) state=$root/.cluster-${name#vllmctl-} ;;
+  *) echo "cluster name must be vllmctl or vllmctl-<suffix>, not $name" >&2; exit 2 ;;
+esac
+[ -d "$state" ] || exit 0
+# The trailing slash keeps .cluster/ from matching .cluster-b/'s processes.
 pids=$(cat "$state"/kwok/clusters/*/pids/*.pid 2>/dev/null || true)
 # Also any component still running from this state directory.
 pids="$pids $(pgrep -f -- "$state/" 2>/dev/null || true)"
-for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
+was=0; [ -e "$state/kubeconfig" ] && was=1
+for p in $pids; do kill -9 "$p" 2>/dev/null && was=1; done
 for _ in $(seq 1 50); do
   alive=0
   for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
   [ $alive = 0 ] && break
   sleep 0.1
 done
-rm -rf "$state/kwok" "$state/home" "$state/kubeconfig" "$state/kwok-config.yaml" "$state/create.log"
-[ $quiet = 1 ] || echo "local cluster stopped"
+rm -rf "$state/kwok" "$state/home" "$state/kubeconfig" "$state/kwok-config.yaml" "$state/create.log" \
+  "$state/fleet-kubeconfig"
+[ $quiet = 1 ] || [ $was = 0 ] || echo "local cluster $name stopped"
