@@ -99,6 +99,9 @@ type run struct {
 	failure  string
 	firstErr error
 	gateFail bool
+	// refused is set when a wave's preflight refused a target: the fleet
+	// stops there and the earlier waves stay as they are (see Deploy).
+	refused bool
 }
 
 // fail notes the first failure (what stopped the fleet).
@@ -121,7 +124,11 @@ func (st *run) failed() bool {
 //
 //  1. every target of a wave is deployed with a dry run first (server-side
 //     dry run and capacity preflight, nothing recorded); if one is
-//     refused, no target of the wave is applied and the fleet stops;
+//     refused (invalid for it, its lock held, its cluster unreachable or
+//     refusing), no target of the wave is applied and the fleet stops
+//     there with the refusal's exit code, leaving the earlier waves as
+//     they are: nothing failed, and the same fleet deploy run again
+//     resumes at that wave;
 //  2. the targets of the wave are deployed, at most Policy.MaxParallel at
 //     once, each with the whole deploy pipeline and its own automatic
 //     rollback; once one fails (or ctx ends) no further target is
@@ -129,8 +136,8 @@ func (st *run) failed() bool {
 //  3. with Policy.Soak the wave's targets are watched that long, every
 //     verdict applied;
 //  4. with Policy.Gate the gate runs before the next wave;
-//  5. on a failure (a refusal, a failed target, a failed soak or gate, an
-//     interrupt) the onFailure policy runs, on a context of its own when
+//  5. on a failure (a failed target, a failed soak or gate, an interrupt)
+//     the onFailure policy runs, on a context of its own when
 //     ctx has ended: rollback-fleet rolls every target this run changed
 //     (and that is still on the revision it wrote) back to its revision
 //     before; rollback-target rolls back only a target whose soak failed
@@ -176,7 +183,7 @@ func (r *Runner) Deploy(ctx context.Context) (*Result, error) {
 		st.res.Interrupted = true
 		st.fail("interrupted", ctx.Err())
 	}
-	if st.failed() {
+	if st.failed() && !st.refused {
 		st.applyPolicy(context.WithoutCancel(ctx))
 	}
 	st.finish()
@@ -207,6 +214,9 @@ func (st *run) preflight(ctx context.Context, wave []string) bool {
 		mu.Unlock()
 		if ctx.Err() == nil {
 			st.fail("preflight of "+name+" refused", err)
+			mu.Lock()
+			st.refused = true
+			mu.Unlock()
 		}
 	})
 	if len(refused) == 0 && ctx.Err() == nil {

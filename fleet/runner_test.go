@@ -309,8 +309,8 @@ func TestPreflightRefusal(t *testing.T) {
 	}{
 		{"first wave: nothing changed", RollbackFleet, "a", 6,
 			map[string]Outcome{"a": Refused, "b": NotStarted, "c": NotStarted}, false},
-		{"second wave, rollback-fleet", RollbackFleet, "c", 6,
-			map[string]Outcome{"a": RolledBack, "b": Skipped, "c": Refused}, true},
+		{"second wave, rollback-fleet: the first wave stays", RollbackFleet, "c", 6,
+			map[string]Outcome{"a": Deployed, "b": Skipped, "c": Refused}, false},
 		{"second wave, stop", Stop, "c", 6,
 			map[string]Outcome{"a": Deployed, "b": Skipped, "c": Refused}, false},
 		{"second wave, invalid input", RollbackTarget, "c", 2,
