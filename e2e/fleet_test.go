@@ -75,7 +75,7 @@ func newFleetFixture(t *testing.T) *fleetFixture {
 
 // file writes a fleet file: the shared set, b's overlay, the policy and
 // b's context.
-func (f *fleetFixture) file(t *testing.T, set []string, bSet []string, policy, bContext string) string {
+func (f *fleetFixture) file(t *testing.T, set []string, bSet []string, policy, bContext string, extra ...string) string {
 	t.Helper()
 	quote := func(ss []string) string {
 		q := make([]string, len(ss))
@@ -96,7 +96,7 @@ waves:
   - [b, c]
 policy:
   onFailure: %s
-`, relName, quote(set), f.ns["a"], bContext, f.ns["b"], quote(bSet), f.ns["c"], policy)
+%s`, relName, quote(set), f.ns["a"], bContext, f.ns["b"], quote(bSet), f.ns["c"], policy, strings.Join(extra, ""))
 	path := filepath.Join(f.dir, "fleet.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
 	return path
@@ -198,10 +198,15 @@ func outcomeOf(t *testing.T, res *fleet.Result) map[string]fleet.Outcome {
 func TestFleetDeploy(t *testing.T) {
 	f := newFleetFixture(t)
 
-	// Healthy: three revisions, one result.
-	file := f.file(t, []string{"greeting=v1"}, nil, "rollback-fleet", "local-b")
+	// Healthy: three revisions, one result; wave 1 soaks 2s, then the
+	// gate sees it in its environment.
+	file := f.file(t, []string{"greeting=v1"}, nil, "rollback-fleet", "local-b",
+		"  soak: 2s\n", `  gate: 'test "$VLLMCTL_FLEET_WAVE $VLLMCTL_FLEET_TARGETS" = "1 a"'`+"\n")
 	r, res := f.deploy(t, file, f.kubeconfig)
 	require.Equal(t, 0, r.code, "healthy fleet\n%s", r)
+	require.Len(t, res.Gates, 1, "one gate, between the two waves")
+	assert.Equal(t, 0, res.Gates[0].ExitCode)
+	assert.Contains(t, r.stderr, "soak of wave 1")
 	assert.Equal(t, fleet.Succeeded, res.Outcome)
 	assert.Equal(t, map[string]fleet.Outcome{"a": fleet.Deployed, "b": fleet.Deployed, "c": fleet.Deployed}, outcomeOf(t, res))
 	for _, name := range []string{"a", "b", "c"} {
