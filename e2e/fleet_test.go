@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -197,6 +198,26 @@ func outcomeOf(t *testing.T, res *fleet.Result) map[string]fleet.Outcome {
 // policy, an unreachable cluster in wave 2, and a rerun that resumes.
 func TestFleetDeploy(t *testing.T) {
 	f := newFleetFixture(t)
+
+	// Invalid files: exit 2 naming the line, nothing applied anywhere.
+	for _, tc := range []struct{ name, body, says string }{
+		{"unknown key", "release: chat\nchart: ./chart\ntargets:\n  - {name: a, context: local-a, namespace: x, replicas: 3}\nwaves: [[a]]\n", "fleet.yaml:4"},
+		{"target in no wave", "release: chat\nchart: ./chart\ntargets:\n  - {name: a, context: local-a}\n  - {name: b, context: local-b}\nwaves: [[a]]\n", "fleet.yaml:5"},
+		{"unknown context", "release: chat\nchart: ./chart\ntargets:\n  - {name: a, context: nowhere}\nwaves: [[a]]\n", "nowhere"},
+		{"huge maxParallel", "release: chat\nchart: ./chart\ntargets:\n  - {name: a, context: local-a}\nwaves: [[a]]\npolicy: {maxParallel: 99999999999999999999}\n", "maxParallel"},
+		{"bad policy", "release: chat\nchart: ./chart\ntargets:\n  - {name: a, context: local-a}\nwaves: [[a]]\npolicy: {onFailure: pray}\n", "onFailure"},
+	} {
+		path := filepath.Join(f.dir, "fleet.yaml")
+		require.NoError(t, os.WriteFile(path, []byte(tc.body), 0o644))
+		r, _ := f.deploy(t, path, f.kubeconfig)
+		assert.Equal(t, 2, r.code, "%s\n%s", tc.name, r)
+		assert.Contains(t, r.stderr, tc.says, tc.name)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		revs, err := storage.History(context.Background(), f.stores[name], relName)
+		var nf *storage.NotFoundError
+		require.True(t, err != nil && errors.As(err, &nf), "target %s: no record after invalid files (%v, %d records)", name, err, len(revs))
+	}
 
 	// Healthy: three revisions, one result; wave 1 soaks 2s, then the
 	// gate sees it in its environment.
