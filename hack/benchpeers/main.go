@@ -39,6 +39,13 @@
 //     by -skip-large and when BENCH_QUICK=1);
 //   - list-100-releases, history-100-releases: `vllmctl list` / `history`
 //     vs `helm list` / `history` in a namespace holding 100 releases.
+//   - fleet-install, fleet-upgrade: `vllmctl fleet deploy` of
+//     e2e/testdata/relchart (1 replica, Ready after 1s) installing, then
+//     upgrading (new greeting and image: the pod rolls), one target
+//     (local-a) vs a wave of 3 (local-a, local-b, local-a; maxParallel 3)
+//     in fresh namespaces, with the contexts of -fleet-kubeconfig (skipped
+//     when that file does not exist); each target talks to a proxy of its
+//     own, so the table also shows the requests per target.
 //
 // The release pods run on fake GPU nodes the benchmark adds (tainted and
 // labelled for it), so other users of the shared local cluster neither
