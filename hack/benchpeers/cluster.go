@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	kwait "k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 )
 
 // ---------------------------------------------------------------------------
@@ -22,21 +23,27 @@ import (
 // namespace creates a fresh namespace and waits for its default service
 // account (pods are refused before it exists).
 func (b *bench) namespace(ctx context.Context, prefix string) (string, error) {
+	return b.namespaceOn(ctx, b.client, prefix)
+}
+
+// namespaceOn creates a fresh namespace with client (the local cluster's,
+// or another fleet cluster's); cleanup deletes it with the same client.
+func (b *bench) namespaceOn(ctx context.Context, client kubernetes.Interface, prefix string) (string, error) {
 	name := fmt.Sprintf("bench-%s-%s-%s", prefix, b.id, utilrand.String(4))
 	if len(name) > 63 {
 		name = name[:63]
 	}
-	_, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: name, Labels: map[string]string{"vllmctl.io/bench": b.id},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("create namespace %s: %w", name, err)
 	}
 	b.mu.Lock()
-	b.namespaces[name] = true
+	b.namespaces[name] = client
 	b.mu.Unlock()
 	err = kwait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := b.client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		_, err := client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
 	if err != nil {
@@ -48,12 +55,18 @@ func (b *bench) namespace(ctx context.Context, prefix string) (string, error) {
 // deleteNamespace deletes ns and waits until it is gone, so that its pods
 // no longer hold capacity when the next run starts.
 func (b *bench) deleteNamespace(ctx context.Context, ns string) error {
-	err := b.client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	b.mu.Lock()
+	client := b.namespaces[ns]
+	b.mu.Unlock()
+	if client == nil {
+		client = b.client
+	}
+	err := client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete namespace %s: %w", ns, err)
 	}
 	err = kwait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := b.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		_, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
@@ -138,10 +151,15 @@ func (b *bench) deleteNodes(ctx context.Context, pool string) {
 // has rolled out completely (the previous revision serving, after a
 // failed upgrade).
 func (b *bench) rolledOut(ctx context.Context, ns, tag string) error {
+	return rolledOutOn(ctx, b.client, ns, tag)
+}
+
+// rolledOutOn is rolledOut with client (another fleet cluster's).
+func rolledOutOn(ctx context.Context, client kubernetes.Interface, ns, tag string) error {
 	var d *appsv1.Deployment
 	err := kwait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var err error
-		d, err = b.client.AppsV1().Deployments(ns).Get(ctx, release, metav1.GetOptions{})
+		d, err = client.AppsV1().Deployments(ns).Get(ctx, release, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}

@@ -39,6 +39,13 @@
 //     by -skip-large and when BENCH_QUICK=1);
 //   - list-100-releases, history-100-releases: `vllmctl list` / `history`
 //     vs `helm list` / `history` in a namespace holding 100 releases.
+//   - fleet-install, fleet-upgrade: `vllmctl fleet deploy` of
+//     e2e/testdata/relchart (1 replica, Ready after 1s) installing, then
+//     upgrading (new greeting and image: the pod rolls), one target
+//     (local-a) vs a wave of 3 (local-a, local-b, local-a; maxParallel 3)
+//     in fresh namespaces, with the contexts of -fleet-kubeconfig (skipped
+//     when that file does not exist); each target talks to a proxy of its
+//     own, so the table also shows the requests per target.
 //
 // The release pods run on fake GPU nodes the benchmark adds (tainted and
 // labelled for it), so other users of the shared local cluster neither
@@ -95,7 +102,7 @@ func main() {
 
 type options struct {
 	kubeconfig, vllmctl, kubectl, helm, chart string
-	stsChart                                  string
+	stsChart, fleetKubeconfig, relChart       string
 	runs, largeReplicas                       int
 	skipLarge, quick                          bool
 	only                                      *regexp.Regexp
@@ -111,10 +118,12 @@ func realMain() int {
 	flag.StringVar(&o.helm, "helm", "", "helm v4 binary (required)")
 	flag.StringVar(&o.chart, "chart", "charts/vllm", "directory of the vllm chart (the built-in one)")
 	flag.StringVar(&o.stsChart, "sts-chart", "e2e/testdata/stschart", "directory of the StatefulSet chart of the stuck-rollout scenario")
+	flag.StringVar(&o.fleetKubeconfig, "fleet-kubeconfig", ".cluster-b/fleet-kubeconfig", "kubeconfig with the contexts local-a and local-b of the fleet scenarios (make cluster-b); the scenarios are skipped when it does not exist")
+	flag.StringVar(&o.relChart, "fleet-chart", "e2e/testdata/relchart", "directory of the chart of the fleet scenarios")
 	flag.IntVar(&o.runs, "runs", 5, "runs per tool and scenario (BENCH_QUICK=1: 2)")
 	flag.IntVar(&o.largeReplicas, "large-replicas", 1000, "replicas of the large scenario")
 	flag.BoolVar(&o.skipLarge, "skip-large", false, "skip the large scenario (also skipped when BENCH_QUICK=1)")
-	flag.StringVar(&only, "only", "", "run only the scenario groups matching this regexp (healthy, failure, stuck, diff, large, busy, releases)")
+	flag.StringVar(&only, "only", "", "run only the scenario groups matching this regexp (healthy, failure, stuck, diff, large, busy, releases, fleet)")
 	flag.StringVar(&o.out, "out", os.Getenv("BENCH_OUT"), "write the figures as JSON to this file (default $BENCH_OUT)")
 	flag.Parse()
 	if o.kubectl == "" || o.helm == "" {
@@ -139,7 +148,7 @@ func realMain() int {
 		}
 		o.only = re
 	}
-	for _, p := range []*string{&o.kubeconfig, &o.vllmctl, &o.kubectl, &o.helm, &o.chart, &o.stsChart} {
+	for _, p := range []*string{&o.kubeconfig, &o.vllmctl, &o.kubectl, &o.helm, &o.chart, &o.stsChart, &o.fleetKubeconfig, &o.relChart} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			log.Print(err)
@@ -192,9 +201,9 @@ type bench struct {
 	pool   string   // label/taint value of the bench GPU nodes
 
 	mu         sync.Mutex
-	namespaces map[string]bool
-	nodes      []string          // fake nodes added, in order
-	nodePool   map[string]string // their pools
+	namespaces map[string]kubernetes.Interface // the client that created each
+	nodes      []string                        // fake nodes added, in order
+	nodePool   map[string]string               // their pools
 
 	failures atomic.Int64
 	report   report
@@ -225,7 +234,7 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 	id := utilrand.String(5)
 	b := &bench{
 		o: o, client: client, proxy: p, dir: dir, id: id, pool: "bench-" + id,
-		namespaces: map[string]bool{}, nodePool: map[string]string{},
+		namespaces: map[string]kubernetes.Interface{}, nodePool: map[string]string{},
 		report: report{
 			Generated: time.Now().UTC().Format(time.RFC3339), Quick: o.quick, Runs: o.runs,
 			Versions: map[string]string{}, Descriptions: map[string]string{},
@@ -323,8 +332,15 @@ func (b *bench) runAll(ctx context.Context) error {
 		{"large", b.large, b.o.skipLarge},
 		{"busy", b.busy, b.o.quick},
 		{"releases", b.manyReleases, false},
+		{"fleet", b.fleet, false},
 	}
 	for _, g := range groups {
+		if g.name == "fleet" && (b.o.only == nil || b.o.only.MatchString(g.name)) {
+			if _, err := os.Stat(b.o.fleetKubeconfig); err != nil {
+				progress("skipping the fleet scenarios: no fleet kubeconfig %s (make cluster-b writes it; -fleet-kubeconfig)", b.o.fleetKubeconfig)
+				continue
+			}
+		}
 		if g.skip || (b.o.only != nil && !b.o.only.MatchString(g.name)) {
 			progress("skipping the %s scenarios", g.name)
 			continue

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -38,6 +40,9 @@ type stats struct {
 	Stuck             int                `json:"stuck,omitempty"`
 	Outcome           string             `json:"outcome,omitempty"`
 	VllmctlRatio      map[string]float64 `json:"vllmctlRatio,omitempty"`
+	// MedianRequestsPerTarget: the fleet scenarios' median requests of
+	// each target, by target name.
+	MedianRequestsPerTarget map[string]float64 `json:"medianRequestsPerTarget,omitempty"`
 	// LastRunRequests are the last good run's requests by method and path
 	// (namespace generalised).
 	LastRunRequests map[string]int `json:"lastRunRequests,omitempty"`
@@ -60,6 +65,7 @@ type scenario struct {
 	failed      map[string]int
 	resources   bool // show peak RSS and CPU time in the table
 	outcome     bool // runs measure a recovery: show the tool's exit time and the outcome
+	perTarget   bool // fleet runs: show the median requests of each target
 }
 
 func newScenario(name, title string, tools ...string) *scenario {
@@ -87,6 +93,13 @@ func (b *bench) add(s *scenario, tool string, r run, err error) {
 	}
 	if r.Note != "" {
 		extra += " (" + r.Note + ")"
+	}
+	if len(r.PerTarget) > 0 {
+		per := map[string]float64{}
+		for t, n := range r.PerTarget {
+			per[t] = float64(n)
+		}
+		extra += "; requests per target: " + perTargetText(per)
 	}
 	progress("%s: %s run %d: %.2fs, %d requests (%d watches), exit %d, %.0f MiB, %.2f CPU-s%s",
 		s.name, tool, n, r.Seconds, r.Requests, r.Watches, r.ExitCode, r.MaxRSSMiB, r.CPUSeconds, extra)
@@ -131,6 +144,18 @@ func summarize(runs []run) *stats {
 	st.Median, st.MedianRequests, st.MedianWatches, st.MedianKiBRead = median(secs), median(reqs), median(watches), median(kib)
 	st.MedianMaxRSSMiB, st.MedianCPUSeconds, st.MedianToolSeconds = median(rss), median(cpu), median(tool)
 	st.LastRunRequests = runs[len(runs)-1].byKey
+	perTarget := map[string][]float64{}
+	for _, r := range runs {
+		for t, n := range r.PerTarget {
+			perTarget[t] = append(perTarget[t], float64(n))
+		}
+	}
+	for t, ns := range perTarget {
+		if st.MedianRequestsPerTarget == nil {
+			st.MedianRequestsPerTarget = map[string]float64{}
+		}
+		st.MedianRequestsPerTarget[t] = median(ns)
+	}
 	return st
 }
 
@@ -180,6 +205,9 @@ func (b *bench) finish(s *scenario) {
 	if s.outcome {
 		header += "tool exit s\toutcome\t"
 	}
+	if s.perTarget {
+		header += "requests per target\t"
+	}
 	header += fmt.Sprintf("%s/tool wall\t%s/tool requests\t", s.tools[0], s.tools[0])
 	fmt.Fprintln(tw, header)
 	for _, t := range s.tools {
@@ -195,6 +223,9 @@ func (b *bench) finish(s *scenario) {
 		if s.outcome {
 			line += fmt.Sprintf("%.2f\t%s\t", st.MedianToolSeconds, st.Outcome)
 		}
+		if s.perTarget {
+			line += perTargetText(st.MedianRequestsPerTarget) + "\t"
+		}
 		if r := st.VllmctlRatio; r != nil {
 			wall := "-"
 			if w, ok := r["wall"]; ok {
@@ -207,6 +238,19 @@ func (b *bench) finish(s *scenario) {
 		fmt.Fprintln(tw, line)
 	}
 	_ = tw.Flush()
+}
+
+// perTargetText is "a1 24, b1 24" (targets by name; "-": none).
+func perTargetText(m map[string]float64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	names := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.0f", n, m[n])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (b *bench) writeJSON() error {

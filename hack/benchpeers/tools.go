@@ -141,12 +141,15 @@ type run struct {
 	// ToolSeconds (process start to exit), Outcome and Stuck: scenarios
 	// measuring a recovery, whose Seconds end when the cluster recovered
 	// (a stuck run: the scenario's limit, a lower bound).
-	ToolSeconds float64        `json:"toolSeconds,omitempty"`
-	Outcome     string         `json:"outcome,omitempty"`
-	Stuck       bool           `json:"stuck,omitempty"`
-	Error       string         `json:"error,omitempty"`
-	byKey       map[string]int // requests by method and path
-	stdout      []byte         // of the last step
+	ToolSeconds float64 `json:"toolSeconds,omitempty"`
+	Outcome     string  `json:"outcome,omitempty"`
+	Stuck       bool    `json:"stuck,omitempty"`
+	Error       string  `json:"error,omitempty"`
+	// PerTarget: the fleet scenarios' requests of each target (its own
+	// proxy), by target name.
+	PerTarget map[string]int64 `json:"requestsPerTarget,omitempty"`
+	byKey     map[string]int   // requests by method and path
+	stdout    []byte           // of the last step
 }
 
 // measure runs steps back to back with the proxy's counters reset first:
