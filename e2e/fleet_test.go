@@ -294,10 +294,33 @@ func TestFleetDeploy(t *testing.T) {
 	_, cGreet := f.serving(t, "c")
 	assert.Equal(t, "v1", cGreet, "c never applied")
 
-	r, res = f.deploy(t, f.file(t, []string{"greeting=v3"}, nil, "rollback-fleet", "local-b"), f.kubeconfig)
+	resumed := f.file(t, []string{"greeting=v3"}, nil, "rollback-fleet", "local-b")
+	r, res = f.deploy(t, resumed, f.kubeconfig)
 	require.Equal(t, 0, r.code, "resume\n%s", r)
 	assert.Equal(t, map[string]fleet.Outcome{"a": fleet.UpToDate, "b": fleet.Deployed, "c": fleet.Deployed}, outcomeOf(t, res))
 	f.requireServing(t, "v3")
+
+	// fleet status: every target deployed and ready; fleet diff: nothing
+	// to change (exit 0), then a change on every target (exit 1).
+	out, err := f.fleetCmd(context.Background(), f.kubeconfig, "status", resumed, "-o", "json").Output()
+	require.NoError(t, err, "fleet status")
+	requireSchemaValid(t, "fleet-status", string(out))
+	var st fleet.StatusResult
+	require.NoError(t, json.Unmarshal(out, &st))
+	require.Len(t, st.Targets, 3)
+	for _, ts := range st.Targets {
+		assert.Equal(t, "deployed", ts.Status, ts.Name)
+		assert.True(t, ts.Ready, ts.Name)
+	}
+	out, err = f.fleetCmd(context.Background(), f.kubeconfig, "diff", resumed, "-o", "json").Output()
+	require.NoError(t, err, "fleet diff with nothing to change")
+	requireSchemaValid(t, "fleet-diff", string(out))
+	cmd := f.fleetCmd(context.Background(), f.kubeconfig, "diff", f.file(t, []string{"greeting=v4"}, nil, "rollback-fleet", "local-b"), "-o", "json")
+	out, err = cmd.Output()
+	assert.Equal(t, 1, exitCodeOf(t, err), "fleet diff with changes")
+	assert.Contains(t, string(out), `"changes": true`)
+	_, greet := f.serving(t, "a")
+	assert.Equal(t, "v3", greet, "diff changes nothing")
 }
 
 // deadKubeconfig returns a copy of the fleet kubeconfig with one more
