@@ -209,28 +209,24 @@ func (r *rolloutRun) startLWSPods(lw *lwsWatch) {
 // the informer has not synced, or the object is missing (recorded as
 // NotFound) or unreadable.
 func (r *rolloutRun) currentLWS(lw *lwsWatch) *leaderWorkerSet {
-	if !lw.lws.synced() {
-		return nil
-	}
-	obj, exists, _ := lw.lws.inf.GetStore().GetByKey(lw.namespace + "/" + lw.name)
-	u, _ := obj.(*unstructured.Unstructured)
-	if !exists || u == nil {
+	obj := watchedObject(lw.lws, lw.namespace+"/"+lw.name, &lw.uid, func() {
 		lw.done = false
 		r.set(lw, StatusNotFound, "not found", "")
+	}, func() {
+		if lw.pods != nil {
+			lw.pods.cancel()
+			lw.pods = nil
+		}
+		lw.reset(r)
+	})
+	u, _ := obj.(*unstructured.Unstructured)
+	if u == nil {
 		return nil
 	}
 	l, err := parseLeaderWorkerSet(u)
 	if err != nil {
 		r.set(lw, StatusUnknown, err.Error(), "")
 		return nil
-	}
-	if lw.uid != l.UID {
-		lw.uid = l.UID
-		if lw.pods != nil {
-			lw.pods.cancel()
-			lw.pods = nil
-		}
-		lw.reset(r)
 	}
 	lw.l = l
 	return l

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 	"k8s.io/utils/ptr"
 )
@@ -126,28 +127,44 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 // returns nil when the informer has not synced or the Deployment is
 // missing (recorded as NotFound).
 func (r *rolloutRun) currentDeployment(dw *deployWatch) *appsv1.Deployment {
-	if !dw.dep.synced() {
-		return nil
-	}
-	obj, exists, _ := dw.dep.inf.GetStore().GetByKey(dw.namespace + "/" + dw.name)
-	d, _ := obj.(*appsv1.Deployment)
-	if !exists || d == nil {
+	obj := watchedObject(dw.dep, dw.namespace+"/"+dw.name, &dw.uid, func() {
 		dw.done = false
 		r.set(dw, StatusNotFound, "not found", "")
-		return nil
-	}
-	if dw.uid != d.UID {
-		// A new (or recreated) Deployment: start over.
-		dw.uid = d.UID
+	}, func() {
 		for _, i := range []*informer{dw.rs, dw.pods} {
 			if i != nil {
 				i.cancel()
 			}
 		}
 		dw.rs, dw.pods, dw.podHash, dw.newRS, dw.oldRS = nil, nil, "", nil, nil
+	})
+	d, _ := obj.(*appsv1.Deployment)
+	if d != nil {
+		dw.d = d
 	}
-	dw.d = d
 	return d
+}
+
+// watchedObject returns the object key (namespace/name) of inf's synced
+// store, or nil when inf has not synced or the object is missing (then
+// notFound runs). When the object's UID is not *uid, it is a new (or
+// recreated) one: *uid takes its UID and reset runs, so that its watch
+// starts over. The one rule of the watches' current* functions.
+func watchedObject(inf *informer, key string, uid *types.UID, notFound, reset func()) any {
+	if !inf.synced() {
+		return nil
+	}
+	obj, exists, _ := inf.inf.GetStore().GetByKey(key)
+	m, ok := obj.(metav1.Object)
+	if !exists || !ok || m == nil {
+		notFound()
+		return nil
+	}
+	if *uid != m.GetUID() {
+		*uid = m.GetUID()
+		reset()
+	}
+	return obj
 }
 
 // observeStatus applies kubectl rollout status' rules to d, recording

@@ -114,23 +114,16 @@ func (r *rolloutRun) startJobPods(rw *runWatch, job *batchv1.Job) error {
 // synced, or the object is missing: recorded as NotFound), starting over
 // when it is a new (or recreated) one.
 func (r *rolloutRun) current(rw *runWatch) metav1.Object {
-	if !rw.self.synced() {
-		return nil
-	}
-	obj, exists, _ := rw.self.inf.GetStore().GetByKey(rw.namespace + "/" + rw.name)
-	m, ok := obj.(metav1.Object)
-	if !exists || !ok {
+	obj := watchedObject(rw.self, rw.namespace+"/"+rw.name, &rw.uid, func() {
 		rw.done = false
 		r.setRun(rw, StatusNotFound, "not found")
-		return nil
-	}
-	if rw.uid != m.GetUID() {
-		rw.uid = m.GetUID()
+	}, func() {
 		if rw.pods != nil {
 			rw.pods.cancel()
 		}
 		rw.pods, rw.suspect, rw.judge = nil, nil, r.newJudge()
-	}
+	})
+	m, _ := obj.(metav1.Object)
 	return m
 }
 

@@ -164,24 +164,19 @@ func (r *rolloutRun) startStatefulSetPods(sw *stsWatch, sel labels.Selector) {
 // returns nil when the informer has not synced or the StatefulSet is
 // missing (recorded as NotFound).
 func (r *rolloutRun) currentStatefulSet(sw *stsWatch) *appsv1.StatefulSet {
-	if !sw.sts.synced() {
-		return nil
-	}
-	obj, exists, _ := sw.sts.inf.GetStore().GetByKey(sw.namespace + "/" + sw.name)
-	s, _ := obj.(*appsv1.StatefulSet)
-	if !exists || s == nil {
+	obj := watchedObject(sw.sts, sw.namespace+"/"+sw.name, &sw.uid, func() {
 		sw.done = false
 		r.set(sw, StatusNotFound, "not found", "")
-		return nil
-	}
-	if sw.uid != s.UID {
-		sw.uid = s.UID
+	}, func() {
 		if sw.pods != nil {
 			sw.pods.cancel()
 		}
 		sw.pods, sw.suspect, sw.judge, sw.oldJudge = nil, nil, r.newJudge(), newPodJudge(r.o)
+	})
+	s, _ := obj.(*appsv1.StatefulSet)
+	if s != nil {
+		sw.s = s
 	}
-	sw.s = s
 	return s
 }
 
