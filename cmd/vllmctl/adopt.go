@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -91,40 +92,52 @@ func (o *adoptOptions) Run(ctx context.Context) error {
 }
 
 func (o *adoptOptions) write(res *release.AdoptResult) error {
-	if o.output.format != "table" {
-		return writeRecordDocument(o.g.Streams.Out, o.output.format, res)
+	head := fmt.Sprintf("Helm release %s in namespace %s, %d revisions, current %d", res.Release, res.Namespace, len(res.Revisions), res.Current)
+	return writeMoveResult(o.g.Streams.Out, o.output.format, res, "ADOPTED", res.DryRun, head, func(b *strings.Builder) error {
+		tw := newRecordTable(b)
+		fmt.Fprintln(tw, "REVISION\tSTATUS\tCHART\tREPLICASETS\tDESCRIPTION")
+		for _, r := range res.Revisions {
+			var rss []string
+			for _, rs := range r.ReplicaSets {
+				rss = append(rss, rs.Name)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Revision, r.Status, recordCell(r.Chart), recordCell(strings.Join(rss, ",")), recordCell(r.Description))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		writeMoves(b, res.Objects, "vllmctl")
+		action := "labelled owner=vllmctl-adopted (helm no longer lists the release)"
+		if res.HelmRecordsAction == "removed" {
+			action = "removed"
+		}
+		if res.DryRun {
+			action = "to be " + action
+		}
+		fmt.Fprintf(b, "HELM RECORDS: %s: %s\n", action, strings.Join(res.HelmRecords, ", "))
+		if len(res.Replaced) > 0 {
+			fmt.Fprintf(b, "REPLACED vllmctl revisions: %v\n", res.Replaced)
+		}
+		return nil
+	})
+}
+
+// writeMoveResult writes the result of adopt or handover: the document
+// (json, yaml), or the table: a head line (verb, or the dry run's PLAN,
+// then head), then what body writes.
+func writeMoveResult(out io.Writer, format string, doc any, verb string, dryRun bool, head string, body func(*strings.Builder) error) error {
+	if format != "table" {
+		return writeRecordDocument(out, format, doc)
 	}
-	var b strings.Builder
-	verb := "ADOPTED"
-	if res.DryRun {
+	if dryRun {
 		verb = "PLAN (dry run, nothing changed)"
 	}
-	fmt.Fprintf(&b, "%s: Helm release %s in namespace %s, %d revisions, current %d\n", verb, res.Release, res.Namespace, len(res.Revisions), res.Current)
-	tw := newRecordTable(&b)
-	fmt.Fprintln(tw, "REVISION\tSTATUS\tCHART\tREPLICASETS\tDESCRIPTION")
-	for _, r := range res.Revisions {
-		var rss []string
-		for _, rs := range r.ReplicaSets {
-			rss = append(rss, rs.Name)
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Revision, r.Status, recordCell(r.Chart), recordCell(strings.Join(rss, ",")), recordCell(r.Description))
-	}
-	if err := tw.Flush(); err != nil {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s\n", verb, head)
+	if err := body(&b); err != nil {
 		return err
 	}
-	writeMoves(&b, res.Objects, "vllmctl")
-	action := "labelled owner=vllmctl-adopted (helm no longer lists the release)"
-	if res.HelmRecordsAction == "removed" {
-		action = "removed"
-	}
-	if res.DryRun {
-		action = "to be " + action
-	}
-	fmt.Fprintf(&b, "HELM RECORDS: %s: %s\n", action, strings.Join(res.HelmRecords, ", "))
-	if len(res.Replaced) > 0 {
-		fmt.Fprintf(&b, "REPLACED vllmctl revisions: %v\n", res.Replaced)
-	}
-	_, err := fmt.Fprint(o.g.Streams.Out, b.String())
+	_, err := io.WriteString(out, b.String())
 	return err
 }
 

@@ -96,30 +96,23 @@ func (o *handoverOptions) Run(ctx context.Context) error {
 }
 
 func (o *handoverOptions) write(res *release.HandoverResult) error {
-	if o.output.format != "table" {
-		return writeRecordDocument(o.g.Streams.Out, o.output.format, res)
-	}
-	var b strings.Builder
-	verb := "HANDED OVER"
-	if res.DryRun {
-		verb = "PLAN (dry run, nothing changed)"
-	}
-	fmt.Fprintf(&b, "%s: release %s in namespace %s to Helm, %d revisions, current %d\n", verb, res.Release, res.Namespace, len(res.Revisions), res.Current)
-	tw := newRecordTable(&b)
-	fmt.Fprintln(tw, "REVISION\tHELM STATUS\tCHART\tDESCRIPTION")
-	for _, r := range res.Revisions {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.Revision, r.Status, recordCell(r.Chart), recordCell(r.Description))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	writeMoves(&b, res.Objects, "helm")
-	fmt.Fprintf(&b, "HELM RECORDS: %s\n", strings.Join(res.HelmRecords, ", "))
-	if res.RecordsAction == "removed" {
-		b.WriteString("VLLMCTL RECORDS: removed\n")
-	} else {
-		fmt.Fprintf(&b, "VLLMCTL RECORDS: kept, revision %d marked handed-over\n", res.Current)
-	}
-	_, err := fmt.Fprint(o.g.Streams.Out, b.String())
-	return err
+	head := fmt.Sprintf("release %s in namespace %s to Helm, %d revisions, current %d", res.Release, res.Namespace, len(res.Revisions), res.Current)
+	return writeMoveResult(o.g.Streams.Out, o.output.format, res, "HANDED OVER", res.DryRun, head, func(b *strings.Builder) error {
+		tw := newRecordTable(b)
+		fmt.Fprintln(tw, "REVISION\tHELM STATUS\tCHART\tDESCRIPTION")
+		for _, r := range res.Revisions {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.Revision, r.Status, recordCell(r.Chart), recordCell(r.Description))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		writeMoves(b, res.Objects, "helm")
+		fmt.Fprintf(b, "HELM RECORDS: %s\n", strings.Join(res.HelmRecords, ", "))
+		if res.RecordsAction == "removed" {
+			b.WriteString("VLLMCTL RECORDS: removed\n")
+		} else {
+			fmt.Fprintf(b, "VLLMCTL RECORDS: kept, revision %d marked handed-over\n", res.Current)
+		}
+		return nil
+	})
 }
