@@ -118,11 +118,11 @@ func (f *fleetFixture) fleetCmd(ctx context.Context, kubeconfig string, args ...
 }
 
 // deploy runs `vllmctl fleet deploy FILE -o json` and parses its result.
-func (f *fleetFixture) deploy(t *testing.T, file string, kubeconfig string) (relRun, *fleet.Result) {
+func (f *fleetFixture) deploy(t *testing.T, file string, kubeconfig string, args ...string) (relRun, *fleet.Result) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := f.fleetCmd(ctx, kubeconfig, "deploy", file, "-o", "json", "--timeout", "90s")
+	cmd := f.fleetCmd(ctx, kubeconfig, append([]string{"deploy", file, "-o", "json", "--timeout", "90s"}, args...)...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	r := relRun{code: exitCodeOf(t, cmd.Run())}
@@ -370,4 +370,30 @@ func TestFleetInterrupted(t *testing.T) {
 	assert.True(t, res.Interrupted)
 	assert.Equal(t, fleet.RolledBack, row(t, res, "a").Outcome, "wave 1 restored by the policy")
 	f.requireServing(t, "v1")
+
+	// kill -9 while a rolls out: a's lock is left. The next run is
+	// refused there (5); with --force-unlock it takes that lock over and
+	// completes.
+	file = f.file(t, []string{"greeting=v3", "readyDelay=20s"}, nil, "rollback-fleet", "local-b")
+	cmd = f.fleetCmd(context.Background(), f.kubeconfig, "deploy", file, "-o", "json", "--progress", "plain")
+	stderr = &progressLog{}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	deadline = time.Now().Add(2 * time.Minute)
+	for !strings.Contains(stderr.String(), "[a] ") || !strings.Contains(stderr.String(), "deployment/"+relName) {
+		require.True(t, time.Now().Before(deadline), "a never rolled out:\n%s", stderr.String())
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	r, res = f.deploy(t, file, f.kubeconfig)
+	require.Equal(t, 5, r.code, "after kill -9\n%s", r)
+	assert.Equal(t, fleet.Refused, row(t, res, "a").Outcome)
+	r, res = f.deploy(t, file, f.kubeconfig, "--force-unlock")
+	require.Equal(t, 0, r.code, "--force-unlock\n%s", r)
+	f.requireServing(t, "v3")
+	r, res = f.deploy(t, file, f.kubeconfig, "--force-unlock")
+	require.Equal(t, 0, r.code, "again\n%s", r)
+	assert.Equal(t, map[string]fleet.Outcome{"a": fleet.UpToDate, "b": fleet.UpToDate, "c": fleet.UpToDate}, outcomeOf(t, res),
+		"--force-unlock takes over only a lock that is there")
 }

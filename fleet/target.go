@@ -87,6 +87,16 @@ func (t *ReleaseTarget) Deploy(ctx context.Context) (*release.Result, error) {
 	opts := t.Options
 	opts.DryRun = false
 	opts.RollbackOnFailure = true
+	if opts.ForceUnlock {
+		// --force-unlock takes over only a lock that is there (one a
+		// killed fleet deploy left): the other targets keep their
+		// up-to-date check.
+		pending, err := storage.Pending(ctx, t.Engine.Store, opts.Name)
+		if err != nil {
+			return nil, fmt.Errorf("release %s: read its records: %w", opts.Name, err)
+		}
+		opts.ForceUnlock = len(pending) > 0
+	}
 	return release.NewDeployer(t.Engine).Deploy(ctx, opts)
 }
 

@@ -34,6 +34,7 @@ type fleetOptions struct {
 	source          chartSourceFlags
 	createNamespace bool
 	takeOwnership   bool
+	unlock          unlockFlags
 
 	file       *fleet.File
 	namespaces map[string]string // target name → release namespace
@@ -93,6 +94,7 @@ func fleetCommand(o *fleetOptions) *cobra.Command {
 		o.history.AddFlags(f)
 		o.rollbackTimeout.AddFlags(f)
 		f.BoolVar(&o.takeOwnership, "take-ownership", false, "adopt existing objects the chart renders that are not the release's")
+		f.BoolVar(&o.unlock.force, "force-unlock", false, "take over a target's lock that another operation holds (one a killed fleet deploy left); targets without one deploy as usual")
 	}
 	return cmd
 }
@@ -327,6 +329,7 @@ func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput
 			CreateNamespace:   o.createNamespace,
 			ForceConflicts:    o.conflicts.force,
 			TakeOwnership:     o.takeOwnership,
+			ForceUnlock:       o.unlock.force,
 			RollbackOnFailure: true,
 			RollbackTimeout:   o.rollbackTimeout.timeout,
 		},
