@@ -304,34 +304,12 @@ func (p *preflighter) liveGroup(ctx context.Context, g *groupInput) error {
 
 // groupPods returns the pods of a live StatefulSet: those matching its
 // selector, not terminated nor being deleted, and not controlled by
-// another object. They are read as a Deployment's old pods are (the
-// namespace's pods, listed once).
+// another object (see selectedPods).
 func (p *preflighter) groupPods(ctx context.Context, live *appsv1.StatefulSet) ([]oldPod, error) {
-	if live.Spec.Selector == nil {
-		return nil, nil
-	}
-	sel, err := metav1.LabelSelectorAsSelector(live.Spec.Selector)
-	if err != nil {
-		// The API server validated the live selector; should it not
-		// parse, there are no old pods to count.
-		return nil, nil
-	}
-	pods, err := p.podsIn(ctx, live.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	var out []oldPod
-	for _, pod := range pods {
-		if pod.DeletionTimestamp != nil || !sel.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		if c := metav1.GetControllerOf(pod); c != nil && (c.Kind != "StatefulSet" || c.Name != live.Name) {
-			continue
-		}
-		out = append(out, oldPod{node: pod.Spec.NodeName, usage: usageOf(&pod.Spec)})
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].node < out[j].node })
-	return out, nil
+	return p.selectedPods(ctx, live.Namespace, live.Spec.Selector, func(pod *corev1.Pod) bool {
+		c := metav1.GetControllerOf(pod)
+		return c == nil || (c.Kind == "StatefulSet" && c.Name == live.Name)
+	})
 }
 
 // groupNodes returns the candidate nodes of a group's pods: Ready,

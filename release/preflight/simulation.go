@@ -462,22 +462,29 @@ func matchNames(nodes []*nodeState) []string {
 // replaces: those matching its selector that are not terminated nor being
 // deleted.
 func (p *preflighter) oldPods(ctx context.Context, live *appsv1.Deployment) ([]oldPod, error) {
-	if live.Spec.Selector == nil {
+	return p.selectedPods(ctx, live.Namespace, live.Spec.Selector, nil)
+}
+
+// selectedPods returns, by node, the pods of namespace (listed once) that
+// selector matches, are not being deleted and that keep accepts (nil:
+// all): the old pods of a live workload.
+func (p *preflighter) selectedPods(ctx context.Context, namespace string, selector *metav1.LabelSelector, keep func(*corev1.Pod) bool) ([]oldPod, error) {
+	if selector == nil {
 		return nil, nil
 	}
-	sel, err := metav1.LabelSelectorAsSelector(live.Spec.Selector)
+	sel, err := metav1.LabelSelectorAsSelector(selector)
 	if err != nil {
 		// The API server validated the live selector; should it not
 		// parse, there are no old pods to count.
 		return nil, nil
 	}
-	pods, err := p.podsIn(ctx, live.Namespace)
+	pods, err := p.podsIn(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
 	var out []oldPod
 	for _, pod := range pods {
-		if pod.DeletionTimestamp != nil || !sel.Matches(labels.Set(pod.Labels)) {
+		if pod.DeletionTimestamp != nil || !sel.Matches(labels.Set(pod.Labels)) || (keep != nil && !keep(pod)) {
 			continue
 		}
 		out = append(out, oldPod{node: pod.Spec.NodeName, usage: usageOf(&pod.Spec)})
