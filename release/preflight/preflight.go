@@ -218,9 +218,6 @@ type deploymentInput struct {
 }
 
 func (p *preflighter) note(format string, a ...any) {
-	if p.report == nil {
-		return // CheckStrategies: no report
-	}
 	n := fmt.Sprintf(format, a...)
 	for _, have := range p.report.Notes {
 		if have == n {

@@ -214,7 +214,7 @@ func ApplyOverrides(objs []*unstructured.Unstructured, report *Report) ([]*unstr
 // so that the refusal is the preflight's, not the server's. Objects
 // without a namespace take namespace.
 func CheckStrategies(objs []*unstructured.Unstructured, namespace string) error {
-	p := &preflighter{opts: Options{Namespace: namespace}}
+	p := &preflighter{opts: Options{Namespace: namespace}, report: &Report{}} // its notes are not reported
 	deps, err := p.collect(objs)
 	if err != nil {
 		return err

@@ -74,3 +74,14 @@ func TestCheckStrategies(t *testing.T) {
 		assert.EqualError(t, err, "apps/v1 Deployment serving/web: maxSurge and maxUnavailable may not both be 0")
 	})
 }
+
+// TestCheckStrategiesPlainStatefulSet: a StatefulSet that is no engine
+// group is noted, not checked, and does not stop the check.
+func TestCheckStrategiesPlainStatefulSet(t *testing.T) {
+	sts := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "StatefulSet",
+		"metadata": map[string]any{"name": "cache", "namespace": pfNS},
+		"spec":     map[string]any{"replicas": int64(2)},
+	}}
+	require.NoError(t, CheckStrategies([]*unstructured.Unstructured{sts, pfUnstructured(t, pfDeploy("web", 3, 1))}, ""))
+}
