@@ -151,11 +151,20 @@ func containerState(cs *corev1.ContainerStatus) string {
 // podEventsOf lists pod's events; none when they cannot be listed (the
 // diagnosis goes on without them).
 func podEventsOf(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod) []*corev1.Event {
+	events, _ := listPodEvents(ctx, client, pod)
+	return events
+}
+
+// listPodEvents lists pod's events, by one field-selected list.
+func listPodEvents(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod) ([]*corev1.Event, error) {
+	// From the API server's watch cache (resourceVersion 0): a list that
+	// etcd serves reads every event of the namespace to filter them.
 	list, err := client.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", pod.Name).String(),
+		FieldSelector:   fields.OneTermEqualSelector("involvedObject.name", pod.Name).String(),
+		ResourceVersion: "0",
 	})
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("list the events of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	var out []*corev1.Event
 	for i := range list.Items {
@@ -168,7 +177,7 @@ func podEventsOf(ctx context.Context, client kubernetes.Interface, pod *corev1.P
 		}
 		out = append(out, e)
 	}
-	return out
+	return out, nil
 }
 
 // Bounds of DiagnoseLog: it keeps the last MaxDiagnoseLogBytes of its

@@ -12,9 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// podEvents returns the events of pod (from the namespace's informer,
-// waiting briefly for it to sync).
+// podEvents returns the events of pod: one list of them, since the
+// namespace's informer leaves the routine ones out (see routineReasons);
+// the informer's when that list fails.
 func (r *rolloutRun) podEvents(ctx context.Context, namespace string, pod *corev1.Pod) []*corev1.Event {
+	if events, err := listPodEvents(ctx, r.client, pod); err == nil {
+		return events
+	}
 	nw := r.ns[namespace]
 	if nw == nil {
 		return nil

@@ -294,13 +294,39 @@ func (r *rolloutRun) startPods(dw *deployWatch, sel labels.Selector, hash string
 	return nil
 }
 
+// routineReasons are the reasons of the Normal events that every pod or
+// rollout leaves, one or more per pod (the scheduler's, the kubelet's and
+// the controllers' bookkeeping), which no verdict reads: the events'
+// watch asks the API server to leave them out, so that what a deploy
+// reads does not grow with the pods its namespace started in the last
+// hour (a namespace keeps events for an hour: five rollouts of 1000
+// replicas leave 5000 Scheduled events). A diagnosis lists the failed
+// pod's own events, these included, when it needs them (podEvents).
+// Pulling, Pulled and Killing stay: the phase Pulling and the cause
+// startup-probe read them.
+func routineReasons() []string {
+	return []string{"Created", "ScalingReplicaSet", "Scheduled", "Started", "SuccessfulCreate", "SuccessfulDelete"}
+}
+
+// eventsFieldSelector is the events' watch's field selector: every event
+// but the routine ones.
+func eventsFieldSelector() string {
+	reasons := routineReasons()
+	sel := make([]fields.Selector, 0, len(reasons))
+	for _, reason := range reasons {
+		sel = append(sel, fields.OneTermNotEqualSelector("reason", reason))
+	}
+	return fields.AndSelectors(sel...).String()
+}
+
 // startEvents starts the informer of the events of pods, ReplicaSets and
-// StatefulSets in a namespace.
+// StatefulSets in a namespace, but for the routine ones.
 func (r *rolloutRun) startEvents(namespace string) *nsWatch {
 	c := r.client.CoreV1().Events(namespace)
 	nw := &nsWatch{}
+	sel := eventsFieldSelector()
 	nw.events = r.newInformer("watch the events in namespace "+namespace,
-		listWatch(c.List, c.Watch, func(*metav1.ListOptions) {}), &corev1.Event{}, r.eventHandler(nw))
+		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.FieldSelector = sel }), &corev1.Event{}, r.eventHandler(nw))
 	return nw
 }
 
