@@ -26,10 +26,13 @@ func (c Cause) Decisive() bool {
 	return false
 }
 
-// knownCause is what the log of one termination named.
+// knownCause is what the log of one termination named, and that log
+// (the diagnosis of a decisive cause shows it instead of reading it
+// again).
 type knownCause struct {
 	cause    Cause
 	evidence string
+	log      *capturedLog
 }
 
 // terminationClassifier reads the log of the instance of container of pod
@@ -69,7 +72,7 @@ func (j *podJudge) judgeKnownCause(pod *corev1.Pod, cs *corev1.ContainerStatus, 
 	if !k.cause.Decisive() {
 		return
 	}
-	f.Verdict, f.cause, f.evidence = VerdictKnownCause, k.cause, k.evidence
+	f.Verdict, f.cause, f.evidence, f.log = VerdictKnownCause, k.cause, k.evidence, k.log
 	f.ExitCode, f.crashed, f.ran = t.ExitCode, true, true
 	if f.Reason == "" {
 		f.Reason = "Error"
@@ -88,15 +91,25 @@ func (r *rolloutRun) newJudge() *podJudge {
 }
 
 // classifyTermination reads the log of one terminated container instance
-// (one request: the tail of causeLogLines lines, at most causeLogBytes,
-// within logReadTimeout) and classifies it with its termination. A log
-// the cluster does not serve names no cause.
+// (one request: the tail of causeLogLines lines, or of LogTailLines when
+// more, at most causeLogBytes, within logReadTimeout) and classifies it
+// with its termination. A log the cluster does not serve names no cause.
 func (r *rolloutRun) classifyTermination(pod *corev1.Pod, container string, previous bool, t *corev1.ContainerStateTerminated) knownCause {
-	lines, err := r.readTerminationLog(pod, container, previous, causeLogLines)
+	lines, err := r.readTerminationLog(pod, container, previous, max(int64(causeLogLines), r.o.LogTailLines))
 	if err != nil {
 		return knownCause{cause: CauseUnknown}
 	}
-	return r.classifyLines(lines, t)
+	k := r.classifyLines(lines, t)
+	if !k.cause.Decisive() {
+		// Kept only when the verdict shows it: a big rollout's pods
+		// may end thousands of times.
+		return k
+	}
+	k.log = &capturedLog{container: container, previous: previous, lines: lines}
+	if !previous {
+		k.log.note = fmt.Sprintf("the log of the current instance of container %s", container)
+	}
+	return k
 }
 
 // readTerminationLog reads the last n lines (at most causeLogBytes, within

@@ -54,7 +54,10 @@ func TestKnownCauseFailsAtFirstCrash(t *testing.T) {
 	assert.Contains(t, d.Message, "the log names cause gpu-oom")
 	assert.NotEmpty(t, d.Hints)
 	assert.Contains(t, d.Summary(), "CrashLoopBackOff (cause gpu-oom)")
-	require.Len(t, h.logs, 2, "the termination's log, then the diagnosis' (which names the cause: no other read)")
+	require.Len(t, h.logs, 1, "the termination's log, read once: the diagnosis shows it")
+	assert.Contains(t, strings.Join(d.LogTail, "\n"), "CUDA out of memory")
+	assert.Len(t, d.LogTail, int(DefaultLogTailLines))
+	assert.Empty(t, d.LogNote, "the previous instance's log, as the diagnosis reads it")
 	assert.True(t, h.logs[0].Previous, "the container restarted: its previous instance's log")
 	assert.Equal(t, int64(causeLogLines), *h.logs[0].TailLines)
 	assert.Equal(t, causeLogBytes, *h.logs[0].LimitBytes)
@@ -80,8 +83,10 @@ func TestKnownCauseTerminatedNotRestarted(t *testing.T) {
 	assert.Equal(t, CauseModelAuth, d.Cause)
 	assert.Equal(t, "Error", d.Reason)
 	assert.Equal(t, int32(0), d.RestartCount)
-	require.NotEmpty(t, h.logs)
+	require.Len(t, h.logs, 1)
 	assert.False(t, h.logs[0].Previous, "not restarted: the current instance is the one that ended")
+	assert.Equal(t, "the log of the current instance of container vllm", d.LogNote)
+	assert.NotEmpty(t, d.LogTail)
 }
 
 // TestKnownCauseNotDecisiveWaits: an nccl or unknown cause waits for

@@ -17,12 +17,14 @@ import (
 )
 
 // capturedLog is the log of a container's termination, read while its
-// pod existed.
+// pod existed, or when the termination was judged (a decisive cause).
 type capturedLog struct {
 	container string
 	previous  bool
 	lines     []string
 	err       error
+	// note is the diagnosis' note on the lines shown ("": none).
+	note string
 }
 
 // shown returns the last n lines and the note of a diagnosis.
@@ -37,7 +39,7 @@ func (c *capturedLog) shown(n int64) ([]string, string) {
 	if len(lines) > int(n) {
 		lines = lines[len(lines)-int(n):]
 	}
-	return lines, fmt.Sprintf("the log of container %s read at its termination (the LWS controller recreates a group's pods under the same names)", c.container)
+	return lines, c.note
 }
 
 // withLog returns f with the log captured at the termination of its
@@ -67,7 +69,9 @@ func (r *rolloutRun) captureTermination(lw *lwsWatch) terminationClassifier {
 		if c.err != nil || r.o.WaitOnKnownCause {
 			return knownCause{cause: CauseUnknown}
 		}
-		return r.classifyLines(c.lines, t)
+		k := r.classifyLines(c.lines, t)
+		k.log = c
+		return k
 	}
 }
 
@@ -98,7 +102,8 @@ func (r *rolloutRun) captureOnce(lw *lwsWatch, pod *corev1.Pod, container string
 		return c
 	}
 	lines, err := r.readTerminationLog(pod, container, previous, max(int64(causeLogLines), r.o.LogTailLines))
-	c := &capturedLog{container: container, previous: previous, lines: lines, err: err}
+	c := &capturedLog{container: container, previous: previous, lines: lines, err: err,
+		note: fmt.Sprintf("the log of container %s read at its termination (the LWS controller recreates a group's pods under the same names)", container)}
 	lw.captured[key] = c
 	lw.capture(r.wholePod(pod), container, previous, t, c)
 	return c

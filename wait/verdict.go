@@ -234,10 +234,11 @@ type podFinding struct {
 	// named (VerdictKnownCause), and the line that named it.
 	cause    Cause
 	evidence string
-	// log, when set, is the log of the termination read while the pod
-	// existed (a LeaderWorkerSet's group is deleted and recreated under
-	// the same names at a container's restart): the diagnosis shows it
-	// instead of reading the log again.
+	// log, when set, is the log of the termination already read: while
+	// the pod existed (a LeaderWorkerSet's group is deleted and recreated
+	// under the same names at a container's restart), or to judge a
+	// decisive cause. The diagnosis shows it instead of reading the log
+	// again.
 	log *capturedLog
 }
 
