@@ -231,30 +231,12 @@ func corpusIndex(t *testing.T, objs []*unstructured.Unstructured) map[string]*un
 // empty is removed, on both sides alike.
 func corpusComparable(helm, ours *unstructured.Unstructured) (map[string]any, map[string]any) {
 	h, o := helm.DeepCopy(), ours.DeepCopy()
-	dropManagedBy := o.GetLabels()[owner.LabelManagedBy] == owner.ManagedByVllmctl
-	for _, c := range []*unstructured.Unstructured{h, o} {
-		labels := c.GetLabels()
-		if dropManagedBy {
-			delete(labels, owner.LabelManagedBy)
-		}
-		if c == o {
-			delete(labels, owner.LabelRelease)
-		}
-		if len(labels) == 0 {
-			unstructured.RemoveNestedField(c.Object, "metadata", "labels")
-		} else {
-			c.SetLabels(labels)
-		}
-		annotations := c.GetAnnotations()
-		if c == o {
-			delete(annotations, owner.AnnotationNamespace)
-		}
-		if len(annotations) == 0 {
-			unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
-		} else {
-			c.SetAnnotations(annotations)
-		}
+	var both []string
+	if o.GetLabels()[owner.LabelManagedBy] == owner.ManagedByVllmctl {
+		both = []string{owner.LabelManagedBy}
 	}
+	withoutKeys(h, both, nil)
+	withoutKeys(o, append(both, owner.LabelRelease), []string{owner.AnnotationNamespace})
 	return h.Object, o.Object
 }
 

@@ -94,26 +94,35 @@ func comparable(t *testing.T, objs []*unstructured.Unstructured) map[string]map[
 	out := map[string]map[string]any{}
 	for _, o := range objs {
 		c := o.DeepCopy()
-		labels := c.GetLabels()
-		delete(labels, owner.LabelManagedBy)
-		delete(labels, owner.LabelRelease)
-		if len(labels) == 0 {
-			unstructured.RemoveNestedField(c.Object, "metadata", "labels")
-		} else {
-			c.SetLabels(labels)
-		}
-		annotations := c.GetAnnotations()
-		delete(annotations, owner.AnnotationNamespace)
-		if len(annotations) == 0 {
-			unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
-		} else {
-			c.SetAnnotations(annotations)
-		}
+		withoutKeys(c, []string{owner.LabelManagedBy, owner.LabelRelease}, []string{owner.AnnotationNamespace})
 		key := c.GetAPIVersion() + " " + ObjectRef(c)
 		require.NotContains(t, out, key, "duplicate object")
 		out[key] = c.Object
 	}
 	return out
+}
+
+// withoutKeys deletes the labels and annotations named from c, and its
+// labels or annotations map when that is left empty (or was).
+func withoutKeys(c *unstructured.Unstructured, labelKeys, annotationKeys []string) {
+	labels := c.GetLabels()
+	for _, k := range labelKeys {
+		delete(labels, k)
+	}
+	if len(labels) == 0 {
+		unstructured.RemoveNestedField(c.Object, "metadata", "labels")
+	} else {
+		c.SetLabels(labels)
+	}
+	annotations := c.GetAnnotations()
+	for _, k := range annotationKeys {
+		delete(annotations, k)
+	}
+	if len(annotations) == 0 {
+		unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
+	} else {
+		c.SetAnnotations(annotations)
+	}
 }
 
 // TestMatchesHelmTemplate renders every golden case with vllmctl and with
