@@ -30,10 +30,12 @@ import (
 // unless its digest is unchanged (requirements.lock for apiVersion v1).
 // Dependencies without a repository must already be directories in
 // charts/, as in Helm. A dependency in a remote repository (https, oci) is
-// an *InputError naming the `helm dependency build` command that fetches
-// it; nothing is written then: source.UpdateDependencies (what `vllmctl
-// dependency update` runs) vendors those with Helm's downloader. Progress
-// goes to progress.
+// an *InputError naming `vllmctl dependency update`, and nothing is
+// written: this package reaches no network. That command runs
+// source.UpdateDependencies, which vendors such charts with Helm's
+// downloader and calls this function only for charts without remote
+// dependencies, so the refusal guards other callers of the package.
+// Progress goes to progress.
 //
 // Helm's downloader.Manager does the same but pulls Helm's registry and
 // plugin machinery into the binary; this is its file:// path, on Helm's
@@ -90,7 +92,7 @@ func refuseRemote(dir string, reqs []*chart.Dependency) error {
 		return nil
 	}
 	return &InputError{Source: "chart", File: dir, Msg: fmt.Sprintf(
-		"dependencies in remote repositories are out of scope of vllmctl (it vendors file:// repositories only): %s; fetch them with `helm dependency build %s`",
+		"dependencies in remote repositories are out of scope of this function (it vendors file:// repositories only): %s; fetch them with `vllmctl dependency update %s`",
 		strings.Join(remote, ", "), dir)}
 }
 

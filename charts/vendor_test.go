@@ -111,7 +111,7 @@ func TestUpdateDependenciesRefuses(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "missingdeps")
 			copyDir(t, missingDeps, dir)
 			return dir
-		}, []string{"out of scope", "redis 17.3.2 (https://charts.example.com/stable)", "`helm dependency build "}},
+		}, []string{"out of scope", "redis 17.3.2 (https://charts.example.com/stable)", "`vllmctl dependency update "}},
 		{"a version outside the range", func(t *testing.T) string {
 			dir := localDepsCopy(t)
 			data, err := os.ReadFile(filepath.Join(dir, "Chart.yaml"))
