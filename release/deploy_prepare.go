@@ -225,6 +225,7 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 		Policy:         policy,
 		MaxSurge:       opts.MaxSurge,
 		MaxUnavailable: opts.MaxUnavailable,
+		PodClient:      d.PodClient,
 	}
 	pfOpts.OnHPAs = p.hpas.Seed
 	if p.known != nil {

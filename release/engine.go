@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/vllmctl/vllmctl/diff"
@@ -56,6 +57,10 @@ type Engine struct {
 	Waiter wait.Waiter
 	// Client reads Deployments and ReplicaSets (ReplicaSet discovery).
 	Client kubernetes.Interface
+	// PodClient, when set, is a podwire.Requests client (of Client's
+	// cluster) the capacity preflight lists pods through: it decodes only
+	// what the preflight reads of them.
+	PodClient rest.Interface
 	// Clock stamps records and measures durations (default: wall clock).
 	Clock clock.WithTicker
 	// Holder names this process in pending records (default:

@@ -199,7 +199,7 @@ func (r *rolloutRun) startLWS(lw *lwsWatch) {
 // revision.
 func (r *rolloutRun) startLWSPods(lw *lwsWatch) {
 	s := labels.SelectorFromSet(labels.Set{lwsNameLabel: lw.name}).String()
-	c := r.client.CoreV1().Pods(lw.namespace)
+	c := r.podsIn(lw.namespace)
 	lw.pods = r.newInformer("watch the pods of "+lw.ref.String(),
 		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }), &corev1.Pod{}, r.podHandler())
 }

@@ -99,6 +99,7 @@ import (
 type RolloutWatcher struct {
 	client kubernetes.Interface
 	dyn    dynamic.Interface // LeaderWorkerSets; nil leaves them to others
+	pods   rest.Interface    // the pods' informers' (NewPodWatchClient); nil: client's
 	others Waiter
 	opts   RolloutOptions
 }
@@ -130,8 +131,20 @@ func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*Rollout
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
+	pods, err := NewPodWatchClient(cfg)
+	if err != nil {
+		return nil, err
+	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return NewRolloutWatcher(client, NewKstatusWaiter(dyn, mapper), opts).WithDynamicClient(dyn), nil
+	return NewRolloutWatcher(client, NewKstatusWaiter(dyn, mapper), opts).WithDynamicClient(dyn).WithPodWatchClient(pods), nil
+}
+
+// WithPodWatchClient makes w's informers of pods list and watch them
+// through rc, a [NewPodWatchClient] client, instead of the typed client's
+// full decoding. It returns w.
+func (w *RolloutWatcher) WithPodWatchClient(rc rest.Interface) *RolloutWatcher {
+	w.pods = rc
+	return w
 }
 
 // WithDynamicClient makes w follow LeaderWorkerSets itself, reading them
@@ -161,6 +174,7 @@ func (w *RolloutWatcher) Wait(ctx context.Context, objs []*unstructured.Unstruct
 	r := &rolloutRun{
 		client: w.client,
 		dyn:    w.dyn,
+		podRC:  w.pods,
 		others: w.others,
 		o:      w.opts,
 		clk:    w.opts.Clock,
@@ -178,6 +192,7 @@ func (w *RolloutWatcher) Wait(ctx context.Context, objs []*unstructured.Unstruct
 type rolloutRun struct {
 	client kubernetes.Interface
 	dyn    dynamic.Interface
+	podRC  rest.Interface // see RolloutWatcher.WithPodWatchClient
 	others Waiter
 	o      RolloutOptions
 	clk    clock.WithTicker

@@ -286,7 +286,7 @@ func (r *rolloutRun) startPods(dw *deployWatch, sel labels.Selector, hash string
 		return fmt.Errorf("%s: pod-template-hash %q: %w", dw.ref, hash, err)
 	}
 	s := sel.Add(*req).String()
-	c := r.client.CoreV1().Pods(dw.namespace)
+	c := r.podsIn(dw.namespace)
 	dw.pods = r.newInformer("watch the pods of "+dw.ref.String(),
 		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }), &corev1.Pod{}, r.podHandler())
 	dw.podHash = hash

@@ -88,7 +88,7 @@ func (r *rolloutRun) startRun(rw *runWatch) {
 		rw.self = r.newInformer("watch "+rw.ref.String(), listWatch(c.List, c.Watch, byName), &batchv1.Job{}, r.pokeHandler())
 		return
 	}
-	c := r.client.CoreV1().Pods(rw.namespace)
+	c := r.podsIn(rw.namespace)
 	rw.self = r.newInformer("watch "+rw.ref.String(), listWatch(c.List, c.Watch, byName), &corev1.Pod{}, r.podHandler())
 }
 
@@ -104,7 +104,7 @@ func (r *rolloutRun) startJobPods(rw *runWatch, job *batchv1.Job) error {
 		sel = s
 	}
 	s := sel.String()
-	c := r.client.CoreV1().Pods(rw.namespace)
+	c := r.podsIn(rw.namespace)
 	rw.pods = r.newInformer("watch the pods of "+rw.ref.String(),
 		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }), &corev1.Pod{}, r.podHandler())
 	return nil

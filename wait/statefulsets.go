@@ -131,7 +131,7 @@ func (r *rolloutRun) startStatefulSet(sw *stsWatch) {
 // statefulSetFailedCreate).
 func (r *rolloutRun) startStatefulSetPods(sw *stsWatch, sel labels.Selector) {
 	s := sel.String()
-	c := r.client.CoreV1().Pods(sw.namespace)
+	c := r.podsIn(sw.namespace)
 	h := r.podHandler()
 	release := func() {
 		r.mu.Lock()

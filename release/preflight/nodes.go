@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/klog/v2"
+
+	"github.com/vllmctl/vllmctl/internal/podwire"
 )
 
 // listNodes lists the nodes matching a label selector ("" for every
@@ -253,7 +255,7 @@ func (p *preflighter) noteCompetitors(ctx context.Context, ec *evalContext) erro
 func (p *preflighter) noteCompetitorsOf(ctx context.Context, what, ns string, selector *metav1.LabelSelector, per resVec, matches []*nodeState) error {
 	if p.pending == nil {
 		pods, err := listAll(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=,status.phase=Pending"}, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			list, err := p.client.CoreV1().Pods("").List(ctx, opts)
+			list, err := p.podLister("").List(ctx, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -361,6 +363,17 @@ func (p *preflighter) listPodsOn(ctx context.Context, nodes []*nodeState) ([]*co
 	return out, nil
 }
 
+// podLister lists the pods of ns ("": all namespaces): through
+// opts.PodClient when set.
+func (p *preflighter) podLister(ns string) interface {
+	List(context.Context, metav1.ListOptions) (*corev1.PodList, error)
+} {
+	if p.opts.PodClient != nil {
+		return podwire.Pods{RC: p.opts.PodClient, Namespace: ns}
+	}
+	return p.client.CoreV1().Pods(ns)
+}
+
 // listPods lists the pods of ns ("" for all namespaces) that are not
 // Succeeded or Failed, those bound to node only when node is set. A
 // Forbidden error is returned as it is.
@@ -370,7 +383,7 @@ func (p *preflighter) listPods(ctx context.Context, ns, node string) ([]*corev1.
 		selector = "spec.nodeName=" + node + "," + selector
 	}
 	out, err := listAll(ctx, metav1.ListOptions{FieldSelector: selector, Limit: podPageSize}, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		list, err := p.client.CoreV1().Pods(ns).List(ctx, opts)
+		list, err := p.podLister(ns).List(ctx, opts)
 		if err != nil {
 			return nil, err
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/object"
@@ -58,6 +59,9 @@ type Options struct {
 	// did not validate it). The preflight then neither reads nor dry-runs
 	// that Deployment itself.
 	Known func(namespace, name string) (live, applied *unstructured.Unstructured, ok bool)
+	// PodClient, when set, is a podwire.Requests client the pods are
+	// listed through (nil: the client's full decoding).
+	PodClient rest.Interface
 	// HPAs, when set, gives the live HorizontalPodAutoscalers of a
 	// namespace the operation already listed (ok true): the preflight then
 	// does not list them again.
