@@ -26,8 +26,8 @@ type podListWatcher interface {
 // NewPodWatchClient returns the REST client of cfg's cluster for the pods
 // the RolloutWatcher watches (see [RolloutWatcher.WithPodWatchClient]): it
 // asks for protobuf and, before a Pod or PodList is decoded, leaves out of
-// its bytes what the informers would drop after decoding (slimPod):
-// managedFields, annotations, and the spec but for the node and the
+// its bytes most of what the informers would drop after decoding
+// (slimPod): managedFields, and the spec but for the node and the
 // containers' names and startup probes (podwire.Watched).
 func NewPodWatchClient(cfg *rest.Config) (rest.Interface, error) {
 	return podwire.NewClient(cfg, podwire.Watched)

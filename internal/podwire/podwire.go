@@ -182,9 +182,8 @@ const (
 	podSpec                 protowire.Number = 2
 	podStatus               protowire.Number = 3
 	podListItems            protowire.Number = 2  // PodList
-	metaAnnotations         protowire.Number = 12 // ObjectMeta
-	metaManagedFields       protowire.Number = 17
-	specVolumes             protowire.Number = 1 // PodSpec
+	metaManagedFields       protowire.Number = 17 // ObjectMeta
+	specVolumes             protowire.Number = 1  // PodSpec
 	specContainers          protowire.Number = 2
 	specNodeName            protowire.Number = 10
 	specInitContainers      protowire.Number = 20
@@ -240,9 +239,9 @@ func listOf(pod Filter) Filter {
 }
 
 // Watched keeps of a Pod what the rollout watcher's informers keep (see
-// package wait's slimPod): its metadata but for the annotations and
-// managedFields, its status whole, and of its spec the node and the
-// containers' and init containers' names and startup probes.
+// package wait's slimPod): its metadata but for the managedFields, its
+// status whole, and of its spec the node and the containers' and init
+// containers' names and startup probes.
 func Watched(num protowire.Number) (bool, Filter) {
 	switch num {
 	case podMetadata:
@@ -253,8 +252,13 @@ func Watched(num protowire.Number) (bool, Filter) {
 	return true, nil
 }
 
+// metaFilter keeps an ObjectMeta but for its managedFields. The
+// annotations stay: a watch's bookmark that ends its initial events says
+// so in one (metav1.InitialEventsAnnotationKey), and an informer that
+// lists by watching (client-go's WatchListClient, on by default) is not
+// synced until it reads it. The informers drop them after decoding.
 func metaFilter(num protowire.Number) (bool, Filter) {
-	return num != metaAnnotations && num != metaManagedFields, nil
+	return num != metaManagedFields, nil
 }
 
 func watchedSpec(num protowire.Number) (bool, Filter) {
@@ -272,8 +276,8 @@ func watchedContainer(num protowire.Number) (bool, Filter) {
 }
 
 // Requests keeps of a Pod what the capacity preflight reads (see
-// package preflight's compactPod): its metadata but for the annotations
-// and managedFields, its spec but for the volumes, readiness gates and
+// package preflight's compactPod): its metadata but for the
+// managedFields, its spec but for the volumes, readiness gates and
 // ephemeral containers, each container's and init container's name,
 // image, resources and restart policy, and its status' phase.
 func Requests(num protowire.Number) (bool, Filter) {

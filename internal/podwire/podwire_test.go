@@ -76,7 +76,7 @@ func TestFilters(t *testing.T) {
 		InitContainers: []corev1.Container{{Name: "fetch"}},
 		Containers:     []corev1.Container{{Name: "server", StartupProbe: pod.Spec.Containers[0].StartupProbe}},
 	}}
-	watched.Annotations, watched.ManagedFields = nil, nil
+	watched.ManagedFields = nil
 	requests := &corev1.Pod{ObjectMeta: *watched.ObjectMeta.DeepCopy(), Status: corev1.PodStatus{Phase: corev1.PodRunning}, Spec: *pod.Spec.DeepCopy()}
 	requests.Spec.Volumes, requests.Spec.ReadinessGates = nil, nil
 	requests.Spec.InitContainers = []corev1.Container{{Name: "fetch", Image: "busybox", Resources: pod.Spec.InitContainers[0].Resources, RestartPolicy: pod.Spec.InitContainers[0].RestartPolicy}}
