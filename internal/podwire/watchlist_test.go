@@ -35,9 +35,11 @@ func watchListServer(t *testing.T, pods []corev1.Pod, watchLists *atomic.Int32) 
 		if q.Get("watch") != "true" {
 			w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
 			data, err := runtime.Encode(embedded, &corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, ListMeta: metav1.ListMeta{ResourceVersion: "50"}, Items: pods})
-			if err == nil {
-				_, _ = w.Write(data)
+			if err != nil {
+				t.Errorf("encoding the pod list: %v", err)
+				return
 			}
+			_, _ = w.Write(data)
 			return
 		}
 		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf+";stream=watch")
@@ -47,12 +49,14 @@ func watchListServer(t *testing.T, pods []corev1.Pod, watchLists *atomic.Int32) 
 			watchLists.Add(1)
 			for i := range pods {
 				if err := enc.Encode(&watch.Event{Type: watch.Added, Object: &pods[i]}); err != nil {
+					t.Errorf("encoding pod %s: %v", pods[i].Name, err)
 					return
 				}
 			}
 			end := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{ResourceVersion: "50",
 				Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
 			if err := enc.Encode(&watch.Event{Type: watch.Bookmark, Object: end}); err != nil {
+				t.Errorf("encoding the bookmark: %v", err)
 				return
 			}
 		}
