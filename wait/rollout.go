@@ -119,7 +119,8 @@ func NewRolloutWatcher(client kubernetes.Interface, others Waiter, opts RolloutO
 // cfg, following LeaderWorkerSets too, with a KstatusWaiter (and a
 // discovery-backed REST mapper) for the objects it does not follow itself.
 func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*RolloutWatcher, error) {
-	client, err := kubernetes.NewForConfig(cfg)
+	streams := StreamConfig(cfg)
+	client, err := kubernetes.NewForConfig(streams)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -131,7 +132,7 @@ func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*Rollout
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
-	pods, err := NewPodWatchClient(cfg)
+	pods, err := NewPodWatchClient(streams)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,8 @@ type podListWatcher interface {
 // asks for protobuf and, before a Pod or PodList is decoded, leaves out of
 // its bytes most of what the informers would drop after decoding
 // (slimPod): managedFields, and the spec but for the node and the
-// containers' names and startup probes (podwire.Watched).
+// containers' names and startup probes (podwire.Watched). cfg is
+// normally a [StreamConfig].
 func NewPodWatchClient(cfg *rest.Config) (rest.Interface, error) {
 	return podwire.NewClient(cfg, podwire.Watched)
 }

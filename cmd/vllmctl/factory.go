@@ -46,25 +46,20 @@ func newClusterFactory(getter genericclioptions.RESTClientGetter) Factory {
 // API server encodes them cheaper too). The dynamic client of the applies
 // and of kstatus stays on JSON.
 func (f *clusterFactory) KubernetesClientSet() (kubernetes.Interface, error) {
-	return f.clientSet(false)
+	return f.clientSet()
 }
 
 // watchClientSet is the typed client of the rollout watcher: as
-// KubernetesClientSet, without gzip. The API server compresses a watch
-// list's stream (WatchListCompression, on by default since Kubernetes
-// 1.37) when asked, and Go's HTTP/2 transport asks: the thousands of pod
-// updates a big rollout streams were then compressed by the API server
-// and decompressed by vllmctl, an eighth of vllmctl's CPU time in a
-// 1000-replica upgrade (and the API server's share on top), to save
-// bandwidth on events of a few kilobytes each. The other requests (the
-// records, the preflight's lists) keep gzip. The pods' informers have a
-// REST client of their own on the same config (wait.NewPodWatchClient),
-// which cuts pods down before decoding them.
+// KubernetesClientSet, on wait.StreamConfig (no gzip, HTTP/1.1), which
+// keeps the thousands of pod updates a big rollout streams cheap to read.
+// The pods' informers have a REST client of their own on the same config
+// (wait.NewPodWatchClient), which cuts pods down before decoding them.
 func (f *clusterFactory) watchClientSet() (kubernetes.Interface, rest.Interface, error) {
-	cfg, err := f.config(true)
+	cfg, err := f.config()
 	if err != nil {
 		return nil, nil, err
 	}
+	cfg = wait.StreamConfig(cfg)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, recordClusterError{fmt.Errorf("kubernetes client: %w", err)}
@@ -76,8 +71,8 @@ func (f *clusterFactory) watchClientSet() (kubernetes.Interface, rest.Interface,
 	return client, pods, nil
 }
 
-func (f *clusterFactory) clientSet(noCompression bool) (kubernetes.Interface, error) {
-	cfg, err := f.config(noCompression)
+func (f *clusterFactory) clientSet() (kubernetes.Interface, error) {
+	cfg, err := f.config()
 	if err != nil {
 		return nil, err
 	}
@@ -88,15 +83,13 @@ func (f *clusterFactory) clientSet(noCompression bool) (kubernetes.Interface, er
 	return client, nil
 }
 
-// config is the kubeconfig's REST config asking for protobuf, and for no
-// gzip when noCompression.
-func (f *clusterFactory) config(noCompression bool) (*rest.Config, error) {
+// config is the kubeconfig's REST config asking for protobuf.
+func (f *clusterFactory) config() (*rest.Config, error) {
 	cfg, err := f.getter.ToRESTConfig()
 	if err != nil {
 		return nil, kubeconfigError(err)
 	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.DisableCompression = cfg.DisableCompression || noCompression
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return cfg, nil
@@ -129,7 +122,7 @@ func (f *clusterFactory) Engine(namespace string, verdicts wait.RolloutOptions) 
 		return nil, err
 	}
 	others := wait.NewKstatusWaiter(applier.DynamicClient(), applier.RESTMapper())
-	cfg, err := f.config(false)
+	cfg, err := f.config()
 	if err != nil {
 		return nil, err
 	}
