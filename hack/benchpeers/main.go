@@ -8,9 +8,12 @@
 // front of the API server, so each run reports its wall time (process
 // start to exit), its API requests (watches counted once, when they
 // start, and also reported apart), and the child's peak RSS and CPU time
-// (from its rusage). Runs of the tools are interleaved (A, B, C, A, B, C,
-// ...); each run gets a fresh namespace (prefixed bench-) unless the
-// scenario only reads. The scenarios:
+// (from its rusage). With -direct the tools talk to the API server
+// itself: the proxy's cost (it decrypts and encrypts again every byte a
+// tool reads, on the machine that runs the control plane) is left out of
+// the wall times, and requests are not counted. Runs of the tools are
+// interleaved (A, B, C, A, B, C, ...); each run gets a fresh namespace
+// (prefixed bench-) unless the scenario only reads. The scenarios:
 //
 //   - healthy-upgrade: a 3-replica release (1 GPU, ready delay 2s,
 //     maxSurge 1 / maxUnavailable 0) upgraded to a new image tag:
@@ -64,6 +67,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/signal"
@@ -104,7 +108,7 @@ type options struct {
 	kubeconfig, vllmctl, kubectl, helm, chart string
 	stsChart, fleetKubeconfig, relChart       string
 	runs, largeReplicas                       int
-	skipLarge, quick                          bool
+	skipLarge, quick, direct                  bool
 	only                                      *regexp.Regexp
 	out                                       string
 }
@@ -123,6 +127,7 @@ func realMain() int {
 	flag.IntVar(&o.runs, "runs", 5, "runs per tool and scenario (BENCH_QUICK=1: 2)")
 	flag.IntVar(&o.largeReplicas, "large-replicas", 1000, "replicas of the large scenario")
 	flag.BoolVar(&o.skipLarge, "skip-large", false, "skip the large scenario (also skipped when BENCH_QUICK=1)")
+	flag.BoolVar(&o.direct, "direct", false, "the tools talk to the API server directly with -kubeconfig's credentials, not through the counting proxy: wall and CPU times without the proxy's own cost, which grows with the bytes a tool reads and takes CPU from the control plane; requests and bytes are not counted (shown as -; the fleet scenarios keep their proxies)")
 	flag.StringVar(&only, "only", "", "run only the scenario groups matching this regexp (healthy, failure, stuck, diff, large, busy, releases, fleet)")
 	flag.StringVar(&o.out, "out", os.Getenv("BENCH_OUT"), "write the figures as JSON to this file (default $BENCH_OUT)")
 	flag.Parse()
@@ -207,6 +212,7 @@ type bench struct {
 
 	failures atomic.Int64
 	report   report
+	out      io.Writer // the tables; nil: stdout
 }
 
 func newBench(ctx context.Context, o options) (*bench, error) {
@@ -236,7 +242,7 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 		o: o, client: client, proxy: p, dir: dir, id: id, pool: "bench-" + id,
 		namespaces: map[string]kubernetes.Interface{}, nodePool: map[string]string{},
 		report: report{
-			Generated: time.Now().UTC().Format(time.RFC3339), Quick: o.quick, Runs: o.runs,
+			Generated: time.Now().UTC().Format(time.RFC3339), Quick: o.quick, Direct: o.direct, Runs: o.runs,
 			Versions: map[string]string{}, Descriptions: map[string]string{},
 			Scenarios: map[string]map[string]*stats{},
 		},
@@ -264,12 +270,21 @@ current-context: bench
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return nil, err
 	}
+	if o.direct {
+		if b.kcfg, err = filepath.Abs(o.kubeconfig); err != nil {
+			return nil, err
+		}
+	}
 	b.env = []string{"HOME=" + home, "KUBECONFIG=" + b.kcfg, "PATH=" + os.Getenv("PATH"), "LANG=C", "TZ=UTC"}
 	if p := os.Getenv("VLLMCTL_CPUPROFILE"); p != "" {
 		// vllmctl's CPU profile of its last run, for `go tool pprof`.
 		b.env = append(b.env, "VLLMCTL_CPUPROFILE="+p)
 	}
-	progress("proxy on https://%s in front of %s; tools run with HOME=%s", p.addr, cfg.Host, home)
+	if o.direct {
+		progress("tools talk to %s directly (-direct: requests not counted); they run with HOME=%s", cfg.Host, home)
+	} else {
+		progress("proxy on https://%s in front of %s; tools run with HOME=%s", p.addr, cfg.Host, home)
+	}
 	return b, nil
 }
 

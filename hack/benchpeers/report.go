@@ -49,8 +49,11 @@ type stats struct {
 }
 
 type report struct {
-	Generated    string                       `json:"generated"`
-	Quick        bool                         `json:"quick"`
+	Generated string `json:"generated"`
+	Quick     bool   `json:"quick"`
+	// Direct: the tools talked to the API server without the counting
+	// proxy (-direct); requests and bytes were not counted.
+	Direct       bool                         `json:"direct,omitempty"`
 	Runs         int                          `json:"runsPerTool"`
 	Versions     map[string]string            `json:"versions"`
 	Descriptions map[string]string            `json:"descriptions"`
@@ -101,8 +104,12 @@ func (b *bench) add(s *scenario, tool string, r run, err error) {
 		}
 		extra += "; requests per target: " + perTargetText(per)
 	}
-	progress("%s: %s run %d: %.2fs, %d requests (%d watches), exit %d, %.0f MiB, %.2f CPU-s%s",
-		s.name, tool, n, r.Seconds, r.Requests, r.Watches, r.ExitCode, r.MaxRSSMiB, r.CPUSeconds, extra)
+	requests := fmt.Sprintf("%d requests (%d watches)", r.Requests, r.Watches)
+	if b.o.direct && !s.perTarget {
+		requests = "requests not counted"
+	}
+	progress("%s: %s run %d: %.2fs, %s, exit %d, %.0f MiB, %.2f CPU-s%s",
+		s.name, tool, n, r.Seconds, requests, r.ExitCode, r.MaxRSSMiB, r.CPUSeconds, extra)
 }
 
 func median(xs []float64) float64 {
@@ -196,8 +203,20 @@ func (b *bench) finish(s *scenario) {
 	b.report.Scenarios[s.name] = all
 	b.report.Descriptions[s.name] = s.title
 
-	fmt.Printf("\n%s — %s\n", s.name, s.title)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// Without the proxy (-direct) nothing counted requests, but for the
+	// fleet scenarios' own proxies.
+	counted := !b.o.direct || s.perTarget
+	if !counted {
+		for _, t := range s.tools[1:] {
+			delete(all[t].VllmctlRatio, "requests")
+		}
+	}
+	out := b.out
+	if out == nil {
+		out = os.Stdout
+	}
+	fmt.Fprintf(out, "\n%s — %s\n", s.name, s.title)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "tool\truns\tmedian s\tmin s\tmax s\trequests\twatches\tKiB read\t"
 	if s.resources {
 		header += "peak RSS MiB\tCPU s\t"
@@ -216,7 +235,12 @@ func (b *bench) finish(s *scenario) {
 		if st.Failed > 0 {
 			runs += fmt.Sprintf(" (+%d failed)", st.Failed)
 		}
-		line := fmt.Sprintf("%s\t%s\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t", t, runs, st.Median, st.Min, st.Max, st.MedianRequests, st.MedianWatches, st.MedianKiBRead)
+		line := fmt.Sprintf("%s\t%s\t%.2f\t%.2f\t%.2f\t", t, runs, st.Median, st.Min, st.Max)
+		if counted {
+			line += fmt.Sprintf("%.0f\t%.0f\t%.0f\t", st.MedianRequests, st.MedianWatches, st.MedianKiBRead)
+		} else {
+			line += "-\t-\t-\t"
+		}
 		if s.resources {
 			line += fmt.Sprintf("%.0f\t%.2f\t", st.MedianMaxRSSMiB, st.MedianCPUSeconds)
 		}
@@ -231,7 +255,11 @@ func (b *bench) finish(s *scenario) {
 			if w, ok := r["wall"]; ok {
 				wall = fmt.Sprintf("%.2fx", w)
 			}
-			line += fmt.Sprintf("%s\t%.2fx\t", wall, r["requests"])
+			reqs := "-"
+			if counted {
+				reqs = fmt.Sprintf("%.2fx", r["requests"])
+			}
+			line += fmt.Sprintf("%s\t%s\t", wall, reqs)
 		} else {
 			line += "-\t-\t"
 		}
