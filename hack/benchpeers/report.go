@@ -105,11 +105,18 @@ func (b *bench) add(s *scenario, tool string, r run, err error) {
 		extra += "; requests per target: " + perTargetText(per)
 	}
 	requests := fmt.Sprintf("%d requests (%d watches)", r.Requests, r.Watches)
-	if b.o.direct && !s.perTarget {
+	if !b.counted(s) {
 		requests = "requests not counted"
 	}
 	progress("%s: %s run %d: %.2fs, %s, exit %d, %.0f MiB, %.2f CPU-s%s",
 		s.name, tool, n, r.Seconds, requests, r.ExitCode, r.MaxRSSMiB, r.CPUSeconds, extra)
+}
+
+// counted reports whether a proxy counted the requests of s's runs: not
+// with -direct, but for the fleet scenarios, whose targets keep proxies
+// of their own.
+func (b *bench) counted(s *scenario) bool {
+	return !b.o.direct || s.perTarget
 }
 
 func median(xs []float64) float64 {
@@ -203,9 +210,7 @@ func (b *bench) finish(s *scenario) {
 	b.report.Scenarios[s.name] = all
 	b.report.Descriptions[s.name] = s.title
 
-	// Without the proxy (-direct) nothing counted requests, but for the
-	// fleet scenarios' own proxies.
-	counted := !b.o.direct || s.perTarget
+	counted := b.counted(s)
 	if !counted {
 		for _, t := range s.tools[1:] {
 			delete(all[t].VllmctlRatio, "requests")
