@@ -1,10 +1,13 @@
 package wait
 
 import (
+	"context"
 	"encoding/pem"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -64,4 +67,19 @@ func TestStreamConfig(t *testing.T) {
 	assert.Empty(t, base.TLSClientConfig.NextProtos, "the base config is not changed")
 	assert.False(t, base.DisableCompression)
 	assert.Nil(t, base.Dial)
+
+	// A dialer the config already has (a caller's own) is kept: the
+	// watcher's connections go through it.
+	var dials atomic.Int32
+	withDial := rest.CopyConfig(base)
+	withDial.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	own, err := kubernetes.NewForConfig(StreamConfig(withDial))
+	require.NoError(t, err)
+	_, err = own.CoreV1().Pods("ns").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, seen{"HTTP/1.1", ""}, last(), "the watcher's client on a config with a dialer")
+	assert.Positive(t, dials.Load(), "the config's own dialer is used")
 }
