@@ -182,6 +182,7 @@ func (w *RolloutWatcher) Wait(ctx context.Context, objs []*unstructured.Unstruct
 		opts:   opts,
 		kick:   make(chan struct{}, 1),
 		turned: make(chan struct{}, 1),
+		alarm:  make(chan struct{}, 1),
 		fatal:  make(chan error, 1),
 		obs:    map[types.UID]int{},
 		ns:     map[string]*nsWatch{},
@@ -213,6 +214,7 @@ type rolloutRun struct {
 	wg       sync.WaitGroup  // the informers' goroutines
 	kick     chan struct{}   // something changed
 	turned   chan struct{}   // a Deployment changed (see settle)
+	alarm    chan struct{}   // a change that may be a verdict (see settle)
 	fatal    chan error      // an informer cannot watch
 	sendTo   context.Context // bounds sends on opts.Events
 	cls      *classifier     // classifies terminations' logs (newJudge)
@@ -291,6 +293,15 @@ type failure struct {
 func (r *rolloutRun) poke() {
 	select {
 	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// raise tells a settling loop that a change may be a verdict (see
+// settle).
+func (r *rolloutRun) raise() {
+	select {
+	case r.alarm <- struct{}{}:
 	default:
 	}
 }

@@ -7,6 +7,7 @@ package wait
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -227,29 +228,61 @@ func (r *rolloutRun) pokeHandler() cache.ResourceEventHandler {
 }
 
 // podHandler wakes the main loop on changes of pods the verdicts judge,
-// counting the observations of each pod (see podJudge.judge).
+// counting the observations of each pod (see podJudge.judge), and raises
+// the alarm (see settle) when a pod's trouble changed (see podTrouble).
 func (r *rolloutRun) podHandler() cache.ResourceEventHandlerFuncs {
-	observe := func(obj any) {
+	observe := func(old *corev1.Pod, obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			r.mu.Lock()
 			r.obs[p.UID]++
 			r.mu.Unlock()
+			if t := podTrouble(p); t != "" && (old == nil || podTrouble(old) != t) {
+				r.raise()
+			}
 		}
 		r.poke()
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: observe,
+		AddFunc: func(obj any) { observe(nil, obj) },
 		UpdateFunc: func(old, cur any) {
 			o, _ := old.(*corev1.Pod)
 			c, _ := cur.(*corev1.Pod)
 			if o == nil || c == nil || c.ResourceVersion == "" || o.ResourceVersion != c.ResourceVersion {
-				observe(cur)
+				observe(o, cur)
 				return
 			}
 			r.poke()
 		},
 		DeleteFunc: func(any) { r.poke() },
 	}
+}
+
+// podTrouble describes what of pod's state may be a verdict (see
+// podJudge.judge): its containers that wait on an error, terminated with
+// an error or restarted, and its being unschedulable; "" when there is
+// none, the case of nearly every update of a healthy rollout, which
+// allocates nothing.
+func podTrouble(pod *corev1.Pod) string {
+	var b strings.Builder
+	for _, statuses := range [2][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range statuses {
+			cs := &statuses[i]
+			waiting := ""
+			if cs.State.Waiting != nil {
+				waiting = cs.State.Waiting.Reason
+			}
+			failed := cs.State.Terminated != nil && (cs.State.Terminated.ExitCode != 0 || cs.State.Terminated.Reason == reasonOOMKilled)
+			quiet := waiting == "" || waiting == "ContainerCreating" || waiting == "PodInitializing"
+			if quiet && !failed && cs.RestartCount == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "%s:%s:%t:%d;", cs.Name, waiting, failed, cs.RestartCount)
+		}
+	}
+	if c := podCondition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == reasonUnschedulable {
+		b.WriteString(reasonUnschedulable)
+	}
+	return b.String()
 }
 
 // deploymentHandler wakes the main loop on any change of a Deployment (or
@@ -384,5 +417,8 @@ func (r *rolloutRun) noteEvent(e *corev1.Event) {
 		r.failedAt[e.InvolvedObject.UID] = r.clk.Now()
 	}
 	r.mu.Unlock()
+	if kind != "Pod" && e.Reason == reasonFailedCreate {
+		r.raise()
+	}
 	r.poke()
 }

@@ -211,8 +211,8 @@ func (l *loop) stopRecheck() {
 }
 
 // next waits for the next thing to happen, and reports whether it ends
-// the loop. A change is followed by a pause of settle (see settleAfter).
-func (r *rolloutRun) next(wctx context.Context, l *loop, recheck <-chan time.Time, settle time.Duration) (end bool) {
+// the loop. A change is followed by a pause (see settleAfter).
+func (r *rolloutRun) next(wctx context.Context, l *loop, recheck <-chan time.Time, settle pause) (end bool) {
 	select {
 	case <-wctx.Done():
 		return true
@@ -241,42 +241,74 @@ func (r *rolloutRun) next(wctx context.Context, l *loop, recheck <-chan time.Tim
 }
 
 // maxSettle bounds the pause between evaluations of a big rollout.
-const maxSettle = 500 * time.Millisecond
+const maxSettle = 2 * time.Second
 
-// settleAfter is how long the loop lets changes pile up after an
-// evaluation that took cost before it evaluates again: 999 times the cost
-// (at most maxSettle), so that judging every pod on each of the thousands
-// of pod updates of a big rollout takes at most a thousandth of a core
-// (at a hundredth, judging a 1000-replica upgrade's pods was a quarter of
-// vllmctl's CPU time, taken from the API server and the controllers on a
-// small machine), while a small one (microseconds per evaluation) is
-// judged at once. A Deployment that rolled out (or failed) ends the pause
-// at once (see settle): the pause delays the progress and a pod's
-// verdict, not the end of the wait.
-func settleAfter(cost time.Duration) time.Duration {
-	if cost < 100*time.Microsecond {
-		return 0
-	}
-	return min(999*cost, maxSettle)
+// pause is how long the loop lets changes pile up after an evaluation
+// before it evaluates again: quiet after routine changes (pods scheduled,
+// started, Ready), alarmed after a change that may be a verdict (see
+// podTrouble and noteEvent).
+type pause struct {
+	quiet, alarmed time.Duration
 }
 
-// settle waits d after a change, so that the changes meanwhile are
+// settleAfter is the pause after an evaluation that took cost: 999 times
+// the cost after routine changes (at most maxSettle), so that judging
+// every pod on each of the thousands of pod updates of a big rollout
+// takes at most a thousandth of a core (at a hundredth, judging a
+// 1000-replica upgrade's pods was a quarter of vllmctl's CPU time, taken
+// from the API server and the controllers on a small machine); 99 times
+// the cost (at most a hundredth of a core) once a change may be a
+// verdict: a container that terminated, waits on an error or restarted,
+// a pod unschedulable, a ReplicaSet failing to create pods, so that a
+// failure in a big rollout is judged within a fifth of a second or so
+// while the progress of a healthy one costs little. A small rollout
+// (microseconds per evaluation) is judged at once. A Deployment that
+// rolled out (or failed) ends the pause at once (see settle): the pause
+// delays the progress, not the end of the wait.
+func settleAfter(cost time.Duration) pause {
+	if cost < 100*time.Microsecond {
+		return pause{}
+	}
+	return pause{quiet: min(999*cost, maxSettle), alarmed: min(99*cost, maxSettle)}
+}
+
+// settle pauses p after a change, so that the changes meanwhile are
 // evaluated together; it reports whether the wait ended meanwhile. A
 // Deployment whose rollout status says it rolled out or failed ends the
-// pause early. The timeout, a fatal error and the other objects' news are
-// taken up by the next wait for news.
-func (r *rolloutRun) settle(wctx context.Context, d time.Duration) (end bool) {
-	if d <= 0 {
+// pause early; an alarm (see alarm) shortens it to p.alarmed. The
+// timeout, a fatal error and the other objects' news are taken up by the
+// next wait for news.
+func (r *rolloutRun) settle(wctx context.Context, p pause) (end bool) {
+	if p.quiet <= 0 {
 		return false
 	}
-	t := r.clk.NewTimer(d)
+	began := r.clk.Now()
+	t := r.clk.NewTimer(p.quiet)
 	defer t.Stop()
+	var alarmed clock.Timer
+	var alarmedC <-chan time.Time
+	defer func() {
+		if alarmed != nil {
+			alarmed.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-wctx.Done():
 			return true
 		case <-t.C():
 			return false
+		case <-alarmedC:
+			return false
+		case <-r.alarm:
+			left := p.alarmed - r.clk.Since(began)
+			if left <= 0 {
+				return false
+			}
+			if alarmed == nil {
+				alarmed = r.clk.NewTimer(left)
+				alarmedC = alarmed.C()
+			}
 		case <-r.turned:
 			if r.deploymentTurned() || r.statefulSetTurned() || r.lwsTurned() {
 				return false

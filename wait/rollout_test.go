@@ -926,18 +926,21 @@ func TestRolloutWatcherForbidden(t *testing.T) {
 }
 
 // A rollout whose evaluation is cheap is judged at once after each change;
-// a costly one (a thousand pods) lets changes pile up for 999 times the
-// cost, at most maxSettle, so judging takes at most a thousandth of a core.
+// a costly one (a thousand pods) lets routine changes pile up for 999
+// times the cost, at most maxSettle, so judging takes at most a
+// thousandth of a core, and a change that may be a verdict for 99 times
+// the cost.
 func TestSettleAfter(t *testing.T) {
 	for _, tc := range []struct {
-		cost, want time.Duration
+		cost time.Duration
+		want pause
 	}{
-		{0, 0},
-		{20 * time.Microsecond, 0},
-		{200 * time.Microsecond, 199800 * time.Microsecond},
-		{time.Millisecond, maxSettle},
-		{10 * time.Millisecond, maxSettle},
-		{time.Second, maxSettle},
+		{0, pause{}},
+		{20 * time.Microsecond, pause{}},
+		{200 * time.Microsecond, pause{quiet: 199800 * time.Microsecond, alarmed: 19800 * time.Microsecond}},
+		{time.Millisecond, pause{quiet: 999 * time.Millisecond, alarmed: 99 * time.Millisecond}},
+		{10 * time.Millisecond, pause{quiet: maxSettle, alarmed: 990 * time.Millisecond}},
+		{time.Second, pause{quiet: maxSettle, alarmed: maxSettle}},
 	} {
 		t.Run(tc.cost.String(), func(t *testing.T) {
 			assert.Equal(t, tc.want, settleAfter(tc.cost))
