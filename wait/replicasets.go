@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/podwire"
 )
 
 // NewReplicaSet returns, among rss, the Deployment's new ReplicaSet by the
@@ -79,11 +81,23 @@ func ownedReplicaSets(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) []*appsv1.
 // first ReplicaSet carrying d's pod template, or -1.
 func newIndex(d *appsv1.Deployment, owned []*appsv1.ReplicaSet) int {
 	for i, rs := range owned {
-		if equalIgnoreHash(&rs.Spec.Template, &d.Spec.Template) {
+		if sameTemplate(rs, d) {
 			return i
 		}
 	}
 	return -1
+}
+
+// sameTemplate reports whether rs carries d's pod template, ignoring the
+// pod-template-hash label: by the digests of their templates when they
+// were decoded without them (the watcher's informers, see
+// podwire.NewAppsClient), else by comparing the templates.
+func sameTemplate(rs *appsv1.ReplicaSet, d *appsv1.Deployment) bool {
+	a, b := rs.Annotations[podwire.TemplateDigestAnnotation], d.Annotations[podwire.TemplateDigestAnnotation]
+	if a != "" || b != "" {
+		return a != "" && a == b
+	}
+	return equalIgnoreHash(&rs.Spec.Template, &d.Spec.Template)
 }
 
 // equalIgnoreHash compares two pod templates ignoring the pod-template-hash
@@ -98,7 +112,7 @@ func equalIgnoreHash(a, b *corev1.PodTemplateSpec) bool {
 // startReplicaSets starts the informer of the ReplicaSets a Deployment
 // selects.
 func (r *rolloutRun) startReplicaSets(dw *deployWatch, sel labels.Selector) {
-	c := r.client.AppsV1().ReplicaSets(dw.namespace)
+	c := r.replicaSetsIn(dw.namespace)
 	s := sel.String()
 	// Every version is looked at, as pods may go away between two
 	// evaluations.

@@ -10,8 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vllmctl/vllmctl/internal/podwire"
 )
 
 func TestSplitReplicaSets(t *testing.T) {
@@ -58,4 +61,33 @@ func TestNewReplicaSet(t *testing.T) {
 
 	assert.Nil(t, NewReplicaSet(d, []*appsv1.ReplicaSet{other, foreign}), "not created yet")
 	assert.Nil(t, NewReplicaSet(d, nil))
+}
+
+// TestNewReplicaSetByTemplateDigest: objects decoded without their
+// templates (the watcher's informers, podwire.NewAppsClient) are matched
+// by their templates' digests alone; an object with a digest never
+// matches one without.
+func TestNewReplicaSetByTemplateDigest(t *testing.T) {
+	withDigest := func(m *metav1.ObjectMeta, digest string) {
+		m.Annotations = map[string]string{podwire.TemplateDigestAnnotation: digest, deploymentRevisionAnnotKey: "2"}
+	}
+	d := testDeployment("vllm/vllm-openai:v0.9.1")
+	oldRS := testReplicaSet(d, "old", "vllm/vllm-openai:v0.9.0", 2)
+	newRS := testReplicaSet(d, "new", "vllm/vllm-openai:v0.9.1", 1)
+	full := testReplicaSet(d, "full", "vllm/vllm-openai:v0.9.1", 1)
+	d.Spec.Template = corev1.PodTemplateSpec{}
+	withDigest(&d.ObjectMeta, "aaaa")
+	oldRS.Spec.Template = corev1.PodTemplateSpec{}
+	withDigest(&oldRS.ObjectMeta, "bbbb")
+	newRS.Spec.Template = corev1.PodTemplateSpec{}
+	withDigest(&newRS.ObjectMeta, "aaaa")
+	got := NewReplicaSet(d, []*appsv1.ReplicaSet{oldRS, newRS})
+	require.NotNil(t, got)
+	assert.Equal(t, "chat-new", got.Name)
+
+	assert.Nil(t, NewReplicaSet(d, []*appsv1.ReplicaSet{oldRS}), "no ReplicaSet with the Deployment's digest")
+	bare := d.DeepCopy()
+	bare.Annotations = nil
+	assert.Nil(t, NewReplicaSet(d, []*appsv1.ReplicaSet{full}), "a digest against a template")
+	assert.Nil(t, NewReplicaSet(bare, []*appsv1.ReplicaSet{newRS}), "a template against a digest")
 }

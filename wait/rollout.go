@@ -100,6 +100,7 @@ type RolloutWatcher struct {
 	client kubernetes.Interface
 	dyn    dynamic.Interface // LeaderWorkerSets; nil leaves them to others
 	pods   rest.Interface    // the pods' informers' (NewPodWatchClient); nil: client's
+	apps   rest.Interface    // the Deployments' and ReplicaSets' informers' (NewAppsWatchClient); nil: client's
 	others Waiter
 	opts   RolloutOptions
 }
@@ -136,8 +137,12 @@ func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*Rollout
 	if err != nil {
 		return nil, err
 	}
+	apps, err := NewAppsWatchClient(streams)
+	if err != nil {
+		return nil, err
+	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return NewRolloutWatcher(client, NewKstatusWaiter(dyn, mapper), opts).WithDynamicClient(dyn).WithPodWatchClient(pods), nil
+	return NewRolloutWatcher(client, NewKstatusWaiter(dyn, mapper), opts).WithDynamicClient(dyn).WithPodWatchClient(pods).WithAppsWatchClient(apps), nil
 }
 
 // WithPodWatchClient makes w's informers of pods list and watch them
@@ -145,6 +150,14 @@ func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*Rollout
 // full decoding. It returns w.
 func (w *RolloutWatcher) WithPodWatchClient(rc rest.Interface) *RolloutWatcher {
 	w.pods = rc
+	return w
+}
+
+// WithAppsWatchClient makes w's informers of Deployments and ReplicaSets
+// list and watch them through rc, a [NewAppsWatchClient] client, instead
+// of the typed client's full decoding. It returns w.
+func (w *RolloutWatcher) WithAppsWatchClient(rc rest.Interface) *RolloutWatcher {
+	w.apps = rc
 	return w
 }
 
@@ -176,6 +189,7 @@ func (w *RolloutWatcher) Wait(ctx context.Context, objs []*unstructured.Unstruct
 		client: w.client,
 		dyn:    w.dyn,
 		podRC:  w.pods,
+		appsRC: w.apps,
 		others: w.others,
 		o:      w.opts,
 		clk:    w.opts.Clock,
@@ -195,6 +209,7 @@ type rolloutRun struct {
 	client kubernetes.Interface
 	dyn    dynamic.Interface
 	podRC  rest.Interface // see RolloutWatcher.WithPodWatchClient
+	appsRC rest.Interface // see RolloutWatcher.WithAppsWatchClient
 	others Waiter
 	o      RolloutOptions
 	clk    clock.WithTicker

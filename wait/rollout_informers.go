@@ -304,7 +304,7 @@ func (r *rolloutRun) deploymentHandler() cache.ResourceEventHandler {
 
 // startDeployment starts the informer of a Deployment.
 func (r *rolloutRun) startDeployment(dw *deployWatch) {
-	c := r.client.AppsV1().Deployments(dw.namespace)
+	c := r.deploymentsIn(dw.namespace)
 	name := fields.OneTermEqualSelector("metadata.name", dw.name).String()
 	dw.dep = r.newInformer("watch "+dw.ref.String(),
 		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.FieldSelector = name }),

@@ -8,6 +8,7 @@ package wait
 import (
 	"context"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -41,4 +42,46 @@ func (r *rolloutRun) podsIn(namespace string) podListWatcher {
 		return r.client.CoreV1().Pods(namespace)
 	}
 	return podwire.Pods{RC: r.podRC, Namespace: namespace}
+}
+
+// replicaSetListWatcher and deploymentListWatcher list and watch
+// ReplicaSets and Deployments, as the typed client's interfaces do.
+type replicaSetListWatcher interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*appsv1.ReplicaSetList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+type deploymentListWatcher interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*appsv1.DeploymentList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// NewAppsWatchClient returns the REST client of cfg's cluster for the
+// Deployments and ReplicaSets the RolloutWatcher watches (see
+// [RolloutWatcher.WithAppsWatchClient]): it asks for protobuf and decodes
+// them without their pod templates, which they carry a digest of instead
+// (podwire.NewAppsClient), and without their managedFields. cfg is
+// normally a [StreamConfig].
+func NewAppsWatchClient(cfg *rest.Config) (rest.Interface, error) {
+	return podwire.NewAppsClient(cfg)
+}
+
+// replicaSetsIn returns the list and watch of the ReplicaSets of
+// namespace for an informer: through the apps' REST client when there is
+// one.
+func (r *rolloutRun) replicaSetsIn(namespace string) replicaSetListWatcher {
+	if r.appsRC == nil {
+		return r.client.AppsV1().ReplicaSets(namespace)
+	}
+	return podwire.ReplicaSets{RC: r.appsRC, Namespace: namespace}
+}
+
+// deploymentsIn returns the list and watch of the Deployments of
+// namespace for an informer: through the apps' REST client when there is
+// one.
+func (r *rolloutRun) deploymentsIn(namespace string) deploymentListWatcher {
+	if r.appsRC == nil {
+		return r.client.AppsV1().Deployments(namespace)
+	}
+	return podwire.Deployments{RC: r.appsRC, Namespace: namespace}
 }

@@ -49,26 +49,35 @@ func (f *clusterFactory) KubernetesClientSet() (kubernetes.Interface, error) {
 	return f.clientSet()
 }
 
-// watchClientSet is the typed client of the rollout watcher: as
+// watchClients are the rollout watcher's clients: the typed client, as
 // KubernetesClientSet, on wait.StreamConfig (no gzip, HTTP/1.1), which
-// keeps the thousands of pod updates a big rollout streams cheap to read.
-// The pods' informers have a REST client of their own on the same config
-// (wait.NewPodWatchClient), which cuts pods down before decoding them.
-func (f *clusterFactory) watchClientSet() (kubernetes.Interface, rest.Interface, error) {
+// keeps the thousands of updates a big rollout streams cheap to read, and
+// on the same config the REST clients of its informers of pods
+// (wait.NewPodWatchClient), which cuts pods down before decoding them,
+// and of Deployments and ReplicaSets (wait.NewAppsWatchClient), which
+// decodes them without their pod templates.
+type watchClients struct {
+	client     kubernetes.Interface
+	pods, apps rest.Interface
+}
+
+func (f *clusterFactory) watchClients() (watchClients, error) {
 	cfg, err := f.config()
 	if err != nil {
-		return nil, nil, err
+		return watchClients{}, err
 	}
 	cfg = wait.StreamConfig(cfg)
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, recordClusterError{fmt.Errorf("kubernetes client: %w", err)}
+	var w watchClients
+	if w.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return watchClients{}, recordClusterError{fmt.Errorf("kubernetes client: %w", err)}
 	}
-	pods, err := wait.NewPodWatchClient(cfg)
-	if err != nil {
-		return nil, nil, recordClusterError{err}
+	if w.pods, err = wait.NewPodWatchClient(cfg); err != nil {
+		return watchClients{}, recordClusterError{err}
 	}
-	return client, pods, nil
+	if w.apps, err = wait.NewAppsWatchClient(cfg); err != nil {
+		return watchClients{}, recordClusterError{err}
+	}
+	return w, nil
 }
 
 func (f *clusterFactory) clientSet() (kubernetes.Interface, error) {
@@ -117,7 +126,7 @@ func (f *clusterFactory) Engine(namespace string, verdicts wait.RolloutOptions) 
 	if err != nil {
 		return nil, kubeconfigError(err)
 	}
-	watchClient, watchPods, err := f.watchClientSet()
+	watch, err := f.watchClients()
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +143,7 @@ func (f *clusterFactory) Engine(namespace string, verdicts wait.RolloutOptions) 
 		Store:     storage.NewSecrets(client, namespace),
 		PodClient: podClient,
 		Objects:   applier,
-		Waiter:    wait.NewRolloutWatcher(watchClient, others, verdicts).WithDynamicClient(applier.DynamicClient()).WithPodWatchClient(watchPods),
+		Waiter:    wait.NewRolloutWatcher(watch.client, others, verdicts).WithDynamicClient(applier.DynamicClient()).WithPodWatchClient(watch.pods).WithAppsWatchClient(watch.apps),
 		Client:    client,
 	}, nil
 }

@@ -119,7 +119,16 @@ type unmarshaler interface {
 
 func (d decoder) decodeSlim(data []byte, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, bool) {
 	apiVersion, kind, raw, ok := unwrapProtobuf(data)
-	if !ok || apiVersion != "v1" {
+	switch {
+	case !ok:
+		return nil, nil, false
+	case apiVersion == "apps/v1":
+		obj, ok := d.decodeWorkload(kind, raw, into)
+		if !ok {
+			return nil, nil, false
+		}
+		return obj, &schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: kind}, true
+	case apiVersion != "v1" || d.filter == nil:
 		return nil, nil, false
 	}
 	var obj unmarshaler
