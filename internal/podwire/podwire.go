@@ -2,16 +2,16 @@
 // protobuf Pod and PodList bytes are filtered, field by field, before they
 // are decoded, so that a reader that keeps a few fields of thousands of
 // pods (the rollout watcher, the capacity preflight) does not pay for
-// decoding their specs and managedFields. What each reader keeps is a
-// Filter: Watched (package wait) and Requests (package
-// release/preflight).
+// decoding their specs and managedFields, and a list's pods are cut down
+// one by one as the list's bytes arrive, so that a page of them is never
+// held whole (stream.go). What each reader keeps is a Filter: Watched
+// (package wait) and Requests (package release/preflight).
 package podwire
 
 import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -41,35 +41,19 @@ func NewClient(cfg *rest.Config, f Filter) (rest.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pods' REST client: %w", err)
 	}
-	return rc, nil
+	return &client{RESTClient: rc, filter: f}, nil
 }
 
-// Pods lists and watches the pods of Namespace ("": all) through RC, a
-// NewClient client, as the typed client's PodInterface does.
+// Pods lists (see stream.go) and watches the pods of Namespace ("": all)
+// through RC, a NewClient client, as the typed client's PodInterface
+// does.
 type Pods struct {
 	RC        rest.Interface
 	Namespace string
 }
 
-func (c Pods) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
-	var timeout time.Duration
-	if opts.TimeoutSeconds != nil {
-		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
-	}
-	out := &corev1.PodList{}
-	err := c.RC.Get().Namespace(c.Namespace).Resource("pods").
-		VersionedParams(&opts, scheme.ParameterCodec).Timeout(timeout).Do(ctx).Into(out)
-	return out, err
-}
-
 func (c Pods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	var timeout time.Duration
-	if opts.TimeoutSeconds != nil {
-		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
-	}
-	opts.Watch = true
-	return c.RC.Get().Namespace(c.Namespace).Resource("pods").
-		VersionedParams(&opts, scheme.ParameterCodec).Timeout(timeout).Watch(ctx)
+	return watchOf(ctx, c.RC, c.Namespace, "pods", opts)
 }
 
 // serializer is a NegotiatedSerializer whose protobuf decoder cuts pods
@@ -190,7 +174,8 @@ const (
 	podMetadata             protowire.Number = 1 // Pod
 	podSpec                 protowire.Number = 2
 	podStatus               protowire.Number = 3
-	podListItems            protowire.Number = 2  // PodList
+	podListMeta             protowire.Number = 1 // PodList
+	podListItems            protowire.Number = 2
 	metaManagedFields       protowire.Number = 17 // ObjectMeta
 	specVolumes             protowire.Number = 1  // PodSpec
 	specContainers          protowire.Number = 2
