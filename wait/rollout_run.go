@@ -223,7 +223,7 @@ func (r *rolloutRun) next(wctx context.Context, l *loop, recheck <-chan time.Tim
 		l.fatal = err
 		return true
 	case <-r.kick:
-		return r.settle(wctx, settle)
+		return r.settle(wctx, l, settle)
 	case <-recheck:
 	case <-l.until:
 		l.until = nil
@@ -276,9 +276,10 @@ func settleAfter(cost time.Duration) pause {
 // evaluated together; it reports whether the wait ended meanwhile. A
 // Deployment whose rollout status says it rolled out or failed ends the
 // pause early; an alarm (see alarm) shortens it to p.alarmed. The
-// timeout, a fatal error and the other objects' news are taken up by the
-// next wait for news.
-func (r *rolloutRun) settle(wctx context.Context, p pause) (end bool) {
+// timeout and a fatal error end it and the loop (as in next), at once
+// rather than when the pause is over; the other objects' news are taken
+// up by the next wait for news.
+func (r *rolloutRun) settle(wctx context.Context, l *loop, p pause) (end bool) {
 	if p.quiet <= 0 {
 		return false
 	}
@@ -295,6 +296,12 @@ func (r *rolloutRun) settle(wctx context.Context, p pause) (end bool) {
 	for {
 		select {
 		case <-wctx.Done():
+			return true
+		case <-l.timeout:
+			l.timedOut = true
+			return true
+		case err := <-r.fatal:
+			l.fatal = err
 			return true
 		case <-t.C():
 			return false

@@ -5,6 +5,7 @@ package wait
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -172,7 +173,7 @@ func TestSettleAlarm(t *testing.T) {
 	p := pause{quiet: 2 * time.Second, alarmed: 200 * time.Millisecond}
 	settling := func(r *rolloutRun) chan bool {
 		done := make(chan bool, 1)
-		go func() { done <- r.settle(context.Background(), p) }()
+		go func() { done <- r.settle(context.Background(), &loop{}, p) }()
 		return done
 	}
 	newRun := func() (*rolloutRun, *testingclock.FakeClock) {
@@ -216,6 +217,31 @@ func TestSettleAlarm(t *testing.T) {
 		r, _ := newRun()
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		assert.True(t, r.settle(ctx, p))
+		assert.True(t, r.settle(ctx, &loop{}, p))
+	})
+	// The timeout and a fatal error end the pause and the loop at once:
+	// a pause that began as the timeout passed does not hold it up, and
+	// under a clock that stands still (the tests') never ends otherwise.
+	t.Run("timeout", func(t *testing.T) {
+		r, clk := newRun()
+		timeout := make(chan time.Time, 1)
+		l := &loop{timeout: timeout}
+		done := make(chan bool, 1)
+		go func() { done <- r.settle(context.Background(), l, p) }()
+		waiters(clk, 1)
+		timeout <- clk.Now()
+		assert.True(t, <-done)
+		assert.True(t, l.timedOut)
+	})
+	t.Run("fatal", func(t *testing.T) {
+		r, clk := newRun()
+		r.fatal = make(chan error, 1)
+		l := &loop{}
+		done := make(chan bool, 1)
+		go func() { done <- r.settle(context.Background(), l, p) }()
+		waiters(clk, 1)
+		r.fatal <- errors.New("watch pods: forbidden")
+		assert.True(t, <-done)
+		assert.EqualError(t, l.fatal, "watch pods: forbidden")
 	})
 }
