@@ -3,8 +3,12 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -89,6 +93,74 @@ func TestSignalsMidRolloutNoRollback(t *testing.T) {
 			assert.Empty(t, pendingRecords(t, f), "no lock left behind")
 			assert.Equal(t, []storage.Status{storage.StatusDeployed, storage.StatusFailed}, statuses(f.history(t)))
 			f.assertConsistent(t, 1)
+			f.assertNextDeploy(t)
+		})
+	}
+}
+
+// TestClosedPipe: a deploy whose stdout and stderr are a pipe nobody reads
+// any more (vllmctl deploy ... 2>&1 | head) is not killed by SIGPIPE with
+// its pending record and lock left behind, as Go's default would: it
+// finishes. A healthy upgrade whose reader is gone from the start is
+// deployed (exit 1: only its output failed, not 6: the cluster did
+// nothing wrong); a crashing one whose reader goes away mid-rollout is
+// still rolled back (exit 3). Either way no lock is left and the next
+// deploy works.
+func TestClosedPipe(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		closeWhen string // a line after which the reader goes away; "": at once
+		code      int
+		want      []storage.Status
+	}{
+		{"healthy upgrade, reader gone at once", []string{"--set", "greeting=piped", "--set", "readyDelay=3s"}, "", 1,
+			[]storage.Status{storage.StatusSuperseded, storage.StatusDeployed}},
+		{"crashing upgrade, reader gone mid-rollout", []string{"--set", "greeting=piped", "--set", "image=example.com/vllm:crash"}, "deployment/" + relName + ": ", 3,
+			[]storage.Status{storage.StatusSuperseded, storage.StatusFailed, storage.StatusDeployed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newRelFixture(t)
+			f.faultInstall(t)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			cmd, _, _ := f.command(ctx, faultDeployArgs(tc.args...)...)
+			r, w, err := os.Pipe()
+			require.NoError(t, err)
+			cmd.Stdout, cmd.Stderr = w, w
+			read := make(chan string, 1)
+			if tc.closeWhen == "" {
+				require.NoError(t, r.Close())
+				read <- ""
+			} else {
+				go func() {
+					var seen strings.Builder
+					sc := bufio.NewScanner(r)
+					for sc.Scan() {
+						seen.WriteString(sc.Text() + "\n")
+						if strings.Contains(sc.Text(), tc.closeWhen) {
+							break
+						}
+					}
+					_ = r.Close()
+					read <- seen.String()
+				}()
+			}
+			require.NoError(t, cmd.Start())
+			require.NoError(t, w.Close())
+			code := exitCodeOf(t, cmd.Wait())
+			seen := <-read
+			t.Logf("%s: exit %d after the reader read:\n%s", tc.name, code, seen)
+			if tc.closeWhen != "" {
+				require.Contains(t, seen, tc.closeWhen, "the reader went away mid-rollout")
+				require.NotContains(t, seen, relName+"#2 done:", "before the outcome")
+			}
+
+			assert.Equal(t, tc.code, code, "not killed by SIGPIPE (141), not 6")
+			assert.Equal(t, tc.want, statuses(f.history(t)))
+			assert.Empty(t, pendingRecords(t, f), "no lock left behind")
 			f.assertNextDeploy(t)
 		})
 	}

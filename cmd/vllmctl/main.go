@@ -50,6 +50,14 @@ func main() {
 	// as SIGTERM and SIGINT do: cleanly, lock released, instead of killing
 	// it with its pending record left behind.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// A closed pipe on stdout or stderr (vllmctl deploy | head) fails the
+	// writes (EPIPE) instead of killing the process, by Go's default for
+	// fds 1 and 2, mid-rollout with its pending record and lock left
+	// behind: the command reaches its outcome (a failed rollout is still
+	// rolled back) and exits with its code, or 1 for the failed write.
+	// Notify rather than Ignore: programs vllmctl runs (gates, plugins)
+	// start with SIGPIPE at its default.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	stopProfile := startProfile(os.Getenv("VLLMCTL_CPUPROFILE"))
 	err := Execute(ctx, NewRootCommand(ctx, DefaultStreams()))
 	stopProfile()

@@ -6,6 +6,7 @@ package exitcode
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net"
 	"net/url"
 
@@ -61,8 +62,18 @@ func Of(err error) int {
 		return Cluster
 	}
 	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		return Cluster
+	}
+	// A file's error (a write to a closed pipe, a full disk) carries a
+	// syscall.Errno, which is a net.Error too: it is this machine's, not
+	// the cluster's.
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
+		return Internal
+	}
 	var netErr net.Error
-	if errors.As(err, &urlErr) || errors.As(err, &netErr) {
+	if errors.As(err, &netErr) {
 		return Cluster
 	}
 	return Internal

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"net/url"
+	"os"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -48,6 +52,11 @@ func TestOf(t *testing.T) {
 		{"interrupted", fmt.Errorf("wait: %w", context.Canceled), exitcode.Interrupted},
 		{"interrupted mid-request", fmt.Errorf("create Secret: %w", &url.Error{Op: "Post", URL: "https://127.0.0.1:1", Err: context.Canceled}), exitcode.Interrupted},
 		{"anything else", errors.New("boom"), exitcode.Internal},
+		{"connection refused", &url.Error{Op: "Get", URL: "https://127.0.0.1:1", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}, exitcode.Cluster},
+		{"a net.Error alone", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, exitcode.Cluster},
+		// A syscall.Errno is a net.Error; on a file it is not the cluster's.
+		{"output to a closed pipe", fmt.Errorf("write progress: %w", &fs.PathError{Op: "write", Path: "/dev/stderr", Err: syscall.EPIPE}), exitcode.Internal},
+		{"a full disk", &fs.PathError{Op: "write", Path: "/tmp/result.json", Err: syscall.ENOSPC}, exitcode.Internal},
 
 		// A cancelled context is an interrupt, never the cluster refusing.
 		{"kind not served, discovery cancelled", fmt.Errorf("apply: %w", codedCause{exitcode.Cluster, cancelledRequest}), exitcode.Interrupted},
