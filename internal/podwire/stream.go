@@ -80,7 +80,7 @@ func (s *stream) readList(r io.Reader, f Filter, out *corev1.PodList) error {
 		return err
 	}
 	s.r = br
-	apiVersion, kind := "", ""
+	apiVersion, kind, listed := "", "", false
 	err = s.fields(-1, func(num protowire.Number, n int) error {
 		switch num {
 		case unknownTypeMeta:
@@ -94,13 +94,14 @@ func (s *stream) readList(r io.Reader, f Filter, out *corev1.PodList) error {
 			if apiVersion != "v1" || kind != "PodList" {
 				return fmt.Errorf("a list of pods expected, got %s %s", apiVersion, kind)
 			}
+			listed = true
 			return s.podList(n, f, out)
 		}
 		_, err := s.bytes(n)
 		return err
 	})
-	if err == nil && kind == "" {
-		err = errors.New("no object in the response")
+	if err == nil && !listed {
+		err = errors.New("no list in the response")
 	}
 	return err
 }
@@ -133,11 +134,11 @@ type stream struct {
 func (s *stream) fields(size int, fn func(num protowire.Number, n int) error) error {
 	for size != 0 {
 		tag, tn, err := s.varint()
-		if errors.Is(err, io.EOF) && size < 0 && tn == 0 {
-			return nil
-		}
 		if err != nil {
-			return err
+			if errors.Is(err, io.EOF) && size < 0 && tn == 0 {
+				return nil // the end of the stream, between two fields
+			}
+			return noEOF(err)
 		}
 		num, typ := protowire.DecodeTag(tag)
 		if num <= 0 {

@@ -159,6 +159,8 @@ func TestListRefusals(t *testing.T) {
 		"a huge length":  huge,
 		"not a list":     event,
 		"no object":      []byte(protobufMagic),
+		"no list":        body[:len(protobufMagic)+2+int(body[len(protobufMagic)+1])],
+		"cut in a tag":   append(append([]byte{}, body...), 0x80),
 		"garbage":        append([]byte(protobufMagic), 0xff, 0xff, 0xff),
 	} {
 		t.Run(name, func(t *testing.T) {
