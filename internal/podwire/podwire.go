@@ -200,21 +200,29 @@ func unwrapProtobuf(data []byte) (apiVersion, kind string, raw []byte, ok bool) 
 	err := eachField(data[len(protobufMagic):], func(num protowire.Number, _ protowire.Type, _, value []byte) error {
 		switch num {
 		case unknownTypeMeta:
-			return eachField(value, func(num protowire.Number, _ protowire.Type, _, value []byte) error {
-				switch num {
-				case typeMetaAPIVersion:
-					apiVersion = string(value)
-				case typeMetaKind:
-					kind = string(value)
-				}
-				return nil
-			})
+			var err error
+			apiVersion, kind, err = typeMetaOf(value)
+			return err
 		case unknownRaw:
 			raw = value
 		}
 		return nil
 	})
 	return apiVersion, kind, raw, err == nil && raw != nil
+}
+
+// typeMetaOf reads a runtime.TypeMeta.
+func typeMetaOf(b []byte) (apiVersion, kind string, err error) {
+	err = eachField(b, func(num protowire.Number, _ protowire.Type, _, value []byte) error {
+		switch num {
+		case typeMetaAPIVersion:
+			apiVersion = string(value)
+		case typeMetaKind:
+			kind = string(value)
+		}
+		return nil
+	})
+	return apiVersion, kind, err
 }
 
 // Filter says of a message's field num whether it is kept and, for a

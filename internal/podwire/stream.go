@@ -106,20 +106,6 @@ func (s *stream) readList(r io.Reader, f Filter, out *corev1.PodList) error {
 	return err
 }
 
-// typeMetaOf reads a runtime.TypeMeta.
-func typeMetaOf(b []byte) (apiVersion, kind string, err error) {
-	err = eachField(b, func(num protowire.Number, _ protowire.Type, _, value []byte) error {
-		switch num {
-		case typeMetaAPIVersion:
-			apiVersion = string(value)
-		case typeMetaKind:
-			kind = string(value)
-		}
-		return nil
-	})
-	return apiVersion, kind, err
-}
-
 // stream reads protobuf fields off a reader.
 type stream struct {
 	r    *bufio.Reader
