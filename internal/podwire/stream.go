@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -28,9 +29,10 @@ type client struct {
 	filter Filter
 }
 
-// maxItemBytes bounds the bytes of one item of a streamed list: the API
-// server refuses objects over 1.5 MiB (etcd's limit); a larger length is
-// a corrupt stream, not a pod to allocate for.
+// maxItemBytes bounds the bytes of one item of a streamed list (and of
+// any other field read whole): the API server refuses objects over 1.5
+// MiB (etcd's limit); a larger length is a corrupt stream, not a pod to
+// allocate for. The list itself is not bounded: it is never held whole.
 const maxItemBytes = 16 << 20
 
 // List lists the pods of c.Namespace ("": all) as the typed client's
@@ -137,7 +139,7 @@ func (s *stream) fields(size int, fn func(num protowire.Number, n int) error) er
 			if err != nil {
 				return noEOF(err)
 			}
-			if n > maxItemBytes || (size >= 0 && int(n) > size-used-ln) {
+			if n > math.MaxInt32 || (size >= 0 && int(n) > size-used-ln) {
 				return fmt.Errorf("field %d: length %d out of bounds", num, n)
 			}
 			if err := fn(num, int(n)); err != nil {
@@ -202,6 +204,9 @@ func (s *stream) podList(n int, f Filter, out *corev1.PodList) error {
 
 // bytes reads the next n bytes into a new slice.
 func (s *stream) bytes(n int) ([]byte, error) {
+	if n > maxItemBytes {
+		return nil, fmt.Errorf("a field of %d bytes", n)
+	}
 	b := make([]byte, n)
 	_, err := io.ReadFull(s.r, b)
 	return b, noEOF(err)
@@ -209,6 +214,9 @@ func (s *stream) bytes(n int) ([]byte, error) {
 
 // read reads the next n bytes into s.buf, valid until the next read.
 func (s *stream) read(n int) ([]byte, error) {
+	if n > maxItemBytes {
+		return nil, fmt.Errorf("an item of %d bytes", n)
+	}
 	if cap(s.buf) < n {
 		s.buf = make([]byte, n)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -152,11 +153,18 @@ func TestListRefusals(t *testing.T) {
 	body := protobufOf(t, podList(3))
 	huge := append([]byte(protobufMagic), protowire.AppendTag(nil, unknownRaw, protowire.BytesType)...)
 	huge = protowire.AppendVarint(huge, 1<<40)
+	// A list of 20 MiB whose one item claims 17 MiB.
+	hugeItem := append([]byte(protobufMagic), body[len(protobufMagic):len(protobufMagic)+2+int(body[len(protobufMagic)+1])]...)
+	hugeItem = protowire.AppendTag(hugeItem, unknownRaw, protowire.BytesType)
+	hugeItem = protowire.AppendVarint(hugeItem, 20<<20)
+	hugeItem = protowire.AppendTag(hugeItem, podListItems, protowire.BytesType)
+	hugeItem = protowire.AppendVarint(hugeItem, 17<<20)
 	event := protobufOf(t, &corev1.Event{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Event"}, ObjectMeta: metav1.ObjectMeta{Name: "e"}})
 	for name, bad := range map[string][]byte{
 		"cut short":      body[:len(body)-100],
 		"cut in a field": body[:len(body)/2],
 		"a huge length":  huge,
+		"a huge item":    hugeItem,
 		"not a list":     event,
 		"no object":      []byte(protobufMagic),
 		"no list":        body[:len(protobufMagic)+2+int(body[len(protobufMagic)+1])],
@@ -171,6 +179,23 @@ func TestListRefusals(t *testing.T) {
 			assert.NotNil(t, got)
 		})
 	}
+}
+
+// TestListLargerThanAnItemBound: a list whose bytes pass maxItemBytes
+// (an unpaged list of a big namespace) is read; only an item is bounded.
+func TestListLargerThanAnItemBound(t *testing.T) {
+	list := podList(1)
+	pad := strings.Repeat("x", 64<<10)
+	for i := 0; i < 300; i++ {
+		p := *fullPod(fmt.Sprintf("big-%d", i))
+		p.Annotations = map[string]string{"pad": pad}
+		list.Items = append(list.Items, p)
+	}
+	body := protobufOf(t, list)
+	require.Greater(t, len(body), maxItemBytes)
+	var got corev1.PodList
+	require.NoError(t, new(stream).readList(bytes.NewReader(body), Requests, &got))
+	assert.Len(t, got.Items, 301)
 }
 
 // TestReadPodListHoldsOnePodAtATime: the reader's buffers grow to the
