@@ -32,7 +32,8 @@ type client struct {
 // maxItemBytes bounds the bytes of one item of a streamed list (and of
 // any other field read whole): the API server refuses objects over 1.5
 // MiB (etcd's limit); a larger length is a corrupt stream, not a pod to
-// allocate for. The list itself is not bounded: it is never held whole.
+// allocate for. The list itself is not bounded: it is never held whole,
+// nor is a field passed over.
 const maxItemBytes = 16 << 20
 
 // List lists the pods of c.Namespace ("": all) as the typed client's
@@ -86,7 +87,7 @@ func (s *stream) readList(r io.Reader, f Filter, out *corev1.PodList) error {
 	err = s.fields(-1, func(num protowire.Number, n int) error {
 		switch num {
 		case unknownTypeMeta:
-			b, err := s.bytes(n)
+			b, err := s.read(n)
 			if err != nil {
 				return err
 			}
@@ -99,8 +100,7 @@ func (s *stream) readList(r io.Reader, f Filter, out *corev1.PodList) error {
 			listed = true
 			return s.podList(n, f, out)
 		}
-		_, err := s.bytes(n)
-		return err
+		return s.skip(n)
 	})
 	if err == nil && !listed {
 		err = errors.New("no list in the response")
@@ -157,8 +157,8 @@ func (s *stream) fields(size int, fn func(num protowire.Number, n int) error) er
 			if typ == protowire.Fixed64Type {
 				n = 8
 			}
-			if _, err := s.r.Discard(n); err != nil {
-				return noEOF(err)
+			if err := s.skip(n); err != nil {
+				return err
 			}
 			used += n
 		default:
@@ -197,25 +197,14 @@ func (s *stream) podList(n int, f Filter, out *corev1.PodList) error {
 			}
 			return out.ListMeta.Unmarshal(b)
 		}
-		_, err := s.read(n)
-		return err
+		return s.skip(n)
 	})
-}
-
-// bytes reads the next n bytes into a new slice.
-func (s *stream) bytes(n int) ([]byte, error) {
-	if n > maxItemBytes {
-		return nil, fmt.Errorf("a field of %d bytes", n)
-	}
-	b := make([]byte, n)
-	_, err := io.ReadFull(s.r, b)
-	return b, noEOF(err)
 }
 
 // read reads the next n bytes into s.buf, valid until the next read.
 func (s *stream) read(n int) ([]byte, error) {
 	if n > maxItemBytes {
-		return nil, fmt.Errorf("an item of %d bytes", n)
+		return nil, fmt.Errorf("a field of %d bytes", n)
 	}
 	if cap(s.buf) < n {
 		s.buf = make([]byte, n)
@@ -223,6 +212,12 @@ func (s *stream) read(n int) ([]byte, error) {
 	s.buf = s.buf[:n]
 	_, err := io.ReadFull(s.r, s.buf)
 	return s.buf, noEOF(err)
+}
+
+// skip passes over the next n bytes.
+func (s *stream) skip(n int) error {
+	_, err := s.r.Discard(n)
+	return noEOF(err)
 }
 
 // varint reads a varint and how many bytes it took.

@@ -100,6 +100,25 @@ func TestListIsReadAsItArrives(t *testing.T) {
 	})
 }
 
+// TestListPassesOverFieldsItDoesNotRead: fields of the envelope it does
+// not read (the content type and encoding, fields a newer API server may
+// add), of any wire type, are passed over.
+func TestListPassesOverFieldsItDoesNotRead(t *testing.T) {
+	body := protobufOf(t, podList(2))
+	require.Equal(t, []byte{0x1a, 0x00, 0x22, 0x00}, body[len(body)-4:], "the envelope ends with its empty content encoding and type")
+	body = protowire.AppendTag(body, 9, protowire.VarintType)
+	body = protowire.AppendVarint(body, 1<<40)
+	body = protowire.AppendTag(body, 10, protowire.Fixed64Type)
+	body = protowire.AppendFixed64(body, 7)
+	body = protowire.AppendTag(body, 11, protowire.Fixed32Type)
+	body = protowire.AppendFixed32(body, 7)
+	body = protowire.AppendTag(body, 12, protowire.BytesType)
+	body = protowire.AppendBytes(body, make([]byte, 100<<10))
+	var got corev1.PodList
+	require.NoError(t, new(stream).readList(bytes.NewReader(body), Requests, &got))
+	assert.Len(t, got.Items, 2)
+}
+
 // TestListOfJSON: a server that answers JSON gets its list decoded whole.
 func TestListOfJSON(t *testing.T) {
 	list := podList(3)
