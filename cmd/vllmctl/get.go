@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
@@ -164,7 +165,8 @@ func getValues() getSubcommand {
 		long: "Print the values the user supplied for the revision (-f, --set, ... as recorded, the previous\n" +
 			"revision's included with --reuse-values), as YAML (default) or JSON. With --all, the computed\n" +
 			"values: the chart's defaults coalesced with those, as the templates saw them; records written\n" +
-			"before vllmctl kept them cannot answer --all (exit 2).",
+			"before vllmctl kept them cannot answer --all (exit 2). A value the revision's manifest or hooks\n" +
+			"put into a Secret is Secret data and is printed as \"" + diff.Redacted + "\".",
 		example: "  vllmctl get values qwen\n  vllmctl get values qwen --revision 3 --all -o json",
 		flags: func(cmd *cobra.Command, o *getOptions) {
 			cmd.Flags().StringVarP(&o.output.format, "output", "o", "yaml", "output format: yaml or json (table: yaml, as helm prints values)")
@@ -194,7 +196,11 @@ func getValues() getSubcommand {
 			if values == nil {
 				values = map[string]any{}
 			}
-			return writeRecordDocument(w, o.output.format, values)
+			red, err := recordRedactor(rec)
+			if err != nil {
+				return err
+			}
+			return writeRecordDocument(w, o.output.format, withholdValues(red, values))
 		},
 	}
 }
@@ -272,24 +278,71 @@ func withholdSecrets(manifest string) (string, error) {
 	return charts.Manifest(objs)
 }
 
+// recordRedactor returns a Redactor that knows the values of the Secrets
+// of rec's manifest and hooks: what `get values` and `get notes` must not
+// print (a value that a template put into a Secret is Secret data).
+func recordRedactor(rec *storage.Release) (*diff.Redactor, error) {
+	red := diff.NewRedactor()
+	manifests := []string{rec.Manifest}
+	for _, h := range rec.Hooks {
+		manifests = append(manifests, h.Manifest)
+	}
+	for _, m := range manifests {
+		objs, err := cluster.ParseManifest(m)
+		if err != nil {
+			return nil, fmt.Errorf("release %s revision %d: its manifest, read for its Secrets: %w", rec.Name, rec.Revision, err)
+		}
+		red.AddObjects(objs...)
+	}
+	return red, nil
+}
+
+// withholdValues returns a copy of values in which every string that holds
+// a value red knows is cleaned by it (the value replaced by
+// diff.Redacted, or the whole string withheld).
+func withholdValues(red *diff.Redactor, values any) any {
+	switch v := values.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = withholdValues(red, e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = withholdValues(red, e)
+		}
+		return out
+	case string:
+		return red.Line(v)
+	}
+	return values
+}
+
 // getNotes is `get notes`: the chart's rendered NOTES.txt as recorded.
 func getNotes() getSubcommand {
 	return getSubcommand{
 		name:  "notes",
 		short: "Print a revision's rendered NOTES.txt",
 		long: "Print the chart's NOTES.txt as rendered for the revision. A chart without NOTES.txt, or a\n" +
-			"record written before vllmctl kept notes, prints nothing (a note on stderr says so).",
+			"record written before vllmctl kept notes, prints nothing (a note on stderr says so). A value of\n" +
+			"one of the revision's Secrets in the notes is printed as \"" + diff.Redacted + "\".",
 		example: "  vllmctl get notes qwen",
 		write: func(w, errOut io.Writer, _ *getOptions, rec *storage.Release) error {
 			if rec.Notes == "" {
 				fmt.Fprintf(errOut, "release %s revision %d has no notes\n", rec.Name, rec.Revision)
 				return nil
 			}
-			notes := rec.Notes
+			red, err := recordRedactor(rec)
+			if err != nil {
+				return err
+			}
+			notes := strings.Join(red.Lines(strings.Split(rec.Notes, "\n")), "\n")
 			if !strings.HasSuffix(notes, "\n") {
 				notes += "\n"
 			}
-			_, err := io.WriteString(w, notes)
+			_, err = io.WriteString(w, notes)
 			return err
 		},
 	}

@@ -289,6 +289,43 @@ func TestGetCommand(t *testing.T) {
 	assert.NotContains(t, stdout, "hook-secret-1")
 	assert.Contains(t, stdout, "key: (withheld)")
 
+	// A value a template put into a Secret is Secret data: get values
+	// (user-supplied and --all, YAML and JSON) and get notes withhold it,
+	// in the manifest's Secret or in a hook's.
+	leaky := &storage.Release{Name: "leaky", Revision: 1, Status: storage.StatusDeployed,
+		Values:         map[string]any{"auth": map[string]any{"token": "hf_SuperSecret42"}, "list": []any{"x-hook-secret-9"}, "replicas": 2},
+		ComputedValues: map[string]any{"auth": map[string]any{"token": "hf_SuperSecret42"}, "image": "vllm/vllm-openai"},
+		Manifest:       "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  token: hf_SuperSecret42\n",
+		Hooks: []storage.Hook{{Name: "hs", Kind: "Secret", Path: "t/templates/h.yaml", Events: []charts.HookEvent{charts.HookPreInstall},
+			Manifest: "apiVersion: v1\nkind: Secret\nmetadata:\n  name: hs\ndata:\n  key: eC1ob29rLXNlY3JldC05\n"}},
+		Notes: "Your token is hf_SuperSecret42.\nServing on port 8000.\n"}
+	require.NoError(t, f.store.InNamespace("ml").Create(context.Background(), leaky))
+	for _, args := range [][]string{{}, {"-o", "json"}, {"--all"}, {"--all", "-o", "json"}} {
+		stdout, stderr, code = f.run(t, append([]string{"get", "values", "leaky"}, args...)...)
+		require.Equal(t, 0, code, stderr)
+		assert.NotContains(t, stdout, "SuperSecret42", args)
+		assert.NotContains(t, stdout, "hook-secret", args)
+		assert.Contains(t, stdout, "(redacted)", args)
+	}
+	stdout, _, _ = f.run(t, "get", "values", "leaky")
+	assert.Contains(t, stdout, "replicas: 2", "other values as recorded")
+	stdout, _, code = f.run(t, "get", "notes", "leaky")
+	require.Equal(t, 0, code)
+	assert.Equal(t, "Your token is (redacted).\nServing on port 8000.\n", stdout)
+
+	// A record whose manifest cannot be read cannot tell its Secrets
+	// apart: nothing is printed.
+	broken := &storage.Release{Name: "broken", Revision: 1, Status: storage.StatusDeployed,
+		Values: map[string]any{"token": "maybe-secret-1"}, Manifest: "kind: [unclosed\n", Notes: "maybe-secret-1\n"}
+	require.NoError(t, f.store.InNamespace("ml").Create(context.Background(), broken))
+	for _, part := range []string{"values", "manifest", "notes"} {
+		stdout, stderr, code = f.run(t, "get", part, "broken")
+		assert.Equal(t, 1, code, part)
+		assert.Empty(t, stdout, part)
+		assert.Contains(t, stderr, "release broken revision 1", part)
+		assert.NotContains(t, stderr, "maybe-secret-1", part)
+	}
+
 	// A record written before vllmctl kept computed values and notes.
 	old := &storage.Release{Name: "old", Revision: 1, Status: storage.StatusDeployed, Values: map[string]any{"a": 1}, Manifest: "---\n"}
 	require.NoError(t, f.store.InNamespace("ml").Create(context.Background(), old))
