@@ -102,6 +102,15 @@ func (r *Redactor) Lines(lines []string) []string {
 	return out
 }
 
+// Text cleans s line by line: a line that still holds a fragment of a
+// value is withheld, the other lines are kept.
+func (r *Redactor) Text(s string) string {
+	if r == nil || s == "" {
+		return s
+	}
+	return strings.Join(r.Lines(strings.Split(s, "\n")), "\n")
+}
+
 // Err returns err when its message holds no known value, else an error
 // with the cleaned message and err's exit code (it does not unwrap to
 // err, so the value cannot be reached through it).

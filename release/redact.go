@@ -50,6 +50,7 @@ func RedactResult(red *diff.Redactor, res *Result) *Result {
 	}
 	c := *res
 	c.Description = red.Line(c.Description)
+	c.Notes = red.Text(c.Notes)
 	c.Failure = redactFailure(red, c.Failure)
 	c.Canary = redactCanary(red, c.Canary)
 	c.Hooks = RedactHookRuns(red, c.Hooks)

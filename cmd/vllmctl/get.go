@@ -338,7 +338,7 @@ func getNotes() getSubcommand {
 			if err != nil {
 				return err
 			}
-			notes := strings.Join(red.Lines(strings.Split(rec.Notes, "\n")), "\n")
+			notes := red.Text(rec.Notes)
 			if !strings.HasSuffix(notes, "\n") {
 				notes += "\n"
 			}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -54,5 +56,42 @@ func TestSecretValuesNeverPrinted(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSecretValuesNotInNotes: a chart whose NOTES.txt echoes the value it
+// put into a Secret prints it nowhere: not after the deploy (table: on
+// stderr; json: the result's notes), not in get notes or get values.
+func TestSecretValuesNotInNotes(t *testing.T) {
+	const token = "hf_NotesTokenValue77"
+	dir := t.TempDir()
+	files := map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: notesleak\nversion: 0.1.0\n",
+		"values.yaml": "token: \"\"\n",
+		"templates/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-creds\n" +
+			"stringData:\n  token: {{ .Values.token | quote }}\n",
+		"templates/NOTES.txt": "Your token is {{ .Values.token }}.\nThe release {{ .Release.Name }} is ready.\n",
+	}
+	for name, body := range files {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+	}
+	for _, output := range []string{"table", "json"} {
+		t.Run(output, func(t *testing.T) {
+			f := newReleaseFakes()
+			stdout, stderr, code := f.run(t, "deploy", "chat", dir, "--set", "token="+token, "--skip-preflight", "-o", output)
+			require.Equal(t, 0, code, "stderr: %s", stderr)
+			assert.NotContains(t, stdout+stderr, token)
+			assert.Contains(t, stdout+stderr, "Your token is (redacted).")
+			assert.Contains(t, stdout+stderr, "The release chat is ready.", "the other lines stay")
+
+			stdout, stderr, code = f.run(t, "get", "notes", "chat")
+			require.Equal(t, 0, code, stderr)
+			assert.Equal(t, "Your token is (redacted).\nThe release chat is ready.\n", stdout)
+			stdout, stderr, code = f.run(t, "get", "values", "chat", "--all", "-o", "json")
+			require.Equal(t, 0, code, stderr)
+			assert.NotContains(t, stdout, token)
+			assert.Contains(t, stdout, `"token": "(redacted)"`)
+		})
 	}
 }
