@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -316,6 +317,17 @@ func withholdValues(red *diff.Redactor, values any) any {
 		return out
 	case string:
 		return red.Line(v)
+	case nil, bool:
+		return values
+	}
+	// A number (--set pin=12345678 is an int64) that a template quoted
+	// into a Secret: its digits are the Secret's value.
+	s := fmt.Sprint(values)
+	if f, ok := values.(float64); ok { // a record's JSON number
+		s = strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	if red.Line(s) != s {
+		return red.Line(s)
 	}
 	return values
 }

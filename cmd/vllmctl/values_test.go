@@ -293,9 +293,9 @@ func TestGetCommand(t *testing.T) {
 	// (user-supplied and --all, YAML and JSON) and get notes withhold it,
 	// in the manifest's Secret or in a hook's.
 	leaky := &storage.Release{Name: "leaky", Revision: 1, Status: storage.StatusDeployed,
-		Values:         map[string]any{"auth": map[string]any{"token": "hf_SuperSecret42"}, "list": []any{"x-hook-secret-9"}, "replicas": 2},
+		Values:         map[string]any{"auth": map[string]any{"token": "hf_SuperSecret42"}, "list": []any{"x-hook-secret-9"}, "replicas": 2, "pin": int64(73519246)},
 		ComputedValues: map[string]any{"auth": map[string]any{"token": "hf_SuperSecret42"}, "image": "vllm/vllm-openai"},
-		Manifest:       "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  token: hf_SuperSecret42\n",
+		Manifest:       "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  token: hf_SuperSecret42\n  pin: \"73519246\"\n",
 		Hooks: []storage.Hook{{Name: "hs", Kind: "Secret", Path: "t/templates/h.yaml", Events: []charts.HookEvent{charts.HookPreInstall},
 			Manifest: "apiVersion: v1\nkind: Secret\nmetadata:\n  name: hs\ndata:\n  key: eC1ob29rLXNlY3JldC05\n"}},
 		Notes: "Your token is hf_SuperSecret42.\nServing on port 8000.\n"}
@@ -305,6 +305,7 @@ func TestGetCommand(t *testing.T) {
 		require.Equal(t, 0, code, stderr)
 		assert.NotContains(t, stdout, "SuperSecret42", args)
 		assert.NotContains(t, stdout, "hook-secret", args)
+		assert.NotContains(t, stdout, "73519246", args)
 		assert.Contains(t, stdout, "(redacted)", args)
 	}
 	stdout, _, _ = f.run(t, "get", "values", "leaky")
