@@ -131,6 +131,9 @@ func (o *diagnoseOptions) diagnoseLog() (*wait.Diagnosis, error) {
 			return nil, fmt.Errorf("--log: %w", err)
 		}
 		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			return nil, newUsageError("--log %s: is a directory, not a log file", o.log)
+		}
 		r = f
 	}
 	if r == nil {

@@ -172,6 +172,7 @@ func TestDiagnoseCommandInvalid(t *testing.T) {
 		{"bad output", []string{"chat-0", "-o", "xml"}, "xml"},
 		{"unknown flag", []string{"chat-0", "--bogus"}, "unknown flag"},
 		{"missing log file", []string{"--log", filepath.Join(t.TempDir(), "nope.log")}, "no such file"},
+		{"a directory as --log", []string{"--log", t.TempDir()}, "is a directory, not a log file"},
 		{"unknown pod", []string{"ghost"}, `pod "ghost" not found in namespace "ml"`},
 		{"unknown container", []string{"chat-0", "-c", "nope"}, `pod chat-0 has no container "nope"; its containers: server, proxy`},
 	}
