@@ -52,7 +52,10 @@
 // node, by field selector spec.nodeName, which the API server serves from
 // its watch cache through its node index), and the pods of the release's
 // namespace. Above maxNodeLists candidate nodes, one paged list of all pods
-// is cheaper in requests and replaces the per-node lists.
+// is cheaper in requests and replaces the per-node lists. A namespace
+// already listed whole (a live workload's, for its old pods, which are
+// read first) is left out of those lists (metadata.namespace!=): a big
+// release's own pods are read once.
 //
 // The package does not import package release (release imports it).
 // Errors that map to a contract exit code implement ExitCode() int.

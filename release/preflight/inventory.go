@@ -252,13 +252,15 @@ func (p *preflighter) podsIn(ctx context.Context, ns string) ([]*corev1.Pod, err
 	if pods, ok := p.nsPods[ns]; ok {
 		return pods, nil
 	}
-	pods, err := p.listPods(ctx, ns, "")
-	if apierrors.IsForbidden(err) {
+	pods, err := p.listPods(ctx, ns, "", nil)
+	switch {
+	case apierrors.IsForbidden(err):
 		p.note("pods in namespace %s not readable (%v): the room old pods free is not counted", ns, err)
-		pods, err = nil, nil
-	}
-	if err != nil {
+		pods = nil
+	case err != nil:
 		return nil, err
+	default:
+		p.nsListed[ns] = true
 	}
 	p.nsPods[ns] = pods
 	return pods, nil

@@ -219,6 +219,47 @@ func TestPodsAreReadOnTheNodesTheReleaseCanUse(t *testing.T) {
 		}
 	})
 
+	t.Run("an upgrade reads its own pods once", func(t *testing.T) {
+		// 3 GPU nodes of 8 GPUs, each with a busy pod of 4 in the namespace
+		// llm, and the live Deployment's 3 old pods of 2 GPUs, one per node:
+		// the namespace is listed whole for the old pods, and the lists by
+		// node leave it out; its pods still count against their nodes.
+		live := pfDeploy("chat", 3, 2)
+		objs := append(cluster(3, 10), live)
+		objs = append(objs, pfOldPods(live, "gpu-00", "gpu-01", "gpu-02")...)
+		r, rd, err := run(t, objs, pfDeploy("chat", 3, 2, image("v2")))
+		require.NoError(t, err)
+		assert.Equal(t, VerdictFits, r.Deployments[0].Verdict)
+		assert.ElementsMatch(t, []string{
+			"status.phase!=Succeeded,status.phase!=Failed", // the namespace llm, whole
+			pendingSelector,
+			"spec.nodeName=gpu-00,metadata.namespace!=llm,status.phase!=Succeeded,status.phase!=Failed",
+			"spec.nodeName=gpu-01,metadata.namespace!=llm,status.phase!=Succeeded,status.phase!=Failed",
+			"spec.nodeName=gpu-02,metadata.namespace!=llm,status.phase!=Succeeded,status.phase!=Failed",
+		}, rd.podSelectors)
+
+		// Each node holds 4 (busy) + 2 (old) of its 8 GPUs, all pods of
+		// the namespace llm, taken from its list: a new pod of 3 has no
+		// room to surge into (it would have, were either not counted).
+		_, _, err = run(t, objs, pfDeploy("chat", 3, 3, image("v2")))
+		require.Error(t, err, "the namespace's pods counted against their nodes")
+		assert.Contains(t, err.Error(), "at most 2 free on one node")
+	})
+
+	t.Run("more candidates than maxNodeLists in an upgrade: its namespace left out of the list of all pods", func(t *testing.T) {
+		n := maxNodeLists + 1
+		live := pfDeploy("chat", 1, 4)
+		objs := append(cluster(n, 10), live)
+		objs = append(objs, pfOldPods(live, "gpu-00")...)
+		r, rd, err := run(t, objs, pfDeploy("chat", int32(n-1), 4, image("v2")))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"status.phase!=Succeeded,status.phase!=Failed",
+			"metadata.namespace!=llm,status.phase!=Succeeded,status.phase!=Failed", pendingSelector}, rd.podSelectors)
+		assert.Len(t, r.Deployments[0].Checks[0].Nodes, n)
+		_, _, err = run(t, objs, pfDeploy("chat", int32(n+1), 4, image("v2")))
+		require.Error(t, err, "the busy pods (in llm, taken from the namespace's list) were counted")
+	})
+
 	t.Run("a nodeSelector narrows the nodes read", func(t *testing.T) {
 		objs := cluster(3, 10)
 		objs[0].(*corev1.Node).Labels["pool"] = "a100"

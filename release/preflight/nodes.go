@@ -8,6 +8,7 @@ package preflight
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -182,25 +183,23 @@ func (p *preflighter) readPodsOn(ctx context.Context, nodes []*nodeState) (bool,
 	if len(pending) == 0 {
 		return true, nil
 	}
+	// The namespaces listed whole (a live Deployment's, for its old
+	// pods) are left out of these lists and their pods taken from there:
+	// a big release's own pods are read once.
+	except := p.listedNamespaces()
 	var pods []*corev1.Pod
 	var err error
 	if p.podsByNode == nil && p.nodeLists+len(pending) > maxNodeLists {
-		if pods, err = p.listPods(ctx, "", ""); err == nil {
-			p.podsByNode = map[string][]*corev1.Pod{}
-			for _, pod := range pods {
-				p.podsByNode[pod.Spec.NodeName] = append(p.podsByNode[pod.Spec.NodeName], pod)
-			}
+		if pods, err = p.listPods(ctx, "", "", except); err == nil {
+			p.podsByNode = p.byNode(pods, except)
 			for _, n := range p.nodeByName {
 				n.subtract(p.podsByNode[n.node.Name], &p.deleting)
 			}
 		}
 	} else {
 		p.nodeLists += len(pending)
-		if pods, err = p.listPodsOn(ctx, pending); err == nil {
-			byNode := map[string][]*corev1.Pod{}
-			for _, pod := range pods {
-				byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
-			}
+		if pods, err = p.listPodsOn(ctx, pending, except); err == nil {
+			byNode := p.byNode(pods, except)
 			for _, n := range pending {
 				n.subtract(byNode[n.node.Name], &p.deleting)
 			}
@@ -218,6 +217,37 @@ func (p *preflighter) readPodsOn(ctx context.Context, nodes []*nodeState) (bool,
 		p.replaceNote("pods being deleted still count against their nodes until they are gone: ", fmt.Sprint(p.deleting))
 	}
 	return true, nil
+}
+
+// listedNamespaces returns the namespaces whose pods were listed whole,
+// sorted.
+func (p *preflighter) listedNamespaces() []string {
+	out := make([]string, 0, len(p.nsListed))
+	for ns := range p.nsListed {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// byNode groups pods, and those of the namespaces listed whole among
+// except, by their node.
+func (p *preflighter) byNode(pods []*corev1.Pod, except []string) map[string][]*corev1.Pod {
+	out := map[string][]*corev1.Pod{}
+	add := func(pod *corev1.Pod) {
+		if pod.Spec.NodeName != "" {
+			out[pod.Spec.NodeName] = append(out[pod.Spec.NodeName], pod)
+		}
+	}
+	for _, pod := range pods {
+		add(pod)
+	}
+	for _, ns := range except {
+		for _, pod := range p.nsPods[ns] {
+			add(pod)
+		}
+	}
+	return out
 }
 
 // subtract takes the requests of the pods bound to n that hold resources
@@ -342,13 +372,13 @@ func sharesScarce(a, b resVec) bool {
 
 // listPodsOn lists the pods bound to each of nodes, nodeListWorkers lists
 // at a time. The first error (a Forbidden one as it is) stops the rest.
-func (p *preflighter) listPodsOn(ctx context.Context, nodes []*nodeState) ([]*corev1.Pod, error) {
+func (p *preflighter) listPodsOn(ctx context.Context, nodes []*nodeState, except []string) ([]*corev1.Pod, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(nodeListWorkers)
 	found := make([][]*corev1.Pod, len(nodes))
 	for i, n := range nodes {
 		g.Go(func() error {
-			pods, err := p.listPods(gctx, "", n.node.Name)
+			pods, err := p.listPods(gctx, "", n.node.Name, except)
 			found[i] = pods
 			return err
 		})
@@ -374,11 +404,16 @@ func (p *preflighter) podLister(ns string) interface {
 	return p.client.CoreV1().Pods(ns)
 }
 
-// listPods lists the pods of ns ("" for all namespaces) that are not
-// Succeeded or Failed, those bound to node only when node is set. A
-// Forbidden error is returned as it is.
-func (p *preflighter) listPods(ctx context.Context, ns, node string) ([]*corev1.Pod, error) {
+// listPods lists the pods of ns ("" for all namespaces but those of
+// except) that are not Succeeded or Failed, those bound to node only when
+// node is set. A Forbidden error is returned as it is.
+func (p *preflighter) listPods(ctx context.Context, ns, node string, except []string) ([]*corev1.Pod, error) {
 	selector := "status.phase!=Succeeded,status.phase!=Failed"
+	if ns == "" {
+		for i := len(except) - 1; i >= 0; i-- {
+			selector = "metadata.namespace!=" + except[i] + "," + selector
+		}
+	}
 	if node != "" {
 		selector = "spec.nodeName=" + node + "," + selector
 	}
@@ -391,7 +426,8 @@ func (p *preflighter) listPods(ctx context.Context, ns, node string) ([]*corev1.
 	}, func(pod *corev1.Pod) (*corev1.Pod, bool) {
 		// The field selector already leaves these out; a server (or fake)
 		// that ignores it does not.
-		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || (node != "" && pod.Spec.NodeName != node) {
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || (node != "" && pod.Spec.NodeName != node) ||
+			(ns == "" && slices.Contains(except, pod.Namespace)) {
 			return nil, false
 		}
 		return compactPod(pod), true

@@ -118,6 +118,7 @@ func Run(ctx context.Context, client kubernetes.Interface, objs []*unstructured.
 		livePDBs: map[string][]policyv1.PodDisruptionBudget{},
 		liveHPAs: map[string][]hpaInfo{},
 		nsPods:   map[string][]*corev1.Pod{},
+		nsListed: map[string]bool{},
 		nodeSets: map[string]*nodeSet{}, nodeByName: map[string]*nodeState{},
 	}
 	deps, err := p.collect(objs)
@@ -190,8 +191,12 @@ type preflighter struct {
 	podsByNode map[string][]*corev1.Pod
 	deleting   int
 	// pending are the unbound pending pods of the cluster, once listed.
-	pending  []*corev1.Pod
+	pending []*corev1.Pod
+	// nsPods are the pods of a namespace, once listed (nil when they may
+	// not be read); nsListed the namespaces whose pods were listed whole,
+	// which the lists of pods by node then leave out.
 	nsPods   map[string][]*corev1.Pod
+	nsListed map[string]bool
 	quotas   map[string][]*quotaState
 	livePDBs map[string][]policyv1.PodDisruptionBudget
 	liveHPAs map[string][]hpaInfo

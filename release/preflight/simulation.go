@@ -109,6 +109,14 @@ func (p *preflighter) evaluate(ctx context.Context, d *deploymentInput) error {
 		e.Verdict, e.Message = VerdictFits, "0 replicas: no pods"
 		return nil
 	}
+	// The old pods first: their namespace, listed whole, is then left out
+	// of the lists of pods by node (a big release's pods are read once).
+	var err error
+	if d.live != nil {
+		if ec.old, err = p.oldPods(ctx, d.live); err != nil {
+			return err
+		}
+	}
 	if err := p.matchNodes(ctx, ec, newPlacement(klog.FromContext(ctx), spec)); err != nil {
 		return err
 	}
@@ -119,11 +127,6 @@ func (p *preflighter) evaluate(ctx context.Context, d *deploymentInput) error {
 	for _, q := range quotas {
 		if quotaApplies(q.quota, spec) {
 			ec.quotas = append(ec.quotas, q)
-		}
-	}
-	if d.live != nil {
-		if ec.old, err = p.oldPods(ctx, d.live); err != nil {
-			return err
 		}
 	}
 
