@@ -94,13 +94,21 @@ func hooksOf(rec *storage.Release, event charts.HookEvent) ([]charts.Hook, error
 // and a *HookError says why. When all succeed, those whose policy says
 // hook-succeeded are deleted. While a hook is waited for, rec's lock (if
 // rec is pending) is kept fresh. The Redactor learns the values of the
-// hooks' Secrets first, so that no output or record of the run shows them.
+// hooks' and rec's Secrets first, so that no output or record of the run
+// shows them.
 func (e *Engine) runHooks(ctx context.Context, rec *storage.Release, event charts.HookEvent, timeout time.Duration) ([]HookRun, error) {
 	hooks, err := hooksOf(rec, event)
 	if err != nil || len(hooks) == 0 {
 		return nil, err
 	}
 	e.Redactor.AddObjects(charts.HookObjects(hooks)...)
+	// A hook may print the release's own Secrets too (a test sending its
+	// API key): `test` and `uninstall` render nothing, so they are learnt
+	// from the record. A manifest that does not parse holds none that
+	// could be learnt; what reads it to act refuses it.
+	if objs, perr := cluster.ParseManifest(rec.Manifest); perr == nil {
+		e.Redactor.AddObjects(objs...)
+	}
 	var runs []HookRun
 	for i, h := range hooks {
 		run, err := e.runHook(ctx, rec, h, event, timeout)

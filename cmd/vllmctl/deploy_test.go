@@ -57,6 +57,7 @@ func (f *releaseFakes) commands() map[string]func(g *GlobalOptions) *cobra.Comma
 		},
 		"uninstall": newUninstallCommand,
 		"get":       newGetCommand,
+		"test":      newTestCommand,
 		"diff": func(g *GlobalOptions) *cobra.Command {
 			no := false
 			return diffCommand(&diffOptions{g: g, color: &no})

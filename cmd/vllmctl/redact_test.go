@@ -95,3 +95,49 @@ func TestSecretValuesNotInNotes(t *testing.T) {
 		})
 	}
 }
+
+// TestSecretValuesNotInTestHookOutput: a test hook that logs a value of
+// the release's own Secret (not one of the hooks') before it fails shows
+// it nowhere in `vllmctl test`'s report, table or JSON.
+func TestSecretValuesNotInTestHookOutput(t *testing.T) {
+	const key = "sk-ReleaseApiKey0815"
+	dir := t.TempDir()
+	files := map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: testleak\nversion: 0.1.0\n",
+		"values.yaml": "apiKey: \"\"\n",
+		"templates/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-key\n" +
+			"stringData:\n  key: {{ .Values.apiKey | quote }}\n",
+		"templates/tests/smoke.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {{ .Release.Name }}-smoke\n" +
+			"  annotations:\n    helm.sh/hook: test\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n" +
+			"      containers:\n      - name: curl\n        image: curlimages/curl\n",
+	}
+	for name, body := range files {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+	}
+	for _, output := range []string{"table", "json"} {
+		t.Run(output, func(t *testing.T) {
+			f := newReleaseFakes()
+			_, stderr, code := f.run(t, "deploy", "chat", dir, "--set", "apiKey="+key, "--skip-preflight")
+			require.Equal(t, 0, code, "stderr: %s", stderr)
+			f.waiter.Script = func(_ context.Context, objs []wait.ObjectStatus, _ wait.Options) (wait.Result, error) {
+				for _, o := range objs {
+					if o.Object.Kind == "Job" {
+						d := &wait.Diagnosis{Verdict: wait.VerdictCrashLoop, Reason: "Error", Object: "Job chat-smoke",
+							Pod: "chat-smoke-x1", Container: "curl", ExitCode: 22, Message: "401 for key " + key,
+							LogTail: []string{"> Authorization: Bearer " + key, "< HTTP/1.1 401 Unauthorized"}}
+						o.Status = wait.StatusFailed
+						return wait.Result{Outcome: wait.OutcomeFailed, Objects: []wait.ObjectStatus{o}, Diagnosis: d},
+							&wait.NotReadyError{Outcome: wait.OutcomeFailed, Objects: []wait.ObjectStatus{o}}
+					}
+				}
+				return wait.Result{Outcome: wait.OutcomeCurrent, Objects: objs}, nil
+			}
+			stdout, stderr, code := f.run(t, "test", "chat", "-o", output)
+			require.Equal(t, 4, code, "stderr: %s", stderr)
+			assert.NotContains(t, stdout+stderr, key)
+			assert.Contains(t, stdout+stderr, "401 Unauthorized", "what is not secret stays")
+			assert.Contains(t, stdout+stderr, "(redacted)")
+		})
+	}
+}
