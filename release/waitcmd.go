@@ -90,6 +90,9 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	if err != nil {
 		return nil, &InvalidManifestError{Name: rec.Name, Err: fmt.Errorf("revision %d: %w", rec.Revision, err)}
 	}
+	// Nothing is rendered: the revision's Secrets are learnt from its
+	// record, so that a pod logging one shows it nowhere.
+	w.Redactor.AddObjects(objs...)
 	timeoutNote := ""
 	if opts.Timeout <= 0 {
 		opts.Timeout = StartupTimeout(objs)

@@ -58,6 +58,7 @@ func (f *releaseFakes) commands() map[string]func(g *GlobalOptions) *cobra.Comma
 		"uninstall": newUninstallCommand,
 		"get":       newGetCommand,
 		"test":      newTestCommand,
+		"wait":      newWaitCommand,
 		"diff": func(g *GlobalOptions) *cobra.Command {
 			no := false
 			return diffCommand(&diffOptions{g: g, color: &no})

@@ -46,6 +46,14 @@ func TestSecretValuesNeverPrinted(t *testing.T) {
 				assert.Contains(t, stdout+stderr, "(redacted)", "the lines are kept, the value replaced")
 				assert.Contains(t, stdout, "401 Unauthorized", "what is not secret stays")
 
+				// wait renders nothing: it learns the revision's Secrets
+				// from its record.
+				stdout, stderr, code = f.run(t, "wait", "chat", "--progress", progress, "-o", output)
+				require.NotEqual(t, 0, code, "stderr: %s", stderr)
+				assert.NotContains(t, stdout+stderr, token, "wait")
+				assert.NotContains(t, stdout+stderr, token[:12], "wait")
+				assert.Contains(t, stdout+stderr, "(redacted)", "wait")
+
 				// The record holds what deploy printed: status prints it.
 				for _, o := range []string{"table", "json", "yaml"} {
 					stdout, stderr, code := f.run(t, "status", "chat", "-o", o)
