@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,18 +12,12 @@ import (
 // .Capabilities.KubeVersion into a ConfigMap.
 func kubeVersionChart(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "templates"), 0o755))
-	files := map[string]string{
+	return writeChartFiles(t, map[string]string{
 		"Chart.yaml":  "apiVersion: v2\nname: kv\nversion: 0.1.0\nkubeVersion: \">=1.37.1-0\"\n",
 		"values.yaml": "greeting: hello\n",
 		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-kv\n" +
 			"data:\n  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n  greeting: {{ .Values.greeting | quote }}\n",
-	}
-	for name, data := range files {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644))
-	}
-	return dir
+	})
 }
 
 // TestDiffAndDeployRenderWithTheServerVersion: diff and deploy render a

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -72,18 +70,13 @@ func TestSecretValuesNeverPrinted(t *testing.T) {
 // stderr; json: the result's notes), not in get notes or get values.
 func TestSecretValuesNotInNotes(t *testing.T) {
 	const token = "hf_NotesTokenValue77"
-	dir := t.TempDir()
-	files := map[string]string{
+	dir := writeChartFiles(t, map[string]string{
 		"Chart.yaml":  "apiVersion: v2\nname: notesleak\nversion: 0.1.0\n",
 		"values.yaml": "token: \"\"\n",
 		"templates/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-creds\n" +
 			"stringData:\n  token: {{ .Values.token | quote }}\n",
 		"templates/NOTES.txt": "Your token is {{ .Values.token }}.\nThe release {{ .Release.Name }} is ready.\n",
-	}
-	for name, body := range files {
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
-	}
+	})
 	for _, output := range []string{"table", "json"} {
 		t.Run(output, func(t *testing.T) {
 			f := newReleaseFakes()
@@ -109,8 +102,7 @@ func TestSecretValuesNotInNotes(t *testing.T) {
 // it nowhere in `vllmctl test`'s report, table or JSON.
 func TestSecretValuesNotInTestHookOutput(t *testing.T) {
 	const key = "sk-ReleaseApiKey0815"
-	dir := t.TempDir()
-	files := map[string]string{
+	dir := writeChartFiles(t, map[string]string{
 		"Chart.yaml":  "apiVersion: v2\nname: testleak\nversion: 0.1.0\n",
 		"values.yaml": "apiKey: \"\"\n",
 		"templates/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-key\n" +
@@ -118,11 +110,7 @@ func TestSecretValuesNotInTestHookOutput(t *testing.T) {
 		"templates/tests/smoke.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {{ .Release.Name }}-smoke\n" +
 			"  annotations:\n    helm.sh/hook: test\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n" +
 			"      containers:\n      - name: curl\n        image: curlimages/curl\n",
-	}
-	for name, body := range files {
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
-	}
+	})
 	for _, output := range []string{"table", "json"} {
 		t.Run(output, func(t *testing.T) {
 			f := newReleaseFakes()
