@@ -101,14 +101,12 @@ func (e *Engine) runHooks(ctx context.Context, rec *storage.Release, event chart
 	if err != nil || len(hooks) == 0 {
 		return nil, err
 	}
-	e.Redactor.AddObjects(charts.HookObjects(hooks)...)
 	// A hook may print the release's own Secrets too (a test sending its
 	// API key): `test` and `uninstall` render nothing, so they are learnt
 	// from the record. A manifest that does not parse holds none that
-	// could be learnt; what reads it to act refuses it.
-	if objs, perr := cluster.ParseManifest(rec.Manifest); perr == nil {
-		e.Redactor.AddObjects(objs...)
-	}
+	// could be learnt (the hooks of this event parsed above); what reads
+	// it to act refuses it.
+	_ = LearnRecord(e.Redactor, rec)
 	var runs []HookRun
 	for i, h := range hooks {
 		run, err := e.runHook(ctx, rec, h, event, timeout)

@@ -1,7 +1,10 @@
 package release
 
 import (
+	"fmt"
+
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -15,7 +18,9 @@ import (
 // (status, history, a later operation) prints what the record holds, and
 // never a Secret value or its base64 form. The values and the manifest of
 // a record are not text from outside: they are stored as given (the record
-// is itself a Secret), and no output prints them.
+// is itself a Secret). What prints them (get manifest, get values) or
+// runs without rendering (wait, test, uninstall's hooks) learns the
+// record's Secrets first (LearnRecord).
 
 // UseRedactor makes red the engine's Redactor: every progress line, error
 // and result the caller prints passes through it, and every record the
@@ -35,10 +40,35 @@ func (e *Engine) UseRedactor(red *diff.Redactor) {
 func redactedRecord(red *diff.Redactor, r *storage.Release) *storage.Release {
 	c := *r
 	c.Description = red.Line(c.Description)
-	c.Notes = red.Line(c.Notes)
+	c.Notes = red.Text(c.Notes)
 	c.Failure = redactFailure(red, c.Failure)
 	c.Canary = redactCanary(red, c.Canary)
 	return &c
+}
+
+// LearnRecord teaches red the values of the Secrets of rec's manifest and
+// of its hooks. It learns from every manifest that parses and returns the
+// first error of one that does not (naming the release and revision).
+func LearnRecord(red *diff.Redactor, rec *storage.Release) error {
+	if red == nil {
+		return nil
+	}
+	var first error
+	learn := func(what, manifest string) {
+		objs, err := cluster.ParseManifest(manifest)
+		if err != nil {
+			if first == nil {
+				first = fmt.Errorf("release %s revision %d: %s, read for its Secrets: %w", rec.Name, rec.Revision, what, err)
+			}
+			return
+		}
+		red.AddObjects(objs...)
+	}
+	learn("its manifest", rec.Manifest)
+	for _, h := range rec.Hooks {
+		learn("hook "+h.Kind+" "+h.Name, h.Manifest)
+	}
+	return first
 }
 
 // RedactResult returns a copy of res whose text from outside (description,

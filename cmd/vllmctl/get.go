@@ -11,6 +11,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
@@ -284,16 +285,8 @@ func withholdSecrets(manifest string) (string, error) {
 // print (a value that a template put into a Secret is Secret data).
 func recordRedactor(rec *storage.Release) (*diff.Redactor, error) {
 	red := diff.NewRedactor()
-	manifests := []string{rec.Manifest}
-	for _, h := range rec.Hooks {
-		manifests = append(manifests, h.Manifest)
-	}
-	for _, m := range manifests {
-		objs, err := cluster.ParseManifest(m)
-		if err != nil {
-			return nil, fmt.Errorf("release %s revision %d: its manifest, read for its Secrets: %w", rec.Name, rec.Revision, err)
-		}
-		red.AddObjects(objs...)
+	if err := release.LearnRecord(red, rec); err != nil {
+		return nil, err
 	}
 	return red, nil
 }

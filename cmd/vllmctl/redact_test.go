@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -75,7 +76,7 @@ func TestSecretValuesNotInNotes(t *testing.T) {
 		"values.yaml": "token: \"\"\n",
 		"templates/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-creds\n" +
 			"stringData:\n  token: {{ .Values.token | quote }}\n",
-		"templates/NOTES.txt": "Your token is {{ .Values.token }}.\nThe release {{ .Release.Name }} is ready.\n",
+		"templates/NOTES.txt": "Your token is {{ .Values.token }}.\nThe release {{ .Release.Name }} is ready.\nIt starts {{ trunc 12 .Values.token }}\n",
 	})
 	for _, output := range []string{"table", "json"} {
 		t.Run(output, func(t *testing.T) {
@@ -86,9 +87,14 @@ func TestSecretValuesNotInNotes(t *testing.T) {
 			assert.Contains(t, stdout+stderr, "Your token is (redacted).")
 			assert.Contains(t, stdout+stderr, "The release chat is ready.", "the other lines stay")
 
+			assert.NotContains(t, stdout+stderr, token[:12], "a line with a part of it is withheld")
+			// The record keeps the notes as printed: redacted line by line.
+			want := "Your token is (redacted).\nThe release chat is ready.\n" + diff.Withheld + "\n"
+			assert.Equal(t, want, recordOf(t, f, 1).Notes)
+
 			stdout, stderr, code = f.run(t, "get", "notes", "chat")
 			require.Equal(t, 0, code, stderr)
-			assert.Equal(t, "Your token is (redacted).\nThe release chat is ready.\n", stdout)
+			assert.Equal(t, want, stdout)
 			stdout, stderr, code = f.run(t, "get", "values", "chat", "--all", "-o", "json")
 			require.Equal(t, 0, code, stderr)
 			assert.NotContains(t, stdout, token)
