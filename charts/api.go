@@ -35,6 +35,18 @@ type RenderOptions struct {
 	// server's version when known); empty means DefaultKubeVersion, as
 	// `helm template` does without --kube-version.
 	KubeVersion string
+	// APIVersions are added to .Capabilities.APIVersions of a render
+	// without a cluster (helm template's --api-versions/-a); a render
+	// for a cluster takes the cluster's (Cluster).
+	APIVersions []string
+	// Cluster, when set, makes the render one for that cluster, as `helm
+	// upgrade` renders: its API versions and its lookup (see Cluster).
+	// Nil is `helm template`'s offline render.
+	Cluster *Cluster
+	// PostRenderer, when set, runs over the rendered objects and hooks
+	// before they are parsed and marked as the release's (see
+	// PostRenderer).
+	PostRenderer *PostRenderer
 	// SkipKubeVersionCheck skips the chart's kubeVersion constraint: for a
 	// render that only validates the input before the server's version is
 	// known (the constraint is checked by the render that counts).

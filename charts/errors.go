@@ -71,6 +71,10 @@ func (e *InputError) Unwrap() error { return e.Err }
 // ExitCode is 2 (invalid input) for every InputError.
 func (e *InputError) ExitCode() int { return 2 }
 
+// SourceTemplate is the InputError.Source of a template that failed to
+// execute.
+const SourceTemplate = "template"
+
 // yamlLineRe finds the line of a YAML parser error ("yaml: line 3: ...").
 var yamlLineRe = regexp.MustCompile(`^line (\d+):?\s*`)
 
@@ -111,7 +115,7 @@ var helmExecPrefixRe = regexp.MustCompile(`^(?:execution|parse) error at \([^)]*
 // message keeps Helm's full text.
 func templateError(err error) *InputError {
 	msg := strings.TrimSpace(err.Error())
-	ie := &InputError{Source: "template", Err: err, Msg: msg}
+	ie := &InputError{Source: SourceTemplate, Err: err, Msg: msg}
 	locs := templateLocRe.FindAllStringSubmatch(msg, -1)
 	if len(locs) == 0 {
 		return ie

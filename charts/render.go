@@ -59,8 +59,11 @@ const (
 // Helm, which often put .Release.Service into a managed-by label, render as
 // under Helm; vllmctl sets that top-level label anyway), .Capabilities
 // those of `helm template` with KubeVersion DefaultKubeVersion (or
-// opts.KubeVersion) and HelmVersion.Version HelmVersion. There is no cluster:
-// lookup returns an empty map, as with `helm template`.
+// opts.KubeVersion), the default API versions plus opts.APIVersions, and
+// HelmVersion.Version HelmVersion. Without opts.Cluster there is no
+// cluster: lookup returns an empty map, as with `helm template`. With it,
+// the render is `helm upgrade`'s: the cluster's API versions (and the
+// chart's CRDs', see Cluster.WithChartCRDs) and a lookup it answers.
 //
 // Dependencies are processed as Helm processes them (condition, tags,
 // alias, import-values, globals, each subchart's values.schema.json), on a
@@ -97,15 +100,21 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 	if err != nil {
 		return nil, err
 	}
+	caps = clusterCapabilities(caps, opts.Cluster, crds)
 	top, err := renderValues(work, user, opts, caps)
 	if err != nil {
 		return nil, err
 	}
-	files, err := renderTemplates(ctx, work, top)
+	files, err := renderTemplates(ctx, work, top, opts.Cluster)
 	if err != nil {
 		return nil, err
 	}
 	notes := takeNotes(files, ch.Name())
+	if opts.PostRenderer != nil {
+		if files, err = postRender(ctx, opts.PostRenderer, files); err != nil {
+			return nil, err
+		}
+	}
 	ro, err := releaseObjects(files, opts.ReleaseName, opts.Namespace)
 	if err != nil {
 		return nil, err
@@ -143,6 +152,10 @@ func checkRenderInput(ch *chart.Chart, opts RenderOptions) (*common.Capabilities
 	caps, err := capabilities(opts.KubeVersion)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Cluster == nil && len(opts.APIVersions) > 0 {
+		// helm template --api-versions: added to the default set.
+		caps.APIVersions = append(caps.APIVersions, opts.APIVersions...)
 	}
 	if ch.Metadata.KubeVersion != "" && !opts.SkipKubeVersionCheck {
 		if err := checkKubeVersion(ch, caps.KubeVersion); err != nil {
@@ -202,14 +215,33 @@ func renderValues(work *chart.Chart, user map[string]any, opts RenderOptions, ca
 	return top, nil
 }
 
-// renderTemplates runs the template engine over work, without a client.
-// A cancelled ctx is returned as ctx's error, not as a template error.
-func renderTemplates(ctx context.Context, work *chart.Chart, top common.Values) (map[string]string, error) {
-	var e engine.Engine // no client: lookup returns an empty map, DNS off
-	files, err := e.RenderWithContext(ctx, work, top)
+// renderTemplates runs the template engine over work: with the lookup
+// of c when it has one (answered by the cluster, read-only, under ctx),
+// else without a client (lookup returns an empty map), DNS off either
+// way. A cancelled ctx is returned as ctx's error, not as a template
+// error; a lookup the cluster refused is a *LookupError.
+func renderTemplates(ctx context.Context, work *chart.Chart, top common.Values, c *Cluster) (map[string]string, error) {
+	var (
+		files  map[string]string
+		err    error
+		lookup *lookupProvider
+	)
+	if c != nil && c.Lookup != nil {
+		// Helm's engine takes a client provider only through this call,
+		// which renders under context.Background(): the provider's
+		// clients read under ctx instead.
+		lookup = &lookupProvider{ctx: ctx, inner: c.Lookup}
+		files, err = engine.RenderWithClientProvider(work, top, lookup)
+	} else {
+		var e engine.Engine
+		files, err = e.RenderWithContext(ctx, work, top)
+	}
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
+		}
+		if lerr := lookupFailed(lookup, templateError(err)); lerr != nil {
+			return nil, lerr
 		}
 		return nil, templateError(err)
 	}

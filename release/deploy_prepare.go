@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
 
 	"github.com/vllmctl/vllmctl/charts"
@@ -23,15 +22,29 @@ import (
 	"github.com/vllmctl/vllmctl/wait"
 )
 
-// ServerKubeVersion is the one rule for .Capabilities.KubeVersion of a
-// render that has a cluster (deploy, diff): the server's version, as
-// charts.KubeVersion resolves it.
-func ServerKubeVersion(sv discovery.ServerVersionInterface) (string, error) {
-	v, err := sv.ServerVersion()
-	if err != nil {
-		return "", fmt.Errorf("server version: %w", err)
+// RenderCluster is what a render for the engine's cluster takes from
+// it, as `helm upgrade` renders: .Capabilities.KubeVersion from the
+// server's version (charts.KubeVersion), .Capabilities.APIVersions from
+// its discovery (with the chart's crds/ when withCRDs: the deploy creates
+// them first, as `helm install` does) and a lookup it answers. Discovery
+// is read once per engine; its warning (an API group that cannot be
+// discovered) goes to the progress of release name.
+func (e *Engine) RenderCluster(ctx context.Context, name string, withCRDs bool) (string, *charts.Cluster, error) {
+	if e.discovered == nil {
+		d, err := cluster.Discover(e.Client.Discovery())
+		if err != nil {
+			return "", nil, fmt.Errorf("release %s: %w", name, err)
+		}
+		if d.Warning != "" {
+			e.emit(name, 0, PhaseRender, "", "warning", d.Warning)
+		}
+		e.discovered = d
 	}
-	return charts.KubeVersion("", v.GitVersion), nil
+	c := &charts.Cluster{APIVersions: e.discovered.APIVersions, WithChartCRDs: withCRDs}
+	if e.Lookup != nil {
+		c.Lookup = e.Lookup(ctx, e.discovered.APIVersions)
+	}
+	return charts.KubeVersion("", e.discovered.KubeVersion), c, nil
 }
 
 // deployPlan is what a deploy applies and what it learnt before applying
@@ -41,6 +54,9 @@ type deployPlan struct {
 	// plan is the revision the objects were rendered for.
 	plan        storage.Plan
 	kubeVersion string
+	// cluster is what the render reads of the cluster (API versions,
+	// lookup).
+	cluster *charts.Cluster
 
 	chart  storage.Chart
 	values map[string]any
@@ -91,11 +107,11 @@ type deployPlan struct {
 // prepare renders the chart for plan and prepares the objects.
 func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan storage.Plan, entries []storage.Entry) (*deployPlan, error) {
 	p := &deployPlan{opts: opts}
-	kv, err := ServerKubeVersion(d.Client.Discovery())
+	kv, rc, err := d.RenderCluster(ctx, opts.Name, !opts.SkipCRDs)
 	if err != nil {
-		return nil, fmt.Errorf("release %s: %w", opts.Name, err)
+		return nil, err
 	}
-	p.kubeVersion = kv
+	p.kubeVersion, p.cluster = kv, rc
 	if err := p.build(ctx, plan, entries); err != nil {
 		return nil, err
 	}
@@ -114,7 +130,7 @@ func (p *deployPlan) build(ctx context.Context, plan storage.Plan, entries []sto
 	in := opts.Render
 	ro := in.Options
 	ro.ReleaseName = opts.Name
-	ro.Revision, ro.IsUpgrade, ro.KubeVersion = plan.Revision, plan.Upgrade, p.kubeVersion
+	ro.Revision, ro.IsUpgrade, ro.KubeVersion, ro.Cluster = plan.Revision, plan.Upgrade, p.kubeVersion, p.cluster
 	prev, err := PreviousValues(ro, plan, entries)
 	if err != nil {
 		return err

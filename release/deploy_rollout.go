@@ -41,7 +41,7 @@ func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*storage.Release, e
 		Force:   opts.ForceUnlock,
 		Clock:   d.clock(),
 		Record: &storage.Release{Chart: p.chart, Values: p.values, ComputedValues: p.computed, Notes: p.notes, Manifest: p.manifest,
-			Hooks: p.hooks, CRDManifest: d.crdRecord(p)},
+			Hooks: p.hooks, CRDManifest: d.crdRecord(p), PostRenderer: p.opts.Render.Options.PostRenderer},
 		Seen: &p.seen,
 	}))
 	if apierrors.IsNotFound(err) {

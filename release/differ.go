@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/vllmctl/vllmctl/charts"
@@ -50,14 +51,14 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	if err != nil {
 		return nil, fmt.Errorf("release %s: read its records: %w", opts.Name, err)
 	}
-	kv, err := ServerKubeVersion(d.Client.Discovery())
+	kv, rc, err := d.RenderCluster(ctx, opts.Name, true)
 	if err != nil {
-		return nil, fmt.Errorf("release %s: %w", opts.Name, err)
+		return nil, err
 	}
 	plan := storage.PlanOf(entries)
 	ro := opts.Render.Options
 	ro.ReleaseName = opts.Name
-	ro.Revision, ro.IsUpgrade, ro.KubeVersion = plan.Revision, plan.Upgrade, kv
+	ro.Revision, ro.IsUpgrade, ro.KubeVersion, ro.Cluster = plan.Revision, plan.Upgrade, kv, rc
 	if ro.Previous, err = PreviousValues(ro, plan, entries); err != nil {
 		return nil, fmt.Errorf("release %s: %w", opts.Name, err)
 	}
@@ -107,8 +108,9 @@ func diffHooks(hooks []charts.Hook, namespace string, upgrade bool) []diff.Hook 
 }
 
 // validateRender renders in once without a cluster, so that every input
-// error (values, schema, templates) is reported with exit code 2 before the
-// cluster is asked anything. The chart's kubeVersion constraint is checked
+// error of the values and the schema is reported with exit code 2 before
+// the cluster is asked anything (a template's error waits for the render
+// for the cluster, see below). The chart's kubeVersion constraint is checked
 // later, against the server's version. With --reuse-values or
 // --reset-then-reuse-values the values are only parsed: they are complete
 // only with the current revision's, which are read from the cluster (the
@@ -125,6 +127,15 @@ func validateRender(ctx context.Context, name string, in *RenderInput) error {
 	}
 	ro.ReleaseName = name
 	ro.SkipKubeVersionCheck = true
+	ro.PostRenderer = nil // run once, by the render that counts
 	_, err := charts.RenderContext(ctx, in.Chart, ro)
+	var ie *charts.InputError
+	if errors.As(err, &ie) && ie.Source == charts.SourceTemplate {
+		// A template may fail offline only: one that calls fail unless
+		// the cluster serves an API, or unless lookup finds an object.
+		// The render for the cluster, still before anything is applied
+		// or locked, reports a template that fails there too.
+		return nil
+	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"helm.sh/helm/v4/pkg/engine"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -80,6 +81,14 @@ type Engine struct {
 	// before another operation takes their lock over (0: DefaultLease, at
 	// least three heartbeats).
 	Lease time.Duration
+	// Lookup, when set, answers the lookup function of the charts the
+	// engine renders (cluster.Applier.Lookup), read-only; nil renders
+	// lookups as `helm template` does (an empty map).
+	Lookup func(ctx context.Context, served []string) engine.ClientProvider
+
+	// discovered is the cluster's discovery as the engine's first render
+	// read it (RenderCluster): read once per engine.
+	discovered *cluster.Discovered
 }
 
 // Namespace is the release namespace: the store's.

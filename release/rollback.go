@@ -265,7 +265,8 @@ func (r *Rollbacker) lock(ctx context.Context, target, held *storage.Release, op
 		Clock:       r.clock(),
 		Held:        held,
 		Record: &storage.Release{Chart: target.Chart, Values: target.Values, ComputedValues: target.ComputedValues, Notes: target.Notes,
-			Manifest: target.Manifest, Hooks: target.Hooks, CRDManifest: target.CRDManifest, RollbackOf: target.Revision},
+			Manifest: target.Manifest, Hooks: target.Hooks, CRDManifest: target.CRDManifest, RollbackOf: target.Revision,
+			PostRenderer: target.PostRenderer},
 	}))
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vllmctl/vllmctl/charts"
 	"slices"
 	"strconv"
 	"time"
@@ -33,18 +34,21 @@ const (
 // (highest) revision, its objects with their live status, and the
 // ReplicaSets serving its Deployments.
 type StatusReport struct {
-	Release     string          `json:"release"`
-	Namespace   string          `json:"namespace"`
-	Revision    int             `json:"revision"`
-	Status      storage.Status  `json:"status"`
-	Description string          `json:"description,omitempty"`
-	Chart       string          `json:"chart"`
-	AppVersion  string          `json:"appVersion"`
-	ChartSource string          `json:"chartSource,omitempty"`
-	ChartDigest string          `json:"chartDigest,omitempty"`
-	Updated     time.Time       `json:"updated"`
-	RollbackOf  int             `json:"rollbackOf,omitempty"`
-	Failure     *wait.Diagnosis `json:"failure,omitempty"`
+	Release     string         `json:"release"`
+	Namespace   string         `json:"namespace"`
+	Revision    int            `json:"revision"`
+	Status      storage.Status `json:"status"`
+	Description string         `json:"description,omitempty"`
+	Chart       string         `json:"chart"`
+	AppVersion  string         `json:"appVersion"`
+	ChartSource string         `json:"chartSource,omitempty"`
+	ChartDigest string         `json:"chartDigest,omitempty"`
+	// PostRenderer is the post-renderer the revision's manifest went
+	// through, if any.
+	PostRenderer *charts.PostRenderer `json:"postRenderer,omitempty"`
+	Updated      time.Time            `json:"updated"`
+	RollbackOf   int                  `json:"rollbackOf,omitempty"`
+	Failure      *wait.Diagnosis      `json:"failure,omitempty"`
 	// CRDs are the CustomResourceDefinitions the revision created.
 	CRDs []string `json:"crds,omitempty"`
 	// Canary is what the revision's canary phase did, if it had one.
@@ -134,7 +138,7 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *storage.Release) (*StatusR
 	rep := &StatusReport{
 		Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Status: rec.Status,
 		Description: rec.Description, Chart: rec.Chart.String(), AppVersion: rec.Chart.AppVersion,
-		ChartSource: rec.Chart.Source, ChartDigest: rec.Chart.Digest,
+		ChartSource: rec.Chart.Source, ChartDigest: rec.Chart.Digest, PostRenderer: rec.PostRenderer,
 		Updated: rec.Updated, RollbackOf: rec.RollbackOf, Failure: rec.Failure, Canary: rec.Canary, CRDs: rec.CRDs,
 		Objects: []LiveObject{}, ReplicaSets: []ServingReplicaSet{}, RecordedReplicaSets: []storage.ReplicaSetRef{},
 	}

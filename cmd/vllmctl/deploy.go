@@ -82,6 +82,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	}
 	f := cmd.Flags()
 	o.render.AddFlags(f)
+	o.render.AddPostRenderFlags(f)
 	o.reuse.AddFlags(f)
 	o.progress.AddFlags(f)
 	o.lock.AddFlags(f)

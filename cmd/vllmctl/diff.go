@@ -56,6 +56,7 @@ func diffCommand(o *diffOptions) *cobra.Command {
 		RunE: runCommand(o),
 	}
 	o.render.AddFlags(cmd.Flags())
+	o.render.AddPostRenderFlags(cmd.Flags())
 	o.reuse.AddFlags(cmd.Flags())
 	o.output.AddFlags(cmd.Flags())
 	o.conflicts.AddFlags(cmd.Flags())

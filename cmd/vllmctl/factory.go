@@ -143,6 +143,7 @@ func (f *clusterFactory) Engine(namespace string, verdicts wait.RolloutOptions) 
 		Store:     storage.NewSecrets(client, namespace),
 		PodClient: podClient,
 		Objects:   applier,
+		Lookup:    applier.Lookup,
 		Waiter:    wait.NewRolloutWatcher(watch.client, others, verdicts).WithDynamicClient(applier.DynamicClient()).WithPodWatchClient(watch.pods).WithAppsWatchClient(watch.apps),
 		Client:    client,
 	}, nil

@@ -32,6 +32,7 @@ type fleetOptions struct {
 	conflicts       conflictFlags
 	rollbackTimeout rollbackTimeoutFlags
 	source          chartSourceFlags
+	postRender      RenderFlags // --post-renderer, --post-renderer-args only
 	createNamespace bool
 	takeOwnership   bool
 	unlock          unlockFlags
@@ -84,6 +85,7 @@ func fleetCommand(o *fleetOptions) *cobra.Command {
 	o.output.AddFlags(f)
 	if o.op != "status" {
 		o.source.addTransportFlags(f)
+		o.postRender.AddPostRenderFlags(f)
 		f.BoolVar(&o.createNamespace, "create-namespace", false, "create a target's release namespace if it does not exist")
 		o.conflicts.AddFlags(f)
 	}
@@ -284,7 +286,7 @@ func (o *fleetOptions) loadChart(ctx context.Context) (release.RenderInput, erro
 			ref = p
 		}
 	}
-	render := RenderFlags{Source: o.source}
+	render := RenderFlags{Source: o.source, PostRenderer: o.postRender.PostRenderer, PostRendererArgs: o.postRender.PostRendererArgs}
 	render.Source.version = o.file.Version
 	ch, opts, err := render.Resolve(ctx, o.g.Streams.In, []string{o.file.Release, ref}, "")
 	if err != nil {

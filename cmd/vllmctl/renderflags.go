@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os/exec"
 
 	"github.com/spf13/pflag"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
@@ -36,6 +37,35 @@ type RenderFlags struct {
 	SetJSON []string
 	// SetLiteral are the --set-literal values (key=value, taken as is).
 	SetLiteral []string
+	// PostRenderer and PostRendererArgs are --post-renderer and
+	// --post-renderer-args (deploy, diff, template; see
+	// AddPostRenderFlags).
+	PostRenderer     string
+	PostRendererArgs []string
+}
+
+// AddPostRenderFlags registers --post-renderer and --post-renderer-args
+// on fs, as Helm names them (the executable form).
+func (f *RenderFlags) AddPostRenderFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.PostRenderer, "post-renderer", "",
+		"an executable (a path, or a name in PATH) that reads the rendered manifests, hooks included, on stdin and prints the ones to use on stdout; recorded (path and args) in the release record")
+	fs.StringArrayVar(&f.PostRendererArgs, "post-renderer-args", nil,
+		"an argument to the post-renderer; repeatable, in order")
+}
+
+// postRenderer returns the post-renderer of the flags (nil: none): an
+// executable that cannot be found is an *charts.InputError naming it.
+func (f *RenderFlags) postRenderer() (*charts.PostRenderer, error) {
+	if f.PostRenderer == "" {
+		if len(f.PostRendererArgs) > 0 {
+			return nil, newUsageError("--post-renderer-args needs --post-renderer")
+		}
+		return nil, nil
+	}
+	if _, err := exec.LookPath(f.PostRenderer); err != nil {
+		return nil, &charts.InputError{Source: "post-renderer", File: f.PostRenderer, Msg: "not an executable found on this path or in PATH", Err: err}
+	}
+	return &charts.PostRenderer{Path: f.PostRenderer, Args: append([]string(nil), f.PostRendererArgs...)}, nil
 }
 
 // AddFlags registers the render flags on fs.
@@ -95,6 +125,11 @@ func (f *RenderFlags) Resolve(ctx context.Context, in io.Reader, args []string, 
 	if err := charts.ValidateReleaseName(opts.ReleaseName); err != nil {
 		return nil, opts, err
 	}
+	pr, err := f.postRenderer()
+	if err != nil {
+		return nil, opts, err
+	}
+	opts.PostRenderer = pr
 	so, err := f.Source.options(in)
 	if err != nil {
 		return nil, opts, err

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // templateOptions are the inputs of `vllmctl template RELEASE [CHART]`.
@@ -18,6 +21,8 @@ type templateOptions struct {
 	render RenderFlags
 
 	kubeVersion string
+	apiVersions []string
+	dryRun      string
 	includeCRDs bool
 
 	chart *chart.Chart
@@ -28,7 +33,7 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 	o := &templateOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "template RELEASE [CHART]",
-		Short: "Render a chart's manifests to stdout, no cluster needed",
+		Short: "Render a chart's manifests to stdout, no cluster needed (--dry-run=server: against the cluster)",
 		Long: "Render CHART (a chart directory, a packaged .tgz, a built-in chart, or a chart of a repository:\n" +
 			"REPO/NAME, or NAME with --repo URL, at --version; default \"vllm\") for release RELEASE\n" +
 			"as `helm template` would, mark every object as the release's (labels\n" +
@@ -50,9 +55,15 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 		RunE: runCommand(o),
 	}
 	o.render.AddFlags(cmd.Flags())
+	o.render.AddPostRenderFlags(cmd.Flags())
 	cmd.Flags().StringVar(&o.kubeVersion, "kube-version", "",
 		"Kubernetes version for .Capabilities.KubeVersion and the chart's kubeVersion constraint (default "+charts.DefaultKubeVersion+
 			"; deploy and diff use the server's)")
+	cmd.Flags().StringSliceVarP(&o.apiVersions, "api-versions", "a", nil,
+		"Kubernetes API versions (group/version or group/version/Kind) for .Capabilities.APIVersions, added to the default set; repeatable or comma-separated (not with --dry-run=server)")
+	cmd.Flags().StringVar(&o.dryRun, "dry-run", "client",
+		"\"client\" renders offline, as helm template; \"server\" renders against the cluster as helm install --dry-run=server: its version, its API versions and lookup, read-only")
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = "client"
 	cmd.Flags().BoolVar(&o.includeCRDs, "include-crds", false,
 		"print the CRDs of the crds/ directories of the chart and its enabled subcharts before the manifest")
 	return cmd
@@ -66,23 +77,61 @@ func (o *templateOptions) Complete(cmd *cobra.Command, args []string) error {
 	}
 	o.chart, o.opts, err = o.render.Resolve(commandContext(cmd), o.g.Streams.In, args, ns)
 	o.opts.KubeVersion = charts.KubeVersion(o.kubeVersion, "")
+	o.opts.APIVersions = o.apiVersions
 	return err
 }
 
 // Validate checks the release name (Resolve already did; kept for the
-// Options pattern and for callers that set opts directly).
+// Options pattern and for callers that set opts directly) and --dry-run.
 func (o *templateOptions) Validate() error {
+	switch o.dryRun {
+	case "client", "server":
+	default:
+		return newUsageError("--dry-run must be \"client\" or \"server\", not %q", o.dryRun)
+	}
+	if o.dryRun == "server" && len(o.apiVersions) > 0 {
+		return newUsageError("--api-versions is for an offline render: --dry-run=server takes the cluster's")
+	}
+	if o.dryRun == "server" && o.kubeVersion != "" {
+		return newUsageError("--kube-version is for an offline render: --dry-run=server takes the cluster's")
+	}
 	return charts.ValidateReleaseName(o.opts.ReleaseName)
+}
+
+// forCluster sets the render options of a --dry-run=server render: the
+// cluster's version, API versions and lookup (read-only), as `helm
+// install --dry-run=server` renders (the chart's CRDs are not created, so
+// they do not count).
+func (o *templateOptions) forCluster(ctx context.Context) error {
+	engine, err := o.g.Factory.Engine(o.opts.Namespace, wait.RolloutOptions{})
+	if err != nil {
+		return err
+	}
+	o.opts.KubeVersion, o.opts.Cluster, err = engine.RenderCluster(ctx, o.opts.ReleaseName, false)
+	return err
 }
 
 // Run renders the chart and prints the manifest (the CRDs first with
 // --include-crds, the hooks last, as helm template prints them) to stdout, the render's warnings to stderr.
 func (o *templateOptions) Run(ctx context.Context) error {
+	if o.dryRun == "server" {
+		if err := o.forCluster(ctx); err != nil {
+			return err
+		}
+	}
 	r, err := charts.RenderContext(ctx, o.chart, o.opts)
 	if err != nil {
 		return err
 	}
 	printWarnings(o.g.Streams.ErrOut, r.Warnings)
+	if o.dryRun == "server" {
+		// What lookup read from the cluster's Secrets is theirs to
+		// keep: the data of every Secret is withheld, as Helm's
+		// --hide-secret does for a dry run.
+		if err := hideSecretData(r); err != nil {
+			return err
+		}
+	}
 	out := r.Manifest
 	if len(r.Hooks) > 0 {
 		// After the objects, as helm template prints them.
@@ -125,4 +174,27 @@ func chartDir(ref string) string {
 		return ""
 	}
 	return ref
+}
+
+// hideSecretData replaces the values of every Secret's data and
+// stringData among r's objects and hooks by diff.Redacted, and rewrites
+// r.Manifest.
+func hideSecretData(r *charts.Rendered) error {
+	for _, o := range append(slices.Clone(r.Objects), charts.HookObjects(r.Hooks)...) {
+		if o.GetKind() != "Secret" || o.GroupVersionKind().Group != "" {
+			continue
+		}
+		for _, field := range []string{"data", "stringData"} {
+			m, ok := o.Object[field].(map[string]any)
+			if !ok {
+				continue
+			}
+			for k := range m {
+				m[k] = diff.Redacted
+			}
+		}
+	}
+	var err error
+	r.Manifest, err = charts.Manifest(r.Objects)
+	return err
 }

@@ -164,6 +164,12 @@ type Release struct {
 	// not part of Manifest, run at their events (deploy, rollback,
 	// uninstall) and by `vllmctl test`.
 	Hooks []Hook `json:"hooks,omitempty"`
+	// PostRenderer is the post-renderer the manifest and hooks went
+	// through (--post-renderer, --post-renderer-args): its path and
+	// arguments as given, never the executable itself. A rollback
+	// restores the recorded manifest and keeps the field of the revision
+	// it restores.
+	PostRenderer *charts.PostRenderer `json:"postRenderer,omitempty"`
 	// RollbackOf is the revision whose manifest a rollback restored.
 	RollbackOf int `json:"rollbackOf,omitempty"`
 	// ReplicaSets are the ReplicaSets this revision produced.
