@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"maps"
 	"os/exec"
@@ -85,14 +86,28 @@ func postRender(ctx context.Context, p *PostRenderer, files map[string]string) (
 			msg += "; its last lines on stderr:\n" + tail
 		}
 		return nil, fail(msg, runErr)
-	case len(bytes.TrimSpace(stdout.Bytes())) == 0:
+	case len(bytes.TrimSpace(stdout.buf.Bytes())) == 0:
 		return nil, fail("printed nothing (a post-renderer prints the manifests to use)", nil)
 	}
-	out, err := splitAndDeannotate(stdout.String())
+	out, err := splitAndDeannotate(stdout.buf.String())
 	if err != nil {
-		return nil, fail(fmt.Sprintf("printed what is not a YAML stream of objects: %v", err), err)
+		msg := withholdSecrets(escapeControl(err.Error()), files)
+		if len(msg) > 300 {
+			msg = msg[:300] + "..."
+		}
+		return nil, fail("printed what is not a YAML stream of objects: "+msg, err)
 	}
 	return out, nil
+}
+
+// postRenderedError names the post-renderer p in err, an error of the
+// objects it printed (a document that is no Kubernetes object, say).
+func postRenderedError(p *PostRenderer, err error) error {
+	var ie *InputError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	return &InputError{Source: "post-renderer", File: p.Path, Msg: "its output: " + ie.Error(), Err: err}
 }
 
 // annotateAndMerge is Helm's (pkg/action): the non-empty, non-partial
@@ -219,21 +234,23 @@ func stringValues(obj map[string]any, field string) []string {
 // limitedBuffer keeps at most max bytes; what comes beyond is dropped
 // and over is set (the writer still succeeds, so that the process is not
 // killed by a broken pipe before it is judged).
+// It is no io.ReaderFrom (a bytes.Buffer's ReadFrom would read past
+// max): exec copies into it through Write.
 type limitedBuffer struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	max  int
 	over bool
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); len(p) > room {
+	if room := b.max - b.buf.Len(); len(p) > room {
 		b.over = true
 		if room > 0 {
-			b.Buffer.Write(p[:room])
+			b.buf.Write(p[:room])
 		}
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
 
 // tailBuffer keeps the last 64 KiB written to it.

@@ -116,6 +116,9 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 		}
 	}
 	ro, err := releaseObjects(files, opts.ReleaseName, opts.Namespace)
+	if err != nil && opts.PostRenderer != nil {
+		return nil, postRenderedError(opts.PostRenderer, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -226,6 +229,9 @@ func renderTemplates(ctx context.Context, work *chart.Chart, top common.Values, 
 		err    error
 		lookup *lookupProvider
 	)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if c != nil && c.Lookup != nil {
 		// Helm's engine takes a client provider only through this call,
 		// which renders under context.Background(): the provider's
