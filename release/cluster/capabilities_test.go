@@ -1,0 +1,83 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func TestDiscover(t *testing.T) {
+	fake := &k8stesting.Fake{Resources: []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "pods", Kind: "Pod"}, {Name: "pods/log", Kind: "Pod"}, {Name: "secrets", Kind: "Secret"}}},
+		{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{{Name: "deployments", Kind: "Deployment"}}},
+		{GroupVersion: "monitoring.coreos.com/v1", APIResources: []metav1.APIResource{{Name: "servicemonitors", Kind: "ServiceMonitor"}}},
+	}}
+	dc := &fakediscovery.FakeDiscovery{Fake: fake, FakedServerVersion: &version.Info{GitVersion: "v1.36.3", Major: "1", Minor: "36"}}
+	d, err := Discover(dc)
+	require.NoError(t, err)
+	assert.Equal(t, "v1.36.3", d.KubeVersion)
+	assert.Equal(t, []string{
+		"apps/v1", "apps/v1/Deployment",
+		"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor",
+		"v1", "v1/Pod", "v1/Secret",
+	}, d.APIVersions, "group/versions and group/version/kinds, each once, sorted")
+	assert.Empty(t, d.Warning)
+
+	t.Run("the server version cannot be read", func(t *testing.T) {
+		f := &k8stesting.Fake{}
+		f.AddReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewUnauthorized("no")
+		})
+		_, err := Discover(&fakediscovery.FakeDiscovery{Fake: f})
+		require.Error(t, err)
+		assert.True(t, apierrors.IsUnauthorized(err))
+	})
+}
+
+func TestLookupClients(t *testing.T) {
+	m := applyMapper()
+	secret := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "cm", "namespace": "ns"},
+	}}
+	c := newSSACluster(t, secret)
+	a := NewApplierFromClients(c, m)
+	served := []string{"v1", "v1/ConfigMap", "apps/v1", "apps/v1/Deployment", "monitoring.coreos.com/v1"}
+	p := a.Lookup(context.Background(), served)
+
+	res, namespaced, err := p.GetClientFor("v1", "ConfigMap")
+	require.NoError(t, err)
+	assert.True(t, namespaced)
+	got, err := res.Namespace("ns").Get(context.Background(), "cm", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "cm", got.GetName())
+
+	_, namespaced, err = p.GetClientFor("v1", "Namespace")
+	require.NoError(t, err)
+	assert.False(t, namespaced, "cluster-scoped")
+
+	// A kind the cluster does not have in a group version it serves:
+	// not found (lookup's empty map), as with Helm's lookup.
+	res, _, err = p.GetClientFor("monitoring.coreos.com/v1", "PodMonitor")
+	require.NoError(t, err)
+	_, err = res.Namespace("ns").Get(context.Background(), "x", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err))
+	_, err = res.List(context.Background(), metav1.ListOptions{})
+	assert.True(t, apierrors.IsNotFound(err))
+
+	// A group version the cluster does not serve: an error naming it.
+	_, _, err = p.GetClientFor("cert-manager.io/v1", "Certificate")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cert-manager.io/v1")
+	assert.True(t, meta.IsNoMatchError(errors.Unwrap(err)))
+}
