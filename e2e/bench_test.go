@@ -128,6 +128,7 @@ func (f *benchFixture) engine(b *testing.B, counter *requestCounter) *release.En
 	return &release.Engine{
 		Store:   storage.NewSecrets(client, f.namespace),
 		Objects: applier,
+		Lookup:  applier.Lookup,
 		Waiter:  wait.NewRolloutWatcher(client, others, wait.RolloutOptions{}),
 		Client:  client,
 	}
