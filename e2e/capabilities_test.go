@@ -216,3 +216,41 @@ func TestDeployRendersForTheCluster(t *testing.T) {
 	bad := f.run(t, "template", rel, capsChart, "--dry-run=server", "-a", "x/v1")
 	assert.Equal(t, exitcode.Invalid, bad.code, "%s", bad)
 }
+
+// TestLookupForbidden: a lookup the deploying identity may not make (a
+// ClusterRole, for the namespaced CI account of deploy/rbac) fails the
+// render as under Helm: exit 6 naming the template, nothing applied, no
+// record. With the rights, the same chart renders what the cluster has.
+func TestLookupForbidden(t *testing.T) {
+	_, helmBin := testregistry.Bins(t)
+	f := newRelFixture(t)
+	applyRBAC(t, f, "role.yaml", f.namespace)
+	applyRBAC(t, f, "clusterrole.yaml", f.namespace)
+	applyRBAC(t, f, "bindings.yaml", f.namespace)
+	as := "system:serviceaccount:" + f.namespace + ":vllmctl-ci"
+	const chart, rel = "testdata/lookupchart", "lk"
+
+	r := f.run(t, "deploy", rel, chart, "--progress", "plain", "--timeout", "1m", "--as", as)
+	assert.Equal(t, exitcode.Cluster, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "lookupchart/templates/configmap.yaml")
+	assert.Contains(t, r.stderr, "forbidden")
+	_, err := f.client.CoreV1().ConfigMaps(f.namespace).Get(context.Background(), rel+"-lookup", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "nothing applied")
+	revs, err := f.store.List(context.Background(), rel)
+	require.NoError(t, err)
+	assert.Empty(t, revs, "no record")
+	d := f.run(t, "diff", rel, chart, "--as", as)
+	assert.Equal(t, exitcode.Cluster, d.code, "%s", d)
+
+	// Helm, as the same account, refuses the same render.
+	chartDir, err := filepath.Abs(chart)
+	require.NoError(t, err)
+	out := helmFails(t, helmBin, f.kubeconfig, "install", rel, chartDir, "-n", f.namespace, "--kube-as-user", as)
+	assert.Contains(t, out, "forbidden")
+
+	r = f.run(t, "deploy", rel, chart, "--progress", "plain", "--timeout", "1m")
+	require.Equal(t, exitcode.OK, r.code, "with the rights: %s", r)
+	cm, err := f.client.CoreV1().ConfigMaps(f.namespace).Get(context.Background(), rel+"-lookup", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "true", cm.Data["adminExists"], "the cluster's ClusterRole admin was found")
+}
