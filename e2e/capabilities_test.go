@@ -254,3 +254,47 @@ func TestLookupForbidden(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "true", cm.Data["adminExists"], "the cluster's ClusterRole admin was found")
 }
+
+// TestPostRendererDeploy: a deploy through a post-renderer applies what it
+// printed, with vllmctl's ownership keys, and records it (path and args,
+// shown by status); a failing one is exit 2 with nothing applied and no
+// record changed.
+func TestPostRendererDeploy(t *testing.T) {
+	f := newRelFixture(t)
+	ensureCRDs(t, f.env, capsCRDs)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "label.sh")
+	require.NoError(t, os.WriteFile(good, []byte("#!/bin/sh\nsed \"s/name: \\(.*\\)-caps$/name: \\1-caps\\n  labels: {post-rendered: \\\"$1\\\"}/\"\n"), 0o755))
+	bad := filepath.Join(dir, "fail.sh")
+	require.NoError(t, os.WriteFile(bad, []byte("#!/bin/sh\ncat >/dev/null\necho broken >&2\nexit 7\n"), 0o755))
+	const rel = "cappr"
+
+	r := f.run(t, "deploy", rel, capsChart, "--progress", "plain", "--timeout", "2m", "--post-renderer", good, "--post-renderer-args", "yes")
+	require.Equal(t, exitcode.OK, r.code, "%s", r)
+	cm, err := f.client.CoreV1().ConfigMaps(f.namespace).Get(context.Background(), rel+"-caps", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "yes", cm.Labels["post-rendered"], "what the post-renderer printed is applied")
+	assert.Equal(t, "vllmctl", cm.Labels["app.kubernetes.io/managed-by"])
+	assert.Equal(t, rel, cm.Labels["vllmctl.io/release"])
+	revs, err := storage.History(context.Background(), f.store, rel)
+	require.NoError(t, err)
+	require.Len(t, revs, 1)
+	require.NotNil(t, revs[0].PostRenderer)
+	assert.Equal(t, good, revs[0].PostRenderer.Path)
+	assert.Equal(t, []string{"yes"}, revs[0].PostRenderer.Args)
+	assert.Contains(t, revs[0].Manifest, "post-rendered: \"yes\"")
+	st := f.run(t, "status", rel)
+	require.Equal(t, exitcode.OK, st.code, "%s", st)
+	assert.Contains(t, st.stdout, "POST-RENDERER: "+good+" yes")
+
+	r = f.run(t, "deploy", rel, capsChart, "--progress", "plain", "--timeout", "2m", "--set", "replicas=2", "--post-renderer", bad)
+	assert.Equal(t, exitcode.Invalid, r.code, "%s", r)
+	assert.Contains(t, r.stderr, bad)
+	assert.Contains(t, r.stderr, "broken")
+	after, err := storage.History(context.Background(), f.store, rel)
+	require.NoError(t, err)
+	assert.Len(t, after, 1, "no record changed")
+	d, err := f.client.AppsV1().Deployments(f.namespace).Get(context.Background(), rel+"-web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), *d.Spec.Replicas, "nothing applied")
+}

@@ -249,7 +249,7 @@ func staleReasons(ctx context.Context, s Store, pending []*Release, now time.Tim
 }
 
 // newPendingRecord returns the pending record op writes as the revision
-// plan implies: opts.Record's chart, values (user and computed), notes, manifests, rollbackOf and
+// plan implies: opts.Record's chart, values (user and computed), notes, manifests, post-renderer, rollbackOf and
 // replicaSets, with the lock's holder, lease terms, description and
 // timestamps. Nothing is written.
 func newPendingRecord(s Store, name string, op Operation, holder string, plan Plan, now time.Time, opts LockOptions) (*Release, error) {
@@ -266,6 +266,7 @@ func newPendingRecord(s Store, name string, op Operation, holder string, plan Pl
 		r.Manifest = t.Manifest
 		r.CRDManifest = t.CRDManifest
 		r.Hooks = t.Hooks
+		r.PostRenderer = t.PostRenderer
 		r.RollbackOf = t.RollbackOf
 		r.ReplicaSets = t.ReplicaSets
 		r.ControllerRevisions = t.ControllerRevisions
