@@ -181,3 +181,38 @@ func TestReuseValues(t *testing.T) {
 	// The previous values are not changed by the render.
 	assert.Equal(t, map[string]any{"replicaCount": int64(3), "model": map[string]any{"name": "old/model"}}, prev.User)
 }
+
+// TestValuesFileCaps: a values file or a --set-file file larger than
+// MaxValuesFileBytes (an endless /dev/zero included) is an *InputError
+// naming the flag, the file and the cap, read no further than the cap.
+func TestValuesFileCaps(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.txt")
+	require.NoError(t, os.WriteFile(big, []byte(strings.Repeat("a", MaxValuesFileBytes+1)), 0o644))
+	atCap := filepath.Join(dir, "at-cap.txt")
+	require.NoError(t, os.WriteFile(atCap, []byte(strings.Repeat("a", MaxValuesFileBytes)), 0o644))
+	cases := []struct {
+		name string
+		opts RenderOptions
+		// says is in the error ("" for none).
+		says string
+	}{
+		{name: "set-file /dev/zero", opts: RenderOptions{SetFile: []string{"a=/dev/zero"}}, says: "--set-file /dev/zero: argument 1: file too large: larger than the cap of 5 MiB"},
+		{name: "set-file over the cap", opts: RenderOptions{SetFile: []string{"a=" + big}}, says: "--set-file " + big + ": argument 1: file too large"},
+		{name: "set-file at the cap", opts: RenderOptions{SetFile: []string{"a=" + atCap}}},
+		{name: "values file /dev/zero", opts: RenderOptions{ValueFiles: []string{"/dev/zero"}}, says: "values file /dev/zero: file too large: larger than the cap of 5 MiB"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := UserValues(tc.opts)
+			if tc.says == "" {
+				require.NoError(t, err)
+				return
+			}
+			var ie *InputError
+			require.ErrorAs(t, err, &ie)
+			assert.Equal(t, 2, ie.ExitCode())
+			assert.Contains(t, err.Error(), tc.says)
+		})
+	}
+}

@@ -183,7 +183,7 @@ func TestHookOnlyChangeMakesARevision(t *testing.T) {
 	r = f.run(t, append([]string{"diff", "hko", hookChart}, changed...)...)
 	assert.Equal(t, exitcode.Changes, r.code, "%s", r)
 	assert.Contains(t, r.stdout, "~ hook batch/v1 Job "+f.namespace+"/hko-migrate\n")
-	assert.Contains(t, r.stdout, "+          image: example.com/migrate:v2\n")
+	assert.Contains(t, r.stdout, "+        image: example.com/migrate:v2\n")
 	assert.Contains(t, r.stdout, "0 to change, 0 to create, 0 to prune, 1 recorded change (hooks, notes, CRDs)")
 
 	r = f.run(t, append([]string{"deploy", "hko", hookChart, "--progress", "plain", "--timeout", "2m", "-o", "json"}, changed...)...)
