@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"unicode/utf8"
 )
 
 // MaxValuesFileBytes caps a values file (-f/--values) and a file of
@@ -43,4 +44,23 @@ func sizeName(n int64) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// textProblem says why data cannot be a YAML string value (as --set-file
+// gives it to the templates and the record): "" when it can. YAML takes
+// UTF-8 text without control characters other than tab, newline and
+// carriage return (YAML 1.2's printable set).
+func textProblem(data []byte) string {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			return fmt.Sprintf("not UTF-8 text (byte %d); --set-file takes a text file", i)
+		case r == '\t' || r == '\n' || r == '\r' || r == 0x85:
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0xfffe || r == 0xffff:
+			return fmt.Sprintf("a binary file: control character %U at byte %d, which YAML does not allow; --set-file takes a text file (encode binary data, e.g. with base64, first)", r, i)
+		}
+		i += size
+	}
+	return ""
 }

@@ -81,6 +81,10 @@ func UserValues(opts RenderOptions) (map[string]any, error) {
 					Msg: fmt.Sprintf("argument %d: %s", i+1, errMsg(err)), Err: err}
 				return nil, readErr
 			}
+			if msg := textProblem(data); msg != "" {
+				readErr = &InputError{Source: "--set-file", File: name, Msg: fmt.Sprintf("argument %d: %s", i+1, msg)}
+				return nil, readErr
+			}
 			return string(data), nil
 		}
 		if err := strvals.ParseIntoFile(s, base, reader); err != nil {
