@@ -75,8 +75,18 @@ func scrubURLs(text string) string {
 }
 
 // hasPassword reports whether text holds a URL with a password
-// ("scheme://user:password@").
-func hasPassword(text string) bool { return urlPassword.MatchString(text) }
+// ("scheme://user:password@") that is not masked already.
+func hasPassword(text string) bool {
+	for _, m := range urlPasswordValue.FindAllStringSubmatch(text, -1) {
+		if m[1] != "xxxxx" {
+			return true
+		}
+	}
+	return false
+}
+
+// urlPasswordValue captures the password of a URL written in text.
+var urlPasswordValue = regexp.MustCompile(`://[^/\s:@]*:([^/\s@]*)@`)
 
 // maskCredentials returns err with the password of every URL in its
 // message masked ("xxxxx"), whatever form the chart reference took (an
