@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"helm.sh/helm/v4/pkg/chart/common/util"
@@ -43,7 +42,7 @@ type PreviousValues struct {
 func UserValues(opts RenderOptions) (map[string]any, error) {
 	base := map[string]any{}
 	for _, f := range opts.ValueFiles {
-		data, err := os.ReadFile(f)
+		data, err := readCapped(f, MaxValuesFileBytes)
 		if err != nil {
 			return nil, &InputError{Source: "values file", File: f, Msg: errMsg(err), Err: err}
 		}
@@ -76,10 +75,14 @@ func UserValues(opts RenderOptions) (map[string]any, error) {
 		var readErr *InputError
 		reader := func(rs []rune) (any, error) {
 			name := string(rs)
-			data, err := os.ReadFile(name)
+			data, err := readCapped(name, MaxValuesFileBytes)
 			if err != nil {
 				readErr = &InputError{Source: "--set-file", File: name,
 					Msg: fmt.Sprintf("argument %d: %s", i+1, errMsg(err)), Err: err}
+				return nil, readErr
+			}
+			if msg := textProblem(data); msg != "" {
+				readErr = &InputError{Source: "--set-file", File: name, Msg: fmt.Sprintf("argument %d: %s", i+1, msg)}
 				return nil, readErr
 			}
 			return string(data), nil

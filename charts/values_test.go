@@ -181,3 +181,45 @@ func TestReuseValues(t *testing.T) {
 	// The previous values are not changed by the render.
 	assert.Equal(t, map[string]any{"replicaCount": int64(3), "model": map[string]any{"name": "old/model"}}, prev.User)
 }
+
+// TestValuesFileCaps: a values file or a --set-file file larger than
+// MaxValuesFileBytes (an endless /dev/zero included) is an *InputError
+// naming the flag, the file and the cap, read no further than the cap;
+// a binary --set-file file is one naming the flag and the file.
+func TestValuesFileCaps(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.txt")
+	require.NoError(t, os.WriteFile(big, []byte(strings.Repeat("a", MaxValuesFileBytes+1)), 0o644))
+	atCap := filepath.Join(dir, "at-cap.txt")
+	require.NoError(t, os.WriteFile(atCap, []byte(strings.Repeat("a", MaxValuesFileBytes)), 0o644))
+	binary := filepath.Join(dir, "model.bin")
+	require.NoError(t, os.WriteFile(binary, []byte{0x7f, 'E', 'L', 'F', 0, 1, 2}, 0o644))
+	latin1 := filepath.Join(dir, "latin1.txt")
+	require.NoError(t, os.WriteFile(latin1, []byte("caf\xe9"), 0o644))
+	cases := []struct {
+		name string
+		opts RenderOptions
+		// says is in the error ("" for none).
+		says string
+	}{
+		{name: "set-file /dev/zero", opts: RenderOptions{SetFile: []string{"a=/dev/zero"}}, says: "--set-file /dev/zero: argument 1: file too large: larger than the cap of 5 MiB"},
+		{name: "set-file over the cap", opts: RenderOptions{SetFile: []string{"a=" + big}}, says: "--set-file " + big + ": argument 1: file too large"},
+		{name: "set-file at the cap", opts: RenderOptions{SetFile: []string{"a=" + atCap}}},
+		{name: "values file /dev/zero", opts: RenderOptions{ValueFiles: []string{"/dev/zero"}}, says: "values file /dev/zero: file too large: larger than the cap of 5 MiB"},
+		{name: "set-file binary", opts: RenderOptions{SetFile: []string{"a=" + binary}}, says: "--set-file " + binary + ": argument 1: a binary file: control character U+007F at byte 0"},
+		{name: "set-file not UTF-8", opts: RenderOptions{SetFile: []string{"a=" + latin1}}, says: "--set-file " + latin1 + ": argument 1: not UTF-8 text (byte 3)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := UserValues(tc.opts)
+			if tc.says == "" {
+				require.NoError(t, err)
+				return
+			}
+			var ie *InputError
+			require.ErrorAs(t, err, &ie)
+			assert.Equal(t, 2, ie.ExitCode())
+			assert.Contains(t, err.Error(), tc.says)
+		})
+	}
+}

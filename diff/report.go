@@ -106,11 +106,15 @@ type Summary struct {
 	// Conflicts counts the changed objects with fields other field
 	// managers own (deploy needs --force-conflicts).
 	Conflicts int `json:"conflicts,omitempty"`
+	// Recorded counts the changes to what the revision records besides
+	// its objects (Report.Recorded: hooks, notes, CRDs of crds/).
+	Recorded int `json:"recorded,omitempty"`
 }
 
 // String returns "3 to change, 1 to create, 1 to prune" (with ", 1 with
 // field-manager conflicts (deploy needs --force-conflicts)" when there
-// are), or "no changes".
+// are, and ", 2 recorded changes (hooks, notes, CRDs)" when the record
+// changes), or "no changes".
 func (s Summary) String() string {
 	if s == (Summary{}) {
 		return "no changes"
@@ -118,6 +122,12 @@ func (s Summary) String() string {
 	out := fmt.Sprintf("%d to change, %d to create, %d to prune", s.Change, s.Create, s.Prune)
 	if s.Conflicts > 0 {
 		out += fmt.Sprintf(", %d with field-manager conflicts (deploy needs --force-conflicts)", s.Conflicts)
+	}
+	switch {
+	case s.Recorded == 1:
+		out += ", 1 recorded change (hooks, notes, CRDs)"
+	case s.Recorded > 1:
+		out += fmt.Sprintf(", %d recorded changes (hooks, notes, CRDs)", s.Recorded)
 	}
 	return out
 }
@@ -128,9 +138,21 @@ type Report struct {
 	Objects []ObjectDiff `json:"objects"`
 	Summary Summary      `json:"summary"`
 	// Hooks are the chart's hooks (helm.sh/hook) the deploy would run,
-	// listed apart: they are not objects of the release and are not
-	// compared.
+	// listed apart: they are not objects of the release.
 	Hooks []Hook `json:"hooks,omitempty"`
+	// Recorded are the changes to what the deployed revision records
+	// besides its objects: its hooks (every event's, test hooks
+	// included), its notes and the CRDs of the chart's crds/. Any of
+	// them makes a new revision, as a changed object does. Absent on an
+	// install (nothing is recorded yet).
+	Recorded []RecordedChange `json:"recorded,omitempty"`
+}
+
+// SetRecorded sets what the record changes (see Recorded) and its count
+// in the summary.
+func (r *Report) SetRecorded(changes []RecordedChange) {
+	r.Recorded = changes
+	r.Summary.Recorded = len(changes)
 }
 
 // Hook is one hook of the rendered chart, as a diff lists it.
@@ -143,9 +165,10 @@ type Hook struct {
 	Weight int `json:"weight"`
 }
 
-// Empty reports whether the deploy would change nothing.
+// Empty reports whether the deploy would change nothing: no object and
+// nothing the revision records.
 func (r *Report) Empty() bool {
-	return r == nil || len(r.Objects) == 0
+	return r == nil || (len(r.Objects) == 0 && len(r.Recorded) == 0)
 }
 
 // document returns r ready to marshal: never a null objects list.
@@ -198,9 +221,10 @@ const (
 // WriteText writes r for people: per object a header ("~ apps/v1
 // Deployment ns/name", "+ ..." for a create, "- ..." for a prune; a
 // changed object with field-manager conflicts gets its Note in
-// parentheses), the
-// rollout impact of a Deployment whose pod template changes, and the
-// unified diff; then the summary line. color adds ANSI colours (for a
+// parentheses), the rollout impact of a Deployment whose pod template
+// changes, and the unified diff; then each recorded change ("~ hook
+// batch/v1 Job ns/name", "~ notes NOTES.txt") with its diff, the hooks the
+// deploy runs, and the summary line. color adds ANSI colours (for a
 // terminal).
 func (r *Report) WriteText(w io.Writer, color bool) error {
 	var b strings.Builder
@@ -211,18 +235,8 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 		return code + s + ansiReset
 	}
 	doc := r.document()
-	for _, o := range doc.Objects {
-		headColor := map[Action]string{ActionChange: ansiYellow, ActionCreate: ansiGreen, ActionPrune: ansiRed}[o.Action]
-		b.WriteString(paint(ansiBold+headColor, o.Action.Symbol()+" "+o.Object))
-		if note := o.Note(); note != "" {
-			b.WriteString(" " + paint(ansiBold+ansiRed, "("+note+")"))
-		}
-		b.WriteByte('\n')
-		if o.Rollout != nil {
-			b.WriteString("  " + paint(ansiBold, o.Rollout.String()))
-			b.WriteByte('\n')
-		}
-		for i, line := range strings.SplitAfter(o.Diff, "\n") {
+	writeDiff := func(diffText string) {
+		for i, line := range strings.SplitAfter(diffText, "\n") {
 			if line == "" {
 				continue
 			}
@@ -242,8 +256,26 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 		}
 		b.WriteByte('\n')
 	}
+	headColor := map[Action]string{ActionChange: ansiYellow, ActionCreate: ansiGreen, ActionPrune: ansiRed}
+	for _, o := range doc.Objects {
+		b.WriteString(paint(ansiBold+headColor[o.Action], o.Action.Symbol()+" "+o.Object))
+		if note := o.Note(); note != "" {
+			b.WriteString(" " + paint(ansiBold+ansiRed, "("+note+")"))
+		}
+		b.WriteByte('\n')
+		if o.Rollout != nil {
+			b.WriteString("  " + paint(ansiBold, o.Rollout.String()))
+			b.WriteByte('\n')
+		}
+		writeDiff(o.Diff)
+	}
+	for _, c := range doc.Recorded {
+		// "~ hook batch/v1 Job ml/migrate", "~ notes NOTES.txt"
+		b.WriteString(paint(ansiBold+headColor[c.Action], c.Action.Symbol()+" "+c.What+" "+c.Name) + "\n")
+		writeDiff(c.Diff)
+	}
 	if len(doc.Hooks) > 0 {
-		b.WriteString(paint(ansiBold, "Hooks the deploy runs (not compared):") + "\n")
+		b.WriteString(paint(ansiBold, "Hooks the deploy runs:") + "\n")
 		for _, h := range doc.Hooks {
 			fmt.Fprintf(&b, "  %s %s (weight %d)\n", strings.Join(h.Events, ","), h.Object, h.Weight)
 		}

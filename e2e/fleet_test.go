@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -396,4 +397,46 @@ func TestFleetInterrupted(t *testing.T) {
 	require.Equal(t, 0, r.code, "again\n%s", r)
 	assert.Equal(t, map[string]fleet.Outcome{"a": fleet.UpToDate, "b": fleet.UpToDate, "c": fleet.UpToDate}, outcomeOf(t, res),
 		"--force-unlock takes over only a lock that is there")
+}
+
+// TestFleetGateIsRedacted: a fleet whose chart renders a Secret, with a
+// gate that echoes the Secret's value and its base64 form: neither is in
+// the progress lines (the "[fleet] gate after wave 1: …" line included)
+// nor in the -o json result (gates[].command, gates[].outputTail).
+func TestFleetGateIsRedacted(t *testing.T) {
+	const value = "FLEETSECRETVALUE123"
+	b64 := base64.StdEncoding.EncodeToString([]byte(value))
+	f := newFleetFixture(t)
+	chart := filepath.Join(f.dir, "secretchart")
+	require.NoError(t, os.MkdirAll(filepath.Join(chart, "templates"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(chart, "Chart.yaml"), []byte("apiVersion: v2\nname: secretchart\nversion: 0.1.0\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(chart, "templates", "secret.yaml"), []byte(
+		"apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-api\nstringData:\n  key: "+value+"\n"), 0o644))
+	body := fmt.Sprintf(`release: %s
+chart: ./secretchart
+targets:
+  - {name: a, context: local-a, namespace: %s}
+  - {name: b, context: local-b, namespace: %s}
+waves:
+  - [a]
+  - [b]
+policy:
+  onFailure: stop
+  gate: "echo leak %s; echo %s; exit 1"
+`, relName, f.ns["a"], f.ns["b"], value, b64)
+	file := filepath.Join(f.dir, "fleet.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(body), 0o644))
+
+	r, res := f.deploy(t, file, f.kubeconfig, "--progress", "plain")
+	require.NotEqual(t, 0, r.code, "the gate fails\n%s", r)
+	require.NotNil(t, res, "%s", r)
+	for what, out := range map[string]string{"stderr": r.stderr, "stdout": r.stdout} {
+		assert.NotContains(t, out, value, what)
+		assert.NotContains(t, out, b64, what)
+	}
+	assert.Contains(t, r.stderr, "[fleet] gate after wave 1: echo leak (redacted)")
+	require.Len(t, res.Gates, 1)
+	assert.Equal(t, 1, res.Gates[0].ExitCode)
+	assert.Contains(t, res.Gates[0].Command, "(redacted)")
+	assert.Equal(t, []string{"leak (redacted)", "(redacted)"}, res.Gates[0].OutputTail)
 }

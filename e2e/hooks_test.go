@@ -168,3 +168,41 @@ func TestHelmCreateChartTestHook(t *testing.T) {
 	require.Len(t, tr.Tests, 1)
 	assert.NotEqual(t, pod.UID, "", "ran again: a new pod")
 }
+
+// A deploy that changes only a hook (the pre-upgrade Job's image) is not
+// "up to date": diff reports the hook's change (exit 1), the deploy makes
+// revision 2 whose record keeps the new hook, and the pre-upgrade hooks
+// run with the new image; the same inputs again are up to date.
+func TestHookOnlyChangeMakesARevision(t *testing.T) {
+	f := newRelFixture(t)
+	ctx := context.Background()
+	r := f.run(t, "deploy", "hko", hookChart, "--progress", "plain", "--timeout", "2m")
+	require.Equal(t, exitcode.OK, r.code, "%s", r)
+
+	changed := []string{"--set", "migrateImage=example.com/migrate:v2"}
+	r = f.run(t, append([]string{"diff", "hko", hookChart}, changed...)...)
+	assert.Equal(t, exitcode.Changes, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "~ hook batch/v1 Job "+f.namespace+"/hko-migrate\n")
+	assert.Contains(t, r.stdout, "+        image: example.com/migrate:v2\n")
+	assert.Contains(t, r.stdout, "0 to change, 0 to create, 0 to prune, 1 recorded change (hooks, notes, CRDs)")
+
+	r = f.run(t, append([]string{"deploy", "hko", hookChart, "--progress", "plain", "--timeout", "2m", "-o", "json"}, changed...)...)
+	require.Equal(t, exitcode.OK, r.code, "%s", r)
+	res := &release.Result{}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), res), "%s", r)
+	assert.Equal(t, 2, res.Revision, "a new revision")
+	assert.NotContains(t, res.Description, "up to date")
+	assert.Contains(t, hookRuns(res), "pre-upgrade hko-migrate succeeded")
+	job, err := f.client.BatchV1().Jobs(f.namespace).Get(ctx, "hko-migrate", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "example.com/migrate:v2", job.Spec.Template.Spec.Containers[0].Image, "the new hook ran")
+
+	r = f.run(t, "get", "hooks", "hko")
+	require.Equal(t, exitcode.OK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "example.com/migrate:v2")
+	assert.NotContains(t, r.stdout, "example.com/migrate:v1")
+
+	r = f.run(t, append([]string{"deploy", "hko", hookChart, "--progress", "plain", "--timeout", "2m"}, changed...)...)
+	require.Equal(t, exitcode.OK, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "release hko is up to date (revision 2)")
+}

@@ -83,6 +83,23 @@ type AdoptResult struct {
 	HelmRecordsAction string   `json:"helmRecordsAction"`
 	// Replaced are the vllmctl revisions --force replaced.
 	Replaced []int `json:"replaced,omitempty"`
+	// HistoryNote, set when more revisions were adopted than
+	// DefaultHistoryMax, says that the next deploy or rollback with the
+	// default --history-max deletes the older adopted records.
+	HistoryNote string `json:"historyNote,omitempty"`
+}
+
+// DefaultHistoryMax is --history-max's default: the records an operation
+// keeps (0: all).
+const DefaultHistoryMax = 10
+
+// historyNote is AdoptResult.HistoryNote for n adopted revisions.
+func historyNote(n int) string {
+	if n <= DefaultHistoryMax {
+		return ""
+	}
+	return fmt.Sprintf("%d revisions adopted: the next deploy or rollback with the default --history-max %d keeps the newest %d records "+
+		"and deletes the %d older ones (give --history-max 0 to keep them all)", n, DefaultHistoryMax, DefaultHistoryMax, n-DefaultHistoryMax)
 }
 
 // Adopt reads the Helm release's records and writes one vllmctl record per
@@ -172,6 +189,7 @@ func (a *Adopter) Adopt(ctx context.Context, opts AdoptOptions) (*AdoptResult, e
 		res.Revisions = append(res.Revisions, AdoptedRevision{Revision: r.Revision, Status: r.Status, Chart: r.Chart.String(),
 			AppVersion: r.Chart.AppVersion, Description: r.Description, ReplicaSets: r.ReplicaSets})
 	}
+	res.HistoryNote = historyNote(len(res.Revisions))
 	if opts.DryRun {
 		return res, nil
 	}

@@ -42,8 +42,20 @@ import (
 // (Release.CRDManifest): none with --skip-crds, and none, said in one
 // progress line, when they would make the record too large to store.
 func (d *Deployer) crdRecord(p *deployPlan) string {
-	if p.opts.SkipCRDs || len(p.crdObjs) == 0 {
+	manifest, err := p.crdManifest()
+	if err != nil {
+		d.emit(p.opts.Name, p.plan.Revision, PhaseCRDs, "", "not recorded", fmt.Sprintf(
+			"the record keeps no definition of the chart's CRDs (%v): a rollback to this revision cannot create one deleted since", err))
 		return ""
+	}
+	return manifest
+}
+
+// crdManifest returns the CRDs of the deploy's crds/ its record keeps
+// (see crdRecord), with the error that keeps them out of it.
+func (p *deployPlan) crdManifest() (string, error) {
+	if p.opts.SkipCRDs || len(p.crdObjs) == 0 {
+		return "", nil
 	}
 	manifest, err := charts.Manifest(p.crdObjs)
 	if err == nil && len(p.manifest)+len(manifest) > storage.MaxRecordBytes {
@@ -52,11 +64,9 @@ func (d *Deployer) crdRecord(p *deployPlan) string {
 			Chart: p.chart, Values: p.values, ComputedValues: p.computed, Notes: p.notes, Manifest: p.manifest, CRDManifest: manifest})
 	}
 	if err != nil {
-		d.emit(p.opts.Name, p.plan.Revision, PhaseCRDs, "", "not recorded", fmt.Sprintf(
-			"the record keeps no definition of the chart's CRDs (%v): a rollback to this revision cannot create one deleted since", err))
-		return ""
+		return "", err
 	}
-	return manifest
+	return manifest, nil
 }
 
 // planRollbackCRDs decides, before the lock, what the rollback to target

@@ -389,16 +389,16 @@ func TestDeployRendersChartCRDs(t *testing.T) {
 }
 
 // An existing CRD is never updated: an upgrade whose CRD file changed
-// leaves it as it is (one progress note), and one that changes nothing
-// else is up to date.
+// leaves it as it is (one progress note); one that changes nothing else
+// is still a new revision, since its record keeps the new CRD file (what
+// a rollback to it would create).
 func TestDeployLeavesExistingCRDAlone(t *testing.T) {
 	cases := []struct {
 		name     string
 		greeting string // of the upgrade
-		upToDate bool
 	}{
 		{name: "other objects change", greeting: "bonjour"},
-		{name: "only the CRD file changes", greeting: "hello", upToDate: true},
+		{name: "only the CRD file changes", greeting: "hello"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -417,12 +417,8 @@ func TestDeployLeavesExistingCRDAlone(t *testing.T) {
 				assert.NotContains(t, l, "create crd", "the upgrade creates no CRD, not even in a dry run")
 			}
 			assert.Empty(t, res.CRDs)
-			if tc.upToDate {
-				assert.Contains(t, res.Description, "up to date")
-				assert.Equal(t, 1, res.Revision)
-				return
-			}
 			assert.Equal(t, 2, res.Revision)
+			assert.Contains(t, f.record(t, 2).CRDManifest, "additionalPrinterColumns", "the record keeps the new CRD file")
 			assert.Empty(t, f.record(t, 2).CRDs)
 			assert.Contains(t, strings.Join(f.crdEvents(), "\n"), "crds |  | exists | left as it is (vllmctl never updates or deletes a CustomResourceDefinition): "+loraCRD)
 		})

@@ -328,6 +328,16 @@ func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []storage
 		}
 		p.opts.Note = joinNotes(p.opts.Note, ownershipNote(foreign))
 	}
+	// What the record keeps besides the objects counts as much: a change
+	// to a hook alone is a new revision whose hooks run. CRDs the record
+	// cannot keep (too large) are compared as the record would keep them:
+	// none.
+	crds, _ := p.crdManifest()
+	recorded, err := d.recordedChanges(entries, recorded{hooks: p.hooks, notes: p.notes, crdManifest: crds})
+	if err != nil {
+		return err
+	}
+	rep.SetRecorded(recorded)
 	p.diff, p.known, p.dryRun = rep, known, dry
 	return nil
 }

@@ -78,10 +78,36 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 		Force:           opts.ForceConflicts,
 		CreateNamespace: opts.CreateNamespace,
 	})
-	if rep != nil {
-		rep.Hooks = diffHooks(r.Hooks, d.Namespace(), plan.Upgrade)
+	if err != nil {
+		return rep, err
 	}
-	return rep, err
+	rep.Hooks = diffHooks(r.Hooks, d.Namespace(), plan.Upgrade)
+	next, err := recordedOfRender(opts.Name, r)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := d.recordedChanges(entries, next)
+	if err != nil {
+		return nil, err
+	}
+	rep.SetRecorded(changes)
+	return rep, nil
+}
+
+// recordedOfRender is what a revision of r would record besides its
+// objects (as a deploy without --skip-crds records it).
+func recordedOfRender(name string, r *charts.Rendered) (recorded, error) {
+	hooks, err := storage.HooksOf(r.Hooks)
+	if err != nil {
+		return recorded{}, fmt.Errorf("release %s: %w", name, err)
+	}
+	var crds string
+	if len(r.CRDs) > 0 {
+		if crds, err = charts.Manifest(r.CRDs); err != nil {
+			return recorded{}, &InvalidManifestError{Name: name, Err: err}
+		}
+	}
+	return recorded{hooks: hooks, notes: r.Notes, crdManifest: crds}, nil
 }
 
 // diffHooks lists the rendered hooks the deploy would run (pre- and

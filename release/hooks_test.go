@@ -3,6 +3,7 @@ package release_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -283,7 +284,7 @@ func TestDiffListsHooksApart(t *testing.T) {
 	assert.Equal(t, 3, rep.Hooks[0].Weight)
 	var b strings.Builder
 	require.NoError(t, rep.WriteText(&b, false))
-	assert.Contains(t, b.String(), "Hooks the deploy runs (not compared):\n  pre-upgrade batch/v1 Job ml/migrate (weight 3)\n")
+	assert.Contains(t, b.String(), "Hooks the deploy runs:\n  pre-upgrade batch/v1 Job ml/migrate (weight 3)\n")
 }
 
 // TestHookSecretsAreWithheld: the value of a hook's Secret, echoed by a
@@ -333,4 +334,107 @@ func TestHookLeftByAnEarlierRunIsRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "test hook Pod/smoke failed: AlreadyExists")
 	require.Len(t, tr.Tests, 1)
 	assert.Equal(t, release.HookFailed, tr.Tests[0].Phase)
+}
+
+// leanHooks is opts with its ConfigMaps and hooks only, which the fake
+// cluster's dry run leaves as they are live.
+func leanHooks(opts release.DeployOptions) release.DeployOptions {
+	return rebuilt(opts, slices.DeleteFunc(objectsOf(opts), func(o *unstructured.Unstructured) bool {
+		_, hook := o.GetAnnotations()[charts.AnnotationHook]
+		return o.GetKind() != "ConfigMap" && !hook
+	}))
+}
+
+// TestHookOnlyChangeIsANewRevision: what a revision records besides its
+// objects counts for the up-to-date check and for diff: a deploy that
+// changes only a hook (a pre-upgrade Job's image, a test hook's
+// annotation) makes a new revision whose record keeps the new hook and
+// runs its upgrade hooks, and diff reports the hook's change; the same
+// hooks again are up to date.
+func TestHookOnlyChangeIsANewRevision(t *testing.T) {
+	job := func(image string) *unstructured.Unstructured {
+		h := hookObj("Job", "migrate", "pre-upgrade", "", "")
+		h.Object["spec"] = map[string]any{"template": map[string]any{"spec": map[string]any{
+			"restartPolicy": "Never",
+			"containers":    []any{map[string]any{"name": "migrate", "image": image}},
+		}}}
+		return h
+	}
+	testPod := func(note string) *unstructured.Unstructured {
+		h := hookObj("Pod", "smoke", "test", "", "")
+		if note != "" {
+			h.SetAnnotations(map[string]string{charts.AnnotationHook: "test", "example.com/note": note})
+		}
+		return h
+	}
+	cases := []struct {
+		name        string
+		first, next []*unstructured.Unstructured
+		// changed names the hook diff reports ("" for none: up to date).
+		changed string
+		action  diff.Action
+		// ran are the hooks the upgrade runs.
+		ran []string
+		// keeps is in the new record's hooks.
+		keeps string
+	}{
+		{name: "pre-upgrade Job image", first: []*unstructured.Unstructured{job("busybox:1")}, next: []*unstructured.Unstructured{job("busybox:2")},
+			changed: "batch/v1 Job ml/migrate", action: diff.ActionChange, ran: []string{"migrate"}, keeps: "image: busybox:2"},
+		{name: "test hook annotation", first: []*unstructured.Unstructured{testPod("")}, next: []*unstructured.Unstructured{testPod("v2")},
+			changed: "v1 Pod ml/smoke", action: diff.ActionChange, keeps: "example.com/note: v2"},
+		{name: "hook added", next: []*unstructured.Unstructured{job("busybox:1")},
+			changed: "batch/v1 Job ml/migrate", action: diff.ActionCreate, ran: []string{"migrate"}, keeps: "name: migrate"},
+		{name: "hook removed", first: []*unstructured.Unstructured{testPod("")},
+			changed: "v1 Pod ml/smoke", action: diff.ActionPrune},
+		{name: "same hooks: up to date", first: []*unstructured.Unstructured{job("busybox:1")}, next: []*unstructured.Unstructured{job("busybox:1")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newEngFixture(t)
+			_, err := release.NewDeployer(f.engine).Deploy(context.Background(), leanHooks(hookSpec(baseSpec(), tc.first...)))
+			require.NoError(t, err)
+			opts := leanHooks(hookSpec(baseSpec(), tc.next...))
+
+			rep, err := release.NewDiffer(f.engine).Diff(context.Background(), release.DiffOptions{Name: engRelease, Render: opts.Render})
+			require.NoError(t, err)
+			var text strings.Builder
+			require.NoError(t, rep.WriteText(&text, false))
+			if tc.changed == "" {
+				assert.True(t, rep.Empty(), "diff: no changes:\n%s", text.String())
+				assert.Empty(t, rep.Recorded)
+			} else {
+				assert.False(t, rep.Empty(), "diff reports the hook's change")
+				require.Len(t, rep.Recorded, 1)
+				assert.Equal(t, diff.RecordedHook, rep.Recorded[0].What)
+				assert.Equal(t, tc.changed, rep.Recorded[0].Name)
+				assert.Equal(t, tc.action, rep.Recorded[0].Action)
+				assert.Equal(t, 1, rep.Summary.Recorded)
+				assert.Contains(t, text.String(), tc.action.Symbol()+" hook "+tc.changed+"\n")
+				assert.Contains(t, text.String(), "1 recorded change (hooks, notes, CRDs)")
+			}
+
+			res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+			require.NoError(t, err)
+			if tc.changed == "" {
+				assert.Equal(t, 1, res.Revision)
+				assert.Contains(t, res.Description, "up to date")
+				return
+			}
+			assert.Equal(t, 2, res.Revision, "a new revision")
+			assert.NotContains(t, res.Description, "up to date")
+			var ran []string
+			for _, h := range res.Hooks {
+				ran = append(ran, h.Name)
+			}
+			assert.Equal(t, tc.ran, ran, "the new revision runs its upgrade hooks")
+			var kept []string
+			for _, h := range f.record(t, 2).Hooks {
+				kept = append(kept, h.Manifest)
+			}
+			require.Len(t, kept, len(tc.next), "the record keeps the new hooks")
+			if tc.keeps != "" {
+				assert.Contains(t, strings.Join(kept, "---\n"), tc.keeps, "the record keeps the new hook")
+			}
+		})
+	}
 }

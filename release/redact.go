@@ -120,11 +120,21 @@ func redactCanary(red *diff.Redactor, r *storage.CanaryReport) *storage.CanaryRe
 	}
 	c := *r
 	c.Reason = red.Line(c.Reason)
-	if c.Gate != nil {
-		g := *c.Gate
-		g.Command = red.Line(g.Command)
-		g.OutputTail = red.Lines(g.OutputTail)
-		c.Gate = &g
+	c.Gate = RedactGate(red, c.Gate)
+	return &c
+}
+
+// RedactGate returns a copy of g (a gate's run: the canary's gate, or a
+// fleet's gate between waves) whose command and output passed through
+// red (nil stays nil). It is the one redaction of every gate: a gate
+// command is written by the user and its output comes from outside
+// vllmctl, so either may hold a Secret's value or its base64 form.
+func RedactGate(red *diff.Redactor, g *storage.GateResult) *storage.GateResult {
+	if g == nil || red == nil {
+		return g
 	}
+	c := *g
+	c.Command = red.Line(c.Command)
+	c.OutputTail = red.Lines(c.OutputTail)
 	return &c
 }

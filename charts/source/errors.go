@@ -1,11 +1,13 @@
 package source
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 )
 
@@ -71,3 +73,52 @@ var urlPassword = regexp.MustCompile(`(://[^/\s:@]*):[^/\s@]*@`)
 func scrubURLs(text string) string {
 	return urlPassword.ReplaceAllString(text, "$1:xxxxx@")
 }
+
+// hasPassword reports whether text holds a URL with a password
+// ("scheme://user:password@") that is not masked already.
+func hasPassword(text string) bool {
+	for _, m := range urlPasswordValue.FindAllStringSubmatch(text, -1) {
+		if m[1] != "xxxxx" {
+			return true
+		}
+	}
+	return false
+}
+
+// urlPasswordValue captures the password of a URL written in text.
+var urlPasswordValue = regexp.MustCompile(`://[^/\s:@]*:([^/\s@]*)@`)
+
+// maskCredentials returns err with the password of every URL in its
+// message masked ("xxxxx"), whatever form the chart reference took (an
+// oci:// reference, a --repo URL, a path that looks like a URL), with
+// err's exit code. An *charts.InputError stays one (its file, path and
+// message masked); any other error becomes one that does not unwrap to
+// err, so that the password cannot be reached through it. err is
+// returned as it is when its message holds no password.
+func maskCredentials(err error) error {
+	if err == nil || !hasPassword(err.Error()) {
+		return err
+	}
+	var ie *charts.InputError
+	if errors.As(err, &ie) && ie.Error() == err.Error() {
+		c := *ie
+		c.File, c.Path, c.Msg = scrubURLs(c.File), scrubURLs(c.Path), scrubURLs(c.Msg)
+		c.Err = maskCredentials(c.Err)
+		if !hasPassword(c.Error()) {
+			return &c
+		}
+	}
+	return &maskedError{msg: scrubURLs(err.Error()), code: exitcode.Of(err)}
+}
+
+// maskedError is an error whose message lost a URL's password; it keeps
+// the original's exit code.
+type maskedError struct {
+	msg  string
+	code int
+}
+
+func (e *maskedError) Error() string { return e.msg }
+
+// ExitCode is the original error's.
+func (e *maskedError) ExitCode() int { return e.code }

@@ -9,8 +9,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gofrs/flock"
 	"helm.sh/helm/v4/pkg/cli"
@@ -70,6 +73,22 @@ const (
 	Replaced AddResult = "replaced"
 )
 
+// ValidateRepoName checks the name of a repository to add, with Helm's
+// rule (cmd/helm/repo_add.go: non-empty, no "/") and no control character
+// (an escape sequence in a name would be printed by every listing): an
+// *charts.InputError quoting the name (exit 2).
+func ValidateRepoName(name string) error {
+	switch {
+	case name == "":
+		return &charts.InputError{Source: "repository name", Msg: "must be non-empty"}
+	case strings.Contains(name, "/"):
+		return &charts.InputError{Source: "repository name", File: strconv.Quote(name), Msg: "contains \"/\", please specify a different name without \"/\""}
+	case strings.ContainsFunc(name, unicode.IsControl) || !utf8.ValidString(name):
+		return &charts.InputError{Source: "repository name", File: strconv.Quote(name), Msg: "contains a control character or is not UTF-8"}
+	}
+	return nil
+}
+
 // AddRepository adds e to Helm's repositories.yaml with Helm's semantics:
 // the name may not contain "/"; the repository's index is fetched first
 // (and cached, as `helm repo add` does), so a repository that cannot be
@@ -78,8 +97,8 @@ const (
 // differs, unless force replaces it. The file is locked while it is
 // updated, with Helm's lock file.
 func AddRepository(ctx context.Context, settings *cli.EnvSettings, e repo.Entry, force bool) (AddResult, error) {
-	if e.Name == "" || strings.Contains(e.Name, "/") {
-		return "", &charts.InputError{Source: "repository name", File: e.Name, Msg: "must be non-empty and contain no \"/\""}
+	if err := ValidateRepoName(e.Name); err != nil {
+		return "", err
 	}
 	if strings.HasPrefix(e.URL, "oci://") {
 		return "", &charts.InputError{Source: "repository", File: e.Name,

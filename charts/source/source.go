@@ -98,6 +98,11 @@ func Settings() *cli.EnvSettings { return cli.New() }
 
 // Load locates ref (see Locate) and loads the chart.
 func Load(ctx context.Context, settings *cli.EnvSettings, ref string, opts Options) (*chart.Chart, *Chart, error) {
+	ch, loc, err := load(ctx, settings, ref, opts)
+	return ch, loc, maskCredentials(err)
+}
+
+func load(ctx context.Context, settings *cli.EnvSettings, ref string, opts Options) (*chart.Chart, *Chart, error) {
 	loc, err := Locate(ctx, settings, ref, opts)
 	if err != nil {
 		return nil, nil, err
@@ -124,7 +129,16 @@ func Load(ctx context.Context, settings *cli.EnvSettings, ref string, opts Optio
 // pulled with Helm's registry client (see locateOCI). A chart of a
 // repository is downloaded into Helm's content cache unless it is there.
 // A plain name that is none of these yields charts.Load's *InputError.
+// No error shows the password of a URL, whatever form ref or the
+// repository URL took (maskCredentials); an oci:// reference holding
+// credentials is refused (Helm's registry client would take them for a
+// digest): they go to --username and --password-stdin, or registry login.
 func Locate(ctx context.Context, settings *cli.EnvSettings, ref string, opts Options) (*Chart, error) {
+	c, err := locate(ctx, settings, ref, opts)
+	return c, maskCredentials(err)
+}
+
+func locate(ctx context.Context, settings *cli.EnvSettings, ref string, opts Options) (*Chart, error) {
 	if ref == "" {
 		ref = charts.DefaultChart
 	}
@@ -149,6 +163,10 @@ func Locate(ctx context.Context, settings *cli.EnvSettings, ref string, opts Opt
 		return locateByURL(ctx, settings, ref, opts)
 	}
 	if IsOCI(ref) {
+		if host, _, _ := strings.Cut(strings.TrimPrefix(ref, ociPrefix), "/"); strings.Contains(host, "@") {
+			return nil, &charts.InputError{Source: "chart", File: redactURL(ref),
+				Msg: "an oci:// reference takes no credentials (user:password@): give them with --username and --password-stdin, or vllmctl registry login"}
+		}
 		if opts.PassCredentialsAll {
 			return nil, &charts.InputError{Source: "chart", File: ref, Msg: "--pass-credentials applies to a chart repository, not to an OCI registry"}
 		}

@@ -171,3 +171,36 @@ func TestRepositoryURLCredentials(t *testing.T) {
 	assert.NotContains(t, err.Error(), "s3cret")
 	assert.Contains(t, err.Error(), "xxxxx", "the URL is there, its password masked")
 }
+
+// TestChartReferenceCredentialsMasked: no form of chart reference prints
+// the password it holds: an oci:// reference with user:password@ is
+// refused (exit 2, the reference named with its password masked), a
+// URL-like path and a --repo URL are masked in their errors.
+func TestChartReferenceCredentialsMasked(t *testing.T) {
+	const password = "HUNTER2pw"
+	cases := []struct {
+		name string
+		ref  string
+		opts source.Options
+		code int
+		says string
+	}{
+		{name: "oci reference", ref: "oci://alice:" + password + "@127.0.0.1:1/charts/web", opts: source.Options{PlainHTTP: true},
+			code: exitcode.Invalid, says: "chart oci://alice:xxxxx@127.0.0.1:1/charts/web: an oci:// reference takes no credentials"},
+		{name: "oci reference with a tag", ref: "oci://alice:" + password + "@127.0.0.1:1/charts/web:1.0",
+			code: exitcode.Invalid, says: "oci://alice:xxxxx@"},
+		{name: "URL as a path", ref: "https://alice:" + password + "@127.0.0.1:1/charts/web.tgz",
+			code: exitcode.Invalid, says: "https://alice:xxxxx@"},
+		{name: "--repo URL", ref: "web", opts: source.Options{RepoURL: "http://alice:" + password + "@127.0.0.1:1/charts"},
+			code: exitcode.Cluster, says: "http://alice:xxxxx@127.0.0.1:1/charts"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := source.Load(context.Background(), settings(t), tc.ref, tc.opts)
+			require.Error(t, err)
+			assert.Equal(t, tc.code, exitcode.Of(err), "%v", err)
+			assert.NotContains(t, err.Error(), password)
+			assert.Contains(t, err.Error(), tc.says)
+		})
+	}
+}

@@ -118,6 +118,9 @@ func (o *adoptOptions) write(res *release.AdoptResult) error {
 		if len(res.Replaced) > 0 {
 			fmt.Fprintf(b, "REPLACED vllmctl revisions: %v\n", res.Replaced)
 		}
+		if res.HistoryNote != "" {
+			fmt.Fprintf(b, "NOTE: %s\n", res.HistoryNote)
+		}
 		return nil
 	})
 }

@@ -148,7 +148,7 @@ func (o *deployOptions) Validate() error {
 		}
 	}
 	if o.maxUnavailable != "" {
-		if o.unavailable, err = preflight.ParseIntOrPercent("--max-unavailable", o.maxUnavailable); err != nil {
+		if o.unavailable, err = preflight.ParseMaxUnavailable("--max-unavailable", o.maxUnavailable); err != nil {
 			return err
 		}
 	}

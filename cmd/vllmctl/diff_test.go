@@ -110,15 +110,23 @@ func (f *diffFixture) Delete(context.Context, *unstructured.Unstructured, cluste
 	return cluster.PruneResult{}, errors.New("diff fixture: no delete")
 }
 
-// deployRecord records objs as the deployed revision 1 of qwen.
-func (f *diffFixture) deployRecord(t *testing.T, objs []*unstructured.Unstructured) {
+// deployRecord records the render of qwen with set (its objects, hooks
+// and notes, as a deploy records them) as the deployed revision 1, and
+// returns its objects.
+func (f *diffFixture) deployRecord(t *testing.T, set ...string) []*unstructured.Unstructured {
 	t.Helper()
-	manifest, err := charts.Manifest(objs)
+	ch, err := charts.Load("vllm")
+	require.NoError(t, err)
+	r, err := charts.Render(ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: "ml", Set: set, Revision: 1})
+	require.NoError(t, err)
+	hooks, err := storage.HooksOf(r.Hooks)
 	require.NoError(t, err)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	require.NoError(t, f.store.Create(context.Background(), &storage.Release{
-		Name: "qwen", Revision: 1, Status: storage.StatusDeployed, Manifest: manifest, Created: now, Updated: now,
+		Name: "qwen", Revision: 1, Status: storage.StatusDeployed, Manifest: r.Manifest, Hooks: hooks, Notes: r.Notes,
+		Created: now, Updated: now,
 	}))
+	return r.Objects
 }
 
 func (f *diffFixture) run(t *testing.T, args ...string) (string, string, int) {
@@ -133,9 +141,6 @@ func (f *diffFixture) run(t *testing.T, args ...string) (string, string, int) {
 }
 
 func TestDiffCommand(t *testing.T) {
-	pdb := func(t *testing.T) []*unstructured.Unstructured {
-		return renderQwen(t, "podDisruptionBudget.enabled=true")
-	}
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, f *diffFixture)
@@ -161,8 +166,7 @@ func TestDiffCommand(t *testing.T) {
 		{
 			name: "up to date",
 			setup: func(t *testing.T, f *diffFixture) {
-				f.live = renderQwen(t)
-				f.deployRecord(t, f.live)
+				f.live = f.deployRecord(t)
 			},
 			args:   []string{"qwen"},
 			stdout: "no changes\n",
@@ -170,21 +174,36 @@ func TestDiffCommand(t *testing.T) {
 		{
 			name: "new image rolls out",
 			setup: func(t *testing.T, f *diffFixture) {
-				f.live = renderQwen(t)
-				f.deployRecord(t, f.live)
+				f.live = f.deployRecord(t)
 			},
 			args: []string{"qwen", "--set", "image.tag=v0.12.0"},
 			code: 1,
 			contains: []string{
 				"~ apps/v1 Deployment ml/qwen\n  rolls out a new ReplicaSet: 1 pod, maxSurge 1, maxUnavailable 0, needs up to 1 extra GPU\n",
 				"+        image: vllm/vllm-openai:v0.12.0\n",
-				"~ v1 Service ml/qwen\n", "2 to change, 0 to create, 0 to prune\n",
+				"~ v1 Service ml/qwen\n",
+				// NOTES.txt names the image.
+				"~ notes NOTES.txt\n--- recorded\n+++ rendered\n", "+qwen serves Qwen/Qwen3-0.6B (vllm/vllm-openai:v0.12.0)",
+				"2 to change, 0 to create, 0 to prune, 1 recorded change (hooks, notes, CRDs)\n",
+			},
+		},
+		{
+			name: "only the test hook changes: shown, exit 1",
+			setup: func(t *testing.T, f *diffFixture) {
+				f.live = f.deployRecord(t)
+			},
+			args: []string{"qwen", "--set", "tests.image=curlimages/curl:8.12.0"},
+			code: 1,
+			contains: []string{
+				"~ hook v1 Pod ml/qwen-test-openai\n--- recorded\n+++ rendered\n",
+				"-    image: curlimages/curl:8.11.1\n+    image: curlimages/curl:8.12.0\n",
+				"0 to change, 0 to create, 0 to prune, 1 recorded change (hooks, notes, CRDs)\n",
 			},
 		},
 		{
 			name: "hand-scaled by another field manager: shown with the conflict, exit 1",
 			setup: func(t *testing.T, f *diffFixture) {
-				f.deployRecord(t, renderQwen(t))
+				f.deployRecord(t)
 				f.live = renderQwen(t, "replicaCount=3")
 				f.conflicts = map[string][]diff.FieldConflict{"Deployment/qwen": {{Field: ".spec.replicas", Manager: "kubectl-scale", Subresource: "scale"}}}
 			},
@@ -199,8 +218,7 @@ func TestDiffCommand(t *testing.T) {
 		{
 			name: "PDB dropped: pruned",
 			setup: func(t *testing.T, f *diffFixture) {
-				f.live = pdb(t)
-				f.deployRecord(t, f.live)
+				f.live = f.deployRecord(t, "podDisruptionBudget.enabled=true")
 			},
 			args:     []string{"qwen"},
 			code:     1,
@@ -209,8 +227,7 @@ func TestDiffCommand(t *testing.T) {
 		{
 			name: "JSON",
 			setup: func(t *testing.T, f *diffFixture) {
-				f.live = pdb(t)
-				f.deployRecord(t, f.live)
+				f.live = f.deployRecord(t, "podDisruptionBudget.enabled=true")
 			},
 			args:     []string{"qwen", "-o", "json"},
 			code:     1,

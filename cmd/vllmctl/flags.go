@@ -197,7 +197,7 @@ const (
 
 // AddFlags registers --history-max on fs.
 func (h *historyFlags) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&h.max, "history-max", 10, h.help)
+	fs.IntVar(&h.max, "history-max", release.DefaultHistoryMax, h.help)
 }
 
 // Validate checks the number.

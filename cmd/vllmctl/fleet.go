@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/fleet"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
@@ -207,10 +208,15 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 	if format == "" || format == wait.ProgressAuto {
 		format = wait.ProgressPlain // one live view per target would interleave
 	}
+	// One Redactor for the whole fleet: every target's engine teaches it
+	// the Secrets it renders, and it withholds them from every target's
+	// lines, the fleet's own lines, the gate's command and output, the
+	// result and the error.
+	red := diff.NewRedactor()
 	built := map[string]*fleetTarget{}
 	targets := map[string]fleet.Target{}
 	for _, t := range o.file.Targets {
-		ft, err := o.buildTarget(t, input, stderr, format)
+		ft, err := o.buildTarget(t, input, stderr, format, red)
 		if err != nil {
 			return fmt.Errorf("fleet target %s (context %s): %w", t.Name, t.Context, err)
 		}
@@ -220,14 +226,14 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	runner.Redactor = red
 	fleetLog := &prefixWriter{out: stderr, prefix: fleet.ReservedName, json: format == wait.ProgressJSON}
 	runner.Log = func(target, message string) {
 		w := fleetLog
 		if target != "" {
 			w = &prefixWriter{out: stderr, prefix: target, json: format == wait.ProgressJSON}
-			message = built[target].printer.red.Line(message)
 		}
-		w.line(message)
+		w.line(red.Line(message))
 	}
 	defer func() {
 		for _, ft := range built {
@@ -303,7 +309,8 @@ func fileExists(p string) bool {
 // buildTarget builds the engine of a target's context and namespace, as
 // deploy builds one for --context and -n, and its deploy options: the
 // shared values, then the target's.
-func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput, stderr io.Writer, format wait.ProgressFormat) (*fleetTarget, error) {
+func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput, stderr io.Writer, format wait.ProgressFormat,
+	red *diff.Redactor) (*fleetTarget, error) {
 	factory, err := o.newFactory(t.Context)
 	if err != nil {
 		return nil, err
@@ -315,6 +322,7 @@ func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput
 	}
 	pf := progressFlags{format: string(format)}
 	printer := pf.printer(&prefixWriter{out: stderr, prefix: t.Name, json: format == wait.ProgressJSON})
+	printer.red = red
 	engine.Progress = printer.Print
 	engine.UseRedactor(printer.red)
 	in := input

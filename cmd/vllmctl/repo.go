@@ -8,6 +8,7 @@ import (
 	"helm.sh/helm/v4/pkg/repo/v1"
 
 	"github.com/vllmctl/vllmctl/charts/source"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 func newRepoCommand(g *GlobalOptions) *cobra.Command {
@@ -131,7 +132,9 @@ func (o *repoListOptions) Run(context.Context) error {
 	tw := newRecordTable(o.g.Streams.Out)
 	fmt.Fprintln(tw, "NAME\tURL")
 	for _, r := range repos {
-		fmt.Fprintf(tw, "%s\t%s\n", r.Name, r.URL)
+		// repositories.yaml is shared with helm and hand edits: its text
+		// is untrusted.
+		fmt.Fprintf(tw, "%s\t%s\n", wait.SanitizeLine(r.Name), wait.SanitizeLine(r.URL))
 	}
 	return tw.Flush()
 }

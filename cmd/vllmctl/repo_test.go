@@ -141,7 +141,7 @@ func TestRepoAddListRemove(t *testing.T) {
 		{name: "add", args: []string{"repo", "add", "r", r.srv.URL}, stdout: `"r" has been added`},
 		{name: "add again, same", args: []string{"repo", "add", "r", r.srv.URL}, stdout: `"r" already exists with the same configuration, skipping`},
 		{name: "add again, other URL", args: []string{"repo", "add", "r", other.srv.URL}, code: ExitInvalid, stderr: "repository r: already added"},
-		{name: "add with a slash", args: []string{"repo", "add", "a/b", r.srv.URL}, code: ExitInvalid, stderr: "repository name a/b"},
+		{name: "add with a slash", args: []string{"repo", "add", "a/b", r.srv.URL}, code: ExitInvalid, stderr: `repository name "a/b": contains "/"`},
 		{name: "add other", args: []string{"repo", "add", "o", other.srv.URL}, stdout: `"o" has been added`},
 		{name: "list", args: []string{"repo", "list"}, stdout: "NAME   URL\nr      " + r.srv.URL + "\no      " + other.srv.URL + "\n"},
 		{name: "remove", args: []string{"repo", "remove", "o"}, stdout: `"o" has been removed`},
@@ -433,4 +433,43 @@ func TestDeployFromRepositoryRecordsSource(t *testing.T) {
 	assert.Equal(t, digest, rows[0]["chartDigest"])
 	assert.NotContains(t, rows[1], "chartSource", "a directory records no source")
 	assert.Equal(t, digest, rows[2]["chartDigest"], "the rollback restored revision 1's chart")
+}
+
+// TestRepoNamesAreSafe: repo add refuses a name holding a control
+// character (an escape sequence) as Helm refuses one with "/" (exit 2,
+// the name quoted, nothing added), and repo list prints the names and
+// URLs of a repositories.yaml written by other means sanitised.
+func TestRepoNamesAreSafe(t *testing.T) {
+	helmHome(t)
+	r := newChartRepo(t, nil)
+	r.publish(t, "0.1.0")
+	cases := []struct {
+		name, repo string
+		says       string
+	}{
+		{name: "escape sequence", repo: "evil\x1b[31mred", says: `repository name "evil\x1b[31mred": contains a control character`},
+		{name: "newline", repo: "a\nb", says: `repository name "a\nb": contains a control character`},
+		{name: "empty", repo: "", says: "repository name: must be non-empty"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stderr, code := runTemplateCLI(t, "repo", "add", tc.repo, r.srv.URL)
+			assert.Equal(t, ExitInvalid, code, stderr)
+			assert.Contains(t, stderr, tc.says)
+			assert.NotContains(t, stderr+out, "\x1b")
+		})
+	}
+	f, err := repo.LoadFile(os.Getenv("HELM_REPOSITORY_CONFIG"))
+	if err == nil {
+		assert.Empty(t, f.Repositories, "nothing added")
+	}
+
+	// A name written by hand (or by an older tool) is printed sanitised.
+	require.NoError(t, os.MkdirAll(filepath.Dir(os.Getenv("HELM_REPOSITORY_CONFIG")), 0o755))
+	require.NoError(t, os.WriteFile(os.Getenv("HELM_REPOSITORY_CONFIG"), []byte(
+		"apiVersion: v1\nrepositories:\n- name: \"evil\\e[2Jname\"\n  url: "+r.srv.URL+"\n"), 0o644))
+	out, stderr, code := runTemplateCLI(t, "repo", "list")
+	require.Equal(t, ExitOK, code, stderr)
+	assert.NotContains(t, out, "\x1b")
+	assert.Contains(t, out, "evil")
 }

@@ -1024,3 +1024,39 @@ func parseManifest(manifest string) ([]*unstructured.Unstructured, error) {
 		objs = append(objs, obj)
 	}
 }
+
+// TestParseMaxUnavailable: a --max-unavailable percentage over 100% is
+// refused (exit 2) whatever the release (grouped ones included), as is a
+// negative value; --max-surge percentages may exceed 100%.
+func TestParseMaxUnavailable(t *testing.T) {
+	cases := []struct {
+		value string
+		want  *intstr.IntOrString
+		says  string
+	}{
+		{value: "100%", want: ptr.To(intstr.FromString("100%"))},
+		{value: "0%", want: ptr.To(intstr.FromString("0%"))},
+		{value: "3", want: ptr.To(intstr.FromInt32(3))},
+		{value: "101%", says: `invalid --max-unavailable "101%": a percentage may not be more than 100%`},
+		{value: "150%", says: "more than 100%"},
+		{value: "-1%", says: "want a non-negative integer or a percentage"},
+		{value: "-1", says: "want a non-negative integer or a percentage"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.value, func(t *testing.T) {
+			v, err := ParseMaxUnavailable("--max-unavailable", tc.value)
+			if tc.says == "" {
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, v)
+				return
+			}
+			var ie *StrategyInputError
+			require.ErrorAs(t, err, &ie)
+			assert.Equal(t, 2, ie.ExitCode())
+			assert.Contains(t, err.Error(), tc.says)
+		})
+	}
+	v, err := ParseIntOrPercent("--max-surge", "200%")
+	require.NoError(t, err, "a surge may exceed 100%")
+	assert.Equal(t, intstr.FromString("200%"), *v)
+}

@@ -42,6 +42,25 @@ func ParseSurgePolicy(s string) (SurgePolicy, error) {
 	return "", &StrategyInputError{Reason: fmt.Sprintf("invalid surge policy %q: want auto, strict or off", s)}
 }
 
+// ParseMaxUnavailable parses a --max-unavailable value as
+// ParseIntOrPercent does, and refuses a percentage over 100%, as the API
+// server refuses a Deployment's maxUnavailable: grouped releases
+// (StatefulSet groups, which no API server validates) are held to the
+// same rule. (A maxSurge percentage may exceed 100%, as a Deployment's
+// may.) flag names the flag in the error.
+func ParseMaxUnavailable(flag, value string) (*intstr.IntOrString, error) {
+	v, err := ParseIntOrPercent(flag, value)
+	if err != nil {
+		return nil, err
+	}
+	if v.Type == intstr.String {
+		if n, err := strconv.Atoi(strings.TrimSuffix(v.StrVal, "%")); err == nil && n > 100 {
+			return nil, &StrategyInputError{Reason: fmt.Sprintf("invalid %s %q: a percentage may not be more than 100%%", flag, value)}
+		}
+	}
+	return v, nil
+}
+
 // ParseIntOrPercent parses a --max-surge or --max-unavailable value: a
 // non-negative integer or a percentage ("25%"). flag names the flag in the
 // error.
