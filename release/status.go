@@ -33,18 +33,22 @@ const (
 // (highest) revision, its objects with their live status, and the
 // ReplicaSets serving its Deployments.
 type StatusReport struct {
-	Release     string          `json:"release"`
-	Namespace   string          `json:"namespace"`
-	Revision    int             `json:"revision"`
-	Status      storage.Status  `json:"status"`
-	Description string          `json:"description,omitempty"`
-	Chart       string          `json:"chart"`
-	AppVersion  string          `json:"appVersion"`
-	ChartSource string          `json:"chartSource,omitempty"`
-	ChartDigest string          `json:"chartDigest,omitempty"`
-	Updated     time.Time       `json:"updated"`
-	RollbackOf  int             `json:"rollbackOf,omitempty"`
-	Failure     *wait.Diagnosis `json:"failure,omitempty"`
+	Release     string         `json:"release"`
+	Namespace   string         `json:"namespace"`
+	Revision    int            `json:"revision"`
+	Status      storage.Status `json:"status"`
+	Description string         `json:"description,omitempty"`
+	Chart       string         `json:"chart"`
+	AppVersion  string         `json:"appVersion"`
+	ChartSource string         `json:"chartSource,omitempty"`
+	ChartDigest string         `json:"chartDigest,omitempty"`
+	// ChartSigner and ChartSignedDigest are the chart's verified
+	// provenance (deploy --verify; storage.Chart).
+	ChartSigner       string          `json:"chartSigner,omitempty"`
+	ChartSignedDigest string          `json:"chartSignedDigest,omitempty"`
+	Updated           time.Time       `json:"updated"`
+	RollbackOf        int             `json:"rollbackOf,omitempty"`
+	Failure           *wait.Diagnosis `json:"failure,omitempty"`
 	// CRDs are the CustomResourceDefinitions the revision created.
 	CRDs []string `json:"crds,omitempty"`
 	// Canary is what the revision's canary phase did, if it had one.
@@ -135,6 +139,7 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *storage.Release) (*StatusR
 		Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Status: rec.Status,
 		Description: rec.Description, Chart: rec.Chart.String(), AppVersion: rec.Chart.AppVersion,
 		ChartSource: rec.Chart.Source, ChartDigest: rec.Chart.Digest,
+		ChartSigner: rec.Chart.Signer, ChartSignedDigest: rec.Chart.SignedDigest,
 		Updated: rec.Updated, RollbackOf: rec.RollbackOf, Failure: rec.Failure, Canary: rec.Canary, CRDs: rec.CRDs,
 		Objects: []LiveObject{}, ReplicaSets: []ServingReplicaSet{}, RecordedReplicaSets: []storage.ReplicaSetRef{},
 	}

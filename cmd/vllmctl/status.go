@@ -88,6 +88,9 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	if rep.ChartSource != "" {
 		field("CHART SOURCE", recordCell(rep.ChartSource+" ("+rep.ChartDigest+")"))
 	}
+	if rep.ChartSigner != "" || rep.ChartSignedDigest != "" {
+		field("CHART SIGNED BY", recordCell(rep.ChartSigner+" ("+rep.ChartSignedDigest+")"))
+	}
 	field("UPDATED", recordTime(rep.Updated, o.loc))
 	writeFailure(&b, rep.Failure)
 	for _, l := range rep.CanaryLeftovers {
