@@ -122,7 +122,10 @@ func verifyLocal(ref, path string, o Options) (*Chart, error) {
 		return nil, verifyError(ref, "no provenance file "+path+".prov", err)
 	}
 	c := &Chart{Ref: ref, Path: path}
-	return c, verify(c, archive, prov, filepath.Base(path), o)
+	if err := verify(c, archive, prov, filepath.Base(path), o); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // verify checks the provenance prov of archive (a chart .tgz named name
