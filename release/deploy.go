@@ -92,6 +92,10 @@ type RenderInput struct {
 	// Source and Digest say where a pulled chart came from (its .tgz's URL
 	// and sha256); the record keeps them (storage.Chart).
 	Source, Digest string
+	// Signer and SignedDigest are the chart's verified provenance (--verify):
+	// the signing key's identities and the sha256 of the signed .tgz; the
+	// record keeps them (storage.Chart).
+	Signer, SignedDigest string
 }
 
 // DefaultRollbackTimeout is the automatic rollback's own time budget: it

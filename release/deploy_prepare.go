@@ -142,7 +142,7 @@ func (p *deployPlan) build(ctx context.Context, plan storage.Plan, entries []sto
 	}
 	p.renderWarnings = r.Warnings
 	p.crdObjs = r.CRDs
-	p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion, Source: in.Source, Digest: in.Digest}
+	p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion, Source: in.Source, Digest: in.Digest, Signer: in.Signer, SignedDigest: in.SignedDigest}
 	p.values, p.computed, p.notes = r.UserValues, r.Values, r.Notes
 	if p.hooks, err = storage.HooksOf(r.Hooks); err != nil {
 		return fmt.Errorf("release %s: %w", opts.Name, err)

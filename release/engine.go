@@ -163,6 +163,10 @@ type Result struct {
 	AppVersion  string `json:"appVersion"`
 	ChartSource string `json:"chartSource,omitempty"`
 	ChartDigest string `json:"chartDigest,omitempty"`
+	// ChartSigner and ChartSignedDigest are the chart's verified
+	// provenance (--verify; storage.Chart).
+	ChartSigner       string `json:"chartSigner,omitempty"`
+	ChartSignedDigest string `json:"chartSignedDigest,omitempty"`
 	// ReplicaSets are the ReplicaSets the revision's Deployments rolled out.
 	ReplicaSets []storage.ReplicaSetRef `json:"replicaSets"`
 	// ControllerRevisions are the ControllerRevisions the revision's
@@ -203,16 +207,18 @@ type Result struct {
 // newResult starts the result of an operation on record r.
 func newResult(r *storage.Release) *Result {
 	return &Result{
-		Release:     r.Name,
-		Namespace:   r.Namespace,
-		Revision:    r.Revision,
-		Status:      r.Status,
-		Chart:       r.Chart.String(),
-		AppVersion:  r.Chart.AppVersion,
-		ChartSource: r.Chart.Source,
-		ChartDigest: r.Chart.Digest,
-		ReplicaSets: []storage.ReplicaSetRef{},
-		Description: r.Description,
+		Release:           r.Name,
+		Namespace:         r.Namespace,
+		Revision:          r.Revision,
+		Status:            r.Status,
+		Chart:             r.Chart.String(),
+		AppVersion:        r.Chart.AppVersion,
+		ChartSource:       r.Chart.Source,
+		ChartDigest:       r.Chart.Digest,
+		ChartSigner:       r.Chart.Signer,
+		ChartSignedDigest: r.Chart.SignedDigest,
+		ReplicaSets:       []storage.ReplicaSetRef{},
+		Description:       r.Description,
 	}
 }
 

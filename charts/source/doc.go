@@ -26,6 +26,14 @@
 // same files, cache and registry config (file:// ones only: with
 // charts.UpdateDependencies).
 //
+// With Options.Verify, the chart's provenance is verified as Helm's
+// --verify does, with Helm v4's pkg/provenance and Options.Keyring (see
+// verify.go): a local .tgz with its .tgz.prov, a repository's .tgz with
+// the .prov served beside it, an OCI chart with its provenance layer; the
+// signer and the signed digest are reported in Chart.Signer and
+// Chart.SignedDigest. A chart that does not verify, a chart directory and
+// a built-in chart are refused with a *charts.InputError.
+//
 // Errors carry their exit code: a repository that cannot be reached or
 // refuses a request (connection refused, DNS, a TLS failure, an HTTP error
 // status such as 401), and so is a registry that cannot be reached or

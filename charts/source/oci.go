@@ -226,7 +226,7 @@ func locateOCI(ctx context.Context, settings *cli.EnvSettings, ref string, opts 
 		}
 	}
 	cache := &downloader.DiskCache{Root: settings.ContentCache}
-	pulled, err := pullChart(ctx, client, cache, ref, pullRef)
+	pulled, err := pullChart(ctx, client, cache, ref, pullRef, opts.Verify)
 	if err != nil {
 		return nil, registryError(ctx, ref, strings.TrimPrefix(shown, ociPrefix), "pull", err)
 	}
@@ -244,9 +244,31 @@ func locateOCI(ctx context.Context, settings *cli.EnvSettings, ref string, opts 
 				Msg: fmt.Sprintf("%s is version %s, which does not match --version %s", shown, pulled.meta.Version, opts.Version)}
 		}
 	}
-	return &Chart{Ref: ref, RepoURL: ociPrefix + r.repo, Path: pulled.path, URL: shown,
+	c := &Chart{Ref: ref, RepoURL: ociPrefix + r.repo, Path: pulled.path, URL: shown,
 		Name: pulled.meta.Name, Version: pulled.meta.Version,
-		Digest: pulled.manifest, ChartDigest: pulled.chart}, nil
+		Digest: pulled.manifest, ChartDigest: pulled.chart}
+	if opts.Verify {
+		if err := verifyOCI(c, pulled, opts); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// verifyOCI verifies the pulled chart c with its provenance layer (media
+// type registry.ProvLayerMediaType, what helm push uploads from the
+// .tgz.prov beside the chart), as Helm does with VerifyAlways. The file
+// the provenance signs is NAME-VERSION.tgz, the name helm package gives
+// the archive it signs. No provenance layer is an *InputError.
+func verifyOCI(c *Chart, pulled *pulledChart, o Options) error {
+	if pulled.prov == nil {
+		return verifyError(c.Ref, fmt.Sprintf("%s has no provenance: the manifest has no layer of media type %s", c.URL, registry.ProvLayerMediaType), nil)
+	}
+	archive, err := os.ReadFile(pulled.path)
+	if err != nil {
+		return fmt.Errorf("chart %s: read %s: %w", c.Ref, pulled.path, err)
+	}
+	return verify(c, archive, pulled.prov, pulled.meta.Name+"-"+pulled.meta.Version+".tgz", o)
 }
 
 // pulledChart is what pullChart pulled.
@@ -258,23 +280,32 @@ type pulledChart struct {
 	path string
 	// meta is the chart's metadata (the manifest's config).
 	meta chart.Metadata
+	// prov is the provenance layer's content, when pulled with withProv
+	// and the manifest has one.
+	prov []byte
 }
 
 // pullChart pulls the manifest of pullRef (HOST/PATH/NAME:TAG or @DIGEST;
 // ref is the reference as given, for messages), its config (the chart's metadata)
 // and its .tgz layer with Helm's registry client, unless the layer is in
 // cache already (keyed by its sha256 digest, checked): then only the
-// manifest and config are fetched. A pulled layer is put in cache.
-func pullChart(ctx context.Context, client *registry.Client, cache *downloader.DiskCache, ref, pullRef string) (*pulledChart, error) {
+// manifest and config are fetched. A pulled layer is put in cache. With
+// withProv, the provenance layer (registry.ProvLayerMediaType) is pulled
+// too, as the registry client's Pull does with PullOptWithProv(true).
+func pullChart(ctx context.Context, client *registry.Client, cache *downloader.DiskCache, ref, pullRef string, withProv bool) (*pulledChart, error) {
 	var (
 		mu     sync.Mutex
 		cached *pulledChart // the layer found in cache
 	)
 	generic := client.Generic()
+	allowed := []string{ocispec.MediaTypeImageIndex, ocispec.MediaTypeImageManifest,
+		registry.ConfigMediaType, registry.ChartLayerMediaType, registry.LegacyChartLayerMediaType}
+	if withProv {
+		allowed = append(allowed, registry.ProvLayerMediaType)
+	}
 	res, err := call(ctx, func() (*registry.GenericPullResult, error) {
 		return generic.PullGeneric(pullRef, registry.GenericPullOptions{
-			AllowedMediaTypes: []string{ocispec.MediaTypeImageIndex, ocispec.MediaTypeImageManifest,
-				registry.ConfigMediaType, registry.ChartLayerMediaType, registry.LegacyChartLayerMediaType},
+			AllowedMediaTypes: allowed,
 			PreCopy: func(_ context.Context, d ocispec.Descriptor) error {
 				c, ok := cachedLayer(cache, d)
 				if !ok {
@@ -295,13 +326,20 @@ func pullChart(ctx context.Context, client *registry.Client, cache *downloader.D
 		out = &pulledChart{}
 	}
 	out.manifest = res.Manifest.Digest.String()
-	var config, layer *ocispec.Descriptor
+	var config, layer, prov *ocispec.Descriptor
 	for i, d := range res.Descriptors {
 		switch {
 		case d.MediaType == registry.ConfigMediaType:
 			config = &res.Descriptors[i]
 		case isChartLayer(d):
 			layer = &res.Descriptors[i]
+		case withProv && d.MediaType == registry.ProvLayerMediaType:
+			prov = &res.Descriptors[i]
+		}
+	}
+	if prov != nil {
+		if out.prov, err = generic.GetDescriptorData(res.MemoryStore, *prov); err != nil {
+			return nil, fmt.Errorf("provenance layer %s: %w", prov.Digest, err)
 		}
 	}
 	if config == nil {

@@ -53,6 +53,17 @@ type Options struct {
 	PassCredentialsAll bool
 	// PlainHTTP talks HTTP, not HTTPS, to an OCI registry (--plain-http).
 	PlainHTTP bool
+	// Verify checks the chart's provenance as Helm's --verify does and
+	// refuses a chart that does not verify: a packaged chart (.tgz) with
+	// its .tgz.prov beside it, a chart of a repository with the .prov
+	// served beside its .tgz, a chart of an OCI registry with its
+	// provenance layer; signed by a key of Keyring. A chart directory or
+	// a built-in chart cannot be verified.
+	Verify bool
+	// Keyring is the public keyring Verify checks signatures with (GnuPG's
+	// pubring.gpg or pubring.kbx, or ASCII-armored keys); "" is Helm's
+	// default, DefaultKeyring.
+	Keyring string
 }
 
 // fromRepository reports whether the options only make sense for a chart
@@ -87,6 +98,12 @@ type Chart struct {
 	// ChartDigest is the digest of an OCI chart's .tgz layer (the key of
 	// Helm's content cache); "" for a chart repository (see Digest).
 	ChartDigest string `json:"chartDigest,omitempty"`
+	// Signer and SignedDigest are set when the chart's provenance was
+	// verified (Options.Verify): the identities of the key that signed it
+	// ("Name (comment) <email>", comma-separated), and the "sha256:<hex>"
+	// of the .tgz the provenance signs.
+	Signer       string `json:"signer,omitempty"`
+	SignedDigest string `json:"signedDigest,omitempty"`
 }
 
 // Remote reports whether the chart came from a repository.
@@ -184,6 +201,9 @@ func locate(ctx context.Context, settings *cli.EnvSettings, ref string, opts Opt
 	}
 	if !strings.ContainsAny(ref, `/\`) && charts.IsBuiltin(ref) {
 		c, err := local()
+		if err == nil && opts.Verify {
+			return nil, verifyError(ref, "a built-in chart cannot be verified (it has no provenance)", nil)
+		}
 		if c != nil {
 			c.Builtin = true
 		}
@@ -191,6 +211,9 @@ func locate(ctx context.Context, settings *cli.EnvSettings, ref string, opts Opt
 	}
 	if _, err := os.Stat(ref); err == nil {
 		c, err := local()
+		if err == nil && opts.Verify {
+			return verifyLocal(ref, ref, opts)
+		}
 		if c != nil {
 			c.Path = ref
 		}
@@ -243,7 +266,7 @@ func locateInRepo(ctx context.Context, settings *cli.EnvSettings, ref, repoName,
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: cached index of repository %s (run vllmctl repo update %s): %w", ref, repoName, repoName, err)
 	}
-	c, err := download(ctx, settings, &e, idx, ref, name, opts.Version)
+	c, err := download(ctx, settings, &e, idx, ref, name, opts)
 	if c != nil {
 		c.Repo = repoName
 	}
@@ -273,23 +296,40 @@ func locateByURL(ctx context.Context, settings *cli.EnvSettings, name string, op
 	if err != nil {
 		return nil, &RepoError{URL: redactURL(e.URL), Op: "read index", Err: err}
 	}
-	return download(ctx, settings, e, idx, name, name, opts.Version)
+	return download(ctx, settings, e, idx, name, name, opts)
 }
 
-// download picks the version of name matching version in idx and returns
-// its .tgz from Helm's content cache, downloading it when it is not there.
-func download(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, idx *repo.IndexFile, ref, name, version string) (*Chart, error) {
+// download picks the version of name matching opts.Version in idx and
+// returns its .tgz from Helm's content cache, downloading it when it is
+// not there. With opts.Verify, the provenance file served beside the .tgz
+// (its URL + ".prov") is fetched and verified, as Helm's downloader does.
+func download(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, idx *repo.IndexFile, ref, name string, opts Options) (*Chart, error) {
+	c, chartURL, err := fetchChart(ctx, settings, e, idx, ref, name, opts.Version)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Verify {
+		if err := verifyFromRepo(ctx, settings, e, c, chartURL, opts); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// fetchChart is download without the verification; it also returns the
+// .tgz's URL (with the repository's userinfo, if any).
+func fetchChart(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, idx *repo.IndexFile, ref, name, version string) (*Chart, string, error) {
 	cv, err := idx.Get(name, version)
 	if err != nil {
-		return nil, notInIndex(ref, name, version, e.URL, idx, err)
+		return nil, "", notInIndex(ref, name, version, e.URL, idx, err)
 	}
 	if len(cv.URLs) == 0 {
-		return nil, &charts.InputError{Source: "chart", File: ref,
+		return nil, "", &charts.InputError{Source: "chart", File: ref,
 			Msg: fmt.Sprintf("version %s has no download URL in the index of %s", cv.Version, redactURL(e.URL))}
 	}
 	chartURL, err := repo.ResolveReferenceURL(e.URL, cv.URLs[0])
 	if err != nil {
-		return nil, &RepoError{URL: redactURL(e.URL), Op: fmt.Sprintf("chart URL %q", cv.URLs[0]), Err: err}
+		return nil, "", &RepoError{URL: redactURL(e.URL), Op: fmt.Sprintf("chart URL %q", cv.URLs[0]), Err: err}
 	}
 	out := &Chart{Ref: ref, RepoURL: withoutUserinfo(e.URL), Name: cv.Name, Version: cv.Version, URL: withoutUserinfo(chartURL)}
 
@@ -298,47 +338,62 @@ func download(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, idx
 		if p, err := cache.Get([sha256.Size]byte(want), downloader.CacheChart); err == nil {
 			if sum, err := fileDigest(p); err == nil && sum == [sha256.Size]byte(want) {
 				out.Path, out.Digest = p, "sha256:"+hex.EncodeToString(sum[:])
-				return out, nil
+				return out, chartURL, nil
 			}
 		}
 	}
 
-	u, err := url.Parse(chartURL)
-	if err != nil {
-		return nil, &RepoError{URL: out.URL, Op: "fetch chart", Err: err}
+	data, err := get(ctx, settings, e, ref, chartURL, "application/gzip,application/octet-stream")
+	var input *charts.InputError
+	if errors.As(err, &input) {
+		return nil, "", err
 	}
-	g, err := getter.All(settings).ByScheme(u.Scheme)
 	if err != nil {
-		return nil, &charts.InputError{Source: "chart", File: ref, Err: err, Msg: fmt.Sprintf("%s: %v", out.URL, err)}
+		return nil, "", fmt.Errorf("chart %s: %w", ref, &RepoError{URL: out.URL, Op: "fetch chart", Err: err})
 	}
-	data, err := call(ctx, func() ([]byte, error) {
-		b, err := g.Get(chartURL,
+	sum := sha256.Sum256(data)
+	if cv.Digest != "" && strings.TrimPrefix(cv.Digest, "sha256:") != hex.EncodeToString(sum[:]) {
+		return nil, "", fmt.Errorf("chart %s: %w", ref, &RepoError{URL: out.URL, Op: "fetch chart",
+			Err: fmt.Errorf("digest sha256:%x does not match the index's %s", sum, cv.Digest)})
+	}
+	p, err := cache.Put(sum, bytes.NewReader(data), downloader.CacheChart)
+	if err != nil {
+		return nil, "", fmt.Errorf("chart %s: cache %s: %w", ref, out.URL, err)
+	}
+	out.Path, out.Digest = p, "sha256:"+hex.EncodeToString(sum[:])
+	return out, chartURL, nil
+}
+
+// get fetches u (a chart's URL in e, or its provenance) with Helm's
+// getter of its scheme and e's transport options; a scheme no getter
+// handles is an *InputError naming ref.
+func get(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, ref, u, accept string) ([]byte, error) {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return nil, err
+	}
+	g, err := getter.All(settings).ByScheme(parsed.Scheme)
+	if err != nil {
+		return nil, &charts.InputError{Source: "chart", File: ref, Err: err, Msg: fmt.Sprintf("%s: %v", withoutUserinfo(u), err)}
+	}
+	return call(ctx, func() ([]byte, error) {
+		opts := []getter.Option{
 			getter.WithURL(e.URL),
 			getter.WithTimeout(fetchTimeout),
-			getter.WithAcceptHeader("application/gzip,application/octet-stream"),
 			getter.WithInsecureSkipVerifyTLS(e.InsecureSkipTLSVerify),
 			getter.WithTLSClientConfig(e.CertFile, e.KeyFile, e.CAFile),
 			getter.WithBasicAuth(e.Username, e.Password),
-			getter.WithPassCredentialsAll(e.PassCredentialsAll))
+			getter.WithPassCredentialsAll(e.PassCredentialsAll),
+		}
+		if accept != "" {
+			opts = append(opts, getter.WithAcceptHeader(accept))
+		}
+		b, err := g.Get(u, opts...)
 		if err != nil {
 			return nil, err
 		}
 		return b.Bytes(), nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("chart %s: %w", ref, &RepoError{URL: out.URL, Op: "fetch chart", Err: err})
-	}
-	sum := sha256.Sum256(data)
-	if cv.Digest != "" && strings.TrimPrefix(cv.Digest, "sha256:") != hex.EncodeToString(sum[:]) {
-		return nil, fmt.Errorf("chart %s: %w", ref, &RepoError{URL: out.URL, Op: "fetch chart",
-			Err: fmt.Errorf("digest sha256:%x does not match the index's %s", sum, cv.Digest)})
-	}
-	p, err := cache.Put(sum, bytes.NewReader(data), downloader.CacheChart)
-	if err != nil {
-		return nil, fmt.Errorf("chart %s: cache %s: %w", ref, out.URL, err)
-	}
-	out.Path, out.Digest = p, "sha256:"+hex.EncodeToString(sum[:])
-	return out, nil
 }
 
 // notInIndex turns the index's answer for a missing chart or version into

@@ -87,6 +87,7 @@ func fleetCommand(o *fleetOptions) *cobra.Command {
 	if o.op != "status" {
 		o.source.addTransportFlags(f)
 		o.postRender.AddPostRenderFlags(f)
+		o.source.addVerifyFlags(f)
 		f.BoolVar(&o.createNamespace, "create-namespace", false, "create a target's release namespace if it does not exist")
 		o.conflicts.AddFlags(f)
 	}

@@ -226,6 +226,9 @@ func writeReleaseResult(w io.Writer, format string, res *release.Result) error {
 	if res.ChartSource != "" {
 		field("CHART SOURCE", recordCell(res.ChartSource+" ("+res.ChartDigest+")"))
 	}
+	if res.ChartSigner != "" || res.ChartSignedDigest != "" {
+		field("CHART SIGNED BY", recordCell(res.ChartSigner+" ("+res.ChartSignedDigest+")"))
+	}
 	if !res.DryRun {
 		field("REPLICASETS", revisionsCell(res.ReplicaSets, res.ControllerRevisions))
 	}

@@ -170,6 +170,9 @@ func (f *RenderFlags) input(ch *chart.Chart, opts charts.RenderOptions) release.
 	if f.Located != nil && f.Located.Remote() {
 		in.Source, in.Digest = f.Located.URL, f.Located.Digest
 	}
+	if f.Located != nil {
+		in.Signer, in.SignedDigest = f.Located.Signer, f.Located.SignedDigest // --verify
+	}
 	return in
 }
 

@@ -12,7 +12,8 @@ import (
 // chartSourceFlags say where a CHART of a chart repository or an OCI
 // registry comes from and how to reach it, with Helm's flag names: --repo,
 // --version, --ca-file, --cert-file, --key-file, --username,
-// --password-stdin, --pass-credentials, --plain-http (OCI registries). --repo, --version and --password-stdin are set on the
+// --password-stdin, --pass-credentials, --plain-http (OCI registries), and
+// the provenance flags --verify and --keyring. --repo, --version and --password-stdin are set on the
 // command line only (not VLLMCTL_* nor the config file). The insecure-TLS flag is --repo-insecure-skip-tls-verify:
 // --insecure-skip-tls-verify is kubectl's, about the API server.
 type chartSourceFlags struct {
@@ -26,6 +27,8 @@ type chartSourceFlags struct {
 	insecure        bool
 	passCredentials bool
 	plainHTTP       bool
+	verify          bool
+	keyring         string
 }
 
 // AddFlags registers the chart source flags on fs.
@@ -35,7 +38,16 @@ func (f *chartSourceFlags) AddFlags(fs *pflag.FlagSet) {
 		"SemVer constraint of the chart version of a chart repository (\"1.2.3\", \"~0.1\", \">=1 <2\"); default: the latest stable")
 	f.addTransportFlags(fs)
 	fs.BoolVar(&f.plainHTTP, "plain-http", false, "talk HTTP, not HTTPS, to the OCI registry of an oci:// CHART")
+	f.addVerifyFlags(fs)
 	commandLineOnly(fs, "repo", "version", "password-stdin")
+}
+
+// addVerifyFlags registers Helm's provenance flags, --verify and
+// --keyring (default: Helm's, $GNUPGHOME or ~/.gnupg, pubring.gpg).
+func (f *chartSourceFlags) addVerifyFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.verify, "verify", false,
+		"verify the chart's provenance before using it, as helm --verify: a packaged CHART's .tgz.prov, the .prov beside a repository's .tgz, an OCI chart's provenance layer; a chart that does not verify is refused (exit 2)")
+	fs.StringVar(&f.keyring, "keyring", source.DefaultKeyring(), "public keyring used to verify the chart's provenance (--verify)")
 }
 
 // addTransportFlags registers the flags reaching a repository (shared with
@@ -75,7 +87,7 @@ func (f *chartSourceFlags) options(in io.Reader) (source.Options, error) {
 		RepoURL: strings.TrimSpace(f.repoURL), Version: strings.TrimSpace(f.version),
 		CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile,
 		Username: f.username, InsecureSkipTLSVerify: f.insecure, PassCredentialsAll: f.passCredentials,
-		PlainHTTP: f.plainHTTP,
+		PlainHTTP: f.plainHTTP, Verify: f.verify, Keyring: f.keyring,
 	}
 	if f.passwordStdin {
 		if f.username == "" {

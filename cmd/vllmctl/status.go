@@ -91,6 +91,9 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	if rep.PostRenderer != nil {
 		field("POST-RENDERER", recordCell(rep.PostRenderer.String()))
 	}
+	if rep.ChartSigner != "" || rep.ChartSignedDigest != "" {
+		field("CHART SIGNED BY", recordCell(rep.ChartSigner+" ("+rep.ChartSignedDigest+")"))
+	}
 	field("UPDATED", recordTime(rep.Updated, o.loc))
 	writeFailure(&b, rep.Failure)
 	for _, l := range rep.CanaryLeftovers {

@@ -95,6 +95,12 @@ type Chart struct {
 	// for a chart directory, a local .tgz or a built-in chart.
 	Source string `json:"source,omitempty"`
 	Digest string `json:"digest,omitempty"`
+	// Signer and SignedDigest are set when the chart's provenance was
+	// verified (--verify): the identities of the key that signed it
+	// ("Name (comment) <email>", comma-separated) and the "sha256:<hex>"
+	// of the .tgz the provenance signs (a local .tgz included).
+	Signer       string `json:"signer,omitempty"`
+	SignedDigest string `json:"signedDigest,omitempty"`
 }
 
 // String returns name-version, as the history and list tables show it.
