@@ -125,6 +125,10 @@ func expand(s string, vars map[string]string) string {
 func (c badCase) referencedPaths() []string {
 	var paths []string
 	for _, a := range c.Args {
+		// A flag's KEY=PATH argument (--set-file) names a fixture too.
+		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(v, badDir+"/") {
+			a = v
+		}
 		if strings.HasPrefix(a, badDir+"/") {
 			paths = append(paths, a)
 		}
