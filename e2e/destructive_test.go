@@ -15,19 +15,27 @@ import "testing"
 // returned. No other top-level test of the package calls t.Parallel
 // (TestOnlyDestructiveFaultsRunParallel in order_test.go checks it), so
 // these scenarios run last and alone. The scenarios themselves run in the
-// order listed, as sequential subtests: the kube-apiserver restart, then
-// etcd stopped.
+// order listed, as sequential subtests: the kube-apiserver restart, etcd
+// stopped, then the kube-controller-manager killed and brought back by
+// hack/cluster-up.sh.
 //
-// -run selects them as subtests: -run TestDestructiveFaults runs both,
+// -run selects them as subtests: -run TestDestructiveFaults runs all,
 // -run TestDestructiveFaults/EtcdStopped one of them.
 func TestDestructiveFaults(t *testing.T) {
 	t.Parallel()
+	// Start from a whole control plane, then leave the components to the
+	// scenarios, which stop and restart them on purpose and recover them.
+	if err := checkControlPlane(false, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pauseControlPlaneCheck())
 	for _, f := range []struct {
 		name string
 		run  func(t *testing.T)
 	}{
-		{"APIServerRestart", faultAPIServerRestart}, // fault_apiserver_restart_test.go
-		{"EtcdStopped", faultEtcdStopped},           // fault_etcd_stop_test.go
+		{"APIServerRestart", faultAPIServerRestart},               // fault_apiserver_restart_test.go
+		{"EtcdStopped", faultEtcdStopped},                         // fault_etcd_stop_test.go
+		{"ControllerManagerKilled", faultControllerManagerKilled}, // fault_controller_manager_test.go
 	} {
 		t.Run(f.name, f.run)
 	}

@@ -10,6 +10,8 @@
 // other (some run their cases as parallel subtests); the faults that
 // disturb the whole cluster (stopping etcd, restarting the kube-apiserver)
 // run last and alone, as subtests of TestDestructiveFaults, whatever the
-// file names (see destructive_test.go). order_test.go, built without the
+// file names (see destructive_test.go). Before the run and at every
+// newEnv, a control-plane component that is down is restarted or named
+// (controlplane_test.go). order_test.go, built without the
 // tag and needing no cluster, checks what that order rests on.
 package e2e

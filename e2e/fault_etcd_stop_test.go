@@ -31,17 +31,15 @@ const etcdStop = 10 * time.Second
 
 // kwokClusterDir returns the local kwok cluster's directory, the one
 // holding pids/: VLLMCTL_E2E_CLUSTER_DIR, which may name it or the repo's
-// .cluster directory it lives in (.cluster/kwok/clusters/vllmctl), else
+// .cluster directory it lives in (.cluster/kwok/clusters/<name>), else
 // found next to VLLMCTL_E2E_KUBECONFIG.
 func kwokClusterDir() string {
 	dir := os.Getenv("VLLMCTL_E2E_CLUSTER_DIR")
 	if dir == "" {
 		dir = filepath.Dir(os.Getenv("VLLMCTL_E2E_KUBECONFIG"))
 	}
-	for _, d := range []string{dir, filepath.Join(dir, "kwok", "clusters", "vllmctl")} {
-		if st, err := os.Stat(filepath.Join(d, "pids")); err == nil && st.IsDir() {
-			return d
-		}
+	if d := findKwokDir(dir); d != "" {
+		return d
 	}
 	return dir
 }
@@ -145,7 +143,9 @@ func (c *cpProcess) start(dir string) (int, error) {
 	if !cpAlive(pid, c.name) {
 		return 0, errors.New(c.name + " did not start, see " + c.log)
 	}
-	return pid, os.WriteFile(filepath.Join(dir, "pids", c.name+".pid"), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	// No newline: kwokctl (start cluster, which hack/cluster-up.sh runs)
+	// reads the file as it is.
+	return pid, os.WriteFile(filepath.Join(dir, "pids", c.name+".pid"), []byte(strconv.Itoa(pid)), 0o644)
 }
 
 // lockCluster takes the lock hack/cluster-up.sh takes (.cluster/lock,

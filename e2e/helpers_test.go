@@ -33,6 +33,9 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	path := os.Getenv("VLLMCTL_E2E_KUBECONFIG")
 	require.NotEmpty(t, path, "VLLMCTL_E2E_KUBECONFIG must point at the local cluster's kubeconfig (run `make e2e`)")
+	// A dead control-plane component is restarted here, or named at once
+	// (controlplane_test.go), rather than found out by a timeout.
+	require.NoError(t, checkControlPlane(false, t.Logf), "the local cluster's control plane")
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	require.NoError(t, err, "load kubeconfig %s", path)
 	cfg.QPS, cfg.Burst = 100, 200

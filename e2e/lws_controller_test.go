@@ -75,8 +75,16 @@ type lwsState struct {
 
 var lwsProc lwsState
 
-// TestMain runs the tests, then stops the LWS controller if one started.
+// TestMain checks the local clusters' components (restarting what is
+// down, controlplane_test.go) and stops before any test when one cannot
+// be brought back; runs the tests, then stops the LWS controller if one
+// started.
 func TestMain(m *testing.M) {
+	if err := checkControlPlane(true, stderrf); err != nil {
+		stderrf("%v", err)
+		stderrf("not running the tests: every one would wait out its timeout")
+		os.Exit(1)
+	}
 	code := m.Run()
 	lwsProc.stop()
 	os.Exit(code)

@@ -15,9 +15,13 @@ case $name in
   *) echo "cluster name must be vllmctl or vllmctl-<suffix>, not $name" >&2; exit 2 ;;
 esac
 [ -d "$state" ] || exit 0
-# The trailing slash keeps .cluster/ from matching .cluster-b/'s processes.
-pids=$(cat "$state"/kwok/clusters/*/pids/*.pid 2>/dev/null || true)
-# Also any component still running from this state directory.
+# kwokctl writes its pid files without a newline: read them one by one.
+pids=""
+for f in "$state"/kwok/clusters/*/pids/*.pid; do
+  [ -f "$f" ] && pids="$pids $(tr -d ' \n' <"$f")"
+done
+# Also any component still running from this state directory. The trailing
+# slash keeps .cluster/ from matching .cluster-b/'s processes.
 pids="$pids $(pgrep -f -- "$state/" 2>/dev/null || true)"
 was=0; [ -e "$state/kubeconfig" ] && was=1
 for p in $pids; do kill -9 "$p" 2>/dev/null && was=1; done
@@ -27,6 +31,6 @@ for _ in $(seq 1 50); do
   [ $alive = 0 ] && break
   sleep 0.1
 done
-rm -rf "$state/kwok" "$state/home" "$state/kubeconfig" "$state/kwok-config.yaml" "$state/create.log" \
+rm -rf "$state/kwok" "$state/home" "$state/kubeconfig" "$state/kwok-config.yaml" "$state/create.log" "$state/start.log" \
   "$state/fleet-kubeconfig"
 [ $quiet = 1 ] || [ $was = 0 ] || echo "local cluster $name stopped"

@@ -4,12 +4,23 @@
 # modules, with kwok simulating GPU nodes and pod lifecycles. Writes the
 # kubeconfig to .cluster/kubeconfig. Idempotent.
 #
-# Usage: hack/cluster-up.sh [NAME]. NAME is vllmctl (the default, state in
-# .cluster/) or vllmctl-<suffix> (a further cluster, state in
+# A running cluster is reused when every component is up: etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler and kwok-controller
+# (the process named by its pid file runs, and its health endpoint answers).
+# A component that is down is started again (kwokctl start cluster) and the
+# script says which; when that does not bring the cluster back it is
+# recreated, as when nothing runs.
+#
+# Usage: hack/cluster-up.sh [--repair] [NAME]. NAME is vllmctl (the default,
+# state in .cluster/) or vllmctl-<suffix> (a further cluster, state in
 # .cluster-<suffix>/, e.g. vllmctl-b in .cluster-b/): same nodes and fault
 # simulation, its own ports, lock and kwok state; several can run at once.
+# --repair (the e2e tests' check between tests) only restarts components
+# that are down: it never creates or recreates the cluster, exits 1 when it
+# cannot bring it back and leaves the nodes alone.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+repair_only=0; [ "${1:-}" = "--repair" ] && { repair_only=1; shift; }
 name=${1:-vllmctl}
 case $name in
   vllmctl) state=$root/.cluster ;;
@@ -18,6 +29,8 @@ case $name in
 esac
 cfg=$root/cmd/devcluster/cluster
 kubeconfig=$state/kubeconfig
+kdir=$state/kwok/clusters/$name
+components="etcd kube-apiserver kube-controller-manager kube-scheduler kwok-controller"
 
 bindir=$("$root/hack/build-devcluster.sh")
 export PATH=$bindir:$PATH
@@ -27,6 +40,118 @@ ready() {
   [ -f "$kubeconfig" ] && kubectl --kubeconfig "$kubeconfig" --request-timeout=3s get --raw /readyz >/dev/null 2>&1
 }
 
+# kwokctl for this cluster's state (HOME and KWOK_WORKDIR inside it, so it
+# never edits the user's ~/.kube/config); the locks are not inherited by
+# the components it starts.
+kwokctl_() {
+  HOME=$state/home KWOK_WORKDIR=$state/kwok KWOK_KUBE_VERSION=v1.37.2 KWOK_RUNTIME=binary \
+    kwokctl --name "$name" "$@" 8>&- 9>&-
+}
+
+# pid_of NAME: the pid in component NAME's pid file.
+pid_of() {
+  local pid
+  pid=$(tr -d ' \n' 2>/dev/null <"$kdir/pids/$1.pid") || return 1
+  [[ $pid =~ ^[0-9]+$ ]] && echo "$pid"
+}
+
+# alive NAME: component NAME's pid file names a running (not zombie) process
+# whose executable is NAME.
+alive() {
+  local pid state exe
+  pid=$(pid_of "$1") || return 1
+  state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$pid/stat" 2>/dev/null) || return 1
+  [[ $state != Z && $state != X ]] || return 1
+  exe=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1) || return 1
+  [[ $(basename -- "$exe") == "$1" ]]
+}
+
+# arg NAME FLAG: the value of --FLAG on component NAME's command line.
+arg() {
+  local pid
+  pid=$(pid_of "$1") || return 1
+  tr '\0' '\n' <"/proc/$pid/cmdline" | sed -n "s/^--$2=//p" | tail -n1
+}
+
+# healthy NAME: component NAME's health endpoint answers ok (etcd's
+# /health, the kube-apiserver's /readyz, the controller-manager's and the
+# scheduler's /healthz on their secure ports, kwok's /healthz on its server
+# address).
+healthy() {
+  local url
+  # Without curl only the processes are checked (and the API server).
+  command -v curl >/dev/null || [ "$1" = kube-apiserver ] || return 0
+  case $1 in
+    etcd) url=$(arg etcd listen-client-urls | cut -d, -f1)/health ;;
+    kube-apiserver) ready; return ;;
+    kube-controller-manager|kube-scheduler) url=https://127.0.0.1:$(arg "$1" secure-port)/healthz ;;
+    kwok-controller) url=http://$(arg kwok-controller server-address)/healthz ;;
+  esac
+  curl -sk --max-time 5 "$url" 2>/dev/null | grep -Eq '^ok$|"health": *"true"'
+}
+
+# down: the components that do not run.
+down() {
+  local c out=""
+  for c in $components; do alive "$c" || out="$out $c"; done
+  echo $out
+}
+
+# unhealthy [TRIES]: the running components whose health endpoint does not
+# answer ok, asked up to TRIES times 2 s apart (a busy machine answers late).
+unhealthy() {
+  local tries=${1:-5} c out i
+  for i in $(seq 1 "$tries"); do
+    out=""
+    for c in $components; do healthy "$c" || out="$out $c"; done
+    [ -z "$out" ] && return 0
+    [ "$i" = "$tries" ] || sleep 2
+  done
+  echo $out
+}
+
+# restart COMPONENT...: start the given components again (their pid files
+# removed first: kwokctl takes any live pid, even a reused one, for the
+# component), and wait for all to run and answer. 1 when they do not.
+restart() {
+  local c pid
+  for c in "$@"; do
+    alive "$c" && kill -9 "$(pid_of "$c")" 2>/dev/null
+    rm -f "$kdir/pids/$c.pid"
+  done
+  # kwokctl compares pid files as they are; the e2e tests' restarts may
+  # have written one with a trailing newline: rewrite the others plainly.
+  for c in $components; do
+    pid=$(pid_of "$c") && printf '%s' "$pid" >"$kdir/pids/$c.pid"
+  done
+  kwokctl_ start cluster >>"$state/start.log" 2>&1 || { echo "kwokctl start cluster failed; see $state/start.log" >&2; return 1; }
+  sleep 2 # a component that cannot start (a port taken) exits at once
+  for _ in $(seq 1 60); do ready && break; sleep 1; done
+  local gone; gone=$(down)
+  [ -z "$gone" ] || { echo "still down after the restart: $gone (logs: $kdir/logs)" >&2; return 1; }
+  local sick; sick=$(unhealthy 15)
+  [ -z "$sick" ] || { echo "not healthy after the restart: $sick (logs: $kdir/logs)" >&2; return 1; }
+  echo "local cluster $name: restarted $*"
+}
+
+# heal: the cluster's components all run and answer, after restarting
+# those that were down (or did not answer). 1 when that failed.
+heal() {
+  [ -f "$kubeconfig" ] && [ -d "$kdir/pids" ] || return 1
+  local gone sick
+  gone=$(down)
+  if [ -n "$gone" ]; then
+    for c in $gone; do echo "local cluster $name: $c is not running (pid file $kdir/pids/$c.pid): restarting it"; done
+    restart $gone || return 1
+  fi
+  sick=$(unhealthy 5)
+  if [ -n "$sick" ]; then
+    # The API server first: the others' health depends on it.
+    for c in $sick; do echo "local cluster $name: $c runs but its health endpoint does not answer: restarting it"; done
+    restart $sick || return 1
+  fi
+}
+
 # Serialise concurrent `make cluster` runs: kwokctl picks its ports at
 # random and two creations at the same moment can pick the same ones. The
 # lock's descriptor is closed for kwokctl, so the cluster's long-running
@@ -34,9 +159,13 @@ ready() {
 exec 9>"$state/lock"
 flock 9
 
-if ready; then
-  echo "local cluster already running; kubeconfig: $kubeconfig"
+if heal; then
+  echo "local cluster $name already running; kubeconfig: $kubeconfig"
+elif [ $repair_only = 1 ]; then
+  echo "local cluster $name: could not bring its components back (hack/cluster-up.sh $name recreates it)" >&2
+  exit 1
 else
+  [ -f "$kubeconfig" ] && echo "local cluster $name cannot be brought back: recreating it"
   "$root/hack/cluster-down.sh" --quiet "$name"
   mkdir -p "$state/home" "$state/kwok"
   # One configuration stream: our kwokctl options, kwok's own node stages
@@ -91,6 +220,7 @@ LOGS
   ready || { echo "kube-apiserver did not become ready; see $state/create.log and $state/kwok/clusters/$name/logs" >&2; exit 1; }
   exec 8>&-
 fi
+[ $repair_only = 0 ] || exit 0
 
 kubectl --kubeconfig "$kubeconfig" apply --server-side --field-manager=devcluster -f "$cfg/nodes.yaml" >/dev/null
 kubectl --kubeconfig "$kubeconfig" wait --for=condition=Ready node --all --timeout=60s >/dev/null

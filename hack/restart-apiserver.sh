@@ -91,7 +91,8 @@ start() {
 		sleep 0.1
 	done
 	alive "$pid" "$name" || die "$name did not start (see $out)"
-	printf '%s\n' "$pid" >"$pids/$name.pid"
+	# No newline: kwokctl (start cluster) reads the file as it is.
+	printf '%s' "$pid" >"$pids/$name.pid"
 	log "$name started, pid $pid"
 }
 
