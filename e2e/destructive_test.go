@@ -16,7 +16,7 @@ import "testing"
 // (TestOnlyDestructiveFaultsRunParallel in order_test.go checks it), so
 // these scenarios run last and alone. The scenarios themselves run in the
 // order listed, as sequential subtests: the kube-apiserver restart, then
-// etcd stopped.
+// etcd stopped, then kube-controller-manager killed.
 //
 // -run selects them as subtests: -run TestDestructiveFaults runs both,
 // -run TestDestructiveFaults/EtcdStopped one of them.
@@ -26,8 +26,9 @@ func TestDestructiveFaults(t *testing.T) {
 		name string
 		run  func(t *testing.T)
 	}{
-		{"APIServerRestart", faultAPIServerRestart}, // fault_apiserver_restart_test.go
-		{"EtcdStopped", faultEtcdStopped},           // fault_etcd_stop_test.go
+		{"APIServerRestart", faultAPIServerRestart},   // fault_apiserver_restart_test.go
+		{"EtcdStopped", faultEtcdStopped},             // fault_etcd_stop_test.go
+		{"ControllerStalled", faultControllerStalled}, // fault_controller_stall_test.go
 	} {
 		t.Run(f.name, f.run)
 	}
