@@ -16,7 +16,8 @@ import "testing"
 // (TestOnlyDestructiveFaultsRunParallel in order_test.go checks it), so
 // these scenarios run last and alone. The scenarios themselves run in the
 // order listed, as sequential subtests: the kube-apiserver restart, etcd
-// stopped, then the kube-controller-manager killed and brought back by
+// stopped, kube-controller-manager killed mid-deploy (the rollout fails
+// ControllerStalled), then killed again and brought back by
 // hack/cluster-up.sh.
 //
 // -run selects them as subtests: -run TestDestructiveFaults runs all,
@@ -35,6 +36,7 @@ func TestDestructiveFaults(t *testing.T) {
 	}{
 		{"APIServerRestart", faultAPIServerRestart},               // fault_apiserver_restart_test.go
 		{"EtcdStopped", faultEtcdStopped},                         // fault_etcd_stop_test.go
+		{"ControllerStalled", faultControllerStalled},             // fault_controller_stall_test.go
 		{"ControllerManagerKilled", faultControllerManagerKilled}, // fault_controller_manager_test.go
 	} {
 		t.Run(f.name, f.run)

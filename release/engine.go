@@ -81,6 +81,13 @@ type Engine struct {
 	// before another operation takes their lock over (0: DefaultLease, at
 	// least three heartbeats).
 	Lease time.Duration
+	// ControllerStallTimeout bounds how long the discovery of a revision's
+	// ReplicaSets and ControllerRevisions waits for a controller that does
+	// not observe an object's generation (the API server answering) before
+	// the rollout fails with verdict ControllerStalled (0:
+	// wait.DefaultControllerStallTimeout); the Waiter has its own
+	// (wait.RolloutOptions.ControllerStallTimeout).
+	ControllerStallTimeout time.Duration
 	// Lookup, when set, answers the lookup function of the charts the
 	// engine renders (cluster.Applier.Lookup), read-only; nil renders
 	// lookups as `helm template` does (an empty map).
@@ -560,8 +567,22 @@ func waitFailure(res wait.Result, err error) *wait.Diagnosis {
 	return f
 }
 
-// replicaSetFailure is the diagnosis of a failed ReplicaSet discovery.
+// controllerStallTimeout is ControllerStallTimeout or its default.
+func (e *Engine) controllerStallTimeout() time.Duration {
+	if e.ControllerStallTimeout > 0 {
+		return e.ControllerStallTimeout
+	}
+	return wait.DefaultControllerStallTimeout
+}
+
+// replicaSetFailure is the diagnosis of a failed ReplicaSet discovery: a
+// stalled controller's (verdict ControllerStalled), a timeout, or else
+// ReplicaSetNotFound.
 func replicaSetFailure(err error) *wait.Diagnosis {
+	var stalled *wait.ControllerStalledError
+	if errors.As(err, &stalled) {
+		return stalled.Diagnosis()
+	}
 	f := &wait.Diagnosis{Reason: "ReplicaSetNotFound", Message: err.Error()}
 	if errors.Is(err, context.DeadlineExceeded) {
 		f.Reason = "Timeout"
@@ -580,11 +601,12 @@ func (e *Engine) discoverReplicaSets(ctx context.Context, rec *storage.Release, 
 			live[a.Object.String()] = a.Live
 		}
 	}
-	refs, err := cluster.CurrentReplicaSetsFrom(ctx, e.Client, objs, e.Namespace(), live)
+	stall := cluster.Stall{Timeout: e.controllerStallTimeout(), Clock: e.clock()}
+	refs, err := cluster.CurrentReplicaSetsFrom(ctx, e.Client, objs, e.Namespace(), live, stall)
 	if err != nil {
 		return err
 	}
-	crs, err := cluster.CurrentControllerRevisionsFrom(ctx, e.Client, objs, e.Namespace(), live)
+	crs, err := cluster.CurrentControllerRevisionsFrom(ctx, e.Client, objs, e.Namespace(), live, stall)
 	if err != nil {
 		return err
 	}

@@ -152,6 +152,7 @@ type lwsWatch struct {
 	msg      string
 	suspect  *podFinding
 	warned   map[string]bool
+	stall    stallTimer // how long its controller has not observed it
 	// leaders are, per revision and group index ("rev/1"), the UIDs of
 	// the group's leader pods seen: more than one is a recreated group.
 	leaders map[string]map[types.UID]bool
@@ -270,6 +271,19 @@ func (r *rolloutRun) evaluateLWS(lw *lwsWatch, now time.Time) (*failure, time.Ti
 		r.startLWSPods(lw)
 	}
 	fail, warnings, recheck := r.judgeLWSPods(lw, l, now)
+	if fail == nil {
+		// An LWS controller that never reported an observed generation
+		// has not acted until it set a condition.
+		pending := l.Generation > l.Status.ObservedGeneration && (l.Status.ObservedGeneration != 0 || len(l.Status.Conditions) == 0)
+		if after, again := r.stalled(&lw.stall, l.Generation, pending, now); after > 0 {
+			fail = stallFailure(&ControllerStalledError{Object: "LeaderWorkerSet " + lw.namespace + "/" + lw.name, Ref: lw.object,
+				Namespace: lw.namespace, Controller: "the LeaderWorkerSet controller (lws-controller-manager)",
+				Generation: l.Generation, Observed: l.Status.ObservedGeneration, After: after})
+			fail.lws = lw
+		} else if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
+			recheck = again
+		}
+	}
 	if fail != nil {
 		recheck = time.Time{}
 	}

@@ -244,6 +244,9 @@ type rolloutRun struct {
 	// of a ReplicaSet or StatefulSet (its own clock: no skew with the
 	// cluster's).
 	failedAt map[types.UID]time.Time
+	// unreachable is when a watch last failed to reach the API server
+	// (see stalled).
+	unreachable time.Time
 }
 
 // rolloutState is what the events of a Deployment or StatefulSet report:
@@ -284,6 +287,8 @@ type deployWatch struct {
 	// canaryReady are the Ready pods of the new ReplicaSet (a canary
 	// phase only).
 	canaryReady []string
+	// stall measures how long its controller has not observed it.
+	stall stallTimer
 	// released is when the watcher last saw pods of the Deployment going
 	// away (a ReplicaSet with more pods than it wants, or terminating
 	// ones), which frees their share of a quota; guarded by rolloutRun.mu.
@@ -301,7 +306,8 @@ type failure struct {
 	reason  string       // otherwise: the Deployment's, ReplicaSet's or StatefulSet's
 	message string
 	rs      *appsv1.ReplicaSet
-	other   int // the Result index of another object that failed
+	other   int                     // the Result index of another object that failed
+	stalled *ControllerStalledError // VerdictControllerStalled's
 }
 
 // poke wakes the main loop.

@@ -44,6 +44,9 @@ func (r *rolloutRun) eventsOf(ctx context.Context, i *informer, kind, name strin
 
 // diagnose explains a failure.
 func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *Diagnosis {
+	if f.stalled != nil {
+		return f.stalled.Diagnosis()
+	}
 	if f.run != nil {
 		return r.diagnoseRun(ctx, f)
 	}

@@ -102,6 +102,16 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 	}
 
 	fail, warnings, recheck := r.judgePods(dw, now)
+	if fail == nil {
+		pending := d.Generation > d.Status.ObservedGeneration
+		if after, again := r.stalled(&dw.stall, d.Generation, pending, now); after > 0 {
+			fail = stallFailure(&ControllerStalledError{Object: "Deployment " + dw.namespace + "/" + dw.name, Ref: dw.object,
+				Namespace: dw.namespace, Generation: d.Generation, Observed: d.Status.ObservedGeneration, After: after})
+			fail.dw = dw
+		} else if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
+			recheck = again
+		}
+	}
 	status := StatusInProgress
 	if fail == nil && deadline {
 		status = StatusFailed

@@ -134,7 +134,9 @@ func (r *rolloutRun) newInformer(what string, lw *cache.ListWatch, example runti
 			case r.fatal <- fmt.Errorf("%s: %w", what, err):
 			default:
 			}
+			return
 		}
+		r.noteUnreachable()
 	})
 	reg, _ := inf.AddEventHandler(h)
 	ctx, cancel := context.WithCancel(r.ctx)

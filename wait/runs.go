@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/object"
 )
@@ -40,6 +41,8 @@ type runWatch struct {
 	done bool
 	msg  string
 	sent bool
+	// stall measures how long its controller has not started it.
+	stall stallTimer
 	// suspect is the most suspect pod seen: the one that failed last, or
 	// else one the verdicts suspect. It is kept when the pod goes away (a
 	// Job's controller deletes its pods when it fails).
@@ -161,6 +164,18 @@ func (r *rolloutRun) evaluateJob(rw *runWatch, now time.Time) (*failure, time.Ti
 		return nil, time.Time{}
 	}
 	fail, recheck := r.judgeRunPods(rw, r.runPods(rw), now)
+	if fail == nil {
+		// The Job controller stamps startTime (or a condition) at its
+		// first sync of a Job that is not suspended.
+		pending := job.Status.StartTime == nil && len(job.Status.Conditions) == 0 && !ptr.Deref(job.Spec.Suspend, false)
+		if after, again := r.stalled(&rw.stall, job.Generation, pending, now); after > 0 {
+			fail = stallFailure(&ControllerStalledError{Object: "Job " + rw.namespace + "/" + rw.name, Ref: rw.object,
+				Namespace: rw.namespace, Generation: job.Generation, Observed: -1, After: after})
+			fail.run = rw
+		} else if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
+			recheck = again
+		}
+	}
 	if c := jobCondition(job, batchv1.JobFailed); c != nil {
 		return &failure{verdict: VerdictJobFailed, run: rw, finding: rw.suspect, reason: c.Reason,
 			message: joinNonEmpty(": ", "job failed", c.Reason, c.Message)}, time.Time{}

@@ -94,6 +94,8 @@ type stsWatch struct {
 	msg     string
 	suspect *podFinding
 	warned  map[string]bool
+	// stall measures how long its controller has not observed it.
+	stall stallTimer
 	// released is when the watcher last saw a pod of the StatefulSet
 	// terminating or gone, which frees its share of a quota; guarded by
 	// rolloutRun.mu.
@@ -206,6 +208,16 @@ func (r *rolloutRun) evaluateStatefulSet(sw *stsWatch, now time.Time) (*failure,
 	fail, warnings, recheck := r.judgeStatefulSetPods(sw, s, now)
 	if fail == nil {
 		fail = r.statefulSetFailedCreate(sw, s)
+	}
+	if fail == nil {
+		pending := s.Generation > s.Status.ObservedGeneration
+		if after, again := r.stalled(&sw.stall, s.Generation, pending, now); after > 0 {
+			fail = stallFailure(&ControllerStalledError{Object: "StatefulSet " + sw.namespace + "/" + sw.name, Ref: sw.object,
+				Namespace: sw.namespace, Generation: s.Generation, Observed: s.Status.ObservedGeneration, After: after})
+			fail.sts = sw
+		} else if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
+			recheck = again
+		}
 	}
 	if fail != nil {
 		recheck = time.Time{}

@@ -74,6 +74,13 @@ const (
 	// Diagnosis is the last crash of that group, with the log read at its
 	// termination.
 	VerdictGroupRecreated Verdict = "GroupRecreated"
+	// VerdictControllerStalled: the controller of a Deployment,
+	// StatefulSet, Job or LeaderWorkerSet has not acted on it (observed
+	// its latest generation; for a Job, started it) for
+	// RolloutOptions.ControllerStallTimeout while the API server answered:
+	// kube-controller-manager (or the LeaderWorkerSet controller) is not
+	// running, or not acting. See [ControllerStalledError].
+	VerdictControllerStalled Verdict = "ControllerStalled"
 )
 
 // Failed reports whether v is a failure verdict.
@@ -89,6 +96,8 @@ const (
 	DefaultUnschedulableTimeout        = 60 * time.Second
 	DefaultLogTailLines          int64 = 20
 	DefaultMaxEvents                   = 10
+	// DefaultControllerStallTimeout: see RolloutOptions.ControllerStallTimeout.
+	DefaultControllerStallTimeout = 60 * time.Second
 )
 
 // RolloutOptions tune the failure verdicts of a [RolloutWatcher]. Zero
@@ -121,6 +130,14 @@ type RolloutOptions struct {
 	// log of each termination of a container of a watched pod is read once
 	// and classified, and a decisive cause fails the rollout at once.
 	WaitOnKnownCause bool
+	// ControllerStallTimeout: a Deployment, StatefulSet or LeaderWorkerSet
+	// whose controller has not observed its latest generation
+	// (status.observedGeneration < metadata.generation), or a Job its
+	// controller has not started (no status.startTime, no condition), for
+	// this long fails the rollout with VerdictControllerStalled (default
+	// 60s). Time while the API server cannot be reached does not count:
+	// the budget starts again once the watches are re-established.
+	ControllerStallTimeout time.Duration
 	// Clock measures durations (the unschedulable timer, the timeout) and
 	// stamps events; default the wall clock.
 	Clock clock.WithTicker
@@ -149,6 +166,9 @@ func (o RolloutOptions) withDefaults() RolloutOptions {
 	}
 	if o.MaxEvents <= 0 {
 		o.MaxEvents = DefaultMaxEvents
+	}
+	if o.ControllerStallTimeout <= 0 {
+		o.ControllerStallTimeout = DefaultControllerStallTimeout
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

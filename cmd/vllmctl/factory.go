@@ -146,5 +146,8 @@ func (f *clusterFactory) Engine(namespace string, verdicts wait.RolloutOptions) 
 		Lookup:    applier.Lookup,
 		Waiter:    wait.NewRolloutWatcher(watch.client, others, verdicts).WithDynamicClient(applier.DynamicClient()).WithPodWatchClient(watch.pods).WithAppsWatchClient(watch.apps),
 		Client:    client,
+		// The ReplicaSet discovery's bound on a controller that does not
+		// act, as the watcher's.
+		ControllerStallTimeout: verdicts.ControllerStallTimeout,
 	}, nil
 }

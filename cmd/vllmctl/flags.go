@@ -18,6 +18,7 @@ type verdictFlags struct {
 	maxOOMKills          int
 	imagePullObservation int
 	unschedulableTimeout time.Duration
+	controllerStall      time.Duration
 	failOnKnownCause     bool
 }
 
@@ -31,6 +32,8 @@ func (v *verdictFlags) AddFlags(fs *pflag.FlagSet) {
 		"fail the rollout after this many consecutive observations of a new pod's image pull error")
 	fs.DurationVar(&v.unschedulableTimeout, "unschedulable-timeout", wait.DefaultUnschedulableTimeout,
 		"fail the rollout when a new pod stays unschedulable this long")
+	fs.DurationVar(&v.controllerStall, "controller-stall-timeout", wait.DefaultControllerStallTimeout,
+		"fail the rollout (verdict ControllerStalled) when the controller of a Deployment, StatefulSet, Job or LeaderWorkerSet has not observed its latest generation this long while the API server answers (kube-controller-manager not running)")
 	fs.BoolVar(&v.failOnKnownCause, "fail-on-known-cause", true,
 		"fail the rollout at a container's first termination when its log names gpu-oom, kv-cache, model-auth, model-not-found, dtype-unsupported, tensor-parallel, gpu-not-visible or cuda-driver (false: such crashes wait for --max-restarts too)")
 }
@@ -46,6 +49,8 @@ func (v *verdictFlags) Validate() error {
 		return newUsageError("--image-pull-observations %d: must be 1 or more", v.imagePullObservation)
 	case v.unschedulableTimeout <= 0:
 		return newUsageError("--unschedulable-timeout %s: must be positive", v.unschedulableTimeout)
+	case v.controllerStall <= 0:
+		return newUsageError("--controller-stall-timeout %s: must be positive", v.controllerStall)
 	}
 	return nil
 }
@@ -53,11 +58,12 @@ func (v *verdictFlags) Validate() error {
 // options returns the watcher options of the flags.
 func (v *verdictFlags) options() wait.RolloutOptions {
 	return wait.RolloutOptions{
-		MaxRestarts:           v.maxRestarts,
-		MaxOOMKills:           v.maxOOMKills,
-		ImagePullObservations: v.imagePullObservation,
-		UnschedulableTimeout:  v.unschedulableTimeout,
-		WaitOnKnownCause:      !v.failOnKnownCause,
+		MaxRestarts:            v.maxRestarts,
+		MaxOOMKills:            v.maxOOMKills,
+		ImagePullObservations:  v.imagePullObservation,
+		UnschedulableTimeout:   v.unschedulableTimeout,
+		ControllerStallTimeout: v.controllerStall,
+		WaitOnKnownCause:       !v.failOnKnownCause,
 	}
 }
 

@@ -5,6 +5,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -35,14 +36,15 @@ const RevisionAnnotation = deploymentutil.RevisionAnnotation
 // [CurrentReplicaSet]. Deployments without a namespace are looked up in
 // namespace.
 func CurrentReplicaSets(ctx context.Context, client kubernetes.Interface, objs []*unstructured.Unstructured, namespace string) ([]storage.ReplicaSetRef, error) {
-	return CurrentReplicaSetsFrom(ctx, client, objs, namespace, nil)
+	return CurrentReplicaSetsFrom(ctx, client, objs, namespace, nil, Stall{})
 }
 
 // CurrentReplicaSetsFrom is CurrentReplicaSets starting from the
 // Deployments as an apply just returned them (by object.Ref.String(); a
-// missing one is read), so that none is read again.
+// missing one is read), so that none is read again, and with stall's bound
+// on a Deployment controller that does not act.
 func CurrentReplicaSetsFrom(ctx context.Context, client kubernetes.Interface, objs []*unstructured.Unstructured, namespace string,
-	applied map[string]*unstructured.Unstructured) ([]storage.ReplicaSetRef, error) {
+	applied map[string]*unstructured.Unstructured, stall Stall) ([]storage.ReplicaSetRef, error) {
 	var refs []storage.ReplicaSetRef
 	for _, obj := range objs {
 		ref := object.RefOf(obj)
@@ -61,7 +63,7 @@ func CurrentReplicaSetsFrom(ctx context.Context, client kubernetes.Interface, ob
 				start = d
 			}
 		}
-		rs, err := currentReplicaSet(ctx, client, ns, ref.Name, start)
+		rs, err := currentReplicaSet(ctx, client, ns, ref.Name, start, stall)
 		if err != nil {
 			return refs, err
 		}
@@ -81,14 +83,14 @@ func CurrentReplicaSetsFrom(ctx context.Context, client kubernetes.Interface, ob
 // ctx bounds the wait. A paused Deployment, or one whose controller has not
 // created the ReplicaSet, is an error.
 func CurrentReplicaSet(ctx context.Context, client kubernetes.Interface, namespace, name string) (storage.ReplicaSetRef, error) {
-	return currentReplicaSet(ctx, client, namespace, name, nil)
+	return currentReplicaSet(ctx, client, namespace, name, nil, Stall{})
 }
 
 // currentReplicaSet is CurrentReplicaSet from the Deployment start, when
 // known (else it is read).
-func currentReplicaSet(ctx context.Context, client kubernetes.Interface, namespace, name string, start *appsv1.Deployment) (storage.ReplicaSetRef, error) {
+func currentReplicaSet(ctx context.Context, client kubernetes.Interface, namespace, name string, start *appsv1.Deployment, stall Stall) (storage.ReplicaSetRef, error) {
 	obj := "Deployment " + namespace + "/" + name
-	d, err := observedDeployment(ctx, client, namespace, name, start)
+	d, err := observedDeployment(ctx, client, namespace, name, start, stall)
 	if err != nil {
 		return storage.ReplicaSetRef{}, err
 	}
@@ -130,10 +132,10 @@ func observed(d *appsv1.Deployment) bool {
 
 // observedDeployment returns the Deployment once its controller has
 // observed its latest generation, watching (not polling) until then.
-func observedDeployment(ctx context.Context, client kubernetes.Interface, namespace, name string, start *appsv1.Deployment) (*appsv1.Deployment, error) {
+func observedDeployment(ctx context.Context, client kubernetes.Interface, namespace, name string, start *appsv1.Deployment, stall Stall) (*appsv1.Deployment, error) {
 	deps := client.AppsV1().Deployments(namespace)
-	return observedObject(ctx, "Deployment "+namespace+"/"+name, appsv1.Resource("deployments"), name, start, start != nil,
-		deps.Get, deps.Watch, observed)
+	return observedObject(ctx, "Deployment "+namespace+"/"+name, "deployment/"+name, appsv1.Resource("deployments"), namespace, name, start, start != nil,
+		stall, deps.Get, deps.Watch, observed, func(d *appsv1.Deployment) int64 { return d.Status.ObservedGeneration })
 }
 
 // generational is an object whose controller reports the generation it
@@ -149,11 +151,14 @@ type generational interface {
 // the cluster, else read) once isObserved says its controller observed its
 // latest generation, watching from the resourceVersion it read (a retry
 // watcher, field selector on the name) until then. what names the object
-// in errors.
-func observedObject[T generational](ctx context.Context, what string, gr schema.GroupResource, name string, start T, known bool,
+// in errors, ref as kubectl does ("deployment/web"). Past stall's budget
+// (the API server reachable) it fails with a *wait.ControllerStalledError;
+// observedOf reads the generation the object's status reports observed.
+func observedObject[T generational](ctx context.Context, what, ref string, gr schema.GroupResource, namespace, name string, start T, known bool,
+	stall Stall,
 	get func(context.Context, string, metav1.GetOptions) (T, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
-	isObserved func(T) bool) (T, error) {
+	isObserved func(T) bool, observedOf func(T) int64) (T, error) {
 	var zero T
 	obj := start
 	if !known || obj.GetResourceVersion() == "" {
@@ -165,18 +170,27 @@ func observedObject[T generational](ctx context.Context, what string, gr schema.
 	if isObserved(obj) {
 		return obj, nil
 	}
+	sctx, reset, elapsed, stop := stall.watch(ctx)
+	defer stop()
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	watches := 0
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		o.FieldSelector = selector
-		return watchFn(ctx, o)
+		w, err := watchFn(ctx, o)
+		if watches++; watches > 1 || err != nil {
+			// The last watch ended, or this one could not start: the API
+			// server may have gone away; its time does not count.
+			reset()
+		}
+		return w, err
 	}}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, obj.GetResourceVersion(), lw)
+	w, err := watchtools.NewRetryWatcherWithContext(sctx, obj.GetResourceVersion(), lw)
 	if err != nil {
 		return zero, fmt.Errorf("watch %s: %w", what, err)
 	}
 	defer w.Stop()
 	generation := obj.GetGeneration()
-	_, err = watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+	_, err = watchtools.UntilWithoutRetry(sctx, w, func(ev watch.Event) (bool, error) {
 		switch ev.Type {
 		case watch.Deleted:
 			return false, apierrors.NewNotFound(gr, name)
@@ -193,6 +207,9 @@ func observedObject[T generational](ctx context.Context, what string, gr schema.
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			err = ctxErr
+		} else if errors.Is(context.Cause(sctx), errStalled) {
+			return zero, &wait.ControllerStalledError{Object: what, Ref: ref, Namespace: namespace,
+				Generation: generation, Observed: observedOf(obj), After: elapsed()}
 		}
 		return zero, fmt.Errorf("%s: waiting for its controller to observe generation %d: %w", what, generation, err)
 	}

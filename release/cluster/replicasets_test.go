@@ -20,9 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/release/storage"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 func rsDeployment(image string, generation, observed int64) *appsv1.Deployment {
@@ -165,4 +167,52 @@ func TestCurrentReplicaSets(t *testing.T) {
 	got, err := CurrentReplicaSets(context.Background(), cs, objs, applyNS)
 	require.NoError(t, err)
 	assert.Equal(t, []storage.ReplicaSetRef{{Deployment: "web", Name: "web-aaa", PodTemplateHash: "aaa", Revision: 1}}, got)
+}
+
+// TestCurrentReplicaSetsControllerStalled: a Deployment its controller does
+// not observe fails the discovery with a *wait.ControllerStalledError once
+// the stall budget has passed by the given clock, long before ctx ends;
+// a watch that has to be re-established (the API server went away) starts
+// the budget again.
+func TestCurrentReplicaSetsControllerStalled(t *testing.T) {
+	cs := fake.NewClientset(rsDeployment("vllm:v2", 2, 1))
+	watches := make(chan struct{}, 4)
+	cs.PrependWatchReactor("deployments", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		wa := action.(k8stesting.WatchActionImpl)
+		w, err := cs.Tracker().Watch(wa.GetResource(), wa.GetNamespace(), wa.GetListOptions())
+		watches <- struct{}{}
+		return true, w, err
+	})
+	clk := testingclock.NewFakeClock(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := CurrentReplicaSetsFrom(ctx, cs, []*unstructured.Unstructured{{Object: map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "web"}}}}, applyNS, nil,
+			Stall{Timeout: 10 * time.Second, Clock: clk})
+		errc <- err
+	}()
+	<-watches
+	require.Eventually(t, clk.HasWaiters, 5*time.Second, time.Millisecond)
+	clk.Step(9 * time.Second)
+	select {
+	case err := <-errc:
+		t.Fatalf("ended before the stall budget: %v", err)
+	default:
+	}
+	clk.Step(2 * time.Second)
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stall budget did not end the wait")
+	}
+	var stalled *wait.ControllerStalledError
+	require.ErrorAs(t, err, &stalled)
+	assert.Equal(t, "deployment/web", stalled.Diagnosis().Object)
+	assert.Equal(t, wait.VerdictControllerStalled, stalled.Diagnosis().Verdict)
+	assert.Equal(t, "Deployment llm/web: its controller has not observed generation 2 (status.observedGeneration 1) in 10s "+
+		"while the API server answered: its controller is not acting (is kube-controller-manager running?)", err.Error())
+	assert.NoError(t, ctx.Err(), "well before the context's deadline")
 }

@@ -49,9 +49,9 @@ func IsStatefulSet(ref object.Ref) bool {
 // polled), the revision named by status.updateRevision. applied holds the
 // StatefulSets as an apply just returned them (by object.Ref.String(); a
 // missing one is read). StatefulSets without a namespace are looked up in
-// namespace.
+// namespace. stall bounds the wait for a controller that does not act.
 func CurrentControllerRevisionsFrom(ctx context.Context, client kubernetes.Interface, objs []*unstructured.Unstructured, namespace string,
-	applied map[string]*unstructured.Unstructured) ([]storage.ControllerRevisionRef, error) {
+	applied map[string]*unstructured.Unstructured, stall Stall) ([]storage.ControllerRevisionRef, error) {
 	var refs []storage.ControllerRevisionRef
 	for _, obj := range objs {
 		ref := object.RefOf(obj)
@@ -68,7 +68,7 @@ func CurrentControllerRevisionsFrom(ctx context.Context, client kubernetes.Inter
 				start = s
 			}
 		}
-		sts, err := ObservedStatefulSet(ctx, client, ref.Namespace, ref.Name, start)
+		sts, err := ObservedStatefulSet(ctx, client, ref.Namespace, ref.Name, start, stall)
 		if err != nil {
 			return refs, err
 		}
@@ -83,13 +83,13 @@ func CurrentControllerRevisionsFrom(ctx context.Context, client kubernetes.Inter
 
 // ObservedStatefulSet returns the StatefulSet namespace/name (start, when
 // known) once its controller has observed its latest generation and named
-// its update revision, watching until then.
-func ObservedStatefulSet(ctx context.Context, client kubernetes.Interface, namespace, name string, start *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
+// its update revision, watching until then, within stall's bound.
+func ObservedStatefulSet(ctx context.Context, client kubernetes.Interface, namespace, name string, start *appsv1.StatefulSet, stall Stall) (*appsv1.StatefulSet, error) {
 	sets := client.AppsV1().StatefulSets(namespace)
-	return observedObject(ctx, "StatefulSet "+namespace+"/"+name, appsv1.Resource("statefulsets"), name, start, start != nil,
-		sets.Get, sets.Watch, func(s *appsv1.StatefulSet) bool {
+	return observedObject(ctx, "StatefulSet "+namespace+"/"+name, "statefulset/"+name, appsv1.Resource("statefulsets"), namespace, name, start, start != nil,
+		stall, sets.Get, sets.Watch, func(s *appsv1.StatefulSet) bool {
 			return s.Status.ObservedGeneration >= s.Generation && s.Status.UpdateRevision != ""
-		})
+		}, func(s *appsv1.StatefulSet) int64 { return s.Status.ObservedGeneration })
 }
 
 // currentControllerRevision reads the ControllerRevision sts's status
@@ -127,7 +127,7 @@ type RescueEvent struct {
 // sees each step.
 func RescueStatefulSet(ctx context.Context, client kubernetes.Interface, clk clock.Clock, namespace, name string, report func(RescueEvent)) ([]string, error) {
 	what := "StatefulSet " + namespace + "/" + name
-	sts, err := ObservedStatefulSet(ctx, client, namespace, name, nil)
+	sts, err := ObservedStatefulSet(ctx, client, namespace, name, nil, Stall{})
 	if err != nil {
 		return nil, err
 	}

@@ -149,7 +149,7 @@ func TestCurrentControllerRevisions(t *testing.T) {
 	client := fake.NewClientset(sts, cr)
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": map[string]any{"name": "chat-g0"}}}
 	dep := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": "chat"}}}
-	refs, err := CurrentControllerRevisionsFrom(context.Background(), client, []*unstructured.Unstructured{dep, obj}, "ml", nil)
+	refs, err := CurrentControllerRevisionsFrom(context.Background(), client, []*unstructured.Unstructured{dep, obj}, "ml", nil, Stall{})
 	require.NoError(t, err)
 	require.Len(t, refs, 1)
 	assert.Equal(t, "chat-g0", refs[0].StatefulSet)
@@ -157,7 +157,7 @@ func TestCurrentControllerRevisions(t *testing.T) {
 	assert.Equal(t, "5d8f", refs[0].Hash)
 	assert.Equal(t, int64(4), refs[0].Revision)
 
-	_, err = CurrentControllerRevisionsFrom(context.Background(), fake.NewClientset(sts), []*unstructured.Unstructured{obj}, "ml", nil)
+	_, err = CurrentControllerRevisionsFrom(context.Background(), fake.NewClientset(sts), []*unstructured.Unstructured{obj}, "ml", nil, Stall{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ControllerRevision chat-g0-5d8f")
 }
