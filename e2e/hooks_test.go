@@ -8,16 +8,20 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/testregistry"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 const hookChart = "testdata/hookchart"
@@ -205,4 +209,54 @@ func TestHookOnlyChangeMakesARevision(t *testing.T) {
 	r = f.run(t, append([]string{"deploy", "hko", hookChart, "--progress", "plain", "--timeout", "2m"}, changed...)...)
 	require.Equal(t, exitcode.OK, r.code, "%s", r)
 	assert.Contains(t, r.stderr, "release hko is up to date (revision 2)")
+}
+
+// TestSignalDuringPreUpgradeHook: SIGINT while a pre-upgrade hook Job
+// runs, before anything of the release was applied, is exit 130: no
+// rollback revision (revision 1 stays deployed, revision 2 is failed,
+// "Upgrade interrupted"), no lock left, the hook Job deleted by its
+// hook-failed policy (an interrupted hook failed), nothing of the release
+// changed; the next deploy works.
+func TestSignalDuringPreUpgradeHook(t *testing.T) {
+	f := newRelFixture(t)
+	const rel = "hks"
+	deploy := func(args ...string) []string {
+		return append([]string{"deploy", rel, hookChart, "--progress", "plain", "--timeout", "5m", "-o", "json"}, args...)
+	}
+	r := f.run(t, deploy()...)
+	require.Equal(t, 0, r.code, "%s", r)
+	before, err := f.client.AppsV1().Deployments(f.namespace).Get(context.Background(), rel, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	p := f.start(t, deploy("--set", "image=example.com/vllm:v2", "--set", "readyDelay=1h", "--set", "firstDeletePolicy=hook-failed")...)
+	p.waitProgress(t, rel+"#2 hook: batch/v1 Job "+f.namespace+"/"+rel+"-first: running")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	r = p.wait(t)
+	t.Logf("SIGINT during the pre-upgrade hook: exit %d: %s", r.code, lastLine(r.stderr))
+
+	require.Equal(t, 130, r.code, "%s", r)
+	res := result(t, r)
+	assert.Zero(t, res.RolledBackTo, "nothing to roll back")
+	if assert.NotNil(t, res.Failure) {
+		assert.Equal(t, "Interrupted", res.Failure.Reason)
+	}
+	revs, err := storage.History(context.Background(), f.store, rel)
+	require.NoError(t, err)
+	assert.Equal(t, []storage.Status{storage.StatusDeployed, storage.StatusFailed}, statuses(revs), "no rollback revision")
+	assert.Equal(t, "Upgrade interrupted", revs[1].Description)
+	pending, err := f.store.List(context.Background(), rel)
+	require.NoError(t, err)
+	for _, e := range pending {
+		assert.False(t, e.Status.IsPending(), "no lock left: revision %d is %s", e.Revision, e.Status)
+	}
+	eventually(t, time.Minute, "the interrupted hook Job deleted (hook-failed)", func(ctx context.Context) (bool, error) {
+		_, err := f.client.BatchV1().Jobs(f.namespace).Get(ctx, rel+"-first", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	after, err := f.client.AppsV1().Deployments(f.namespace).Get(context.Background(), rel, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, before.Generation, after.Generation, "nothing of the release applied")
+
+	r = f.run(t, deploy("--set", "image=example.com/vllm:v2")...)
+	require.Equal(t, 0, r.code, "the next deploy: %s", r)
 }

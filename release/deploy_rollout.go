@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -252,8 +253,39 @@ func (d *Deployer) deployHooks(ctx context.Context, rec *storage.Release, res *R
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}
+	if ctx.Err() != nil && (event == charts.HookPreInstall || event == charts.HookPreUpgrade) {
+		// Interrupted before anything of the release was applied:
+		// nothing to roll back. The revision is finished as
+		// interrupted (the lock released) and the exit code is 130.
+		f := &wait.Diagnosis{Reason: "Interrupted", Object: hookFailure(err).Object,
+			Message: "the deploy was interrupted during its " + string(event) + " hooks, before anything of the release was applied"}
+		ierr := &InterruptedError{Name: rec.Name, Revision: rec.Revision, During: string(event) + " hooks", Err: err}
+		return d.finishFailed(ctx, rec, res, storage.Stamp(d.clock()), opts.withNote(opts.verb(install)+" interrupted"), f, ierr)
+	}
 	return d.rolloutFailed(ctx, rec, res, storage.Stamp(d.clock()), opts, wait.Result{}, err, hookFailure(err), install)
 }
+
+// InterruptedError is an operation interrupted (SIGINT, SIGTERM, SIGHUP)
+// before anything of the release was applied: exit code 130.
+type InterruptedError struct {
+	Name     string
+	Revision int
+	// During names the step the interrupt cut short (e.g.
+	// "pre-upgrade hooks").
+	During string
+	Err    error
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("release %s revision %d: interrupted during its %s, before anything of the release was applied: %v",
+		e.Name, e.Revision, e.During, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *InterruptedError) Unwrap() error { return e.Err }
+
+// ExitCode is 130.
+func (e *InterruptedError) ExitCode() int { return exitcode.Interrupted }
 
 // previousObjects returns the objects of the release's live revisions
 // before rec, among the records known under the lock: what the deploy

@@ -112,8 +112,13 @@ func (e *Engine) runHooks(ctx context.Context, rec *storage.Release, event chart
 		run, err := e.runHook(ctx, rec, h, event, timeout)
 		runs = append(runs, run)
 		if err != nil {
-			e.deleteHooks(ctx, rec, hooks[i:i+1], charts.HookFailed)
-			e.deleteHooks(ctx, rec, hooks[:i], charts.HookSucceeded)
+			// An interrupted hook failed too: its delete policies are
+			// honoured on a context of their own, which the interrupt
+			// does not end.
+			dctx, cancel := storage.FinishContext(ctx)
+			e.deleteHooks(dctx, rec, hooks[i:i+1], charts.HookFailed)
+			e.deleteHooks(dctx, rec, hooks[:i], charts.HookSucceeded)
+			cancel()
 			return runs, err
 		}
 	}

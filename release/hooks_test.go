@@ -438,3 +438,62 @@ func TestHookOnlyChangeIsANewRevision(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptDuringPreUpgradeHook: an interrupt while a pre-upgrade hook
+// Job runs, before anything of the release is applied, is exit code 130:
+// no rollback revision, the revision finished as interrupted (the lock
+// released, the previous revision still deployed), and the hook's delete
+// policy honoured although the deploy's context has ended.
+func TestInterruptDuringPreUpgradeHook(t *testing.T) {
+	for _, tc := range []struct {
+		policy  string
+		deleted bool
+	}{
+		{policy: "hook-failed", deleted: true},
+		{policy: "before-hook-creation", deleted: false},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			f := newEngFixture(t)
+			hooks := []*unstructured.Unstructured{hookObj("Job", "migrate", "pre-upgrade", "", tc.policy)}
+			_, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
+			require.NoError(t, err)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			f.waiter.Script = func(wctx context.Context, objs []wait.ObjectStatus, _ wait.Options) (wait.Result, error) {
+				for _, o := range objs {
+					if o.Object.Kind == "Job" {
+						cancel() // SIGINT while the hook runs
+						<-wctx.Done()
+						return wait.Result{Outcome: wait.OutcomeCanceled, Objects: objs}, wctx.Err()
+					}
+				}
+				return wait.Result{Outcome: wait.OutcomeCurrent, Objects: objs}, nil
+			}
+			s := baseSpec()
+			s.greeting = "v2"
+			opts := hookSpec(s, hooks...)
+			opts.RollbackOnFailure = true
+			res, err := release.NewDeployer(f.engine).Deploy(ctx, opts)
+			require.Error(t, err)
+			assert.Equal(t, 130, exitCode(err), "%v", err)
+			assert.Contains(t, err.Error(), "interrupted during its pre-upgrade hooks, before anything of the release was applied")
+			require.NotNil(t, res)
+			assert.Nil(t, res.Rollback, "nothing to roll back")
+			require.NotNil(t, res.Failure)
+			assert.Equal(t, "Interrupted", res.Failure.Reason)
+			assert.Equal(t, "hello", f.configMap("chat-config").Object["data"].(map[string]any)["greeting"], "nothing applied")
+			st := f.statuses(t)
+			require.Len(t, st, 2, "no rollback revision")
+			assert.Equal(t, storage.StatusDeployed, st[1])
+			assert.Equal(t, storage.StatusFailed, st[2])
+			assert.Equal(t, "Upgrade interrupted", f.record(t, 2).Description)
+			assert.Equal(t, tc.deleted, f.cluster.Object("batch", "Job", engNS, "migrate") == nil, "the delete policy is honoured")
+
+			// The lock is free: the next deploy goes through.
+			f.waiter.Script = nil
+			_, err = release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(s, hooks...))
+			require.NoError(t, err)
+		})
+	}
+}
