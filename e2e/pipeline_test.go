@@ -36,7 +36,7 @@ type ciDeploy struct {
 }
 
 // runCIDeploy runs hack/ci-deploy.sh RELEASE relChart args... against the
-// test namespace, as the README's pipelines run it.
+// test namespace, as the pipelines of docs/ci.md run it.
 func (f *relFixture) runCIDeploy(t *testing.T, args ...string) ciDeploy {
 	t.Helper()
 	dir := t.TempDir()
@@ -90,7 +90,7 @@ func (f *relFixture) deployedRevision(t *testing.T) int {
 	return 0
 }
 
-// TestPipelineScript runs hack/ci-deploy.sh, the shell part of the README's
+// TestPipelineScript runs hack/ci-deploy.sh, the shell part of docs/ci.md's
 // GitHub Actions and GitLab CI jobs, on the local cluster: a healthy
 // install, crash-looping upgrades (a failure naming no known cause, and a
 // vLLM out of GPU memory) rolled back with their diagnosis in the summary,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ci-deploy.sh: one pipeline step around `vllmctl deploy`, shared by the
-# GitHub Actions and GitLab CI examples in the README.
+# GitHub Actions and GitLab CI examples of docs/ci.md.
 #
 #   hack/ci-deploy.sh RELEASE [CHART] [deploy flags...]
 #   e.g. hack/ci-deploy.sh qwen -n inference -f prod.yaml --set image.tag=v0.11.1 --timeout 20m
