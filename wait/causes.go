@@ -74,69 +74,81 @@ type causeInput struct {
 }
 
 // causeMatch is what decided a cause: the rule's cause, the evidence, and
-// the submatches of the rule's expression on it.
+// the submatches of the pattern that matched it.
 type causeMatch struct {
 	cause    Cause
 	evidence string
 	sub      []string
+	re       *regexp.Regexp
 }
 
-// causeRule recognises one cause from one source: a log line, an event or
+// group is the submatch of the named group of the pattern that matched
+// ("" when it has none, or it matched nothing).
+func (m causeMatch) group(name string) string {
+	if m.re == nil {
+		return ""
+	}
+	for i, n := range m.re.SubexpNames() {
+		if n == name && i < len(m.sub) && m.sub[i] != "" {
+			return m.sub[i]
+		}
+	}
+	return ""
+}
+
+// causeRule recognises one cause from one source: log lines, events or
 // the last termination (exactly one of log, event and term is set).
 type causeRule struct {
 	cause Cause
-	// log matches an error line of the container's log; lines vLLM (or
-	// Python's logging) writes at DEBUG, INFO or WARNING level, and NCCL's
-	// INFO lines, never count.
-	log *regexp.Regexp
-	// event matches a pod event, as formatted by formatEvent.
-	event *regexp.Regexp
+	// log are the patterns of an error line of the container's log; lines
+	// vLLM (or Python's logging) writes at DEBUG, INFO or WARNING level,
+	// and NCCL's INFO lines, never count.
+	log []*regexp.Regexp
+	// event are the patterns of a pod event, as formatted by formatEvent.
+	event []*regexp.Regexp
 	// term recognises the last termination and describes it.
 	term func(t *corev1.ContainerStateTerminated) (string, bool)
 	// hints name the settings to change.
 	hints func(s *serverSpec, m causeMatch) []string
 }
 
-// causeRules is the rule table, most specific first: a cause whose log
-// also shows a more generic one comes before it (shm before nccl, an
-// invalid token before a repository "not found", the KV cache before GPU
-// memory).
-func causeRules() []causeRule {
-	re := regexp.MustCompile
-	return []causeRule{
-		{cause: CauseCUDADriver, hints: cudaDriverHints,
-			log: re(`(?i)NVIDIA driver on your system is too old|CUDA driver version is insufficient for CUDA runtime version|unsupported display driver / cuda driver combination|forward compatibility was attempted on non supported HW|requirement error: unsatisfied condition: cuda`)},
-		{cause: CauseCUDADriver, hints: cudaDriverHints,
-			event: re(`(?i)unsatisfied condition: cuda|forward compatibility was attempted|CUDA driver version is insufficient`)},
-		{cause: CauseGPUNotVisible, hints: gpuNotVisibleHints,
-			log: re(`(?i)No CUDA GPUs are available|Failed to infer device type|Found no NVIDIA driver on your system|NVML Shared Library Not Found|libcuda\.so[.0-9]*: cannot open shared object file|no CUDA-capable device is detected`)},
-		{cause: CauseShm, hints: shmHints,
-			log: re(`(?i)Error while creating shared memory segment|/dev/shm.*(No space left|too small|insufficient)|No space left on device.*/dev/shm|insufficient shared memory|^Bus error|Fatal Python error: Bus error|SIGBUS received|unable to (write to|mmap) .*torch_|posix_fallocate failed.*No space left on device`)},
-		{cause: CauseShm, hints: shmHints, term: busError},
-		{cause: CauseTensorParallel, hints: tensorParallelHints,
-			log: re(`(?i)number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)|World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)|is not divisible by tensor.parallel.size|number of required GPUs exceeds the total number of available GPUs`)},
-		{cause: CauseDtypeUnsupported, hints: dtypeHints,
-			log: re(`(?i)Bfloat16 is only supported on GPUs with compute capability of at least 8\.0(?:\. Your (.+?) GPU has compute capability (\d+\.\d+))?`)},
-		{cause: CauseKVCache, hints: kvCacheHints,
-			log: re(`(?i)No available memory for the cache blocks|(?:KV cache is needed, which is larger than the available KV cache memory|To serve at least one request with the models?'s max seq len)(?:.*estimated maximum model length is (\d+))?|larger than the maximum number of tokens that can be stored in KV cache`)},
-		// torch's OutOfMemoryError, not Ray's (ray.exceptions.OutOfMemoryError:
-		// its memory monitor killed a worker for the node's memory).
-		{cause: CauseGPUOOM, hints: gpuOOMHints,
-			log: re(`(?i)CUDA out of memory|(?:^|torch\.(?:cuda\.)?)OutOfMemoryError|CUDA (?:driver )?error: out of memory|Cuda failure 'out of memory'|(Free memory on device .* on startup is less than desired GPU memory utilization)`)},
-		{cause: CauseModelAuth, hints: modelAuthHints,
-			log: re(`(?i)GatedRepoError|Cannot access gated repo|You are trying to access a gated repo|Access to model \S+ is restricted|Invalid credentials in Authorization header|403 Client Error.*(huggingface|Forbidden)`)},
-		{cause: CauseModelNotFound, hints: modelNotFoundHints,
-			log: re(`(?i)RepositoryNotFoundError|Repository Not Found for url|Invalid repository ID or local directory specified|is not a local folder and is not a valid model identifier|does not appear to have a file named config\.json|404 Client Error.*huggingface\.co|RevisionNotFoundError`)},
-		{cause: CauseNCCL, hints: ncclHints,
-			log: re(`NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalidUsage|ncclRemoteError|DistBackendError|NCCL WARN .*(failure|failed|[Ee]rror)|Watchdog caught collective operation timeout|Some NCCL operations have failed or timed out`)},
-		// GPUs without peer-to-peer access, as CUDA itself reports it
-		// (vLLM's or SGLang's custom all-reduce, torch): after the rule
-		// above, which quotes NCCL's own line when there is one.
-		{cause: CauseNCCL, hints: ncclHints,
-			log: re(`peer access is not supported between these two devices`)},
-		{cause: CauseStartupProbe, hints: startupProbeHints,
-			event: re(`failed startup probe, will be restarted`)},
+// causeRules is the rule table, from causePatterns in causeRuleOrder,
+// with the patterns keep accepts (all when keep is nil).
+func causeRules(keep func(causePattern) bool) []causeRule {
+	hints := map[Cause]func(s *serverSpec, m causeMatch) []string{
+		CauseCUDADriver: cudaDriverHints, CauseGPUNotVisible: gpuNotVisibleHints, CauseShm: shmHints,
+		CauseTensorParallel: tensorParallelHints, CauseDtypeUnsupported: dtypeHints, CauseKVCache: kvCacheHints,
+		CauseGPUOOM: gpuOOMHints, CauseModelAuth: modelAuthHints, CauseModelNotFound: modelNotFoundHints,
+		CauseNCCL: ncclHints, CauseStartupProbe: startupProbeHints,
 	}
+	pats := causePatterns()
+	var out []causeRule
+	for _, rule := range causeRuleOrder() {
+		var first causePattern
+		for _, p := range pats {
+			if p.rule == rule {
+				first = p
+				break
+			}
+		}
+		r := causeRule{cause: first.cause(), hints: hints[first.cause()]}
+		switch first.kind() {
+		case "termination":
+			if keep != nil && !keep(first) {
+				continue
+			}
+			r.term = busError
+		case "event":
+			r.event = compiledPatterns(pats, rule, keep)
+		default:
+			r.log = compiledPatterns(pats, rule, keep)
+		}
+		if r.term == nil && len(r.log) == 0 && len(r.event) == 0 {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // timestampPattern is a timestamp before a log line: a container
@@ -188,8 +200,12 @@ type classifier struct {
 	ncclInfo *regexp.Regexp
 }
 
-func newClassifier() *classifier {
-	return &classifier{rules: causeRules(), level: regexp.MustCompile(logLevelPattern), prefix: regexp.MustCompile(prefixPattern),
+func newClassifier() *classifier { return newClassifierWith(nil) }
+
+// newClassifierWith is a classifier with the patterns keep accepts (all
+// when keep is nil).
+func newClassifierWith(keep func(causePattern) bool) *classifier {
+	return &classifier{rules: causeRules(keep), level: regexp.MustCompile(logLevelPattern), prefix: regexp.MustCompile(prefixPattern),
 		ncclInfo: regexp.MustCompile(ncclInfoPattern)}
 }
 
@@ -259,15 +275,21 @@ func (c *classifier) match(r causeRule, in causeInput, msgs [][]string) (causeMa
 				if log[i] == "" {
 					continue
 				}
-				if sub := r.log.FindStringSubmatch(matchable(log[i])); sub != nil {
-					return causeMatch{cause: r.cause, evidence: clip(log[i]), sub: sub}, true
+				line := matchable(log[i])
+				for _, re := range r.log {
+					if sub := re.FindStringSubmatch(line); sub != nil {
+						return causeMatch{cause: r.cause, evidence: clip(log[i]), sub: sub, re: re}, true
+					}
 				}
 			}
 		}
 	case r.event != nil:
 		for i := len(in.events) - 1; i >= 0; i-- {
-			if sub := r.event.FindStringSubmatch(matchable(in.events[i])); sub != nil {
-				return causeMatch{cause: r.cause, evidence: clip(in.events[i]), sub: sub}, true
+			ev := matchable(in.events[i])
+			for _, re := range r.event {
+				if sub := re.FindStringSubmatch(ev); sub != nil {
+					return causeMatch{cause: r.cause, evidence: clip(in.events[i]), sub: sub, re: re}, true
+				}
 			}
 		}
 	case r.term != nil && in.term != nil:

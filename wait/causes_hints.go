@@ -45,7 +45,7 @@ func shardHint(s *serverSpec, why string) string {
 
 func gpuOOMHints(s *serverSpec, m causeMatch) []string {
 	gmu := setting("--gpu-memory-utilization", valGMU, s.now("gpu-memory-utilization", "not set: 0.9"))
-	if len(m.sub) > 1 && m.sub[1] != "" {
+	if m.group("free") != "" {
 		return []string{
 			fmt.Sprintf("another process holds memory on this GPU, so vLLM cannot take the share it asks for: lower %s below the free share the error names, or keep other pods off the GPU (no time-slicing or MIG sharing)", gmu),
 			shardHint(s, "spread the model over more GPUs"),
@@ -63,8 +63,8 @@ func gpuOOMHints(s *serverSpec, m causeMatch) []string {
 func kvCacheHints(s *serverSpec, m causeMatch) []string {
 	maxLen := setting("--max-model-len", valMaxModelLen, s.now("max-model-len", "not set: the model's full context"))
 	first := fmt.Sprintf("lower %s to what the memory left for the KV cache holds", maxLen)
-	if len(m.sub) > 1 && m.sub[1] != "" {
-		first = fmt.Sprintf("lower %s to at most %s, the longest vLLM estimated the memory left for the KV cache holds", maxLen, m.sub[1])
+	if n := m.group("maxlen"); n != "" {
+		first = fmt.Sprintf("lower %s to at most %s, the longest vLLM estimated the memory left for the KV cache holds", maxLen, n)
 	}
 	return []string{
 		first,
@@ -147,8 +147,8 @@ func ncclHints(s *serverSpec, _ causeMatch) []string {
 
 func dtypeHints(s *serverSpec, m causeMatch) []string {
 	gpu := "the GPU"
-	if len(m.sub) > 2 && m.sub[1] != "" {
-		gpu = fmt.Sprintf("the %s GPU (compute capability %s)", strings.Trim(m.sub[1], "b'\""), m.sub[2])
+	if name := m.group("gpu"); name != "" {
+		gpu = fmt.Sprintf("the %s GPU (compute capability %s)", strings.Trim(name, "b'\""), m.group("cc"))
 	}
 	fix := fmt.Sprintf("add `--dtype=half` to %s", valExtraArgs)
 	if d, ok := s.flags["dtype"]; ok && d != "" {
@@ -163,13 +163,13 @@ func dtypeHints(s *serverSpec, m causeMatch) []string {
 func tensorParallelHints(s *serverSpec, m causeMatch) []string {
 	tp := setting("--tensor-parallel-size", valTP, s.now("tensor-parallel-size", "now 1"))
 	switch {
-	case len(m.sub) > 2 && m.sub[1] != "":
-		heads, _ := strconv.Atoi(m.sub[1])
+	case m.group("heads") != "":
+		heads, _ := strconv.Atoi(m.group("heads"))
 		return []string{fmt.Sprintf("%s must divide the model's %d attention heads: use %s, and set `gpu` (%s, %s) to the same number",
 			tp, heads, divisors(heads), valGPU, s.gpuNow())}
-	case len(m.sub) > 4 && m.sub[3] != "":
+	case m.group("world") != "" && m.group("gpus") != "":
 		return []string{fmt.Sprintf("%s × `--pipeline-parallel-size` needs %s GPUs but the container sees %s (`gpu`, %s, %s): make them equal (%s 0 follows %s)",
-			tp, m.sub[3], m.sub[4], valGPU, s.gpuNow(), valTP, valGPU)}
+			tp, m.group("world"), m.group("gpus"), valGPU, s.gpuNow(), valTP, valGPU)}
 	}
 	return []string{fmt.Sprintf("%s × `--pipeline-parallel-size` must equal the container's GPUs (`gpu`, %s, %s) and divide the model's attention heads", tp, valGPU, s.gpuNow())}
 }
