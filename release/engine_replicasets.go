@@ -98,4 +98,3 @@ func mergeControllerRevisions(have, found []storage.ControllerRevisionRef) []sto
 	slices.SortStableFunc(out, func(a, b storage.ControllerRevisionRef) int { return strings.Compare(a.StatefulSet, b.StatefulSet) })
 	return out
 }
-
