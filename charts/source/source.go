@@ -262,7 +262,7 @@ func locateInRepo(ctx context.Context, settings *cli.EnvSettings, ref, repoName,
 			return nil, fmt.Errorf("chart %s: %w", ref, err)
 		}
 	}
-	idx, err := repo.LoadIndexFile(indexPath)
+	idx, err := loadIndex(indexPath, e.URL)
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: cached index of repository %s (run vllmctl repo update %s): %w", ref, repoName, repoName, err)
 	}
@@ -292,7 +292,7 @@ func locateByURL(ctx context.Context, settings *cli.EnvSettings, name string, op
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: %w", name, err)
 	}
-	idx, err := repo.LoadIndexFile(indexPath)
+	idx, err := loadIndex(indexPath, e.URL)
 	if err != nil {
 		return nil, &RepoError{URL: redactURL(e.URL), Op: "read index", Err: err}
 	}
@@ -419,13 +419,17 @@ func notInIndex(ref, name, version, repoURL string, idx *repo.IndexFile, err err
 // downloadIndex fetches e's index.yaml into dir (as Helm's cache names it:
 // <name>-index.yaml, and <name>-charts.txt) and returns its path.
 func downloadIndex(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, dir string) (string, error) {
-	r, err := repo.NewChartRepository(e, getter.All(settings))
+	providers, capped, err := indexGetters(settings, e)
+	if err != nil {
+		return "", err
+	}
+	r, err := repo.NewChartRepository(e, providers)
 	if err != nil {
 		return "", &charts.InputError{Source: "repository URL", File: redactURL(e.URL), Msg: err.Error(), Err: err}
 	}
 	r.CachePath = dir
 	p, err := call(ctx, r.DownloadIndexFile)
-	if err != nil {
+	if err = capped.err(err); err != nil {
 		return "", &RepoError{URL: redactURL(e.URL), Op: "fetch index", Err: err}
 	}
 	return p, nil
