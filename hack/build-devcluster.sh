@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Builds the multi-call control-plane binary of cmd/devcluster once and caches
-# it outside the repo, keyed by a hash of that module's sources. Prints the
-# directory that holds the binary and its symlinks (etcd, kube-apiserver, ...).
+# it outside the repo, keyed by a hash of that module's top-level sources
+# (go.mod, go.sum, *.go), and the simulated vLLM engine vllm-sim
+# (cmd/devcluster/vllmsim, a separate binary of the same module) keyed by a
+# hash of go.mod, go.sum and vllmsim/*.go, so that a change to the simulator
+# rebuilds only it. Prints a directory holding symlinks to both (etcd,
+# kube-apiserver, ..., kubectl, kwok, kwokctl, vllm-sim).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 src=$root/cmd/devcluster
@@ -22,4 +26,21 @@ if [ ! -x "$out/devcluster" ]; then
   done
   rm -rf "$out" && mv "$out.tmp" "$out"
 fi
-echo "$out"
+simkey=$(cd "$src" && cat go.mod go.sum $(ls vllmsim/*.go | grep -v '_test\.go$') | sha256sum | cut -c1-16)
+simout=$cache/vllm-sim/$simkey
+if [ ! -x "$simout/vllm-sim" ]; then
+  mkdir -p "$simout.tmp"
+  echo "building vllm-sim into $simout" >&2
+  (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$simout.tmp/vllm-sim" ./vllmsim)
+  rm -rf "$simout" && mv "$simout.tmp" "$simout"
+fi
+bin=$cache/bin/$key-$simkey
+if [ ! -e "$bin/vllm-sim" ]; then
+  mkdir -p "$bin.tmp.$$"
+  for c in devcluster etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl; do
+    ln -sf "$out/$c" "$bin.tmp.$$/$c"
+  done
+  ln -sf "$simout/vllm-sim" "$bin.tmp.$$/vllm-sim"
+  rm -rf "$bin" && mv "$bin.tmp.$$" "$bin"
+fi
+echo "$bin"

@@ -5,8 +5,10 @@
 # kubeconfig to .cluster/kubeconfig. Idempotent.
 #
 # A running cluster is reused when every component is up: etcd,
-# kube-apiserver, kube-controller-manager, kube-scheduler and kwok-controller
-# (the process named by its pid file runs, and its health endpoint answers).
+# kube-apiserver, kube-controller-manager, kube-scheduler, kwok-controller
+# and vllm-sim, the simulated vLLM engine that serves the OpenAI API of the
+# built-in chart's pods through their port-forward (the process named by
+# its pid file runs, and its health endpoint answers).
 # A component that is down is started again (kwokctl start cluster) and the
 # script says which; when that does not bring the cluster back it is
 # recreated, as when nothing runs.
@@ -30,7 +32,10 @@ esac
 cfg=$root/cmd/devcluster/cluster
 kubeconfig=$state/kubeconfig
 kdir=$state/kwok/clusters/$name
-components="etcd kube-apiserver kube-controller-manager kube-scheduler kwok-controller"
+# The components kwokctl starts, and ours (started by this script, pid file
+# next to kwokctl's).
+kwok_components="etcd kube-apiserver kube-controller-manager kube-scheduler kwok-controller"
+components="$kwok_components vllm-sim"
 
 bindir=$("$root/hack/build-devcluster.sh")
 export PATH=$bindir:$PATH
@@ -86,6 +91,7 @@ healthy() {
     kube-apiserver) ready; return ;;
     kube-controller-manager|kube-scheduler) url=https://127.0.0.1:$(arg "$1" secure-port)/healthz ;;
     kwok-controller) url=http://$(arg kwok-controller server-address)/healthz ;;
+    vllm-sim) url=http://$(cat "$kdir/vllm-sim.addr" 2>/dev/null)/healthz ;;
   esac
   curl -sk --max-time 5 "$url" 2>/dev/null | grep -Eq '^ok$|"health": *"true"'
 }
@@ -110,25 +116,51 @@ unhealthy() {
   echo $out
 }
 
+# start_sim: start vllm-sim (the simulated vLLM engine, see
+# cmd/devcluster/vllmsim) in the background, its pid file next to
+# kwokctl's, its log in the cluster's logs directory, its health address in
+# vllm-sim.addr.
+start_sim() {
+  rm -f "$kdir/vllm-sim.addr"
+  mkdir -p "$kdir/pids" "$kdir/logs"
+  nohup "$bindir/vllm-sim" --kubeconfig "$kubeconfig" --address-file "$kdir/vllm-sim.addr" \
+    </dev/null >>"$kdir/logs/vllm-sim.log" 2>&1 8>&- 9>&- &
+  printf '%s' "$!" >"$kdir/pids/vllm-sim.pid"
+}
+
 # restart COMPONENT...: start the given components again (their pid files
 # removed first: kwokctl takes any live pid, even a reused one, for the
 # component), and wait for all to run and answer. 1 when they do not.
 restart() {
-  local c pid
+  local c pid sim=0 kw=""
   for c in "$@"; do
     alive "$c" && kill -9 "$(pid_of "$c")" 2>/dev/null
     rm -f "$kdir/pids/$c.pid"
+    if [ "$c" = vllm-sim ]; then sim=1; else kw="$kw $c"; fi
   done
+  [ -n "$kw" ] || { restart_sim "$@"; return; }
   # kwokctl compares pid files as they are; the e2e tests' restarts may
   # have written one with a trailing newline: rewrite the others plainly.
-  for c in $components; do
+  for c in $kwok_components; do
     pid=$(pid_of "$c") && printf '%s' "$pid" >"$kdir/pids/$c.pid"
   done
   kwokctl_ start cluster >>"$state/start.log" 2>&1 || { echo "kwokctl start cluster failed; see $state/start.log" >&2; return 1; }
   sleep 2 # a component that cannot start (a port taken) exits at once
   for _ in $(seq 1 60); do ready && break; sleep 1; done
+  [ $sim = 0 ] || start_sim
   local gone; gone=$(down)
   [ -z "$gone" ] || { echo "still down after the restart: $gone (logs: $kdir/logs)" >&2; return 1; }
+  local sick; sick=$(unhealthy 15)
+  [ -z "$sick" ] || { echo "not healthy after the restart: $sick (logs: $kdir/logs)" >&2; return 1; }
+  echo "local cluster $name: restarted $*"
+}
+
+# restart_sim: start vllm-sim again (already stopped by restart) and wait
+# for it to run and answer.
+restart_sim() {
+  start_sim
+  sleep 1
+  alive vllm-sim || { echo "still down after the restart: vllm-sim (log: $kdir/logs/vllm-sim.log)" >&2; return 1; }
   local sick; sick=$(unhealthy 15)
   [ -z "$sick" ] || { echo "not healthy after the restart: $sick (logs: $kdir/logs)" >&2; return 1; }
   echo "local cluster $name: restarted $*"
@@ -219,6 +251,9 @@ LOGS
   for _ in $(seq 1 60); do ready && break; sleep 1; done
   ready || { echo "kube-apiserver did not become ready; see $state/create.log and $state/kwok/clusters/$name/logs" >&2; exit 1; }
   exec 8>&-
+  start_sim
+  for _ in $(seq 1 30); do healthy vllm-sim && break; sleep 1; done
+  healthy vllm-sim || { echo "vllm-sim did not become healthy; see $kdir/logs/vllm-sim.log" >&2; exit 1; }
 fi
 [ $repair_only = 0 ] || exit 0
 
