@@ -32,6 +32,7 @@ test: lint unit fuzz e2e
 
 unit: helm registry
 	HELM_BIN=$$(hack/install-helm.sh) REGISTRY_BIN=$$(hack/install-registry.sh) $(GO) test $(RACE) $(GOTESTFLAGS) ./...
+	cd cmd/devcluster && $(GO) vet ./vllmsim/ && $(GO) test $(GOTESTFLAGS) ./vllmsim/
 
 ## fuzz: each fuzz target for a short fixed time (seeds also run as unit tests)
 FUZZTIME ?= 5s
