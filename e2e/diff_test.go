@@ -158,10 +158,13 @@ func (f *diffFixture) installChart(t *testing.T, chart string, set ...string) {
 	_, err = a.Apply(ctx, r.Objects, cluster.ApplyOptions{Namespace: f.namespace, Release: diffRelease})
 	require.NoError(t, err)
 	now := time.Now()
+	// What a deploy records: diff compares the hooks and notes too.
+	hooks, err := storage.HooksOf(r.Hooks)
+	require.NoError(t, err)
 	require.NoError(t, storage.NewSecrets(f.client, f.namespace).Create(ctx, &storage.Release{
 		Name: diffRelease, Revision: 1, Status: storage.StatusDeployed, Description: "Install complete",
 		Chart:  storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion},
-		Values: r.UserValues, Manifest: r.Manifest, Created: now, Updated: now,
+		Values: r.UserValues, Manifest: r.Manifest, Hooks: hooks, Notes: r.Notes, Created: now, Updated: now,
 	}))
 	eventually(t, 30*time.Second, "the Deployment controller observes the Deployment", func(ctx context.Context) (bool, error) {
 		d, err := f.client.AppsV1().Deployments(f.namespace).Get(ctx, diffRelease, metav1.GetOptions{})
