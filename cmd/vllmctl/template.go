@@ -64,6 +64,9 @@ func newTemplateCommand(g *GlobalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&o.dryRun, "dry-run", "client",
 		"\"client\" renders offline, as helm template; \"server\" renders against the cluster as helm install --dry-run=server: its version, its API versions and lookup, read-only")
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "client"
+	// A per-invocation choice, and deploy's --dry-run (a bool) shares the
+	// name: VLLMCTL_DRY_RUN or the config file's dry-run are deploy's.
+	commandLineOnly(cmd.Flags(), "dry-run")
 	cmd.Flags().BoolVar(&o.includeCRDs, "include-crds", false,
 		"print the CRDs of the crds/ directories of the chart and its enabled subcharts before the manifest")
 	return cmd

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 // TestTemplateRenderFlags: -a adds API versions offline; --dry-run takes
@@ -44,6 +48,36 @@ func TestTemplateRenderFlags(t *testing.T) {
 			assert.Equal(t, tc.code, code, "stderr: %s", stderr)
 			assert.Contains(t, stdout, tc.stdout)
 			assert.Contains(t, stderr, tc.stderr)
+		})
+	}
+}
+
+// TestTemplateDryRunIsCommandLineOnly: deploy's --dry-run (a bool) from
+// VLLMCTL_DRY_RUN or the config file does not reach template's --dry-run
+// (client|server), which would refuse "true" on every render.
+func TestTemplateDryRunIsCommandLineOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "templates"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: c\nversion: 0.1.0\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"), 0o644))
+	for _, tc := range []struct{ name, env, config string }{
+		{name: "environment", env: "true"},
+		{name: "config file", config: "dry-run: true\n"},
+		{name: "server from the environment is not taken", env: "server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			configEnv(t, tc.config)
+			if tc.env != "" {
+				t.Setenv("VLLMCTL_DRY_RUN", tc.env)
+			}
+			t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+			var out, errOut bytes.Buffer
+			ctx := context.Background()
+			cmd := NewRootCommand(ctx, genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+			cmd.SetArgs([]string{"template", "r", dir})
+			code := ExitCode(&errOut, cmd.ExecuteContext(ctx))
+			assert.Equal(t, 0, code, "stderr: %s", errOut.String())
+			assert.Contains(t, out.String(), "kind: ConfigMap")
 		})
 	}
 }
