@@ -3,7 +3,6 @@ package charts
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,6 +15,8 @@ import (
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/vllmctl/vllmctl/internal/secretdata"
 )
 
 // PostRenderer is a post-renderer in the executable form (Helm 3's
@@ -181,8 +182,8 @@ func splitAndDeannotate(stream string) (map[string]string, error) {
 }
 
 // withholdSecrets replaces in text every value of a Secret of files
-// (data as encoded and decoded, stringData), of 6 bytes or more, by
-// "(redacted)": a failing post-renderer may echo its input.
+// (secretdata.Values), of 6 bytes or more, by "(redacted)": a failing
+// post-renderer may echo its input.
 func withholdSecrets(text string, files map[string]string) string {
 	if text == "" {
 		return ""
@@ -191,24 +192,7 @@ func withholdSecrets(text string, files map[string]string) string {
 	if err != nil {
 		return "(withheld: the rendered manifests do not parse)"
 	}
-	var values []string
-	for _, o := range objs {
-		if o.GetKind() != "Secret" || o.GroupVersionKind().Group != "" {
-			continue
-		}
-		for _, field := range []string{"data", "stringData"} {
-			for _, v := range stringValues(o.Object, field) {
-				values = append(values, v)
-				if field == "data" {
-					if dec, err := base64.StdEncoding.DecodeString(v); err == nil {
-						values = append(values, string(dec))
-					}
-				} else {
-					values = append(values, base64.StdEncoding.EncodeToString([]byte(v)))
-				}
-			}
-		}
-	}
+	values := secretdata.Values(objs...)
 	// Longest first: a value inside another is withheld with it.
 	slices.SortFunc(values, func(a, b string) int { return len(b) - len(a) })
 	for _, v := range values {
@@ -217,18 +201,6 @@ func withholdSecrets(text string, files map[string]string) string {
 		}
 	}
 	return text
-}
-
-// stringValues are the string values of the map obj[field].
-func stringValues(obj map[string]any, field string) []string {
-	raw, _ := obj[field].(map[string]any)
-	var out []string
-	for _, v := range raw {
-		if s, ok := v.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // limitedBuffer keeps at most max bytes; what comes beyond is dropped

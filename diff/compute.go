@@ -11,6 +11,7 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/internal/owner"
+	"github.com/vllmctl/vllmctl/internal/secretdata"
 )
 
 // DryRunResult is one object of a dry-run apply.
@@ -99,7 +100,7 @@ func Compute(ctx context.Context, c Cluster, objs []*unstructured.Unstructured, 
 	if opts.Release == "" {
 		return nil, errors.New("diff: a release name is required")
 	}
-	values := secretValues(append(append([]*unstructured.Unstructured(nil), objs...), opts.Previous...)...)
+	values := secretdata.Values(append(append([]*unstructured.Unstructured(nil), objs...), opts.Previous...)...)
 	refs := refNames(objs, opts.Namespace)
 	rep, err := compute(ctx, c, objs, opts)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"reflect"
-	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -171,45 +170,6 @@ func foldStringData(obj map[string]any) map[string]any {
 		}
 	}
 	return data
-}
-
-// secretValues returns the values of the Secrets among objs in every form
-// an error message could echo: as written (base64 in data, plain in
-// stringData), decoded, and encoded. Empty values are left out.
-func secretValues(objs ...*unstructured.Unstructured) []string {
-	set := map[string]bool{}
-	add := func(s string) {
-		if s != "" {
-			set[s] = true
-		}
-	}
-	for _, o := range objs {
-		if o == nil || !isSecret(o.Object) {
-			continue
-		}
-		if d, ok := o.Object["data"].(map[string]any); ok {
-			for _, v := range d {
-				s := fmt.Sprint(v)
-				add(s)
-				if dec, err := base64.StdEncoding.DecodeString(s); err == nil {
-					add(string(dec))
-				}
-			}
-		}
-		if sd, ok := o.Object["stringData"].(map[string]any); ok {
-			for _, v := range sd {
-				s := fmt.Sprint(v)
-				add(s)
-				add(base64.StdEncoding.EncodeToString([]byte(s)))
-			}
-		}
-	}
-	out := make([]string, 0, len(set))
-	for s := range set {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // unmask cuts the sentinels of changed Secret values from rendered text.

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/secretdata"
 )
 
 // minLineValue is the shortest Secret value a Redactor looks for in
@@ -40,7 +41,7 @@ func (r *Redactor) AddObjects(objs ...*unstructured.Unstructured) {
 	if r == nil {
 		return
 	}
-	r.AddValues(secretValues(objs...)...)
+	r.AddValues(secretdata.Values(objs...)...)
 }
 
 // AddValues learns values to withhold.
