@@ -116,6 +116,11 @@ type harness struct {
 	err    error
 	cancel context.CancelFunc
 	logs   []*corev1.PodLogOptions
+	// watching counts, per resource, the watches the fake serves: an
+	// object created before its informer's watch is registered (after
+	// its list) would never reach the watcher, as the fake does not
+	// replay from a resource version.
+	watching map[string]int
 }
 
 type harnessOptions struct {
@@ -138,6 +143,21 @@ func startHarness(t *testing.T, o harnessOptions) *harness {
 	h.oldRS = testReplicaSet(h.d, "old", "vllm/vllm-openai:v0.9.0", 2)
 	objs := append([]runtime.Object{h.d, h.newRS, h.oldRS}, o.objects...)
 	h.client = fake.NewClientset(objs...)
+	h.watching = map[string]int{}
+	h.client.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := h.client.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
+		h.mu.Lock()
+		h.watching[a.GetResource().Resource]++
+		h.mu.Unlock()
+		return true, w, nil
+	})
 	h.client.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "log" {
 			return false, nil, nil
@@ -283,18 +303,21 @@ func (h *harness) running() bool {
 
 func (h *harness) createPod(p *corev1.Pod) {
 	h.t.Helper()
+	h.awaitWatch("pods")
 	_, err := h.client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
 	require.NoError(h.t, err)
 }
 
 func (h *harness) updatePod(p *corev1.Pod) {
 	h.t.Helper()
+	h.awaitWatch("pods")
 	_, err := h.client.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{})
 	require.NoError(h.t, err)
 }
 
 func (h *harness) updateDeployment(mutate func(d *appsv1.Deployment)) {
 	h.t.Helper()
+	h.awaitWatch("deployments")
 	d, err := h.client.AppsV1().Deployments(ns).Get(context.Background(), "chat", metav1.GetOptions{})
 	require.NoError(h.t, err)
 	mutate(d)
@@ -304,6 +327,7 @@ func (h *harness) updateDeployment(mutate func(d *appsv1.Deployment)) {
 
 func (h *harness) updateReplicaSet(name string, mutate func(rs *appsv1.ReplicaSet)) {
 	h.t.Helper()
+	h.awaitWatch("replicasets")
 	rs, err := h.client.AppsV1().ReplicaSets(ns).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(h.t, err)
 	mutate(rs)
@@ -313,8 +337,20 @@ func (h *harness) updateReplicaSet(name string, mutate func(rs *appsv1.ReplicaSe
 
 func (h *harness) createEvent(e *corev1.Event) {
 	h.t.Helper()
+	h.awaitWatch("events")
 	_, err := h.client.CoreV1().Events(ns).Create(context.Background(), e, metav1.CreateOptions{})
 	require.NoError(h.t, err)
+}
+
+// awaitWatch waits until the fake serves a watch of resource, so that
+// what is created next reaches the watcher's informer.
+func (h *harness) awaitWatch(resource string) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.watching[resource] > 0
+	}, 10*time.Second, time.Millisecond, "waiting for a watch of %s", resource)
 }
 
 // progressed waits until the watcher has reported the new ReplicaSet

@@ -92,6 +92,7 @@ func startRunHarnessWith(t *testing.T, ro RolloutOptions, obj runtime.Object, lo
 
 func (h *harness) updateJob(mutate func(j *batchv1.Job)) {
 	h.t.Helper()
+	h.awaitWatch("jobs")
 	j, err := h.client.BatchV1().Jobs(ns).Get(context.Background(), "migrate", metav1.GetOptions{})
 	require.NoError(h.t, err)
 	mutate(j)

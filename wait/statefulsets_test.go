@@ -62,6 +62,7 @@ func testStatefulSetPod(ordinal, rev string, statuses ...corev1.ContainerStatus)
 
 func (h *harness) updateStatefulSet(mutate func(s *appsv1.StatefulSet)) {
 	h.t.Helper()
+	h.awaitWatch("statefulsets")
 	s, err := h.client.AppsV1().StatefulSets(ns).Get(context.Background(), "web", metav1.GetOptions{})
 	require.NoError(h.t, err)
 	mutate(s)
