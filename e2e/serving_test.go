@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/vllmctl/vllmctl/internal/podhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/portforward"
@@ -108,6 +109,26 @@ func TestServingThroughPortForward(t *testing.T) {
 			require.Contains(t, metrics, "# TYPE vllm:time_to_first_token_seconds histogram")
 			require.Contains(t, metrics, fmt.Sprintf(`vllm:request_success_total{engine="0",finished_reason="length",model_name=%q} 2`, tc.model))
 			require.Contains(t, metrics, `http_requests_total{handler="/v1/completions",method="POST",status="2xx"} 2`)
+
+			// internal/podhttp, vllmctl's own way to a pod (one
+			// port-forward stream per connection), reads the same.
+			client, done := podhttp.New(f.cfg, f.client).Client(f.namespace, pod, 8000, 10*time.Second)
+			defer done()
+			for i := 0; i < 3; i++ { // connections are reused and survive each request
+				resp, err := client.Get("http://pod/v1/models")
+				require.NoError(t, err)
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+				require.Contains(t, string(b), `"id":"`+tc.model+`"`)
+			}
+			// A port nothing listens on: an error naming the pod, not a hang.
+			closed, done2 := podhttp.New(f.cfg, f.client).Client(f.namespace, pod, 8001, 10*time.Second)
+			defer done2()
+			_, err := closed.Get("http://pod/health")
+			require.Error(t, err)
+			require.Contains(t, err.Error(), pod)
 		})
 	}
 }
