@@ -896,6 +896,7 @@ func TestRolloutWatcherNewReplicaSetChanges(t *testing.T) {
 	// A third template: its ReplicaSet appears, the Deployment observes it.
 	next := testReplicaSet(h.d, "next", "vllm/vllm-openai:v0.9.2", 1)
 	next.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute))
+	h.awaitWatch("replicasets")
 	_, err := h.client.AppsV1().ReplicaSets(ns).Create(context.Background(), next, metav1.CreateOptions{})
 	require.NoError(t, err)
 	h.updateDeployment(func(d *appsv1.Deployment) {
