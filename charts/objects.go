@@ -126,29 +126,6 @@ func IsNamespacedKind(gvk schema.GroupVersionKind) bool {
 	return true
 }
 
-// SetDefaultNamespace sets namespace on every object in objs that has none
-// and whose kind is namespaced according to namespaced (IsNamespacedKind
-// when nil), as kubectl apply -n does. Render leaves namespaces as the
-// templates wrote them; the release engine calls this before applying.
-func SetDefaultNamespace(objs []*unstructured.Unstructured, namespace string, namespaced func(schema.GroupVersionKind) (bool, error)) error {
-	if namespaced == nil {
-		namespaced = func(gvk schema.GroupVersionKind) (bool, error) { return IsNamespacedKind(gvk), nil }
-	}
-	for _, o := range objs {
-		if o.GetNamespace() != "" {
-			continue
-		}
-		ok, err := namespaced(o.GroupVersionKind())
-		if err != nil {
-			return fmt.Errorf("scope of %s: %w", ObjectRef(o), err)
-		}
-		if ok {
-			o.SetNamespace(namespace)
-		}
-	}
-	return nil
-}
-
 // docSep splits a rendered file into YAML documents exactly like Helm's
 // releaseutil.SplitManifests.
 var docSep = regexp.MustCompile(`(?m)^---[ \t]*`)
@@ -164,15 +141,6 @@ type objectHead struct {
 	Items json.RawMessage `json:"items"`
 }
 
-// parseObjects splits the rendered templates into objects, in file-name
-// order then document order, dropping empty documents. A document that is
-// not valid YAML or not a Kubernetes object, and a duplicate object, are
-// *InputErrors naming the template.
-func parseObjects(files map[string]string) ([]*unstructured.Unstructured, error) {
-	objs, _, err := parseRendered(files)
-	return objs, err
-}
-
 // SourceKey identifies an object in Rendered.Sources: its group, kind,
 // namespace and name as rendered.
 func SourceKey(o *unstructured.Unstructured) string {
@@ -182,7 +150,7 @@ func SourceKey(o *unstructured.Unstructured) string {
 // Source returns the template that rendered o ("<chart>/templates/x.yaml",
 // "<chart>/charts/<sub>/templates/x.yaml"), or "" when o is not one of the
 // rendered objects. An object whose namespace was set after rendering
-// (SetDefaultNamespace) is found too.
+// (by the applier, as kubectl apply -n does) is found too.
 func (r *Rendered) Source(o *unstructured.Unstructured) string {
 	if r == nil || o == nil {
 		return ""

@@ -44,7 +44,7 @@ const (
 	notesFile = "NOTES.txt"
 )
 
-// Render renders ch with the values and release settings of opts, exactly
+// RenderContext renders ch with the values and release settings of opts, exactly
 // as `helm template RELEASE CHART -n NAMESPACE -f ... --set ... --set-string
 // ...` renders it, and returns the objects marked as the release's
 // (owner.Mark: labels app.kubernetes.io/managed-by=vllmctl and
@@ -74,11 +74,8 @@ const (
 // its enabled subcharts.
 //
 // Every problem with the input is an *InputError.
-func Render(ch *chart.Chart, opts RenderOptions) (*Rendered, error) {
-	return RenderContext(context.Background(), ch, opts)
-}
-
-// RenderContext is Render with a context (only used to cancel rendering).
+//
+// ctx is only used to cancel rendering.
 func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*Rendered, error) {
 	if ch == nil || ch.Metadata == nil {
 		return nil, errors.New("render: no chart")

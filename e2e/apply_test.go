@@ -36,7 +36,7 @@ type applyFixture struct {
 func newApplyFixture(t *testing.T) *applyFixture {
 	t.Helper()
 	e := newEnv(t)
-	a, err := cluster.NewApplierForConfig(e.cfg)
+	a, err := newApplierForConfig(e.cfg)
 	require.NoError(t, err)
 	return &applyFixture{env: e, applier: a}
 }
@@ -360,10 +360,13 @@ func TestCurrentReplicaSetFollowsRevisions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	_, err := f.apply(t, cluster.ApplyOptions{}, releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 1))
+	dep := releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 1)
+	_, err := f.apply(t, cluster.ApplyOptions{}, dep)
 	require.NoError(t, err)
-	first, err := cluster.CurrentReplicaSet(ctx, f.client, f.namespace, "chat")
+	refs, err := cluster.CurrentReplicaSetsFrom(ctx, f.client, []*unstructured.Unstructured{dep}, f.namespace, nil, cluster.Stall{})
 	require.NoError(t, err)
+	require.Len(t, refs, 1)
+	first := refs[0]
 	assert.Equal(t, int64(1), first.Revision)
 	assert.Equal(t, "chat", first.Deployment)
 	assert.NotEmpty(t, first.PodTemplateHash)
@@ -374,7 +377,7 @@ func TestCurrentReplicaSetFollowsRevisions(t *testing.T) {
 	next := releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.1", 1)
 	_, err = f.apply(t, cluster.ApplyOptions{}, next)
 	require.NoError(t, err)
-	second, err := cluster.CurrentReplicaSets(ctx, f.client, []*unstructured.Unstructured{releaseService(t, "chat"), next}, f.namespace)
+	second, err := cluster.CurrentReplicaSetsFrom(ctx, f.client, []*unstructured.Unstructured{releaseService(t, "chat"), next}, f.namespace, nil, cluster.Stall{})
 	require.NoError(t, err)
 	require.Len(t, second, 1)
 	assert.Equal(t, int64(2), second[0].Revision)

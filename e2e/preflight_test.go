@@ -62,7 +62,7 @@ func preflightDeployment(name, image string, replicas int32, gpus int64, node st
 	return d
 }
 
-// rendered turns d into what charts.Render hands the preflight.
+// rendered turns d into what charts.RenderContext hands the preflight.
 func rendered(t *testing.T, ns string, d *appsv1.Deployment) []*unstructured.Unstructured {
 	t.Helper()
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d.DeepCopy())

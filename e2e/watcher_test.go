@@ -114,7 +114,7 @@ func newWatcherFixture(t *testing.T, opts wait.RolloutOptions) *watcherFixture {
 	t.Helper()
 	e := newEnv(t)
 	counter := &requestCounter{}
-	w, err := wait.NewRolloutWatcherForConfig(counter.wrap(e.cfg), opts)
+	w, err := newRolloutWatcherForConfig(counter.wrap(e.cfg), opts)
 	require.NoError(t, err)
 	return &watcherFixture{env: e, counter: counter, watcher: w}
 }

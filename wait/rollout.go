@@ -9,7 +9,6 @@ package wait
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"sync"
 	"time"
@@ -18,12 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/clock"
 
 	"github.com/vllmctl/vllmctl/internal/object"
@@ -114,35 +110,6 @@ var _ Waiter = (*RolloutWatcher)(nil)
 // none.
 func NewRolloutWatcher(client kubernetes.Interface, others Waiter, opts RolloutOptions) *RolloutWatcher {
 	return &RolloutWatcher{client: client, others: others, opts: opts.withDefaults()}
-}
-
-// NewRolloutWatcherForConfig returns a RolloutWatcher for the cluster of
-// cfg, following LeaderWorkerSets too, with a KstatusWaiter (and a
-// discovery-backed REST mapper) for the objects it does not follow itself.
-func NewRolloutWatcherForConfig(cfg *rest.Config, opts RolloutOptions) (*RolloutWatcher, error) {
-	streams := StreamConfig(cfg)
-	client, err := kubernetes.NewForConfig(streams)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("dynamic client: %w", err)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("discovery client: %w", err)
-	}
-	pods, err := NewPodWatchClient(streams)
-	if err != nil {
-		return nil, err
-	}
-	apps, err := NewAppsWatchClient(streams)
-	if err != nil {
-		return nil, err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return NewRolloutWatcher(client, NewKstatusWaiter(dyn, mapper), opts).WithDynamicClient(dyn).WithPodWatchClient(pods).WithAppsWatchClient(apps), nil
 }
 
 // WithPodWatchClient makes w's informers of pods list and watch them

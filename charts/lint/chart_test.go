@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"context"
 	stdjson "encoding/json"
 	"path/filepath"
 	"sort"
@@ -29,7 +30,7 @@ func renderChart(t *testing.T, dir, namespace string, valueFiles ...string) []*u
 	t.Helper()
 	ch, err := charts.Load(dir)
 	require.NoError(t, err)
-	r, err := charts.Render(ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: namespace, ValueFiles: valueFiles})
+	r, err := charts.RenderContext(context.Background(), ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: namespace, ValueFiles: valueFiles})
 	require.NoError(t, err)
 	return r.Objects
 }
@@ -201,7 +202,7 @@ func TestSubchartObjectsAreLinted(t *testing.T) {
 	require.NoError(t, err)
 	// The cache subchart is not vendored in testdata (the charts tests
 	// pack it): its tag turns it off.
-	r, err := charts.Render(ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: lintNamespace, Set: []string{"tags.backend=false"}})
+	r, err := charts.RenderContext(context.Background(), ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: lintNamespace, Set: []string{"tags.backend=false"}})
 	require.NoError(t, err)
 	got := Run(r.Objects, Options{Namespace: lintNamespace, Source: r.Source})
 	require.NotEmpty(t, got)
@@ -246,7 +247,7 @@ func TestBuiltinChartMultiNode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := charts.Render(ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: lintNamespace, ValueFiles: []string{multinode}, Set: tt.set})
+			r, err := charts.RenderContext(context.Background(), ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: lintNamespace, ValueFiles: []string{multinode}, Set: tt.set})
 			require.NoError(t, err)
 			var got []string
 			for _, f := range Run(r.Objects, Options{Namespace: lintNamespace}) {

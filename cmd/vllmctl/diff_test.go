@@ -47,7 +47,7 @@ func renderQwen(t *testing.T, set ...string) []*unstructured.Unstructured {
 	t.Helper()
 	ch, err := charts.Load("vllm")
 	require.NoError(t, err)
-	r, err := charts.Render(ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: "ml", Set: set, Revision: 1})
+	r, err := charts.RenderContext(context.Background(), ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: "ml", Set: set, Revision: 1})
 	require.NoError(t, err)
 	return r.Objects
 }
@@ -117,7 +117,7 @@ func (f *diffFixture) deployRecord(t *testing.T, set ...string) []*unstructured.
 	t.Helper()
 	ch, err := charts.Load("vllm")
 	require.NoError(t, err)
-	r, err := charts.Render(ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: "ml", Set: set, Revision: 1})
+	r, err := charts.RenderContext(context.Background(), ch, charts.RenderOptions{ReleaseName: "qwen", Namespace: "ml", Set: set, Revision: 1})
 	require.NoError(t, err)
 	hooks, err := storage.HooksOf(r.Hooks)
 	require.NoError(t, err)

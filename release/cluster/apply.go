@@ -15,11 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/vllmctl/vllmctl/internal/object"
 )
@@ -197,21 +193,6 @@ func NewApplier(getter genericclioptions.RESTClientGetter) (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build dynamic client: %w", err)
 	}
-	return NewApplierFromClients(dyn, mapper), nil
-}
-
-// NewApplierForConfig builds an Applier from a REST config, with a deferred
-// RESTMapper over in-memory cached discovery.
-func NewApplierForConfig(cfg *rest.Config) (*Applier, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("build discovery client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("build dynamic client: %w", err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	return NewApplierFromClients(dyn, mapper), nil
 }
 

@@ -5,7 +5,7 @@
 // revision no longer renders, creating and reading
 // CustomResourceDefinitions, REST mapping and discovery resets, parsing
 // recorded manifests, and finding the ReplicaSet the Deployment controller
-// made for a revision ([CurrentReplicaSets]).
+// made for a revision ([CurrentReplicaSetsFrom]).
 //
 // [Applier] is the one client; it holds a dynamic client and a RESTMapper.
 // It knows the release records only by their labels and names (package

@@ -31,15 +31,10 @@ import (
 // numbers a Deployment's ReplicaSets.
 const RevisionAnnotation = deploymentutil.RevisionAnnotation
 
-// CurrentReplicaSets returns, for every Deployment among objs (in order),
-// the ReplicaSet carrying its current pod template; see
-// [CurrentReplicaSet]. Deployments without a namespace are looked up in
-// namespace.
-func CurrentReplicaSets(ctx context.Context, client kubernetes.Interface, objs []*unstructured.Unstructured, namespace string) ([]storage.ReplicaSetRef, error) {
-	return CurrentReplicaSetsFrom(ctx, client, objs, namespace, nil, Stall{})
-}
-
-// CurrentReplicaSetsFrom is CurrentReplicaSets starting from the
+// CurrentReplicaSetsFrom returns, for every Deployment among objs (in
+// order), the ReplicaSet carrying its current pod template (see
+// currentReplicaSet); Deployments without a namespace are looked up in
+// namespace. It starts from the
 // Deployments as an apply just returned them (by object.Ref.String(); a
 // missing one is read), so that none is read again, and with stall's bound
 // on a Deployment controller that does not act.
@@ -72,7 +67,7 @@ func CurrentReplicaSetsFrom(ctx context.Context, client kubernetes.Interface, ob
 	return refs, nil
 }
 
-// CurrentReplicaSet waits until the Deployment controller has observed the
+// currentReplicaSet waits until the Deployment controller has observed the
 // Deployment's latest generation (status.observedGeneration >=
 // metadata.generation), watching the Deployment from the resourceVersion it
 // read, then returns the ReplicaSet the Deployment controls whose pod
@@ -82,12 +77,7 @@ func CurrentReplicaSetsFrom(ctx context.Context, client kubernetes.Interface, ob
 //
 // ctx bounds the wait. A paused Deployment, or one whose controller has not
 // created the ReplicaSet, is an error.
-func CurrentReplicaSet(ctx context.Context, client kubernetes.Interface, namespace, name string) (storage.ReplicaSetRef, error) {
-	return currentReplicaSet(ctx, client, namespace, name, nil, Stall{})
-}
-
-// currentReplicaSet is CurrentReplicaSet from the Deployment start, when
-// known (else it is read).
+// It starts from the Deployment start, when known (else it is read).
 func currentReplicaSet(ctx context.Context, client kubernetes.Interface, namespace, name string, start *appsv1.Deployment, stall Stall) (storage.ReplicaSetRef, error) {
 	obj := "Deployment " + namespace + "/" + name
 	d, err := observedDeployment(ctx, client, namespace, name, start, stall)

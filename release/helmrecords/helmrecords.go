@@ -181,12 +181,6 @@ func MarkAdopted(ctx context.Context, client kubernetes.Interface, ns string, re
 	return relabel(ctx, client, ns, recs, OwnerAdopted, "true")
 }
 
-// Unmark gives the records back to Helm (owner=helm, without
-// vllmctl.io/adopted).
-func Unmark(ctx context.Context, client kubernetes.Interface, ns string, recs []Record) error {
-	return relabel(ctx, client, ns, recs, OwnerHelm, "")
-}
-
 func relabel(ctx context.Context, client kubernetes.Interface, ns string, recs []Record, owner, adopted string) error {
 	var adoptedValue any = adopted
 	if adopted == "" {

@@ -7,7 +7,6 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/release/common"
 	rspb "helm.sh/helm/v4/pkg/release/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/owner"
@@ -122,9 +121,4 @@ func toHook(h *rspb.Hook, name, ns string) (storage.Hook, error) {
 		hk.DeletePolicies = append(hk.DeletePolicies, charts.HookDeletePolicy(p))
 	}
 	return hk, nil
-}
-
-// Objects are the objects of a Helm revision's manifest.
-func Objects(r Record) ([]*unstructured.Unstructured, error) {
-	return cluster.ParseManifest(r.Release.Manifest)
 }

@@ -269,7 +269,8 @@ func Encode(r *Release) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Decode parses what Encode produced.
+// Decode parses what Encode produced: the reader of the record format
+// (contract.md, release records) for tools that read records themselves.
 func Decode(data []byte) (*Release, error) {
 	return new(decoder).decode(data)
 }

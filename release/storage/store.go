@@ -153,16 +153,6 @@ func Pending(ctx context.Context, s Store, name string) ([]*Release, error) {
 	return DecodeAll(slices.DeleteFunc(entries, func(e Entry) bool { return !e.Status.IsPending() }))
 }
 
-// NextRevision returns the revision number a new record of release name
-// takes: one more than the highest existing, or 1.
-func NextRevision(ctx context.Context, s Store, name string) (int, error) {
-	entries, err := s.List(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	return nextRevision(entries), nil
-}
-
 func nextRevision(entries []Entry) int {
 	next := 1
 	for _, e := range entries {
