@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
@@ -343,7 +343,7 @@ func (a *Adopter) replicaSetsOf(ctx context.Context, rec *storage.Release, rsLis
 		if rs == nil {
 			continue
 		}
-		rev, _ := strconv.ParseInt(rs.Annotations["deployment.kubernetes.io/revision"], 10, 64)
+		rev, _ := deploymentutil.Revision(rs)
 		refs = append(refs, storage.ReplicaSetRef{Deployment: dep.Name, Name: rs.Name,
 			PodTemplateHash: rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey], Revision: rev})
 	}

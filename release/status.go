@@ -5,18 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vllmctl/vllmctl/charts"
 	"slices"
-	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -260,7 +260,7 @@ func ServingReplicaSets(ctx context.Context, client kubernetes.Interface, namesp
 		if ptr.Deref(rs.Spec.Replicas, 0) == 0 && rs.Status.Replicas == 0 {
 			continue
 		}
-		rev, _ := strconv.ParseInt(rs.Annotations[cluster.RevisionAnnotation], 10, 64)
+		rev, _ := deploymentutil.Revision(rs)
 		out = append(out, ServingReplicaSet{
 			ReplicaSetRef: storage.ReplicaSetRef{
 				Deployment:      name,

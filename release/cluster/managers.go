@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/csaupgrade"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/vllmctl/vllmctl/internal/object"
 )
@@ -25,9 +26,6 @@ type ManagerMove struct {
 	// Missing is set when the object does not exist.
 	Missing bool `json:"missing,omitempty"`
 }
-
-// maxMoveAttempts bounds the retries of a move that raced a write.
-const maxMoveAttempts = 5
 
 // MoveManagers gives the fields the field managers `from` own in the live
 // copy of obj to manager `to` (vllmctl's for adopt, Helm's for handover),
@@ -50,41 +48,40 @@ func (a *Applier) MoveManagers(ctx context.Context, obj *unstructured.Unstructur
 	ref.Namespace = ns
 	move := ManagerMove{Object: ref}
 	client := a.resource(mapping, ns)
-	for attempt := 1; ; attempt++ {
-		live, err := client.Get(ctx, ref.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			move.Missing = true
-			return move, nil
-		}
-		if err != nil {
-			return move, fmt.Errorf("get %s: %w", ref, err)
-		}
-		fields, moved, err := movedFields(live, from, to)
-		if err != nil {
-			return move, fmt.Errorf("%s: managedFields: %w", ref, err)
-		}
-		move.Moved = moved
-		if len(moved) == 0 || dryRun {
-			return move, nil
-		}
-		patch, err := json.Marshal([]map[string]any{
-			{"op": "test", "path": "/metadata/resourceVersion", "value": live.GetResourceVersion()},
-			{"op": "replace", "path": "/metadata/managedFields", "value": fields},
+	// A failed test (the object changed since it was read) is Invalid or
+	// Conflict: read it again, as retry.RetryOnConflict would.
+	raced := func(err error) bool { return apierrors.IsInvalid(err) || apierrors.IsConflict(err) }
+	err = retry.OnError(retry.DefaultRetry, raced, // five attempts, 10ms apart and growing
+		func() error {
+			live, err := client.Get(ctx, ref.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				move.Missing = true
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("get %s: %w", ref, err)
+			}
+			fields, moved, err := movedFields(live, from, to)
+			if err != nil {
+				return fmt.Errorf("%s: managedFields: %w", ref, err)
+			}
+			move.Moved = moved
+			if len(moved) == 0 || dryRun {
+				return nil
+			}
+			patch, err := json.Marshal([]map[string]any{
+				{"op": "test", "path": "/metadata/resourceVersion", "value": live.GetResourceVersion()},
+				{"op": "replace", "path": "/metadata/managedFields", "value": fields},
+			})
+			if err != nil {
+				return err
+			}
+			if _, err := client.Patch(ctx, ref.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+				return fmt.Errorf("move field managers %v of %s to %s: %w", moved, ref, to, err)
+			}
+			return nil
 		})
-		if err != nil {
-			return move, err
-		}
-		_, err = client.Patch(ctx, ref.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
-		if err == nil {
-			return move, nil
-		}
-		// A failed test (the object changed since it was read) is
-		// Invalid or Conflict: read it again.
-		if (apierrors.IsInvalid(err) || apierrors.IsConflict(err)) && attempt < maxMoveAttempts {
-			continue
-		}
-		return move, fmt.Errorf("move field managers %v of %s to %s: %w", moved, ref, to, err)
-	}
+	return move, err
 }
 
 // movedFields returns the managedFields of live with the entries of the

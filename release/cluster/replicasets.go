@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,13 +103,11 @@ func currentReplicaSet(ctx context.Context, client kubernetes.Interface, namespa
 		Name:            rs.Name,
 		PodTemplateHash: rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey],
 	}
-	if v, ok := rs.Annotations[RevisionAnnotation]; ok {
-		rev, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return storage.ReplicaSetRef{}, fmt.Errorf("ReplicaSet %s/%s: annotation %s=%q: %w", namespace, rs.Name, RevisionAnnotation, v, err)
-		}
-		ref.Revision = rev
+	rev, err := deploymentutil.Revision(rs)
+	if err != nil {
+		return storage.ReplicaSetRef{}, fmt.Errorf("ReplicaSet %s/%s: annotation %s=%q: %w", namespace, rs.Name, RevisionAnnotation, rs.Annotations[RevisionAnnotation], err)
 	}
+	ref.Revision = rev
 	return ref, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"k8s.io/utils/clock"
 
 	"github.com/vllmctl/vllmctl/internal/object"
@@ -165,7 +166,7 @@ func StuckPods(sts *appsv1.StatefulSet, pods []corev1.Pod) []*corev1.Pod {
 		if owner == nil || owner.Kind != "StatefulSet" || owner.Name != sts.Name {
 			continue
 		}
-		if p.DeletionTimestamp != nil || p.Labels[ControllerRevisionHashLabel] == sts.Status.UpdateRevision || podReady(p) {
+		if p.DeletionTimestamp != nil || p.Labels[ControllerRevisionHashLabel] == sts.Status.UpdateRevision || podutils.IsPodReady(p) {
 			continue
 		}
 		out = append(out, p)
@@ -188,15 +189,6 @@ func ordinal(p *corev1.Pod) int {
 		return -1
 	}
 	return n
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // evictRetry is how long a rescue waits before asking again for an
