@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
-	"unicode"
 
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,12 +28,8 @@ func parseCRDs(ch *chart.Chart) ([]*unstructured.Unstructured, []string, error) 
 	from := map[string]string{} // CRD name -> file
 	for _, crd := range ch.CRDObjects() {
 		content := string(crd.File.Data)
-		n := 0
-		for _, doc := range docSep.Split(strings.TrimLeftFunc(content, unicode.IsSpace), -1) {
-			if strings.TrimSpace(doc) == "" {
-				continue
-			}
-			n++
+		for i, doc := range splitDocuments(content) {
+			n := i + 1
 			objs, err := parseDocument(doc)
 			if err == nil {
 				err = checkCRDs(objs)

@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"regexp"
+	"maps"
 	"slices"
+	"sort"
 	"strings"
-	"unicode"
 
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -126,10 +126,6 @@ func IsNamespacedKind(gvk schema.GroupVersionKind) bool {
 	return true
 }
 
-// docSep splits a rendered file into YAML documents exactly like Helm's
-// releaseutil.SplitManifests.
-var docSep = regexp.MustCompile(`(?m)^---[ \t]*`)
-
 // objectHead is what every rendered document must have.
 type objectHead struct {
 	APIVersion string `json:"apiVersion"`
@@ -183,13 +179,8 @@ func parseRendered(files map[string]string) ([]*unstructured.Unstructured, map[s
 		if !strings.HasSuffix(content, "\n") {
 			content += "\n"
 		}
-		docs := docSep.Split(strings.TrimLeftFunc(content, unicode.IsSpace), -1)
-		n := 0
-		for _, doc := range docs {
-			if strings.TrimSpace(doc) == "" {
-				continue
-			}
-			n++
+		for i, doc := range splitDocuments(content) {
+			n := i + 1
 			got, err := parseDocument(doc)
 			if err != nil {
 				return nil, nil, &InputError{
@@ -211,6 +202,20 @@ func parseRendered(files map[string]string) ([]*unstructured.Unstructured, map[s
 		}
 	}
 	return objs, seen, nil
+}
+
+// splitDocuments splits a file into its non-empty YAML documents, in
+// order, as Helm splits the manifest it applies
+// (releaseutil.SplitManifests).
+func splitDocuments(content string) []string {
+	docs := releaseutil.SplitManifests(content)
+	keys := slices.Collect(maps.Keys(docs))
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = docs[k]
+	}
+	return out
 }
 
 // parseDocument parses one rendered YAML document into its objects: none
