@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	watchtools "k8s.io/client-go/tools/watch"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -23,25 +25,26 @@ func waitKinds(ctx context.Context, client CRDClient, name string, plan *crdPlan
 	if len(gvks) == 0 {
 		return nil
 	}
-	for {
-		missing, err := client.MissingKinds(ctx, gvks)
-		if err == nil && len(missing) == 0 {
-			return nil
-		}
+	var missing []schema.GroupVersionKind
+	err := kwait.PollUntilContextCancel(ctx, crdPollInterval, true, func(ctx context.Context) (bool, error) {
+		var err error
+		missing, err = client.MissingKinds(ctx, gvks)
 		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("release %s: discover the kinds of the new CRDs: %w", name, err)
+			return false, fmt.Errorf("release %s: discover the kinds of the new CRDs: %w", name, err)
 		}
-		if pause(ctx, crdPollInterval) != nil {
-			gvk := gvks[0]
-			if len(missing) > 0 {
-				gvk = missing[0]
-			}
-			def := plan.pending[gvk.GroupKind()]
-			return &CRDError{Release: name, CRD: def.name, Reason: ReasonCRDNotEstablished,
-				Err: fmt.Errorf("Established, but the API server did not serve kind %s in %s within the deploy's --timeout: %w",
-					gvk.Kind, gvk.GroupVersion(), context.Cause(ctx))}
-		}
+		return err == nil && len(missing) == 0, nil
+	})
+	if err == nil || ctx.Err() == nil {
+		return err
 	}
+	gvk := gvks[0]
+	if len(missing) > 0 {
+		gvk = missing[0]
+	}
+	def := plan.pending[gvk.GroupKind()]
+	return &CRDError{Release: name, CRD: def.name, Reason: ReasonCRDNotEstablished,
+		Err: fmt.Errorf("Established, but the API server did not serve kind %s in %s within the deploy's --timeout: %w",
+			gvk.Kind, gvk.GroupVersion(), context.Cause(ctx))}
 }
 
 // waitEstablished waits, watching it, until crd is Established; a CRD
