@@ -3,7 +3,6 @@ package charts
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -154,44 +153,10 @@ func templateError(err error) *InputError {
 	return ie
 }
 
-// schemaLineRe matches one violation in the output of Helm's schema
-// validation: "- at '/resources/gpu': got string, want integer".
-var schemaLineRe = regexp.MustCompile(`^\s*- at '([^']*)': (.*)$`)
-
-// schemaPropRe finds the property named by an "additional properties" or
-// "missing property" violation, whose location is the enclosing object.
-var schemaPropRe = regexp.MustCompile(`^(?:additional properties|additionalProperties|missing propert(?:y|ies)) '([^']+)'`)
-
 // schemaViolation is one value rejected by a chart's values.schema.json.
 type schemaViolation struct {
 	Path string // values path, e.g. resources.gpu ("" for the root)
 	Msg  string
-}
-
-// parseSchemaError extracts the violations from the text of Helm's schema
-// validation error. It returns nil when it finds none.
-func parseSchemaError(text string) []schemaViolation {
-	var out []schemaViolation
-	for _, line := range strings.Split(text, "\n") {
-		m := schemaLineRe.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		p := pointerToPath(m[1])
-		if pm := schemaPropRe.FindStringSubmatch(m[2]); pm != nil && !strings.Contains(pm[1], "'") {
-			p = joinValuesPath(p, pm[1])
-		}
-		out = append(out, schemaViolation{Path: p, Msg: withoutValue(m[2])})
-	}
-	// "validation failed" only announces nested violations.
-	if specific := slices.DeleteFunc(slices.Clone(out), func(v schemaViolation) bool {
-		return v.Msg == "validation failed"
-	}); len(specific) > 0 {
-		out = specific
-	}
-	// The validator reports in map order: sort for stable messages.
-	slices.SortStableFunc(out, func(a, b schemaViolation) int { return strings.Compare(a.Path, b.Path) })
-	return out
 }
 
 // quotedValueRe is the value the validator quotes at the start of some
@@ -204,16 +169,11 @@ func withoutValue(msg string) string {
 	return quotedValueRe.ReplaceAllString(msg, "value")
 }
 
-// pointerToPath turns a JSON pointer ("/a/b/0/c") into a values path
-// ("a.b[0].c").
-func pointerToPath(ptr string) string {
-	ptr = strings.TrimPrefix(ptr, "/")
-	if ptr == "" {
-		return ""
-	}
+// tokensToPath turns the tokens of a JSON pointer (["a","b","0","c"])
+// into a values path ("a.b[0].c").
+func tokensToPath(tokens []string) string {
 	var b strings.Builder
-	for _, seg := range strings.Split(ptr, "/") {
-		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+	for _, seg := range tokens {
 		if _, err := strconv.Atoi(seg); err == nil && b.Len() > 0 {
 			fmt.Fprintf(&b, "[%s]", seg)
 			continue

@@ -261,18 +261,21 @@ func TestInputErrorFormat(t *testing.T) {
 	}
 }
 
-func TestPointerToPath(t *testing.T) {
-	tests := map[string]string{
-		"":                 "",
-		"/a":               "a",
-		"/a/b/0/c":         "a.b[0].c",
-		"/0":               "0",
-		"/a~1b/c~0d":       "a/b.c~d",
-		"/workers/12/port": "workers[12].port",
+func TestTokensToPath(t *testing.T) {
+	tests := []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"a"}, "a"},
+		{[]string{"a", "b", "0", "c"}, "a.b[0].c"},
+		{[]string{"0"}, "0"},
+		{[]string{"a/b", "c~d"}, "a/b.c~d"},
+		{[]string{"workers", "12", "port"}, "workers[12].port"},
 	}
-	for in, want := range tests {
-		t.Run(in, func(t *testing.T) {
-			assert.Equal(t, want, pointerToPath(in))
+	for _, tc := range tests {
+		t.Run(tc.want, func(t *testing.T) {
+			assert.Equal(t, tc.want, tokensToPath(tc.in))
 		})
 	}
 }

@@ -1,12 +1,17 @@
 package charts
 
 import (
+	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	"helm.sh/helm/v4/pkg/chart/common/util"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 )
 
@@ -26,12 +31,6 @@ type chartViolation struct {
 func schemaError(ch *chart.Chart, values map[string]any, err error) *InputError {
 	var vs []chartViolation
 	collectViolations(ch, values, "", &vs)
-	if len(vs) == 0 {
-		// Not located again (should not happen): Helm's own text.
-		for _, v := range parseSchemaError(err.Error()) {
-			vs = append(vs, chartViolation{schemaViolation: v, chart: ch.Name()})
-		}
-	}
 	ie := &InputError{Source: "values do not match the schema of chart " + ch.Name(), Err: err}
 	if len(vs) == 0 {
 		ie.Msg = strings.TrimSpace(err.Error())
@@ -52,15 +51,11 @@ func schemaError(ch *chart.Chart, values map[string]any, err error) *InputError 
 
 // collectViolations validates values against c's schema and the values
 // of each subchart against the subchart's, as util.ValidateAgainstSchema
-// does, with Helm's ValidateAgainstSingleSchema, recording each violation
-// with its path from the top chart's values.
+// does, recording each violation with its path from the top chart's
+// values.
 func collectViolations(c *chart.Chart, values map[string]any, prefix string, out *[]chartViolation) {
 	if c.Schema != nil {
-		if err := util.ValidateAgainstSingleSchema(values, c.Schema); err != nil {
-			vs := parseSchemaError(err.Error())
-			if len(vs) == 0 {
-				vs = []schemaViolation{{Msg: strings.TrimSpace(err.Error())}}
-			}
+		if vs := schemaViolations(values, c.Schema); len(vs) > 0 {
 			for _, v := range vs {
 				v.Path = joinValuesPath(prefix, v.Path)
 				*out = append(*out, chartViolation{schemaViolation: v, chart: c.ChartFullPath()})
@@ -84,6 +79,85 @@ func collectViolations(c *chart.Chart, values map[string]any, prefix string, out
 		collectViolations(sub, m, subPath, out)
 	}
 }
+
+// schemaViolations validates values against schemaJSON with the validator
+// Helm's ValidateAgainstSingleSchema uses (jsonschema/v6, the document
+// added as file:///values.schema.json) and returns the violations, read
+// from the validator's error tree rather than from its text: the values
+// path of each (an additional or missing property named, not its parent
+// object) and what it breaks. The nodes that only group others
+// ("validation failed") are left out when more specific ones exist; the
+// value itself is never quoted (it may be a token). A schema this cannot
+// compile (one that refers to an http(s) URL, which Helm fetches) gives
+// one violation at the root with the compiler's message: Helm has decided
+// already; this only locates.
+func schemaViolations(values map[string]any, schemaJSON []byte) []schemaViolation {
+	sch, err := compileSchema(schemaJSON)
+	if err != nil {
+		return []schemaViolation{{Msg: err.Error()}}
+	}
+	err = sch.Validate(values)
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		if err != nil {
+			return []schemaViolation{{Msg: err.Error()}}
+		}
+		return nil
+	}
+	p := message.NewPrinter(language.English)
+	var out []schemaViolation
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if _, root := e.ErrorKind.(*kind.Schema); !root {
+			path := tokensToPath(e.InstanceLocation)
+			switch k := e.ErrorKind.(type) {
+			case *kind.AdditionalProperties:
+				if len(k.Properties) > 0 {
+					path = joinValuesPath(path, k.Properties[0])
+				}
+			case *kind.Required:
+				if len(k.Missing) > 0 {
+					path = joinValuesPath(path, k.Missing[0])
+				}
+			}
+			out = append(out, schemaViolation{Path: path, Msg: withoutValue(e.ErrorKind.LocalizedString(p))})
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(verr)
+	// "validation failed" only announces nested violations.
+	if specific := slices.DeleteFunc(slices.Clone(out), func(v schemaViolation) bool {
+		return v.Msg == "validation failed"
+	}); len(specific) > 0 {
+		out = specific
+	}
+	slices.SortStableFunc(out, func(a, b schemaViolation) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
+// compileSchema compiles a chart's values.schema.json as Helm does, but
+// for the loaders: local files only, and an unresolved urn: reference
+// accepts anything (Helm's default URNResolver's outcome).
+func compileSchema(schemaJSON []byte) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(jsonschema.SchemeURLLoader{"file": jsonschema.FileLoader{}, "urn": permissiveLoader{}})
+	const url = "file:///values.schema.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
+
+// permissiveLoader answers every URL with the schema true.
+type permissiveLoader struct{}
+
+func (permissiveLoader) Load(string) (any, error) { return true, nil }
 
 func orRoot(p string) string {
 	if p == "" {
