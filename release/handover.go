@@ -3,7 +3,6 @@ package release
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	rspb "helm.sh/helm/v4/pkg/release/v1"
 
@@ -121,7 +120,7 @@ func (h *Handoverer) Handover(ctx context.Context, opts HandoverOptions) (*Hando
 			deployed = r
 		}
 		var original *rspb.Release
-		if strings.HasPrefix(r.Description, fmt.Sprintf("Adopted from Helm revision %d", r.Revision)) {
+		if r.HelmRevision() == r.Revision {
 			original = originals[r.Revision]
 		}
 		rel, err := helmrecords.FromRecord(r, revs[0].Created, original)

@@ -46,7 +46,8 @@ func ToRecord(r Record, ns string) (*storage.Release, error) {
 	}
 	rec := &storage.Release{
 		Name: rel.Name, Namespace: ns, Revision: rel.Version, Status: status,
-		Description: fmt.Sprintf("Adopted from Helm revision %d", rel.Version),
+		Description: storage.AdoptedDescription(rel.Version),
+		AdoptedFrom: rel.Version,
 		Holder:      Holder,
 		Values:      rel.Config,
 		Notes:       rel.Info.Notes,

@@ -178,6 +178,10 @@ type Release struct {
 	PostRenderer *charts.PostRenderer `json:"postRenderer,omitempty"`
 	// RollbackOf is the revision whose manifest a rollback restored.
 	RollbackOf int `json:"rollbackOf,omitempty"`
+	// AdoptedFrom is the Helm revision `vllmctl adopt` made this record
+	// from (its description says so too). Records adopted before the
+	// field existed have only the description: see HelmRevision.
+	AdoptedFrom int `json:"adoptedFrom,omitempty"`
 	// ReplicaSets are the ReplicaSets this revision produced.
 	ReplicaSets []ReplicaSetRef `json:"replicaSets,omitempty"`
 	// ControllerRevisions are the ControllerRevisions this revision's
@@ -273,6 +277,25 @@ func Encode(r *Release) ([]byte, error) {
 // (contract.md, release records) for tools that read records themselves.
 func Decode(data []byte) (*Release, error) {
 	return new(decoder).decode(data)
+}
+
+// AdoptedDescription is the description of a record adopted from Helm
+// revision rev (followed by ": " and Helm's own description, if any).
+func AdoptedDescription(rev int) string {
+	return fmt.Sprintf("Adopted from Helm revision %d", rev)
+}
+
+// HelmRevision is the Helm revision r was adopted from, 0 when it was
+// not: AdoptedFrom, or for records adopted before that field existed,
+// the revision its description names.
+func (r *Release) HelmRevision() int {
+	if r.AdoptedFrom > 0 {
+		return r.AdoptedFrom
+	}
+	if d := AdoptedDescription(r.Revision); r.Description == d || strings.HasPrefix(r.Description, d+": ") {
+		return r.Revision
+	}
+	return 0
 }
 
 // decoder decodes records with one decompressor and one buffer, reused from

@@ -373,3 +373,23 @@ func dataKeys[V any](m map[string]V) []string {
 	}
 	return out
 }
+
+// TestHelmRevision: the Helm revision a record was adopted from, from its
+// field, or from the description of records adopted before the field.
+func TestHelmRevision(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    Release
+		want int
+	}{
+		{"field", Release{Revision: 3, AdoptedFrom: 3, Description: AdoptedDescription(3)}, 3},
+		{"old record", Release{Revision: 3, Description: AdoptedDescription(3)}, 3},
+		{"old record with Helm's description", Release{Revision: 1, Description: AdoptedDescription(1) + ": Install complete"}, 1},
+		{"another revision's number", Release{Revision: 1, Description: AdoptedDescription(10)}, 0},
+		{"not adopted", Release{Revision: 2, Description: "Upgrade complete"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.r.HelmRevision())
+		})
+	}
+}
