@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
@@ -208,11 +207,6 @@ func (t *TargetResult) note(phase string, f *wait.Diagnosis, err error) {
 	if err != nil {
 		t.Error = err.Error()
 	}
-}
-
-// upToDate reports whether a deploy result is "up to date".
-func upToDate(res *release.Result) bool {
-	return res != nil && strings.HasPrefix(res.Description, "up to date")
 }
 
 // TargetDiff is one target's row of `vllmctl fleet diff`.

@@ -279,7 +279,7 @@ func (st *run) deployTarget(ctx context.Context, name string) {
 	res, err := t.Deploy(ctx)
 	if err == nil {
 		row.RevisionAfter = res.Revision
-		if upToDate(res) {
+		if res != nil && res.UpToDate {
 			row.Outcome = UpToDate
 			st.log(name, "up to date (revision %d)", res.Revision)
 			return

@@ -101,7 +101,7 @@ func (f *fake) Deploy(ctx context.Context) (*release.Result, error) {
 		return f.deploy(ctx)
 	}
 	if f.upToDate {
-		return &release.Result{Revision: f.current, Description: "up to date: Upgrade complete"}, nil
+		return &release.Result{Revision: f.current, Description: "up to date: Upgrade complete", UpToDate: true}, nil
 	}
 	return &release.Result{Revision: f.current + 1, Status: storage.StatusDeployed}, nil
 }

@@ -499,6 +499,7 @@ func upToDateResult(s *StatusReport, start time.Time, clk clock.PassiveClock) *R
 		AppVersion:      s.AppVersion,
 		ReplicaSets:     s.RecordedReplicaSets,
 		Description:     "up to date: " + s.Description,
+		UpToDate:        true,
 		DurationSeconds: storage.Stamp(clk).Sub(start).Seconds(),
 	}
 }

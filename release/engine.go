@@ -188,6 +188,11 @@ type Result struct {
 
 	// Description is the revision's record description.
 	Description string `json:"description,omitempty"`
+	// UpToDate is set when the deploy changed nothing: the revision
+	// shown is the one already deployed (Description starts "up to
+	// date: "). Not in the result document, which says so in
+	// description.
+	UpToDate bool `json:"-"`
 	// DryRun is set for a server-side dry run: nothing was recorded.
 	DryRun bool `json:"dryRun,omitempty"`
 	// Pruned are the objects deleted because the revision no longer has
