@@ -1,0 +1,29 @@
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
+)
+
+// modelFitFlags select where the model-fit preflight reads the models'
+// config.json: --model-config, else HF_ENDPOINT (default the Hugging Face
+// Hub) with HF_TOKEN, or a local directory named by --model.
+type modelFitFlags struct {
+	file string
+}
+
+// AddFlags registers --model-config on fs.
+func (m *modelFitFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&m.file, "model-config", "",
+		"the model's config.json for the model-fit preflight (default: from the Hugging Face Hub at $HF_ENDPOINT with $HF_TOKEN, or the local directory --model names)")
+}
+
+// source is where the check reads configs: the flag, and the Hub's
+// endpoint and token from the environment (the token is only sent, never
+// printed).
+func (m *modelFitFlags) source() modelfit.Source {
+	return modelfit.Source{File: m.file, Endpoint: os.Getenv("HF_ENDPOINT"), Token: os.Getenv("HF_TOKEN")}
+}
