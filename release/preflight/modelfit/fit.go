@@ -241,8 +241,13 @@ func (f Fit) Summary() string {
 	if f.MaxModelLen > 0 {
 		s += fmt.Sprintf("; one sequence of %d tokens (%s) needs %.2f GiB of KV cache (%d bytes per token per GPU)",
 			f.MaxModelLen, f.MaxModelLenFrom, f.KVNeededGiB, f.KVBytesPerToken)
-		s += fmt.Sprintf("; left after the weights and %.1f-%.1f GiB for activations and CUDA graphs: %.2f-%.2f GiB",
-			f.ReserveMinGiB, f.ReserveEstimateGiB, f.KVFreeGiB, f.BudgetGiB-f.WeightsGiB-f.ReserveMinGiB)
+		most := f.BudgetGiB - f.WeightsGiB - f.ReserveMinGiB
+		if most <= 0 {
+			s += fmt.Sprintf("; nothing is left for the KV cache after the weights and at least %.1f GiB for activations", f.ReserveMinGiB)
+		} else {
+			s += fmt.Sprintf("; left for the KV cache after the weights and %.1f-%.1f GiB for activations and CUDA graphs: %.2f-%.2f GiB",
+				f.ReserveMinGiB, f.ReserveEstimateGiB, max(f.KVFreeGiB, 0), most)
+		}
 	}
 	return s
 }
