@@ -58,6 +58,11 @@ type Config struct {
 	// SlidingLayers how many of the Layers use it (0: none).
 	SlidingWindow int64
 	SlidingLayers int64
+	// StateLayers are the layers of a hybrid model that keep a fixed-size
+	// state instead of a KV cache (linear attention, Mamba: layer_types
+	// other than attention, or all but every full_attention_interval-th
+	// layer); they hold no per-token cache.
+	StateLayers int64
 
 	// Quant is the checkpoint's quantization (quantization_config), the
 	// zero value when none.
@@ -141,12 +146,25 @@ func ParseConfig(data []byte) (*Config, error) {
 	if c.SharedIntermediate <= 0 && c.SharedExperts > 0 {
 		c.SharedIntermediate = c.SharedExperts * c.MoEIntermediate
 	}
+	c.readHybrid(raw)
 	c.readSliding(raw)
 	c.Quant = readQuant(top)
 	if c.Quant.Method == "" {
 		c.Quant = readQuant(raw)
 	}
 	return c, nil
+}
+
+// readHybrid counts the layers of a hybrid model that cache no tokens.
+func (c *Config) readHybrid(raw map[string]any) {
+	for _, t := range anyList(raw["layer_types"]) {
+		if s, _ := t.(string); s != "" && (!strings.Contains(s, "attention") || strings.Contains(s, "linear")) {
+			c.StateLayers++
+		}
+	}
+	if n := num(raw, "full_attention_interval"); c.StateLayers == 0 && n > 1 {
+		c.StateLayers = c.Layers - c.Layers/n
+	}
 }
 
 // readSliding finds the sliding-window layers: layer_types when the

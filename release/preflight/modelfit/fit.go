@@ -184,7 +184,7 @@ func (c *Config) kvPerToken(e Engine, tp, pp int64) (full, sliding int64) {
 		perLayer = float64(2*heads*c.HeadDim) * size
 	}
 	slidingLayers := ceilDiv(c.SlidingLayers, pp)
-	fullLayers := ceilDiv(c.Layers-c.SlidingLayers, pp)
+	fullLayers := ceilDiv(c.Layers-c.SlidingLayers-c.StateLayers, pp)
 	return int64(perLayer * float64(fullLayers)), int64(perLayer * float64(slidingLayers))
 }
 

@@ -133,3 +133,19 @@ func TestIndexWeightBytes(t *testing.T) {
 	assert.Less(t, fp8, 9.2e9)
 	assert.Greater(t, fp8, 8.0e9)
 }
+
+// hybridConfig is written for this test (not a real model's file): 8
+// layers of which every 4th is full attention, the rest linear attention.
+const hybridConfig = `{
+  "model_type": "qwen3_next", "hidden_size": 1024, "intermediate_size": 1024,
+  "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+  "vocab_size": 1000, "max_position_embeddings": 262144, "full_attention_interval": 4, "torch_dtype": "bfloat16"
+}`
+
+func TestHybridLayersCacheNoTokens(t *testing.T) {
+	c, err := ParseConfig([]byte(hybridConfig))
+	require.NoError(t, err)
+	assert.Equal(t, int64(6), c.StateLayers)
+	f := Compute(c, Engine{}, 0, "test", a100)
+	assert.Equal(t, int64(2*2*256*2*2), f.KVBytesPerToken, "only the 2 full-attention layers cache tokens")
+}
