@@ -72,7 +72,8 @@ type DeployOptions struct {
 	// SkipPreflight skips the capacity and model-fit preflights.
 	SkipPreflight bool
 	// ModelFit is where the model-fit preflight reads the models'
-	// config.json (--model-config, HF_ENDPOINT, HF_TOKEN).
+	// config.json (--model-config, HF_ENDPOINT, HF_TOKEN); the zero value
+	// runs no model-fit check.
 	ModelFit modelfit.Source
 	// SurgePolicy is what the preflight does when the rollout's surge
 	// cannot fit ("": auto).

@@ -76,7 +76,7 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	for _, w := range r.Warnings {
 		d.emit(opts.Name, 0, PhaseRender, "", "warning", w)
 	}
-	if !opts.SkipPreflight {
+	if !opts.SkipPreflight && opts.ModelFit.Configured() {
 		// What deploy would refuse, diff refuses too (exit code 2).
 		if _, err := runModelFit(ctx, d.Engine, d.Client, opts.Name, r.Objects, r.Values, opts.ModelFit); err != nil {
 			return nil, err

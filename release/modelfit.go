@@ -17,9 +17,10 @@ const StatusModelFit = "model-fit"
 // checkModelFit runs the model-fit preflight once per plan: a model that
 // cannot fit the GPUs its pods may use refuses the deploy (exit code 2)
 // before anything is applied; notes (a skip and why, a fit in the grey
-// zone) go to the progress.
+// zone) go to the progress. A deploy whose ModelFit source is not
+// configured (library callers, tests) runs no check.
 func (d *Deployer) checkModelFit(ctx context.Context, p *deployPlan) error {
-	if p.modelFit != nil {
+	if p.modelFit != nil || !p.opts.ModelFit.Configured() {
 		return nil
 	}
 	rep, err := runModelFit(ctx, d.Engine, d.Client, p.opts.Name, p.objs, p.computed, p.opts.ModelFit)

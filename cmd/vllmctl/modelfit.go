@@ -22,8 +22,12 @@ func (m *modelFitFlags) AddFlags(fs *pflag.FlagSet) {
 }
 
 // source is where the check reads configs: the flag, and the Hub's
-// endpoint and token from the environment (the token is only sent, never
-// printed).
+// endpoint (HF_ENDPOINT, default the Hugging Face Hub) and token
+// (HF_TOKEN: only sent, never printed) from the environment.
 func (m *modelFitFlags) source() modelfit.Source {
-	return modelfit.Source{File: m.file, Endpoint: os.Getenv("HF_ENDPOINT"), Token: os.Getenv("HF_TOKEN")}
+	endpoint := os.Getenv("HF_ENDPOINT")
+	if endpoint == "" {
+		endpoint = modelfit.DefaultEndpoint
+	}
+	return modelfit.Source{File: m.file, Endpoint: endpoint, Token: os.Getenv("HF_TOKEN")}
 }

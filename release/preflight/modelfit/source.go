@@ -48,6 +48,11 @@ type Source struct {
 	Timeout time.Duration
 }
 
+// Configured reports whether s names anywhere to read configs from: a
+// file or a Hub endpoint. The zero Source is not configured: an
+// operation given one runs no model-fit check.
+func (s Source) Configured() bool { return s.File != "" || s.Endpoint != "" }
+
 // Loaded is a model's config as read, with its checkpoint index's total
 // size when one was found (0 when not).
 type Loaded struct {
