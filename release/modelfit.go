@@ -11,7 +11,8 @@ import (
 )
 
 // StatusModelFit is the status of the model-fit preflight's progress
-// lines (phase preflight).
+// lines (phase preflight): a fit and its numbers, a skip and why; its
+// warnings (the grey zone) have status "warning".
 const StatusModelFit = "model-fit"
 
 // checkModelFit runs the model-fit preflight once per plan: a model that
@@ -35,8 +36,12 @@ func runModelFit(ctx context.Context, e *Engine, client kubernetes.Interface, na
 		Namespace:    e.Namespace(),
 		Source:       src,
 		GPUMemoryMiB: GPUMemoryOverride(values),
-		Progress: func(line string) {
-			e.emit(name, 0, PhasePreflight, "", StatusModelFit, line)
+		Progress: func(line string, warning bool) {
+			status := StatusModelFit
+			if warning {
+				status = "warning"
+			}
+			e.emit(name, 0, PhasePreflight, "", status, line)
 		},
 	})
 }

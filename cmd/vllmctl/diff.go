@@ -97,8 +97,10 @@ func (o *diffOptions) Run(ctx context.Context) error {
 		switch {
 		case ev.Phase == release.PhaseRender:
 			fmt.Fprintln(o.g.Streams.ErrOut, "warning: "+ev.Message)
-		case ev.Phase == release.PhasePreflight && ev.Status == release.StatusModelFit:
-			fmt.Fprintln(o.g.Streams.ErrOut, ev.Message)
+		case ev.Phase == release.PhasePreflight && ev.Status == "warning":
+			// The model-fit preflight's warnings; its fit and skip notes
+			// are deploy's progress: diff's stderr stays quiet.
+			fmt.Fprintln(o.g.Streams.ErrOut, "warning: "+ev.Message)
 		}
 	}
 	rep, err := release.NewDiffer(engine).Diff(ctx, release.DiffOptions{

@@ -24,9 +24,10 @@ type Options struct {
 	// GPUMemoryMiB, when positive, is one GPU's memory for every server
 	// (the values' modelFit.gpuMemoryMiB): the nodes' labels are not read.
 	GPUMemoryMiB int64
-	// Progress, when set, receives the check's one-line notes: a skip and
-	// why, a fit in the grey zone, mixed GPU sizes.
-	Progress func(line string)
+	// Progress, when set, receives the check's one-line notes: a fit and
+	// its numbers, a skip and why (warning false), a fit in the grey zone
+	// or on only some of the candidate GPUs (warning true).
+	Progress func(line string, warning bool)
 }
 
 // Report is the model-fit preflight of a release: one entry per vLLM
@@ -121,7 +122,13 @@ type checker struct {
 
 func (c *checker) note(format string, args ...any) {
 	if c.opts.Progress != nil {
-		c.opts.Progress(fmt.Sprintf(format, args...))
+		c.opts.Progress(fmt.Sprintf(format, args...), false)
+	}
+}
+
+func (c *checker) warn(format string, args ...any) {
+	if c.opts.Progress != nil {
+		c.opts.Progress(fmt.Sprintf(format, args...), true)
 	}
 }
 
@@ -157,7 +164,7 @@ func (c *checker) check(ctx context.Context, s Server) ServerFit {
 	sf := ServerFit{Object: s.Object, Container: s.Container, Model: s.Model}
 	skip := func(why string) ServerFit {
 		sf.Skipped = why
-		c.note("model fit of %s (container %s) skipped: %s", s.Object, s.Container, why)
+		c.note("%s (container %s) skipped: %s", s.Object, s.Container, why)
 		return sf
 	}
 	l, err := c.load(ctx, s.Model, s.Revision)
@@ -199,14 +206,14 @@ func (c *checker) check(ctx context.Context, s Server) ServerFit {
 		sf.Hints = wait.FitHints(wait.CauseKVCache, s.Pod, s.Container, f.MaxLenFits)
 	case VerdictTight:
 		sf.Message = "fits only if activations and CUDA graphs take less than the estimate (grey zone): " + f.Summary()
-		c.note("model fit of %s (container %s, %s): warning: %s", s.Object, s.Container, s.Model, sf.Message)
+		c.warn("model fit of %s (container %s, %s): %s", s.Object, s.Container, s.Model, sf.Message)
 	default:
 		sf.Message = "fits: " + f.Summary()
-		c.note("model fit of %s (container %s, %s): %s", s.Object, s.Container, s.Model, sf.Message)
+		c.note("%s (container %s, %s) %s", s.Object, s.Container, s.Model, sf.Message)
 	}
 	if smallest > 0 && smallest < gpuMiB && !f.Verdict.Refuses() {
 		if g := Compute(l.Config, s.Engine, weights, from, smallest); g.Verdict != VerdictFits {
-			c.note("model fit of %s (container %s): warning: on the candidate nodes with %d MiB GPUs it is %s (%s); a nodeSelector on %s keeps the pods off them",
+			c.warn("model fit of %s (container %s): on the candidate nodes with %d MiB GPUs it is %s (%s); a nodeSelector on %s keeps the pods off them",
 				s.Object, s.Container, smallest, g.Verdict, g.Summary(), GPUMemoryLabel)
 		}
 	}

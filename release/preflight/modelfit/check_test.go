@@ -78,7 +78,7 @@ func TestCheck(t *testing.T) {
 		if opts.Source.Endpoint == "" {
 			opts.Source.Endpoint = hub.URL
 		}
-		opts.Progress = func(l string) { lines = append(lines, l) }
+		opts.Progress = func(l string, _ bool) { lines = append(lines, l) }
 		rep, err := Check(ctx, fake.NewClientset(nodes...), objects(t, objs), opts)
 		return lines, rep, err
 	}
@@ -138,7 +138,7 @@ func TestCheck(t *testing.T) {
 	t.Run("no labelled node: the values' override, else a skip", func(t *testing.T) {
 		var lines []string
 		bare := fake.NewClientset(gpuNode("n", 8, "", nil))
-		opts := Options{Namespace: "ns", Source: Source{Endpoint: hub.URL}, Progress: func(l string) { lines = append(lines, l) }}
+		opts := Options{Namespace: "ns", Source: Source{Endpoint: hub.URL}, Progress: func(l string, _ bool) { lines = append(lines, l) }}
 		rep, err := Check(ctx, bare, objects(t, deployment("Qwen/Qwen3-8B", "1")), opts)
 		require.NoError(t, err)
 		assert.Contains(t, rep.Servers[0].Skipped, "modelFit.gpuMemoryMiB")
@@ -162,7 +162,7 @@ func TestCheck(t *testing.T) {
 		before := hub.Requests("/Qwen/Qwen3-4B/resolve/main/config.json")
 		var lines []string
 		rep, err := Check(ctx, fake.NewClientset(nodes...), objects(t, deployment("Qwen/Qwen3-4B", "1"), strings.Replace(deployment("Qwen/Qwen3-4B", "1"), "name: r1", "name: r2", 1)),
-			Options{Source: Source{Endpoint: hub.URL}, Progress: func(l string) { lines = append(lines, l) }})
+			Options{Source: Source{Endpoint: hub.URL}, Progress: func(l string, _ bool) { lines = append(lines, l) }})
 		require.NoError(t, err)
 		assert.Len(t, rep.Servers, 2)
 		assert.Equal(t, before+1, hub.Requests("/Qwen/Qwen3-4B/resolve/main/config.json"))

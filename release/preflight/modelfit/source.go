@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -189,7 +190,7 @@ func (s Source) get(ctx context.Context, client *http.Client, timeout time.Durat
 			// url.Error repeats the URL; keep the cause.
 			err = uerr.Err
 		}
-		return nil, fmt.Errorf("GET %s: %w", u, err)
+		return nil, fmt.Errorf("GET %s: %w", u, &netError{err: err})
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -203,6 +204,25 @@ func (s Source) get(ctx context.Context, client *http.Client, timeout time.Durat
 		return nil, fmt.Errorf("GET %s: larger than %d bytes", u, limit)
 	}
 	return data, nil
+}
+
+// netError says in a stable phrase why the Hub could not be reached (no
+// resolver address, no local port), the cause kept for errors.Is/As.
+type netError struct{ err error }
+
+func (e *netError) Unwrap() error { return e.err }
+
+func (e *netError) Error() string {
+	var dns *net.DNSError
+	switch {
+	case errors.As(e.err, &dns):
+		return fmt.Sprintf("host %s not found (no network, or HF_ENDPOINT is wrong)", dns.Name)
+	case errors.Is(e.err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(e.err, context.DeadlineExceeded):
+		return "no answer in time"
+	}
+	return e.err.Error()
 }
 
 // newClient is an HTTP client that gives up connecting after dialTimeout
