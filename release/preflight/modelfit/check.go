@@ -198,7 +198,7 @@ func (c *checker) check(ctx context.Context, s Server) ServerFit {
 	switch f.Verdict {
 	case VerdictGPUOOM:
 		sf.Cause = string(wait.CauseGPUOOM)
-		sf.Message = fmt.Sprintf("the weights alone exceed what vLLM may use of one GPU: %s", f.Summary())
+		sf.Message = fmt.Sprintf("the weights alone exceed what vLLM may use of one GPU: %s%s", f.Summary(), minGPUs(f))
 		sf.Hints = wait.FitHints(wait.CauseGPUOOM, s.Pod, s.Container, 0)
 	case VerdictKVCache:
 		sf.Cause = string(wait.CauseKVCache)
@@ -211,6 +211,9 @@ func (c *checker) check(ctx context.Context, s Server) ServerFit {
 		sf.Message = "fits: " + f.Summary()
 		c.note("%s (container %s, %s) %s", s.Object, s.Container, s.Model, sf.Message)
 	}
+	if sf.Cause != "" {
+		sf.Message += "; one GPU: " + sf.GPUMemoryFrom
+	}
 	if smallest > 0 && smallest < gpuMiB && !f.Verdict.Refuses() {
 		if g := Compute(l.Config, s.Engine, weights, from, smallest); g.Verdict != VerdictFits {
 			c.warn("model fit of %s (container %s): on the candidate nodes with %d MiB GPUs it is %s (%s); a nodeSelector on %s keeps the pods off them",
@@ -218,4 +221,18 @@ func (c *checker) check(ctx context.Context, s Server) ServerFit {
 		}
 	}
 	return sf
+}
+
+// minGPUs says how many GPUs of this size the weights need at least
+// (tensor × pipeline parallel), "" when it cannot say.
+func minGPUs(f Fit) string {
+	if f.BudgetGiB <= 0 {
+		return ""
+	}
+	all := f.WeightsGiB * float64(f.TensorParallel*f.PipelineParallel)
+	n := int64(1)
+	for float64(n)*f.BudgetGiB < all && n < 1024 {
+		n *= 2
+	}
+	return fmt.Sprintf("; the weights need at least %d such GPUs (tensor × pipeline parallel), before any KV cache", n)
 }
