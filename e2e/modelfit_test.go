@@ -50,7 +50,6 @@ func fitValues(model string, gpus int) []string {
 		"--set", "resources.requests.cpu=10m,resources.requests.memory=16Mi,resources.limits.cpu=10m,resources.limits.memory=16Mi,shm.enabled=false,terminationGracePeriodSeconds=0"}
 }
 
-
 // fitFixture is a release fixture whose vllmctl reads configs from its own
 // hub (HF_ENDPOINT for this test only).
 func fitFixture(t *testing.T) (*relFixture, *testhub.Hub) {
