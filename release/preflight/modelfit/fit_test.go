@@ -149,3 +149,30 @@ func TestHybridLayersCacheNoTokens(t *testing.T) {
 	f := Compute(c, Engine{}, 0, "test", a100)
 	assert.Equal(t, int64(2*2*256*2*2), f.KVBytesPerToken, "only the 2 full-attention layers cache tokens")
 }
+
+func TestQuantizationConfigs(t *testing.T) {
+	// Real Llama-3.1-8B dimensions with quantization_config blocks as
+	// checkpoints carry them (written for this test).
+	base := loadConfig(t, "meta-llama--Llama-3.1-8B")
+	p := base.Params()
+	for _, tc := range []struct {
+		name  string
+		quant string
+		bits  float64
+	}{
+		{name: "awq 4 bits", quant: `{"quant_method": "awq", "bits": 4, "group_size": 128}`, bits: 4.25},
+		{name: "gptq 8 bits", quant: `{"quant_method": "gptq", "bits": 8}`, bits: 8.25},
+		{name: "fp8", quant: `{"quant_method": "fp8", "activation_scheme": "dynamic"}`, bits: 8},
+		{name: "compressed-tensors w4a16", quant: `{"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": {"num_bits": 4}}}}`, bits: 4},
+		{name: "bitsandbytes 4 bit", quant: `{"quant_method": "bitsandbytes", "load_in_4bit": true}`, bits: 4.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(`{"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+				"num_key_value_heads": 8, "vocab_size": 128256, "torch_dtype": "bfloat16", "quantization_config": ` + tc.quant + `}`))
+			require.NoError(t, err)
+			assert.InDelta(t, tc.bits, c.Quant.Bits, 1e-9)
+			want := float64(p.Embedding)*2 + float64(p.Other)*tc.bits/8
+			assert.InDelta(t, want, c.WeightBytes("", ""), 1)
+		})
+	}
+}
