@@ -178,3 +178,20 @@ func linesWith(s, sub string) []string {
 	}
 	return out
 }
+
+// TestModelFitDiagnose: diagnose of a pod that failed with kv-cache adds
+// what the model-fit arithmetic finds for its flags (the check skipped at
+// deploy so that the fault reaches the pod).
+func TestModelFitDiagnose(t *testing.T) {
+	f, _ := fitFixture(t)
+	r := f.deployFit(t, append(fitValues(fit70B, 2), "--set", "image.tag=v0.11.1-fault-kvcache", "--skip-preflight", "--no-rollback", "-o", "json")...)
+	require.Equal(t, 4, r.code, "failed, not rolled back\n%s", r)
+	res := result(t, r)
+	require.NotNil(t, res.Failure, r.stdout)
+	require.Equal(t, "kv-cache", string(res.Failure.Cause))
+
+	d := f.run(t, "diagnose", res.Failure.Pod, "-o", "json")
+	require.Equal(t, 0, d.code, "%s", d)
+	assert.Contains(t, d.stdout, "model-fit arithmetic (docs/model-fit.md) finds the same for these flags (kv-cache)")
+	assert.Contains(t, d.stdout, "20.00 GiB of KV cache")
+}
