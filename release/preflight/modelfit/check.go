@@ -202,7 +202,11 @@ func (c *checker) check(ctx context.Context, s Server) ServerFit {
 		sf.Hints = wait.FitHints(wait.CauseGPUOOM, s.Pod, s.Container, 0)
 	case VerdictKVCache:
 		sf.Cause = string(wait.CauseKVCache)
-		sf.Message = fmt.Sprintf("one sequence of --max-model-len %d tokens does not fit the memory left for the KV cache (at most %d tokens do): %s", f.MaxModelLen, f.MaxLenFits, f.Summary())
+		fits := fmt.Sprintf("at most %d tokens do", f.MaxLenFits)
+		if f.MaxLenFits <= 0 {
+			fits = "no memory is left for it"
+		}
+		sf.Message = fmt.Sprintf("one sequence of --max-model-len %d tokens does not fit the memory left for the KV cache (%s): %s", f.MaxModelLen, fits, f.Summary())
 		sf.Hints = wait.FitHints(wait.CauseKVCache, s.Pod, s.Container, f.MaxLenFits)
 	case VerdictTight:
 		sf.Message = "fits only if activations and CUDA graphs take less than the estimate (grey zone): " + f.Summary()
