@@ -77,7 +77,8 @@ var lwsProc lwsState
 
 // TestMain checks the local clusters' components (restarting what is
 // down, controlplane_test.go) and stops before any test when one cannot
-// be brought back; runs the tests, then stops the LWS controller if one
+// be brought back; points the model-fit preflight at a local hub
+// (modelfit_test.go); runs the tests, then stops the LWS controller if one
 // started.
 func TestMain(m *testing.M) {
 	if err := checkControlPlane(true, stderrf); err != nil {
@@ -85,7 +86,9 @@ func TestMain(m *testing.M) {
 		stderrf("not running the tests: every one would wait out its timeout")
 		os.Exit(1)
 	}
+	stopHub := startModelFitHub()
 	code := m.Run()
+	stopHub()
 	lwsProc.stop()
 	os.Exit(code)
 }

@@ -147,6 +147,8 @@ func (t *ReleaseTarget) Diff(ctx context.Context) (*diff.Report, error) {
 		Render:          t.Options.Render,
 		ForceConflicts:  t.Options.ForceConflicts,
 		CreateNamespace: t.Options.CreateNamespace,
+		SkipPreflight:   t.Options.SkipPreflight,
+		ModelFit:        t.Options.ModelFit,
 	})
 }
 

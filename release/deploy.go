@@ -15,6 +15,7 @@ import (
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -68,8 +69,12 @@ type DeployOptions struct {
 	// are not its own (another release's, or made by other means); without
 	// it the deploy refuses them (*OwnershipError).
 	TakeOwnership bool
-	// SkipPreflight skips the capacity preflight.
+	// SkipPreflight skips the capacity and model-fit preflights.
 	SkipPreflight bool
+	// ModelFit is where the model-fit preflight reads the models'
+	// config.json (--model-config, HF_ENDPOINT, HF_TOKEN); the zero value
+	// runs no model-fit check.
+	ModelFit modelfit.Source
 	// SurgePolicy is what the preflight does when the rollout's surge
 	// cannot fit ("": auto).
 	SurgePolicy preflight.SurgePolicy

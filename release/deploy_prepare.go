@@ -18,6 +18,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -72,6 +73,9 @@ type deployPlan struct {
 	// preflight is the capacity preflight's report (nil: skipped or no
 	// Deployment).
 	preflight *preflight.Report
+	// modelFit is the model-fit preflight's report (nil: not run yet, or
+	// skipped).
+	modelFit *modelfit.Report
 	// diff is what the deploy changes (nil: not computed, or the dry run
 	// was refused: the apply reports it).
 	diff *diff.Report
@@ -230,6 +234,9 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 	p.surge = p.surgeGroups(d.Namespace(), !p.plan.Upgrade)
 	if opts.SkipPreflight {
 		return nil
+	}
+	if err := d.checkModelFit(ctx, p); err != nil {
+		return err
 	}
 	policy := opts.SurgePolicy
 	if policy == "" {

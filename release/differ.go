@@ -8,6 +8,7 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -21,6 +22,10 @@ type DiffOptions struct {
 	// flags would apply.
 	ForceConflicts  bool
 	CreateNamespace bool
+	// SkipPreflight skips the model-fit preflight; ModelFit is where it
+	// reads the models' config.json.
+	SkipPreflight bool
+	ModelFit      modelfit.Source
 }
 
 // Differ computes what a deploy would change: `vllmctl diff`.
@@ -36,7 +41,9 @@ func NewDiffer(engine *Engine) *Differ { return &Differ{Engine: engine} }
 // with a server-side dry run the way deploy would, and compares the result
 // with the live objects; objects of the live revisions the chart no longer
 // renders are shown as pruned. Input errors come first (exit code 2),
-// before the cluster is asked anything.
+// before the cluster is asked anything; a model that cannot fit its GPUs
+// (the model-fit preflight, unless SkipPreflight) is refused with exit
+// code 2 before the dry run.
 func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, error) {
 	if err := storage.ValidateName(opts.Name); err != nil {
 		return nil, err
@@ -68,6 +75,12 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	}
 	for _, w := range r.Warnings {
 		d.emit(opts.Name, 0, PhaseRender, "", "warning", w)
+	}
+	if !opts.SkipPreflight && opts.ModelFit.Configured() {
+		// What deploy would refuse, diff refuses too (exit code 2).
+		if _, err := runModelFit(ctx, d.Engine, d.Client, opts.Name, r.Objects, r.Values, opts.ModelFit); err != nil {
+			return nil, err
+		}
 	}
 	crds, err := d.planCRDs(ctx, opts.Name, plan.Revision, r.CRDs, r.Objects)
 	if err != nil {

@@ -23,6 +23,7 @@ type deployOptions struct {
 	lock      lockFlags
 	verdicts  verdictFlags
 	preflight preflightFlags
+	modelFit  modelFitFlags
 	canary    canaryFlags
 
 	output          outputFlags
@@ -88,6 +89,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	o.lock.AddFlags(f)
 	o.verdicts.AddFlags(f)
 	o.preflight.AddFlags(f)
+	o.modelFit.AddFlags(f)
 	o.canary.AddFlags(f)
 	o.output.AddFlags(f)
 	o.timeout.AddFlags(f)
@@ -181,6 +183,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		MaxSurge:          o.surge,
 		MaxUnavailable:    o.unavailable,
 		SkipPreflight:     o.preflight.skip,
+		ModelFit:          o.modelFit.source(),
 		SkipCRDs:          o.skipCRDs,
 		SurgePolicy:       o.preflight.surgePolicy,
 		Diff:              o.diff,

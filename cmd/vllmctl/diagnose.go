@@ -117,7 +117,16 @@ func (o *diagnoseOptions) diagnosePod(ctx context.Context) (*wait.Diagnosis, err
 	if err != nil {
 		return nil, err
 	}
-	return wait.DiagnosePod(ctx, client, o.namespace, o.pod, o.container, wait.RolloutOptions{})
+	d, err := wait.DiagnosePod(ctx, client, o.namespace, o.pod, o.container, wait.RolloutOptions{})
+	if err == nil {
+		// gpu-oom and kv-cache: what the model-fit arithmetic says of the
+		// pod's flags (best effort, from the Hub as deploy reads it).
+		var mf modelFitFlags
+		if h := modelFitHint(ctx, client, d, mf.source()); h != "" {
+			d.Hints = append(d.Hints, h)
+		}
+	}
+	return d, err
 }
 
 func (o *diagnoseOptions) diagnoseLog() (*wait.Diagnosis, error) {

@@ -21,6 +21,8 @@ type diffOptions struct {
 	output          outputFlags
 	conflicts       conflictFlags
 	createNamespace bool
+	skipPreflight   bool
+	modelFit        modelFitFlags
 
 	chartTarget
 
@@ -49,7 +51,8 @@ func diffCommand(o *diffOptions) *cobra.Command {
 			"scale) that deploy would change are shown as deploy --force-conflicts would change them, and the\n" +
 			"object's header notes the conflict: deploy refuses them unless --force-conflicts is given.\n\n" +
 			"Exit status: 0 no changes, 1 changes (conflicts included), 2 invalid input, 6 the cluster refused\n" +
-			"or could not be reached.",
+			"or could not be reached. A vLLM model that cannot fit its GPUs is refused with exit 2, as deploy\n" +
+			"refuses it (the model-fit preflight; --skip-preflight skips it).",
 		Example: "  vllmctl diff qwen -f prod.yaml\n" +
 			"  vllmctl diff qwen ./mychart --set image.tag=v0.11.1 -o json",
 		Args: cobra.RangeArgs(1, 2),
@@ -62,6 +65,9 @@ func diffCommand(o *diffOptions) *cobra.Command {
 	o.conflicts.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&o.createNamespace, "create-namespace", false,
 		"dry-run as deploy --create-namespace would: a missing release namespace is created")
+	cmd.Flags().BoolVar(&o.skipPreflight, "skip-preflight", false,
+		"do not check that each vLLM model fits its GPUs (the model-fit preflight deploy runs)")
+	o.modelFit.AddFlags(cmd.Flags())
 	return cmd
 }
 
@@ -88,7 +94,12 @@ func (o *diffOptions) Run(ctx context.Context) error {
 	}
 	// stdout is the diff: the render's warnings go to stderr, as template's.
 	engine.Progress = func(ev release.ProgressEvent) {
-		if ev.Phase == release.PhaseRender {
+		switch {
+		case ev.Phase == release.PhaseRender:
+			fmt.Fprintln(o.g.Streams.ErrOut, "warning: "+ev.Message)
+		case ev.Phase == release.PhasePreflight && ev.Status == "warning":
+			// The model-fit preflight's warnings; its fit and skip notes
+			// are deploy's progress: diff's stderr stays quiet.
 			fmt.Fprintln(o.g.Streams.ErrOut, "warning: "+ev.Message)
 		}
 	}
@@ -97,6 +108,8 @@ func (o *diffOptions) Run(ctx context.Context) error {
 		Render:          release.RenderInput{Chart: o.chart, Options: o.opts},
 		ForceConflicts:  o.conflicts.force,
 		CreateNamespace: o.createNamespace,
+		SkipPreflight:   o.skipPreflight,
+		ModelFit:        o.modelFit.source(),
 	})
 	if err != nil {
 		return err

@@ -78,7 +78,7 @@ type preflightFlags struct {
 func (p *preflightFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&p.policy, "surge-policy", string(preflight.SurgePolicyAuto),
 		"when the rollout's surge cannot fit the free GPUs/quota: auto (switch to maxSurge 0 within the PodDisruptionBudget), strict (refuse) or off (report only)")
-	fs.BoolVar(&p.skip, "skip-preflight", false, "do not check GPU, cpu, memory and quota headroom before applying")
+	fs.BoolVar(&p.skip, "skip-preflight", false, "do not run the preflights: GPU, cpu, memory and quota headroom, and whether each vLLM model fits its GPUs")
 }
 
 // Validate checks --surge-policy.

@@ -37,6 +37,8 @@ type fleetOptions struct {
 	createNamespace bool
 	takeOwnership   bool
 	unlock          unlockFlags
+	modelFit        modelFitFlags
+	skipPreflight   bool
 
 	file       *fleet.File
 	namespaces map[string]string // target name → release namespace
@@ -90,6 +92,8 @@ func fleetCommand(o *fleetOptions) *cobra.Command {
 		o.source.addVerifyFlags(f)
 		f.BoolVar(&o.createNamespace, "create-namespace", false, "create a target's release namespace if it does not exist")
 		o.conflicts.AddFlags(f)
+		o.modelFit.AddFlags(f)
+		f.BoolVar(&o.skipPreflight, "skip-preflight", false, "do not check each target's GPU, cpu, memory and quota headroom, nor that the model fits its GPUs")
 	}
 	if o.op == "deploy" {
 		o.progress.AddFlags(f)
@@ -343,6 +347,8 @@ func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput
 			ForceUnlock:       o.unlock.force,
 			RollbackOnFailure: true,
 			RollbackTimeout:   o.rollbackTimeout.timeout,
+			SkipPreflight:     o.skipPreflight,
+			ModelFit:          o.modelFit.source(),
 		},
 	}}, nil
 }

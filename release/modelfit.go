@@ -1,0 +1,69 @@
+package release
+
+import (
+	"context"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
+)
+
+// StatusModelFit is the status of the model-fit preflight's progress
+// lines (phase preflight): a fit and its numbers, a skip and why; its
+// warnings (the grey zone) have status "warning".
+const StatusModelFit = "model-fit"
+
+// checkModelFit runs the model-fit preflight once per plan: a model that
+// cannot fit the GPUs its pods may use refuses the deploy (exit code 2)
+// before anything is applied; notes (a skip and why, a fit in the grey
+// zone) go to the progress. A deploy whose ModelFit source is not
+// configured (library callers, tests) runs no check.
+func (d *Deployer) checkModelFit(ctx context.Context, p *deployPlan) error {
+	if p.modelFit != nil || !p.opts.ModelFit.Configured() {
+		return nil
+	}
+	rep, err := runModelFit(ctx, d.Engine, d.Client, p.opts.Name, p.objs, p.computed, p.opts.ModelFit)
+	p.modelFit = rep
+	return err
+}
+
+// runModelFit is the model-fit preflight of a release's rendered objects,
+// its notes emitted as preflight progress of release name.
+func runModelFit(ctx context.Context, e *Engine, client kubernetes.Interface, name string, objs []*unstructured.Unstructured, values map[string]any, src modelfit.Source) (*modelfit.Report, error) {
+	return modelfit.Check(ctx, client, objs, modelfit.Options{
+		Namespace:    e.Namespace(),
+		Source:       src,
+		GPUMemoryMiB: GPUMemoryOverride(values),
+		Progress: func(line string, warning bool) {
+			status := StatusModelFit
+			if warning {
+				status = "warning"
+			}
+			e.emit(name, 0, PhasePreflight, "", status, line)
+		},
+	})
+}
+
+// GPUMemoryOverride is the values' modelFit.gpuMemoryMiB (0 when unset):
+// one GPU's memory, for clusters whose nodes carry no
+// nvidia.com/gpu.memory label.
+func GPUMemoryOverride(values map[string]any) int64 {
+	mf, ok := values["modelFit"].(map[string]any)
+	if !ok {
+		return 0
+	}
+	switch v := mf["gpuMemoryMiB"].(type) {
+	case int:
+		return int64(v)
+	case int64:
+		return v
+	case float64:
+		return int64(v)
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
+}

@@ -1,0 +1,61 @@
+package release_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
+)
+
+// TestDeployModelFit: a model that cannot fit its GPUs is refused before
+// the lock, with nothing applied and no record written (exit code 2);
+// --skip-preflight deploys it; an unconfigured source checks nothing.
+func TestDeployModelFit(t *testing.T) {
+	spec := func() release.DeployOptions {
+		s := baseSpec()
+		s.args = []string{"--model=meta-llama/Llama-3.3-70B-Instruct"}
+		opts := s.options()
+		opts.Render.Options.SetString = append(opts.Render.Options.SetString, "modelFit.gpuMemoryMiB=81920")
+		opts.ModelFit = modelfit.Source{File: "../testdata/modelfit/configs/meta-llama--Llama-3.3-70B-Instruct.json"}
+		return opts
+	}
+	t.Run("refused", func(t *testing.T) {
+		f := newEngFixture(t)
+		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), spec())
+		require.Error(t, err)
+		assert.Nil(t, res)
+		assert.Equal(t, 2, exitCode(err))
+		var fe *modelfit.Error
+		require.ErrorAs(t, err, &fe)
+		assert.Equal(t, "gpu-oom", fe.Refused[0].Cause)
+		assert.Equal(t, "modelFit.gpuMemoryMiB 81920", fe.Refused[0].GPUMemoryFrom)
+		assert.Empty(t, f.cluster.Refs(), "nothing applied")
+		assert.Empty(t, f.statuses(t), "no record")
+	})
+	t.Run("dry run refused too", func(t *testing.T) {
+		f := newEngFixture(t)
+		opts := spec()
+		opts.DryRun = true
+		_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+		assert.Equal(t, 2, exitCode(err))
+	})
+	t.Run("--skip-preflight deploys", func(t *testing.T) {
+		f := newEngFixture(t)
+		opts := spec()
+		opts.SkipPreflight = true
+		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+		require.NoError(t, err)
+		assert.NotNil(t, res)
+	})
+	t.Run("no source configured: no check", func(t *testing.T) {
+		f := newEngFixture(t)
+		opts := spec()
+		opts.ModelFit = modelfit.Source{}
+		_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+		require.NoError(t, err)
+	})
+}

@@ -1,0 +1,63 @@
+package modelfit
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// configsDir holds real config.json files (sources in its README.md).
+const configsDir = "../../../testdata/modelfit/configs"
+
+func loadConfig(t *testing.T, name string) *Config {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(configsDir, name+".json"))
+	require.NoError(t, err)
+	c, err := ParseConfig(data)
+	require.NoError(t, err)
+	return c
+}
+
+// TestParamsOfRealConfigs checks the parameter count each real config
+// implies against the count its publisher states (model card), within
+// 2%, and what the KV cache arithmetic reads of it.
+func TestParamsOfRealConfigs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// params is the published parameter count, billions.
+		params float64
+		// kvHeads, headDim: GQA as configured; mla: a latent cache;
+		// experts: routed experts (0: dense).
+		kvHeads, headDim, experts int64
+		mla                       bool
+	}{
+		{name: "meta-llama--Llama-3.1-8B", params: 8.03, kvHeads: 8, headDim: 128},
+		{name: "meta-llama--Llama-3.2-3B", params: 3.21, kvHeads: 8, headDim: 128},
+		{name: "meta-llama--Llama-3.3-70B-Instruct", params: 70.6, kvHeads: 8, headDim: 128},
+		{name: "Qwen--Qwen2.5-3B", params: 3.09, kvHeads: 2, headDim: 128},
+		{name: "Qwen--Qwen2.5-7B", params: 7.61, kvHeads: 4, headDim: 128},
+		{name: "Qwen--Qwen2.5-14B", params: 14.7, kvHeads: 8, headDim: 128},
+		{name: "Qwen--Qwen2.5-32B", params: 32.5, kvHeads: 8, headDim: 128},
+		{name: "Qwen--Qwen3-4B", params: 4.02, kvHeads: 8, headDim: 128},
+		{name: "Qwen--Qwen3-8B", params: 8.19, kvHeads: 8, headDim: 128},
+		{name: "Qwen--Qwen3-14B", params: 14.8, kvHeads: 8, headDim: 128},
+		{name: "Qwen--Qwen3-32B", params: 32.8, kvHeads: 8, headDim: 128},
+		{name: "Qwen--Qwen3-30B-A3B", params: 30.5, kvHeads: 4, headDim: 128, experts: 128},
+		{name: "moonshotai--Kimi-K2-Instruct", params: 1026, kvHeads: 64, headDim: 112, experts: 384, mla: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := loadConfig(t, tc.name)
+			got := float64(c.Params().Total()) / 1e9
+			assert.InEpsilon(t, tc.params, got, 0.02, "parameters: %.2fB", got)
+			assert.Equal(t, tc.kvHeads, c.KVHeads)
+			assert.Equal(t, tc.headDim, c.HeadDim)
+			assert.Equal(t, tc.experts, c.Experts)
+			assert.Equal(t, tc.mla, c.KVLoraRank > 0)
+			assert.Zero(t, c.SlidingLayers, "none of these uses sliding windows (Qwen's sliding_window is off)")
+			assert.Positive(t, c.MaxPosition)
+		})
+	}
+}
