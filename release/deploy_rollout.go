@@ -11,6 +11,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -226,6 +227,11 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 		return res, lost
 	}
 	if werr != nil {
+		var hold *AnalysisHoldError
+		if errors.As(werr, &hold) {
+			// inconclusive: hold: no rollback, the canary stays held.
+			opts.RollbackOnFailure = false
+		}
 		return d.waitFailed(ctx, rec, res, start, opts, wres, werr, f, install)
 	}
 	if r, err := d.deployHooks(ctx, rec, res, opts, install, charts.HookPostInstall, charts.HookPostUpgrade); err != nil {
@@ -354,6 +360,9 @@ func (d *Deployer) awaitRollout(ctx context.Context, p *deployPlan, rec *storage
 		wres, f, werr = d.runCanary(ctx, p, rec, canary, applyOpts, remaining)
 		deadline = deadline.Add(canary.run.held)
 		opts.Note = joinNotes(opts.Note, canarySummary(rec.Canary))
+		if rec.Analysis != nil {
+			opts.Note = joinNotes(opts.Note, analysis.Summary(rec.Analysis))
+		}
 		if werr == nil {
 			wres, werr = d.waitObjects(ctx, rec, objs, remaining())
 			canary.run.finish()

@@ -24,6 +24,7 @@ type deployOptions struct {
 	verdicts  verdictFlags
 	preflight preflightFlags
 	canary    canaryFlags
+	analysis  analysisFlags
 
 	output          outputFlags
 	timeout         timeoutFlags
@@ -89,6 +90,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	o.verdicts.AddFlags(f)
 	o.preflight.AddFlags(f)
 	o.canary.AddFlags(f)
+	o.analysis.AddFlags(f)
 	o.output.AddFlags(f)
 	o.timeout.AddFlags(f)
 	o.history.AddFlags(f)
@@ -126,7 +128,8 @@ func (o *deployOptions) Complete(cmd *cobra.Command, args []string) error {
 // Validate checks the flags.
 func (o *deployOptions) Validate() error {
 	canary := func() error { return o.canary.Validate(o.flags) }
-	if err := validateAll(canary, o.output.Validate, o.progress.Validate, o.lock.Validate, o.timeout.Validate,
+	analysisSpec := func() error { return o.analysis.Validate(o.canary.opts != nil) }
+	if err := validateAll(canary, analysisSpec, o.output.Validate, o.progress.Validate, o.lock.Validate, o.timeout.Validate,
 		o.rollbackTimeout.Validate, o.verdicts.Validate, o.preflight.Validate, o.history.Validate); err != nil {
 		return err
 	}
@@ -185,6 +188,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		SurgePolicy:       o.preflight.surgePolicy,
 		Diff:              o.diff,
 		Canary:            o.canary.opts,
+		Analysis:          o.analysis.cfg,
 	})
 	err = finishOperation(o.g.Streams.Out, o.output.format, printer, res, err)
 	if err == nil && res != nil && res.Notes != "" && o.output.format == "table" && o.progress.format != string(wait.ProgressJSON) {

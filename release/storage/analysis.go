@@ -36,6 +36,9 @@ const (
 	// AnalysisError is a measurement the provider could not take (a
 	// scrape that failed); an analysis never ends with it.
 	AnalysisError = "error"
+	// AnalysisStopped is an analysis cut short: the canary failed (or
+	// the deploy was interrupted) before it ended.
+	AnalysisStopped = "stopped"
 )
 
 // AnalysisMeasurement is one measurement of one metric. The figures are
