@@ -136,3 +136,37 @@ func TestCanaryAnalysisStoppedByAFailingCanary(t *testing.T) {
 	assert.Equal(t, storage.AnalysisStopped, h.run.analysis.Outcome, "the analysis is cut short with the canary")
 	assert.False(t, h.promoted)
 }
+
+func TestAnalysisOfValues(t *testing.T) {
+	builtin := map[string]any{"analysis": map[string]any{"enabled": false, "interval": "1m"}}
+	canary := DeployOptions{Canary: &CanaryOptions{Count: intstr.FromInt32(1)}}
+
+	cfg, err := analysisOf(canary, builtin, map[string]any{"analysis": map[string]any{"enabled": false, "interval": "1m"}})
+	require.NoError(t, err)
+	assert.Nil(t, cfg, "disabled by default")
+
+	cfg, err = analysisOf(canary, builtin, map[string]any{"analysis": map[string]any{"enabled": true, "interval": "10s", "count": 2,
+		"presets": map[string]any{"ttftP95Ratio": map[string]any{"max": 2.0}}}})
+	require.NoError(t, err)
+	require.NotNil(t, cfg)
+	assert.Equal(t, 20*time.Second, cfg.Duration())
+	require.Len(t, cfg.Checks, 1)
+	assert.Equal(t, 2.0, cfg.Checks[0].Max)
+
+	_, err = analysisOf(DeployOptions{}, builtin, map[string]any{"analysis": map[string]any{"enabled": true,
+		"presets": map[string]any{"ttftP95Ratio": map[string]any{"max": 2.0}}}})
+	require.ErrorContains(t, err, "presets.ttftP95Ratio: compares the canary with the stable pods: it needs --canary")
+	assert.Equal(t, exitcode.Invalid, exitcode.Of(err))
+
+	// A chart of its own whose values happen to have an analysis key is
+	// not read: only the built-in chart's (its defaults carry enabled).
+	cfg, err = analysisOf(canary, map[string]any{"analysis": "weekly"}, map[string]any{"analysis": map[string]any{"enabled": true, "count": 0}})
+	require.NoError(t, err)
+	assert.Nil(t, cfg)
+
+	// --analysis wins over the values.
+	file := &analysis.Config{Count: 7}
+	cfg, err = analysisOf(DeployOptions{Analysis: file}, builtin, map[string]any{"analysis": map[string]any{"enabled": true, "count": 0}})
+	require.NoError(t, err)
+	assert.Same(t, file, cfg)
+}
