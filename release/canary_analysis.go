@@ -47,17 +47,23 @@ func (e *AnalysisHoldError) ExitCode() int { return exitcode.Failed }
 // are enabled. An invalid spec is exit code 2, before anything is
 // applied.
 func analysisOf(opts DeployOptions, defaults, computed map[string]any) (*analysis.Config, error) {
-	if opts.Analysis != nil {
-		return opts.Analysis, nil
+	cfg := opts.Analysis
+	if cfg == nil {
+		if d, ok := defaults["analysis"].(map[string]any); !ok || d["enabled"] == nil {
+			return nil, nil
+		}
+		spec, err := analysis.FromValues(computed)
+		if err != nil || spec == nil {
+			return nil, err
+		}
+		if cfg, err = spec.Validate("values analysis", opts.Canary != nil); err != nil {
+			return nil, err
+		}
 	}
-	if d, ok := defaults["analysis"].(map[string]any); !ok || d["enabled"] == nil {
-		return nil, nil
+	if cfg.Provider == analysis.ProviderPrometheus && opts.Prometheus == nil {
+		return nil, &analysis.InputError{Source: cfg.Source, Field: "provider", Msg: "prometheus needs --prometheus-url"}
 	}
-	spec, err := analysis.FromValues(computed)
-	if err != nil || spec == nil {
-		return nil, err
-	}
-	return spec.Validate("values analysis", opts.Canary != nil)
+	return cfg, nil
 }
 
 // analysisTargets are the Ready canary pods and the Ready stable pods
@@ -134,13 +140,14 @@ func podPort(p *corev1.Pod) int {
 // report; every measurement is a progress event. A failure to find the
 // pods or to reach them is an inconclusive analysis (the policy
 // decides), never an internal error.
-func (d *Deployer) runAnalysis(ctx context.Context, rec *storage.Release, cfg *analysis.Config, targets []canaryTarget, pods []string, report *storage.AnalysisReport) error {
+func (d *Deployer) runAnalysis(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint, targets []canaryTarget,
+	pods []string, report *storage.AnalysisReport) error {
 	report.Provider, report.Interval, report.Count, report.Inconclusive = cfg.Provider, cfg.Interval.String(), cfg.Count, cfg.Inconclusive
 	inconclusive := func(err error) error {
 		report.Outcome, report.Reason = storage.AnalysisInconclusive, err.Error()
 		return nil
 	}
-	if d.PodHTTP == nil {
+	if d.PodHTTP == nil && (cfg.Provider == analysis.ProviderScrape || cfg.Load != nil) {
 		return inconclusive(errors.New("no way to reach the pods (no port-forward client)"))
 	}
 	t, err := d.analysisTargets(ctx, targets, pods)
@@ -163,7 +170,13 @@ func (d *Deployer) runAnalysis(ctx context.Context, rec *storage.Release, cfg *a
 		l := &analysis.Loader{Load: cfg.Load, Targets: t, Client: client, Clock: d.clock()}
 		go func() { loaded <- l.Run(lctx) }()
 	}
-	r := &analysis.Runner{Config: cfg, Provider: analysis.NewScraper(t, client, analysis.ScrapeTimeout(cfg.Interval), cfg.MinRequests), Clock: d.clock(),
+	var provider analysis.Provider = analysis.NewScraper(t, client, analysis.ScrapeTimeout(cfg.Interval), cfg.MinRequests)
+	if cfg.Provider == analysis.ProviderPrometheus {
+		if provider, err = analysis.NewPrometheus(*prom, t, cfg.Interval, cfg.MinRequests, d.clock()); err != nil {
+			return inconclusive(err)
+		}
+	}
+	r := &analysis.Runner{Config: cfg, Provider: provider, Clock: d.clock(),
 		Emit: func(m storage.AnalysisMeasurement) {
 			d.emitEvent(ProgressEvent{Release: rec.Name, Revision: rec.Revision, Phase: PhaseAnalysis, Status: m.Outcome,
 				Message: analysis.DescribeMeasurement(m), Measurement: &m})

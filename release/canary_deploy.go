@@ -183,7 +183,7 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Re
 			d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "engine groups are not analysed yet: the canary is held and judged by its pods' verdicts")
 		} else {
 			c.run.analyze = func(ctx context.Context, pods []string, report *storage.AnalysisReport) error {
-				return d.runAnalysis(ctx, rec, cfg, c.targets, pods, report)
+				return d.runAnalysis(ctx, rec, cfg, p.opts.Prometheus, c.targets, pods, report)
 			}
 		}
 	}

@@ -84,6 +84,9 @@ type DeployOptions struct {
 	// pods during the canary hold (deploy --analysis FILE); without it
 	// the built-in chart's analysis values are read, when enabled.
 	Analysis *analysis.Config
+	// Prometheus is where the prometheus provider of an analysis queries
+	// (--prometheus-url …); an analysis with provider prometheus needs it.
+	Prometheus *analysis.PrometheusEndpoint
 	// Note, when set, is appended to the revision's description (e.g. what
 	// the surge policy changed for this rollout).
 	Note string

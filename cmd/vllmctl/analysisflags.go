@@ -6,22 +6,41 @@ import (
 	"github.com/vllmctl/vllmctl/release/analysis"
 )
 
-// analysisFlags are deploy's canary analysis: --analysis FILE.
+// analysisFlags are deploy's canary analysis: --analysis FILE and the
+// prometheus provider's endpoint (--prometheus-url, --prometheus-token-file,
+// --prometheus-ca-file).
 type analysisFlags struct {
-	file string
+	file                       string
+	promURL, promToken, promCA string
 
-	cfg *analysis.Config
+	cfg  *analysis.Config
+	prom *analysis.PrometheusEndpoint
 }
 
 // AddFlags registers the analysis flags on fs.
 func (a *analysisFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.file, "analysis", "",
 		"analysis spec (YAML: provider, interval, count, minRequests, inconclusive, load, presets, metrics): measure the canary pods against the stable pods during the canary hold (with --canary)")
+	fs.StringVar(&a.promURL, "prometheus-url", "", "Prometheus HTTP API the analysis' prometheus provider queries (e.g. http://prometheus.monitoring:9090)")
+	fs.StringVar(&a.promToken, "prometheus-token-file", "", "file holding a bearer token for --prometheus-url (read at every query)")
+	fs.StringVar(&a.promCA, "prometheus-ca-file", "", "PEM CA bundle that signs --prometheus-url's certificate")
 }
 
 // Validate reads and checks the spec (exit code 2 naming the field);
 // it needs --canary (canary says whether it was given).
-func (a *analysisFlags) Validate(canary bool) error {
+func (a *analysisFlags) Validate(fs *pflag.FlagSet, canary bool) error {
+	if a.promURL == "" {
+		for _, name := range []string{"prometheus-token-file", "prometheus-ca-file"} {
+			if fs.Changed(name) {
+				return newUsageError("--%s needs --prometheus-url", name)
+			}
+		}
+	} else {
+		a.prom = &analysis.PrometheusEndpoint{URL: a.promURL, TokenFile: a.promToken, CAFile: a.promCA}
+		if err := a.prom.Check(); err != nil {
+			return err
+		}
+	}
 	if a.file == "" {
 		return nil
 	}
@@ -35,6 +54,9 @@ func (a *analysisFlags) Validate(canary bool) error {
 	}
 	if !canary {
 		return newUsageError("--analysis %s: the analysis runs during the canary hold: it needs --canary", a.file)
+	}
+	if cfg.Provider == analysis.ProviderPrometheus && a.prom == nil {
+		return newUsageError("--analysis %s: provider: prometheus needs --prometheus-url", a.file)
 	}
 	a.cfg = cfg
 	return nil

@@ -128,7 +128,7 @@ func (o *deployOptions) Complete(cmd *cobra.Command, args []string) error {
 // Validate checks the flags.
 func (o *deployOptions) Validate() error {
 	canary := func() error { return o.canary.Validate(o.flags) }
-	analysisSpec := func() error { return o.analysis.Validate(o.canary.opts != nil) }
+	analysisSpec := func() error { return o.analysis.Validate(o.flags, o.canary.opts != nil) }
 	if err := validateAll(canary, analysisSpec, o.output.Validate, o.progress.Validate, o.lock.Validate, o.timeout.Validate,
 		o.rollbackTimeout.Validate, o.verdicts.Validate, o.preflight.Validate, o.history.Validate); err != nil {
 		return err
@@ -189,6 +189,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		Diff:              o.diff,
 		Canary:            o.canary.opts,
 		Analysis:          o.analysis.cfg,
+		Prometheus:        o.analysis.prom,
 	})
 	err = finishOperation(o.g.Streams.Out, o.output.format, printer, res, err)
 	if err == nil && res != nil && res.Notes != "" && o.output.format == "table" && o.progress.format != string(wait.ProgressJSON) {

@@ -304,9 +304,27 @@ func (f *sideFigures) add(before, after snapshot) {
 	}
 }
 
+// sideValues are one side's figures over an interval, however a provider
+// obtained them (NaN: none).
+type sideValues struct {
+	requests, errors, preemptions float64
+	ttftP95, e2eP95               float64
+	kv                            float64 // NaN: no gauge
+}
+
+// values computes a side's figures from what its pods did.
+func (f *sideFigures) values() sideValues {
+	v := sideValues{requests: f.requests, errors: f.errors, preemptions: f.preemptions,
+		ttftP95: histogramQuantile(0.95, f.ttft), e2eP95: histogramQuantile(0.95, f.e2e), kv: math.NaN()}
+	if f.hasKV {
+		v.kv = f.kvMax
+	}
+	return v
+}
+
 // presetSample computes a preset's sample from both sides' figures.
 // baseline says whether there is a stable side.
-func presetSample(preset string, c, s *sideFigures, baseline bool, minRequests int) Sample {
+func presetSample(preset string, c, s sideValues, baseline bool, minRequests int) Sample {
 	out := Sample{CanaryRequests: c.requests}
 	if baseline {
 		out.StableRequests = s.requests
@@ -332,11 +350,11 @@ func presetSample(preset string, c, s *sideFigures, baseline bool, minRequests i
 		}
 		out.Value = out.Canary
 	case PresetTTFTP95Ratio, PresetE2ELatencyP95Ratio:
-		ch, sh := c.ttft, s.ttft
+		cv, sv := c.ttftP95, s.ttftP95
 		if preset == PresetE2ELatencyP95Ratio {
-			ch, sh = c.e2e, s.e2e
+			cv, sv = c.e2eP95, s.e2eP95
 		}
-		out.Canary, out.Stable = num(histogramQuantile(0.95, ch)), num(histogramQuantile(0.95, sh))
+		out.Canary, out.Stable = num(cv), num(sv)
 		if out.Canary != nil && out.Stable != nil {
 			out.Value = ratio(*out.Canary, *out.Stable)
 		}
@@ -347,18 +365,16 @@ func presetSample(preset string, c, s *sideFigures, baseline bool, minRequests i
 		}
 		out.Value = out.Canary
 	case PresetKVCacheUsage:
-		if c.hasKV {
-			out.Canary = num(c.kvMax)
-		}
-		if baseline && s.hasKV {
-			out.Stable = num(s.kvMax)
+		out.Canary = num(c.kv)
+		if baseline {
+			out.Stable = num(s.kv)
 		}
 		out.Value = out.Canary
 	}
 	switch {
-	case c.requests < float64(minRequests):
+	case c.requests < float64(minRequests) || math.IsNaN(c.requests):
 		out.Inconclusive = fmt.Sprintf("the canary pods finished %s request(s), fewer than minRequests %d", formatFloat(c.requests), minRequests)
-	case baseline && s.requests < float64(minRequests):
+	case baseline && (s.requests < float64(minRequests) || math.IsNaN(s.requests)):
 		out.Inconclusive = fmt.Sprintf("the stable pods finished %s request(s), fewer than minRequests %d", formatFloat(s.requests), minRequests)
 	case out.Value == nil:
 		out.Inconclusive = "no data to compute " + preset + " from"
@@ -441,7 +457,7 @@ func (s *Scraper) Measure(ctx context.Context, checks []Check) ([]Sample, error)
 			out[i] = Sample{Inconclusive: "the scrape provider computes presets only"}
 			continue
 		}
-		out[i] = presetSample(ch.Preset, &canary, &stable, len(s.targets.Stable) > 0, s.minRequests)
+		out[i] = presetSample(ch.Preset, canary.values(), stable.values(), len(s.targets.Stable) > 0, s.minRequests)
 	}
 	return out, nil
 }

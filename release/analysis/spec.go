@@ -422,12 +422,6 @@ func (s *Spec) Validate(source string, canary bool) (*Config, error) {
 	if len(c.Checks) == 0 {
 		return nil, bad("presets", "nothing to measure: set a preset or a metric")
 	}
-	if c.Provider == ProviderPrometheus {
-		// The Provider interface has room for it (queries over each
-		// interval); until it is built the spec is refused before
-		// anything is applied.
-		return nil, bad("provider", "prometheus is not supported yet: use provider: scrape (the pods' own /metrics through the API server)")
-	}
 	return c, nil
 }
 

@@ -83,7 +83,6 @@ func TestSpecRefused(t *testing.T) {
 		{"negative max", "presets: {errorRatio: {max: -0.1}}\n", true, "presets.errorRatio.max: -0.1"},
 		{"bad policy", "inconclusive: retry\n", true, `inconclusive: "retry": want fail, pass or hold`},
 		{"unknown provider", "provider: datadog\n", true, `provider: "datadog"`},
-		{"prometheus not yet", "provider: prometheus\n", true, "provider: prometheus is not supported yet"},
 		{"baseline without canary", "presets: {ttftP95Ratio: {max: 2}}\n", false, "presets.ttftP95Ratio: compares the canary with the stable pods: it needs --canary"},
 		{"zero rps", "load: {rps: 0}\n", true, "load.rps: 0: must be positive"},
 		{"negative rps", "load: {rps: -2}\n", true, "load.rps"},
@@ -117,8 +116,6 @@ func TestSpecRefused(t *testing.T) {
 }
 
 func TestSpecCustomMetricAccepted(t *testing.T) {
-	// The query and conditions are checked; the provider is refused
-	// last (not built yet), so a good metric reaches that refusal.
 	s, err := Parse([]byte(`provider: prometheus
 metrics:
 - name: p99
@@ -128,8 +125,14 @@ metrics:
   failureLimit: 2
 `), "f")
 	require.NoError(t, err)
-	_, err = s.Validate("f", true)
-	require.ErrorContains(t, err, "provider: prometheus is not supported yet")
+	c, err := s.Validate("f", true)
+	require.NoError(t, err)
+	require.Len(t, c.Checks, 1)
+	ch := c.Checks[0]
+	assert.Equal(t, "p99", ch.Name)
+	assert.Equal(t, 2, ch.FailureLimit)
+	assert.False(t, ch.Baseline)
+	assert.Equal(t, "success: result[0] < 0.8", ch.Condition())
 }
 
 func TestCheckPromQL(t *testing.T) {
