@@ -84,6 +84,13 @@ presets:
 	assert.Greater(t, a.Load.Sent, int64(30))
 	assert.Zero(t, a.Load.Failed)
 	assert.Equal(t, storage.CanaryPromoted, res.Canary.Outcome)
+	// What the analysis adds beyond its window (3 × 4s): the hold (1s,
+	// shorter) lasts as long as the analysis, plus its last scrape.
+	require.Equal(t, release.CanaryHolding, res.Canary.Phases[1].Name)
+	held := res.Canary.Phases[1].DurationSeconds
+	t.Logf("holding with the analysis: %.3fs for a 12s window", held)
+	assert.GreaterOrEqual(t, held, 12.0)
+	assert.Less(t, held, 13.0, "the analysis adds at most 1s to its window")
 	lines := 0
 	for _, l := range strings.Split(r.stderr, "\n") {
 		if strings.Contains(l, "#2 analysis: passed: ") && strings.Contains(l, "; requests ") {
@@ -214,4 +221,21 @@ func TestAnalysisBadSpecNothingApplied(t *testing.T) {
 	entries, err := f.store.List(context.Background(), relName)
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "no record was written")
+}
+
+// TestAnalysisChartValues: the built-in chart's analysis values, without
+// --analysis, catch a serve-errors canary.
+func TestAnalysisChartValues(t *testing.T) {
+	f := newRelFixture(t)
+	f.canaryInstall(t)
+	r := f.run(t, canaryArgs("--set", "image.tag=v0.11.0-serve-errors", "--canary", "1", "--canary-hold", "1s", "-o", "json",
+		"--set", "analysis.enabled=true", "--set", "analysis.interval=3s", "--set", "analysis.count=2", "--set", "analysis.minRequests=3",
+		"--set", "analysis.load.rps=6", "--set-json", `analysis.presets={"errorRatio":{"max":0.05}}`)...)
+	require.Equal(t, 3, r.code, "%s", r)
+	res := result(t, r)
+	assert.Equal(t, wait.VerdictAnalysisFailed, res.Failure.Verdict)
+	require.NotNil(t, res.Analysis)
+	assert.Equal(t, "3s", res.Analysis.Interval)
+	assert.NotEmpty(t, measured(res.Analysis, "errorRatio"))
+	assert.Equal(t, 1, res.RolledBackTo)
 }

@@ -120,7 +120,7 @@ type completionRequest struct {
 }
 
 // send sends one request; an error or a status other than 200 counts as
-// failed.
+// failed, except a request the end of the analysis cancelled.
 func (l *Loader) send(ctx context.Context, c *http.Client, t Target, body []byte) {
 	l.sent.Add(1)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+t.Pod+"/v1/completions", bytes.NewReader(body))
@@ -131,7 +131,10 @@ func (l *Loader) send(ctx context.Context, c *http.Client, t Target, body []byte
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.Do(req)
 	if err != nil {
-		l.failed.Add(1)
+		if ctx.Err() == nil {
+			// Not one the end of the analysis cut short.
+			l.failed.Add(1)
+		}
 		return
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))

@@ -73,8 +73,8 @@ type AnalysisMeasurement struct {
 type LoadReport struct {
 	RPS float64 `json:"rps"`
 	// Sent, Failed and Dropped count requests: sent to a pod, answered
-	// with an error (or none), not sent because the concurrency bound was
-	// reached.
+	// with an error or not at all (those the end of the analysis cut short
+	// aside), not sent because the concurrency bound was reached.
 	Sent    int64 `json:"sent"`
 	Failed  int64 `json:"failed"`
 	Dropped int64 `json:"dropped"`
