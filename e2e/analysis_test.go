@@ -239,3 +239,38 @@ func TestAnalysisChartValues(t *testing.T) {
 	assert.NotEmpty(t, measured(res.Analysis, "errorRatio"))
 	assert.Equal(t, 1, res.RolledBackTo)
 }
+
+// TestAnalysisBakeWithoutCanary: without --canary the analysis measures
+// the new pods alone once the rollout is complete; a serve-errors
+// revision is rolled back.
+func TestAnalysisBakeWithoutCanary(t *testing.T) {
+	spec := "interval: 3s\ncount: 2\nminRequests: 3\nload: {rps: 4}\npresets: {errorRatio: {max: 0.05}}\n"
+	for _, tc := range []struct {
+		tag, outcome string
+		code         int
+	}{
+		{"v0.11.1", storage.AnalysisPassed, 0},
+		{"v0.11.0-serve-errors", storage.AnalysisFailed, 3},
+	} {
+		t.Run(tc.tag, func(t *testing.T) {
+			f := newRelFixture(t)
+			f.canaryInstall(t)
+			r := f.run(t, canaryArgs("--set", "image.tag="+tc.tag, "--analysis", analysisSpec(t, spec), "-o", "json")...)
+			require.Equal(t, tc.code, r.code, "%s", r)
+			res := result(t, r)
+			require.NotNil(t, res.Analysis, "%s", r)
+			assert.Equal(t, tc.outcome, res.Analysis.Outcome)
+			ms := measured(res.Analysis, "errorRatio")
+			require.NotEmpty(t, ms)
+			for _, m := range ms {
+				assert.Nil(t, m.Stable, "no baseline without a canary")
+				assert.GreaterOrEqual(t, m.CanaryRequests, 3.0, "the load reached the new pods")
+			}
+			if tc.code == 3 {
+				assert.Equal(t, wait.VerdictAnalysisFailed, res.Failure.Verdict)
+				assert.Contains(t, res.Failure.Message, "the analysis after the rollout failed")
+				assert.Equal(t, 1, res.RolledBackTo)
+			}
+		})
+	}
+}

@@ -135,13 +135,14 @@ func podPort(p *corev1.Pod) int {
 	return first
 }
 
-// runAnalysis runs the canary analysis of rec on the canary pods against
-// the stable pods, with its synthetic load while it lasts, filling
+// runAnalysis runs the analysis of rec on the pods resolve finds (the
+// canary pods against the stable pods; or the new pods alone, after a
+// rollout without a canary), with its synthetic load while it lasts, filling
 // report; every measurement is a progress event. A failure to find the
 // pods or to reach them is an inconclusive analysis (the policy
 // decides), never an internal error.
-func (d *Deployer) runAnalysis(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint, targets []canaryTarget,
-	pods []string, report *storage.AnalysisReport) error {
+func (d *Deployer) runAnalysis(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint,
+	resolve func(context.Context) (analysis.Targets, error), report *storage.AnalysisReport) error {
 	report.Provider, report.Interval, report.Count, report.Inconclusive = cfg.Provider, cfg.Interval.String(), cfg.Count, cfg.Inconclusive
 	inconclusive := func(err error) error {
 		report.Outcome, report.Reason = storage.AnalysisInconclusive, err.Error()
@@ -150,7 +151,7 @@ func (d *Deployer) runAnalysis(ctx context.Context, rec *storage.Release, cfg *a
 	if d.PodHTTP == nil && (cfg.Provider == analysis.ProviderScrape || cfg.Load != nil) {
 		return inconclusive(errors.New("no way to reach the pods (no port-forward client)"))
 	}
-	t, err := d.analysisTargets(ctx, targets, pods)
+	t, err := resolve(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -209,7 +210,7 @@ func targetNames(ts []analysis.Target) string {
 // nil to go on (passed, or inconclusive under the pass policy), else the
 // diagnosis and the error (errAnalysisFailed wrapped; an
 // *AnalysisHoldError under the hold policy).
-func analysisVerdict(name string, revision int, r *storage.AnalysisReport) (*wait.Diagnosis, error) {
+func analysisVerdict(subject, name string, revision int, r *storage.AnalysisReport) (*wait.Diagnosis, error) {
 	switch {
 	case r.Outcome == storage.AnalysisPassed:
 		return nil, nil
@@ -217,11 +218,11 @@ func analysisVerdict(name string, revision int, r *storage.AnalysisReport) (*wai
 		return nil, nil
 	}
 	f := &wait.Diagnosis{Reason: string(wait.VerdictAnalysisFailed), Verdict: wait.VerdictAnalysisFailed, Cause: "unknown",
-		Message: "the canary analysis failed: " + r.Reason}
+		Message: subject + " failed: " + r.Reason}
 	f.Hints = []string{"every measurement is in analysis.measurements (-o json) and in `vllmctl status`; compare the canary's figures with the stable pods'"}
 	if r.Outcome != storage.AnalysisFailed {
 		f.Reason, f.Verdict = string(wait.VerdictAnalysisInconclusive), wait.VerdictAnalysisInconclusive
-		f.Message = "the canary analysis was inconclusive: " + r.Reason
+		f.Message = subject + " was inconclusive: " + r.Reason
 		f.Hints = []string{"send traffic to the pods during the analysis (the spec's load: {rps: …}), lower minRequests, or choose inconclusive: pass|hold"}
 	}
 	for i := len(r.Measurements) - 1; i >= 0; i-- {

@@ -35,9 +35,6 @@ type canaryDeploy struct {
 func (d *Deployer) planCanary(p *deployPlan, rec *storage.Release, res *Result, install bool, waves wavePlan) (*canaryDeploy, error) {
 	o := p.opts.Canary
 	if o == nil {
-		if p.analysis != nil {
-			d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "the analysis runs during a canary hold: deploy with --canary")
-		}
 		return nil, nil
 	}
 	report := newCanaryReport(*o)
@@ -183,7 +180,8 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Re
 			d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "engine groups are not analysed yet: the canary is held and judged by its pods' verdicts")
 		} else {
 			c.run.analyze = func(ctx context.Context, pods []string, report *storage.AnalysisReport) error {
-				return d.runAnalysis(ctx, rec, cfg, p.opts.Prometheus, c.targets, pods, report)
+				resolve := func(ctx context.Context) (analysis.Targets, error) { return d.analysisTargets(ctx, c.targets, pods) }
+				return d.runAnalysis(ctx, rec, cfg, p.opts.Prometheus, resolve, report)
 			}
 		}
 	}

@@ -125,7 +125,7 @@ func (c *canaryRun) run(ctx context.Context) (wait.Result, *wait.Diagnosis, erro
 			return res, nil, c.failed(ctx, fmt.Errorf("canary analysis: %w", aerr))
 		}
 		if c.analysis != nil {
-			if f, err := analysisVerdict(c.name, c.revision, c.analysis); err != nil {
+			if f, err := analysisVerdict("the canary analysis", c.name, c.revision, c.analysis); err != nil {
 				c.report.Outcome, c.report.Reason = storage.CanaryFailed, f.Message
 				return res, f, err
 			}

@@ -33,7 +33,7 @@ func TestDeployAnalysisRefused(t *testing.T) {
 		{"bad PromQL", "provider: prometheus\nmetrics: [{name: q, query: 'sum(rate(x[1m])', successCondition: 'result[0] < 1'}]\n",
 			[]string{"--canary", "1"}, "metrics[0].query"},
 		{"baseline preset without --canary", "presets: {ttftP95Ratio: {max: 2}}\n", nil, "presets.ttftP95Ratio: compares the canary with the stable pods: it needs --canary"},
-		{"analysis without --canary", "presets: {errorRatio: {max: 0.1}}\n", nil, "the analysis runs during the canary hold: it needs --canary"},
+		{"defaults without --canary", "presets: {errorRatio: {max: 0.1}, e2eLatencyP95Ratio: {}}\n", nil, "presets.e2eLatencyP95Ratio: compares the canary with the stable pods: it needs --canary"},
 		{"prometheus without its URL", "provider: prometheus\n", []string{"--canary", "1"}, "provider: prometheus needs --prometheus-url"},
 		{"values: prometheus without its URL", "", []string{"--canary", "1", "--set", "analysis.enabled=true", "--set", "analysis.provider=prometheus"},
 			"invalid analysis values analysis: provider: prometheus needs --prometheus-url"},

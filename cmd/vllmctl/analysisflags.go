@@ -20,14 +20,15 @@ type analysisFlags struct {
 // AddFlags registers the analysis flags on fs.
 func (a *analysisFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.file, "analysis", "",
-		"analysis spec (YAML: provider, interval, count, minRequests, inconclusive, load, presets, metrics): measure the canary pods against the stable pods during the canary hold (with --canary)")
+		"analysis spec (YAML: provider, interval, count, minRequests, inconclusive, load, presets, metrics): measure the canary pods against the stable pods during the canary hold (--canary), or the new pods alone after the rollout")
 	fs.StringVar(&a.promURL, "prometheus-url", "", "Prometheus HTTP API the analysis' prometheus provider queries (e.g. http://prometheus.monitoring:9090)")
 	fs.StringVar(&a.promToken, "prometheus-token-file", "", "file holding a bearer token for --prometheus-url (read at every query)")
 	fs.StringVar(&a.promCA, "prometheus-ca-file", "", "PEM CA bundle that signs --prometheus-url's certificate")
 }
 
 // Validate reads and checks the spec (exit code 2 naming the field);
-// it needs --canary (canary says whether it was given).
+// without --canary (canary says whether it was given) the checks that
+// compare with the stable pods are refused.
 func (a *analysisFlags) Validate(fs *pflag.FlagSet, canary bool) error {
 	if a.promURL == "" {
 		for _, name := range []string{"prometheus-token-file", "prometheus-ca-file"} {
@@ -51,9 +52,6 @@ func (a *analysisFlags) Validate(fs *pflag.FlagSet, canary bool) error {
 	cfg, err := spec.Validate(a.file, canary)
 	if err != nil {
 		return err
-	}
-	if !canary {
-		return newUsageError("--analysis %s: the analysis runs during the canary hold: it needs --canary", a.file)
 	}
 	if cfg.Provider == analysis.ProviderPrometheus && a.prom == nil {
 		return newUsageError("--analysis %s: provider: prometheus needs --prometheus-url", a.file)
