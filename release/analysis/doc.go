@@ -8,5 +8,6 @@
 // consecutiveErrorLimit, minRequests), and the optional synthetic load
 // (OpenAI /v1/completions requests to both sides) that gives the metrics
 // something to measure. What the analysis concluded is a
-// storage.AnalysisReport; release wires it into the canary hold.
+// storage.AnalysisReport; release wires it into the canary hold (or, without
+// a canary, into a bake of the new pods after the rollout).
 package analysis
