@@ -10,7 +10,8 @@
 # publish:
 #   result.json  deploy's result document (empty when nothing was deployed)
 #   deploy.log   the progress and errors (stderr)
-#   summary.md   the outcome and, for a failed rollout, the diagnosis:
+#   summary.md   the outcome, the canary analysis' measurements (a table)
+#                and, for a failed rollout, the diagnosis:
 #                failure.reason, cause, evidence, pod, hints, events, logTail
 #   outcome      one word: deployed, bad-input, rolled-back, failed, locked,
 #                cluster-refused or error
@@ -115,6 +116,13 @@ release=$(r .release); release=${release:-$1}
       [ -n "$hints" ] && printf '\nHints:\n%s\n' "$hints"
       r 'block("events"; .failure.events // [])'
       r 'block("log tail"; .failure.logTail // [])'
+    fi
+    if [ -n "$(r .analysis)" ]; then
+      echo
+      r '.analysis | "Canary analysis (\(.provider)): **\(.outcome)**" + (if .reason then ": \(.reason | md)" else "" end)'
+      echo
+      r '"| at | metric | canary | stable | value | condition | outcome |", "|---|---|---|---|---|---|---|",
+        (.analysis.measurements[]? | "| \(.at) | \(.metric | md) | \(.canary // "-") | \(.stable // "-") | \(.value // "-") | \(.condition | md) | \(.outcome) |")'
     fi
   fi
   if [ "$code" -ne 0 ]; then

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -41,6 +42,9 @@ func (d *Deployer) planCanary(p *deployPlan, rec *storage.Release, res *Result, 
 	skip := func(reason string) (*canaryDeploy, error) {
 		report.Outcome, report.Reason = storage.CanarySkipped, reason
 		d.emit(rec.Name, rec.Revision, PhaseCanary, "", storage.CanarySkipped, reason)
+		if p.analysis != nil {
+			d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no canary to analyse")
+		}
 		return nil, nil
 	}
 	if install {
@@ -152,7 +156,7 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Re
 			g.Until = until
 			timeout := remaining()
 			if until != nil {
-				timeout += o.Hold + o.GateTimeout
+				timeout += max(o.Hold, analysisLength(p.analysis)) + o.GateTimeout
 			}
 			return d.waitWith(ctx, rec, watched, wait.Options{Timeout: timeout, Canary: &g})
 		},
@@ -170,7 +174,19 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Re
 			return err
 		},
 	}
+	c.run.name, c.run.revision = rec.Name, rec.Revision
+	if cfg := p.analysis; cfg != nil {
+		if len(c.targets) == 0 {
+			d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "engine groups are not analysed yet: the canary is held and judged by its pods' verdicts")
+		} else {
+			c.run.analyze = func(ctx context.Context, pods []string, report *storage.AnalysisReport) error {
+				resolve := func(ctx context.Context) (analysis.Targets, error) { return d.analysisTargets(ctx, c.targets, pods) }
+				return d.runAnalysis(ctx, rec, cfg, p.opts.Prometheus, resolve, report)
+			}
+		}
+	}
 	wres, f, err := c.run.run(ctx)
+	rec.Analysis = c.run.analysis
 	switch {
 	case f == nil || f.Object != "":
 	case len(c.targets) > 0:
@@ -179,6 +195,14 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Re
 		f.Object = "statefulset/" + c.groups[0].GetName()
 	}
 	return wres, f, err
+}
+
+// analysisLength is how long an analysis lasts (0: none).
+func analysisLength(c *analysis.Config) time.Duration {
+	if c == nil {
+		return 0
+	}
+	return c.Duration()
 }
 
 // canarySummary is the canary's note in the revision's description.

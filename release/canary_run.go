@@ -40,6 +40,15 @@ type canaryRun struct {
 	gate func(ctx context.Context, pods []string) (*storage.GateResult, error)
 	// promote applies the chart's strategy again.
 	promote func(ctx context.Context) error
+	// analyze, when set, runs the canary analysis on the Ready canary pods
+	// during the hold, filling report; the hold then lasts until both the
+	// hold and the analysis have ended (or the analysis refused).
+	analyze func(ctx context.Context, pods []string, report *storage.AnalysisReport) error
+	// analysis is the analysis' report once the hold began (nil: none).
+	analysis *storage.AnalysisReport
+	// name and revision name the release in the analysis' errors.
+	name     string
+	revision int
 
 	phaseStart time.Time
 	// held is how long holding and the gate took: not counted against the
@@ -81,18 +90,45 @@ func (c *canaryRun) run(ctx context.Context) (wait.Result, *wait.Diagnosis, erro
 	}
 	c.report.Pods = append([]string{}, res.CanaryPods...)
 
-	if c.opts.Hold > 0 {
-		c.begin(CanaryHolding, fmt.Sprintf("holding %s: %s", c.opts.Hold, joinPods(c.report.Pods)))
+	if c.opts.Hold > 0 || c.analyze != nil {
+		msg := fmt.Sprintf("holding %s: %s", c.opts.Hold, joinPods(c.report.Pods))
+		if c.analyze != nil {
+			msg += "; analysing them"
+		}
+		c.begin(CanaryHolding, msg)
 		until := make(chan struct{})
 		hctx, stop := context.WithCancel(ctx)
 		held := make(chan struct{})
-		go func() { defer close(held); c.hold(hctx, until) }()
+		var analysed chan struct{}
+		var aerr error
+		if c.analyze != nil {
+			analysed = make(chan struct{})
+			report, pods := &storage.AnalysisReport{Outcome: storage.AnalysisRunning, Measurements: []storage.AnalysisMeasurement{}}, c.report.Pods
+			c.analysis = report
+			go func() { defer close(analysed); aerr = c.analyze(hctx, pods, report) }()
+		}
+		go func() { defer close(held); c.hold(hctx, until, analysed) }()
 		res, err = c.watch(ctx, until)
 		stop()
 		<-held
+		if analysed != nil {
+			<-analysed
+			if c.analysis.Outcome == storage.AnalysisRunning {
+				c.analysis.Outcome, c.analysis.Reason = storage.AnalysisStopped, "the canary hold ended before the analysis did"
+			}
+		}
 		c.held += c.end()
 		if err != nil {
 			return res, nil, c.failed(ctx, err)
+		}
+		if aerr != nil {
+			return res, nil, c.failed(ctx, fmt.Errorf("canary analysis: %w", aerr))
+		}
+		if c.analysis != nil {
+			if f, err := analysisVerdict("the canary analysis", c.name, c.revision, c.analysis); err != nil {
+				c.report.Outcome, c.report.Reason = storage.CanaryFailed, f.Message
+				return res, f, err
+			}
 		}
 	}
 
@@ -147,11 +183,18 @@ func (c *canaryRun) failed(ctx context.Context, err error) error {
 	return err
 }
 
-// hold closes until when the hold has passed, reporting progress every
-// tick, or returns when ctx ends.
-func (c *canaryRun) hold(ctx context.Context, until chan<- struct{}) {
-	timer := c.clk.NewTimer(c.opts.Hold)
-	defer timer.Stop()
+// hold closes until when the hold has passed and the analysis (when
+// analysed is not nil) has ended, or at once when the analysis ended
+// with anything but passed; it reports progress every tick, and returns
+// when ctx ends.
+func (c *canaryRun) hold(ctx context.Context, until chan<- struct{}, analysed <-chan struct{}) {
+	var timerC <-chan time.Time
+	if c.opts.Hold > 0 {
+		timer := c.clk.NewTimer(c.opts.Hold)
+		defer timer.Stop()
+		timerC = timer.C()
+	}
+	holding, analysing := timerC != nil, analysed != nil
 	tick := c.tick
 	if tick <= 0 {
 		tick = canaryHoldTick
@@ -162,12 +205,24 @@ func (c *canaryRun) hold(ctx context.Context, until chan<- struct{}) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C():
+		case <-timerC:
 			c.emit(CanaryHolding, fmt.Sprintf("held %s", c.opts.Hold))
-			close(until)
-			return
+			holding, timerC = false, nil
+			if analysing {
+				c.emit(CanaryHolding, "the hold lasts until the analysis ends")
+			}
+		case <-analysed:
+			analysing, analysed = false, nil
+			if c.analysis.Outcome != storage.AnalysisPassed {
+				close(until)
+				return
+			}
 		case <-ticker.C():
 			c.emit(CanaryHolding, fmt.Sprintf("holding %s of %s", c.clk.Since(c.phaseStart).Round(time.Second), c.opts.Hold))
+		}
+		if !holding && !analysing {
+			close(until)
+			return
 		}
 	}
 }

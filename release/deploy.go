@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vllmctl/vllmctl/release/analysis"
 	"time"
 
 	chart "helm.sh/helm/v4/pkg/chart/v2"
@@ -84,6 +85,13 @@ type DeployOptions struct {
 	// Canary, when set, rolls the new revision out through a canary phase
 	// (see CanaryOptions); the record keeps the chart's strategy.
 	Canary *CanaryOptions
+	// Analysis, when set, measures the canary pods against the stable
+	// pods during the canary hold (deploy --analysis FILE); without it
+	// the built-in chart's analysis values are read, when enabled.
+	Analysis *analysis.Config
+	// Prometheus is where the prometheus provider of an analysis queries
+	// (--prometheus-url …); an analysis with provider prometheus needs it.
+	Prometheus *analysis.PrometheusEndpoint
 	// Note, when set, is appended to the revision's description (e.g. what
 	// the surge policy changed for this rollout).
 	Note string

@@ -3,6 +3,7 @@ package release
 import (
 	"context"
 	"fmt"
+	"github.com/vllmctl/vllmctl/release/analysis"
 	"slices"
 	"strings"
 	"sync"
@@ -106,6 +107,10 @@ type deployPlan struct {
 	// the deploy does with them (nil: nothing; see crds.go).
 	crdObjs []*unstructured.Unstructured
 	crds    *crdPlan
+
+	// analysis is the canary analysis the deploy runs (nil: none): the
+	// --analysis file's, or the built-in chart's analysis values'.
+	analysis *analysis.Config
 }
 
 // prepare renders the chart for plan and prepares the objects.
@@ -148,6 +153,9 @@ func (p *deployPlan) build(ctx context.Context, plan storage.Plan, entries []sto
 	p.crdObjs = r.CRDs
 	p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion, Source: in.Source, Digest: in.Digest, Signer: in.Signer, SignedDigest: in.SignedDigest}
 	p.values, p.computed, p.notes = r.UserValues, r.Values, r.Notes
+	if p.analysis, err = analysisOf(opts, in.Chart.Values, r.Values); err != nil {
+		return err
+	}
 	if p.hooks, err = storage.HooksOf(r.Hooks); err != nil {
 		return fmt.Errorf("release %s: %w", opts.Name, err)
 	}

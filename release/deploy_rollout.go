@@ -11,6 +11,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -222,10 +223,24 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 	}
 
 	wres, f, werr := d.awaitRollout(ctx, p, rec, res, canary, waves, applyOpts, applied, start, &opts)
+	if werr == nil && f == nil && p.analysis != nil && p.opts.Canary == nil {
+		// No canary: the analysis bakes the new pods after the rollout.
+		if len(rec.ReplicaSets) == 0 {
+			d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no Deployment's pods to analyse (engine groups are not analysed yet)")
+		} else {
+			f, werr = d.bake(ctx, p, rec)
+			opts.Note = joinNotes(opts.Note, analysis.Summary(rec.Analysis))
+		}
+	}
 	if lost := lockLost(werr); lost != nil {
 		return res, lost
 	}
 	if werr != nil {
+		var hold *AnalysisHoldError
+		if errors.As(werr, &hold) {
+			// inconclusive: hold: no rollback, the canary stays held.
+			opts.RollbackOnFailure = false
+		}
 		return d.waitFailed(ctx, rec, res, start, opts, wres, werr, f, install)
 	}
 	if r, err := d.deployHooks(ctx, rec, res, opts, install, charts.HookPostInstall, charts.HookPostUpgrade); err != nil {
@@ -354,6 +369,9 @@ func (d *Deployer) awaitRollout(ctx context.Context, p *deployPlan, rec *storage
 		wres, f, werr = d.runCanary(ctx, p, rec, canary, applyOpts, remaining)
 		deadline = deadline.Add(canary.run.held)
 		opts.Note = joinNotes(opts.Note, canarySummary(rec.Canary))
+		if rec.Analysis != nil {
+			opts.Note = joinNotes(opts.Note, analysis.Summary(rec.Analysis))
+		}
 		if werr == nil {
 			wres, werr = d.waitObjects(ctx, rec, objs, remaining())
 			canary.run.finish()

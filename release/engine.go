@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -92,6 +93,11 @@ type Engine struct {
 	// engine renders (cluster.Applier.Lookup), read-only; nil renders
 	// lookups as `helm template` does (an empty map).
 	Lookup func(ctx context.Context, served []string) engine.ClientProvider
+	// PodHTTP, when set, returns an HTTP client whose requests reach a
+	// pod's port through the API server's port-forward (podhttp), and the
+	// function that closes its idle connections: the canary analysis
+	// scrapes and loads pods through it.
+	PodHTTP func(namespace, pod string, port int, timeout time.Duration) (*http.Client, func())
 
 	// discovered is the cluster's discovery as the engine's first render
 	// read it (RenderCluster): read once per engine.
@@ -211,6 +217,8 @@ type Result struct {
 	Preflight *preflight.Report `json:"preflight,omitempty"`
 	// Canary is what the canary phase did (deploy --canary).
 	Canary *storage.CanaryReport `json:"canary,omitempty"`
+	// Analysis is what the canary analysis measured and concluded.
+	Analysis *storage.AnalysisReport `json:"analysis,omitempty"`
 	// Notes is the chart's rendered NOTES.txt after a successful deploy
 	// (a dry run and "up to date" included), as Helm prints it.
 	Notes string `json:"notes,omitempty"`
@@ -240,6 +248,7 @@ func (res *Result) sync(r *storage.Release, start time.Time, clk clock.PassiveCl
 	res.Status = r.Status
 	res.Description = r.Description
 	res.Failure = r.Failure
+	res.Analysis = r.Analysis
 	if len(r.ReplicaSets) > 0 {
 		res.ReplicaSets = slices.Clone(r.ReplicaSets)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -24,11 +25,13 @@ const (
 	PhaseReplicaSet Phase = "replicaset"
 	PhaseWait       Phase = "wait"
 	PhaseCanary     Phase = "canary"
-	PhasePrune      Phase = "prune"
-	PhaseDelete     Phase = "delete"
-	PhaseRollback   Phase = "rollback"
-	PhaseHistory    Phase = "history"
-	PhaseDone       Phase = "done"
+	// PhaseAnalysis: the canary analysis, one event per measurement.
+	PhaseAnalysis Phase = "analysis"
+	PhasePrune    Phase = "prune"
+	PhaseDelete   Phase = "delete"
+	PhaseRollback Phase = "rollback"
+	PhaseHistory  Phase = "history"
+	PhaseDone     Phase = "done"
 )
 
 // ProgressEvent is one change during an operation: an object applied, a
@@ -55,6 +58,9 @@ type ProgressEvent struct {
 	// Diff is what the deploy changes (diff phase), for printers that
 	// render it as a diff.
 	Diff *diff.Report `json:"-"`
+	// Measurement is one measurement of the canary analysis (analysis
+	// phase).
+	Measurement *storage.AnalysisMeasurement `json:"measurement,omitempty"`
 }
 
 // String formats the event as one plain progress line, "<time>

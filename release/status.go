@@ -57,6 +57,11 @@ type StatusReport struct {
 	CRDs []string `json:"crds,omitempty"`
 	// Canary is what the revision's canary phase did, if it had one.
 	Canary *storage.CanaryReport `json:"canary,omitempty"`
+	// Analysis is the canary analysis of the revision, or, when the
+	// revision is the automatic rollback of a revision that had one, that
+	// revision's (AnalysisRevision says which).
+	Analysis         *storage.AnalysisReport `json:"analysis,omitempty"`
+	AnalysisRevision int                     `json:"analysisRevision,omitempty"`
 	// CanaryLeftovers are the revision's Deployments that still carry a
 	// canary's transient strategy (see canary_leftover.go).
 	CanaryLeftovers []CanaryLeftover `json:"canaryLeftovers,omitempty"`
@@ -131,7 +136,16 @@ func (s *Statuser) Status(ctx context.Context, name string) (*StatusReport, erro
 	if err != nil {
 		return nil, err
 	}
-	return s.StatusOf(ctx, rec)
+	rep, err := s.StatusOf(ctx, rec)
+	if err != nil || rep.Analysis != nil || rec.RollbackOf == 0 || rec.Revision <= 1 {
+		return rep, err
+	}
+	// A rollback right after a revision whose analysis refused it: that
+	// analysis is why the release is where it is.
+	if prev, perr := s.Store.Get(ctx, name, rec.Revision-1); perr == nil && prev.Analysis != nil && prev.Status == storage.StatusFailed {
+		rep.Analysis, rep.AnalysisRevision = prev.Analysis, prev.Revision
+	}
+	return rep, nil
 }
 
 // StatusOf is Status of the revision rec.
@@ -145,7 +159,11 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *storage.Release) (*StatusR
 		ChartSource: rec.Chart.Source, ChartDigest: rec.Chart.Digest, PostRenderer: rec.PostRenderer,
 		ChartSigner: rec.Chart.Signer, ChartSignedDigest: rec.Chart.SignedDigest,
 		Updated: rec.Updated, RollbackOf: rec.RollbackOf, Failure: rec.Failure, Canary: rec.Canary, CRDs: rec.CRDs,
-		Objects: []LiveObject{}, ReplicaSets: []ServingReplicaSet{}, RecordedReplicaSets: []storage.ReplicaSetRef{},
+		Analysis: rec.Analysis,
+		Objects:  []LiveObject{}, ReplicaSets: []ServingReplicaSet{}, RecordedReplicaSets: []storage.ReplicaSetRef{},
+	}
+	if rec.Analysis != nil {
+		rep.AnalysisRevision = rec.Revision
 	}
 	if len(rec.ReplicaSets) > 0 {
 		rep.RecordedReplicaSets = rec.ReplicaSets

@@ -66,6 +66,15 @@ const (
 	// without waiting for RolloutOptions.MaxRestarts. The Diagnosis names
 	// the cause; its RestartCount is the count at that moment.
 	VerdictKnownCause Verdict = "KnownCause"
+	// VerdictAnalysisFailed: the canary analysis (deploy --analysis, or
+	// the built-in chart's analysis values) failed: a metric's failed
+	// measurements exceeded its failureLimit. The Diagnosis' evidence is
+	// the last failed measurement.
+	VerdictAnalysisFailed Verdict = "AnalysisFailed"
+	// VerdictAnalysisInconclusive: the canary analysis could not decide
+	// (too few requests, no data, the pods' metrics unreachable) and its
+	// policy is inconclusive: fail (or hold: the canary is kept held).
+	VerdictAnalysisInconclusive Verdict = "AnalysisInconclusive"
 	// VerdictGroupRecreated: a group of a LeaderWorkerSet (of its current
 	// template) was recreated RolloutOptions.MaxRestarts times during the
 	// wait. With restartPolicy RecreateGroupOnPodRestart (the default) the

@@ -25,6 +25,7 @@ type deployOptions struct {
 	preflight preflightFlags
 	modelFit  modelFitFlags
 	canary    canaryFlags
+	analysis  analysisFlags
 
 	output          outputFlags
 	timeout         timeoutFlags
@@ -91,6 +92,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	o.preflight.AddFlags(f)
 	o.modelFit.AddFlags(f)
 	o.canary.AddFlags(f)
+	o.analysis.AddFlags(f)
 	o.output.AddFlags(f)
 	o.timeout.AddFlags(f)
 	o.history.AddFlags(f)
@@ -128,7 +130,8 @@ func (o *deployOptions) Complete(cmd *cobra.Command, args []string) error {
 // Validate checks the flags.
 func (o *deployOptions) Validate() error {
 	canary := func() error { return o.canary.Validate(o.flags) }
-	if err := validateAll(canary, o.output.Validate, o.progress.Validate, o.lock.Validate, o.timeout.Validate,
+	analysisSpec := func() error { return o.analysis.Validate(o.flags, o.canary.opts != nil) }
+	if err := validateAll(canary, analysisSpec, o.output.Validate, o.progress.Validate, o.lock.Validate, o.timeout.Validate,
 		o.rollbackTimeout.Validate, o.verdicts.Validate, o.preflight.Validate, o.history.Validate); err != nil {
 		return err
 	}
@@ -188,6 +191,8 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		SurgePolicy:       o.preflight.surgePolicy,
 		Diff:              o.diff,
 		Canary:            o.canary.opts,
+		Analysis:          o.analysis.cfg,
+		Prometheus:        o.analysis.prom,
 	})
 	err = finishOperation(o.g.Streams.Out, o.output.format, printer, res, err)
 	if err == nil && res != nil && res.Notes != "" && o.output.format == "table" && o.progress.format != string(wait.ProgressJSON) {

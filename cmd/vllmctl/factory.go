@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/vllmctl/vllmctl/internal/podhttp"
 	"github.com/vllmctl/vllmctl/internal/podwire"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/cluster"
@@ -135,6 +136,10 @@ func (f *clusterFactory) Engine(namespace string, verdicts wait.RolloutOptions) 
 	if err != nil {
 		return nil, err
 	}
+	restConfig, err := f.getter.ToRESTConfig()
+	if err != nil {
+		return nil, kubeconfigError(err)
+	}
 	podClient, err := podwire.NewClient(cfg, podwire.Requests)
 	if err != nil {
 		return nil, recordClusterError{err}
@@ -149,5 +154,8 @@ func (f *clusterFactory) Engine(namespace string, verdicts wait.RolloutOptions) 
 		// The ReplicaSet discovery's bound on a controller that does not
 		// act, as the watcher's.
 		ControllerStallTimeout: verdicts.ControllerStallTimeout,
+		// The canary analysis reaches pods through the API server's
+		// port-forward (JSON, as every streaming request).
+		PodHTTP: podhttp.New(rest.CopyConfig(restConfig), client).Client,
 	}, nil
 }

@@ -84,6 +84,7 @@ type historyRow struct {
 	RollbackOf          int                             `json:"rollbackOf,omitempty"`
 	Failure             *wait.Diagnosis                 `json:"failure,omitempty"`
 	Canary              *storage.CanaryReport           `json:"canary,omitempty"`
+	Analysis            *storage.AnalysisReport         `json:"analysis,omitempty"`
 }
 
 // Run prints the release's revisions. An unreadable record is a row with
@@ -131,6 +132,7 @@ func (o *historyOptions) Run(ctx context.Context) error {
 			RollbackOf:          r.RollbackOf,
 			Failure:             r.Failure,
 			Canary:              r.Canary,
+			Analysis:            r.Analysis,
 		})
 	}
 	if o.output.format != "table" {

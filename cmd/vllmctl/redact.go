@@ -20,6 +20,11 @@ func redactEvent(red *diff.Redactor, ev release.ProgressEvent) release.ProgressE
 		w.Rollout = redactRollout(red, w.Rollout)
 		ev.Wait = &w
 	}
+	if ev.Measurement != nil {
+		m := *ev.Measurement
+		m.Message = red.Line(m.Message)
+		ev.Measurement = &m
+	}
 	return ev
 }
 

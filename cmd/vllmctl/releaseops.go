@@ -257,6 +257,7 @@ func writeReleaseResult(w io.Writer, format string, res *release.Result) error {
 		}
 	}
 	writeFailure(&b, res.Failure)
+	writeAnalysis(&b, res.Analysis, res.Revision)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

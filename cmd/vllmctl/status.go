@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -99,6 +100,7 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	for _, l := range rep.CanaryLeftovers {
 		field("CANARY HELD", recordCell(l.String()))
 	}
+	writeAnalysis(&b, rep.Analysis, rep.AnalysisRevision)
 	if _, err := fmt.Fprint(o.g.Streams.Out, b.String()); err != nil {
 		return err
 	}
@@ -148,4 +150,23 @@ func (o *statusOptions) Run(ctx context.Context) error {
 			rs.ReadyReplicas, rs.Replicas, rs.AvailableReplicas, current)
 	}
 	return tw.Flush()
+}
+
+// writeAnalysis writes a canary analysis: its outcome, then one line per
+// measurement.
+func writeAnalysis(b *strings.Builder, r *storage.AnalysisReport, revision int) {
+	if r == nil {
+		return
+	}
+	head := fmt.Sprintf("%s (revision %d, %s provider, %d × %s)", r.Outcome, revision, r.Provider, r.Count, r.Interval)
+	if r.Reason != "" && r.Outcome != storage.AnalysisPassed {
+		head += ": " + r.Reason
+	}
+	fmt.Fprintf(b, "ANALYSIS: %s\n", recordCell(head))
+	if r.Load != nil {
+		fmt.Fprintf(b, "ANALYSIS LOAD: %g rps, %d sent, %d failed, %d dropped\n", r.Load.RPS, r.Load.Sent, r.Load.Failed, r.Load.Dropped)
+	}
+	for _, m := range r.Measurements {
+		fmt.Fprintf(b, "  %s %s\n", m.At.UTC().Format(time.RFC3339), recordCell(analysis.DescribeMeasurement(m)))
+	}
 }

@@ -199,6 +199,9 @@ type Release struct {
 	Failure *wait.Diagnosis `json:"failure,omitempty"`
 	// Canary is what the revision's canary phase did (deploy --canary).
 	Canary *CanaryReport `json:"canary,omitempty"`
+	// Analysis is what the revision's canary analysis measured (deploy
+	// --analysis, or the built-in chart's analysis values).
+	Analysis *AnalysisReport `json:"analysis,omitempty"`
 	// Created is when the revision was first written (its pending record).
 	Created time.Time `json:"created"`
 	// Updated is when the revision was last written by its own operation

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestDeployAnalysisRefused: an invalid analysis spec, from --analysis or
+// from the built-in chart's values, is exit 2 with nothing applied and
+// nothing recorded, on an upgrade as on an install.
+func TestDeployAnalysisRefused(t *testing.T) {
+	write := func(t *testing.T, spec string) string {
+		p := filepath.Join(t.TempDir(), "analysis.yaml")
+		require.NoError(t, os.WriteFile(p, []byte(spec), 0o600))
+		return p
+	}
+	for _, tc := range []struct {
+		name, spec string
+		args       []string
+		want       string
+	}{
+		{"absurd count", "count: 1000000000\n", []string{"--canary", "1"}, "count: 1000000000: must be between 1 and 1000"},
+		{"zero interval", "interval: 0s\n", []string{"--canary", "1"}, "interval: 0s: must be positive"},
+		{"negative interval", "interval: -1m\n", []string{"--canary", "1"}, "interval: -1m: must be positive"},
+		{"unknown preset", "presets: {ttftP99: {max: 2}}\n", []string{"--canary", "1"}, "presets.ttftP99: unknown preset"},
+		{"unknown key", "interval: 10s\npresetz: {}\n", []string{"--canary", "1"}, "line 2: field presetz not found"},
+		{"bad PromQL", "provider: prometheus\nmetrics: [{name: q, query: 'sum(rate(x[1m])', successCondition: 'result[0] < 1'}]\n",
+			[]string{"--canary", "1"}, "metrics[0].query"},
+		{"baseline preset without --canary", "presets: {ttftP95Ratio: {max: 2}}\n", nil, "presets.ttftP95Ratio: compares the canary with the stable pods: it needs --canary"},
+		{"defaults without --canary", "presets: {errorRatio: {max: 0.1}, e2eLatencyP95Ratio: {}}\n", nil, "presets.e2eLatencyP95Ratio: compares the canary with the stable pods: it needs --canary"},
+		{"prometheus without its URL", "provider: prometheus\n", []string{"--canary", "1"}, "provider: prometheus needs --prometheus-url"},
+		{"values: prometheus without its URL", "", []string{"--canary", "1", "--set", "analysis.enabled=true", "--set", "analysis.provider=prometheus"},
+			"invalid analysis values analysis: provider: prometheus needs --prometheus-url"},
+		{"bad prometheus URL", "provider: prometheus\n", []string{"--canary", "1", "--prometheus-url", "prometheus:9090"}, `--prometheus-url: "prometheus:9090": want an http or https URL`},
+		{"token file without URL", "", []string{"--canary", "1", "--prometheus-token-file", "/tmp/t"}, "--prometheus-token-file needs --prometheus-url"},
+		{"values: zero interval", "", []string{"--canary", "1", "--set", "analysis.enabled=true", "--set", "analysis.interval=0s"},
+			"invalid analysis values analysis: interval: 0s: must be positive"},
+		{"values: unknown preset (schema)", "", []string{"--canary", "1", "--set", "analysis.enabled=true", "--set", "analysis.presets.nope.max=1"}, "nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newReleaseFakes()
+			// A deployed revision first: the refused one is an upgrade.
+			_, stderr, code := f.run(t, deployArgs()...)
+			require.Equal(t, 0, code, stderr)
+			refs := f.cluster.Refs()
+			args := deployArgs(append([]string{"--set", "image.tag=v0.11.1"}, tc.args...)...)
+			if tc.spec != "" {
+				args = append(args, "--analysis", write(t, tc.spec))
+			}
+			stdout, stderr, code := f.run(t, args...)
+			assert.Equal(t, 2, code, "stderr: %s", stderr)
+			assert.Contains(t, stderr, tc.want)
+			assert.Empty(t, stdout)
+			assert.Equal(t, refs, f.cluster.Refs(), "nothing applied")
+			deps, err := f.cluster.Client.AppsV1().Deployments("").List(context.Background(), metav1.ListOptions{})
+			require.NoError(t, err)
+			require.NotEmpty(t, deps.Items)
+			for _, d := range deps.Items {
+				assert.NotContains(t, d.Spec.Template.Spec.Containers[0].Image, "v0.11.1", "the Deployment is unchanged")
+			}
+			all, err := f.store.ListAll(context.Background(), "")
+			require.NoError(t, err)
+			assert.Len(t, all, 1, "no record but the first revision's")
+		})
+	}
+}

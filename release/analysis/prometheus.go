@@ -1,0 +1,305 @@
+package analysis
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// PrometheusEndpoint is where the prometheus provider queries:
+// --prometheus-url, with a bearer token (--prometheus-token-file) and a CA
+// bundle (--prometheus-ca-file).
+type PrometheusEndpoint struct {
+	URL       string
+	TokenFile string
+	CAFile    string
+}
+
+// maxPrometheusAnswer bounds one query's answer.
+const maxPrometheusAnswer = 8 << 20
+
+// Check checks the endpoint before anything is applied: an absolute http
+// or https URL, and the files readable (exit code 2 otherwise).
+func (e *PrometheusEndpoint) Check() error {
+	u, err := url.Parse(e.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &InputError{Field: "--prometheus-url", Msg: fmt.Sprintf("%q: want an http or https URL", e.URL)}
+	}
+	for flag, f := range map[string]string{"--prometheus-token-file": e.TokenFile, "--prometheus-ca-file": e.CAFile} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.ReadFile(f); err != nil {
+			return &InputError{Field: flag, Msg: err.Error()}
+		}
+	}
+	if e.CAFile != "" {
+		pem, _ := os.ReadFile(e.CAFile)
+		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			return &InputError{Field: "--prometheus-ca-file", Msg: e.CAFile + ": no PEM certificate in it"}
+		}
+	}
+	return nil
+}
+
+// Prometheus is the prometheus provider: every check is a query of the
+// Prometheus HTTP API (/api/v1/query) at the end of each interval, over
+// that interval. The presets are vLLM's PromQL (below) on the series of
+// the canary and of the stable pods, selected by the labels namespace and
+// pod (what Kubernetes service discovery's usual relabelling gives);
+// custom metrics are the spec's queries with the placeholders filled in.
+// Prometheus unreachable or refusing a query is a measurement error:
+// consecutiveErrorLimit+1 of them in a row make the analysis
+// inconclusive, and the policy decides.
+type Prometheus struct {
+	endpoint    PrometheusEndpoint
+	client      *http.Client
+	targets     Targets
+	window      time.Duration
+	minRequests int
+	clk         clock.PassiveClock
+}
+
+// NewPrometheus returns the prometheus provider of targets; window is
+// the analysis' interval (each query's range).
+func NewPrometheus(e PrometheusEndpoint, targets Targets, window time.Duration, minRequests int, clk clock.PassiveClock) (*Prometheus, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if e.CAFile != "" {
+		pem, err := os.ReadFile(e.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("prometheus CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("prometheus CA file %s: no PEM certificate in it", e.CAFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &Prometheus{endpoint: e, client: &http.Client{Transport: tr, Timeout: ScrapeTimeout(window)}, targets: targets,
+		window: window, minRequests: minRequests, clk: clk}, nil
+}
+
+// Name is "prometheus".
+func (p *Prometheus) Name() string { return ProviderPrometheus }
+
+// Start checks that Prometheus answers a query.
+func (p *Prometheus) Start(ctx context.Context) error {
+	_, err := p.query(ctx, "vector(1)")
+	return err
+}
+
+// Measure runs every check's queries for the interval just ended.
+func (p *Prometheus) Measure(ctx context.Context, checks []Check) ([]Sample, error) {
+	out := make([]Sample, len(checks))
+	sides := map[string]sideValues{}
+	side := func(name string, pods []Target) (sideValues, error) {
+		if v, ok := sides[name]; ok {
+			return v, nil
+		}
+		v, err := p.sideValues(ctx, pods)
+		sides[name] = v
+		return v, err
+	}
+	baseline := len(p.targets.Stable) > 0
+	for i, ch := range checks {
+		if ch.Preset == "" {
+			vals, err := p.query(ctx, p.fill(ch.Query))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = Sample{Result: vals}
+			if len(vals) == 0 {
+				out[i].Inconclusive = "the query returned no data"
+				continue
+			}
+			v := vals[0]
+			out[i].Value = &v
+			continue
+		}
+		c, err := side("canary", p.targets.Canary)
+		if err != nil {
+			return nil, err
+		}
+		s := sideValues{requests: math.NaN(), errors: math.NaN(), preemptions: math.NaN(), ttftP95: math.NaN(), e2eP95: math.NaN(), kv: math.NaN()}
+		if baseline {
+			if s, err = side("stable", p.targets.Stable); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = presetSample(ch.Preset, c, s, baseline, p.minRequests)
+	}
+	return out, nil
+}
+
+// PresetQueries are the PromQL of a side's figures: sel is the label
+// matchers of its pods, window the range.
+func PresetQueries(sel, window string) map[string]string {
+	inference := `handler=~"/v1/.+",handler!="/v1/models"`
+	return map[string]string{
+		"requests": fmt.Sprintf(`sum(increase(http_requests_total{%s,%s}[%s]))`, sel, inference, window),
+		"errors": fmt.Sprintf(`(sum(increase(http_requests_total{%s,%s,status=~"5.."}[%s])) or vector(0)) + (sum(increase(vllm:request_success_total{%s,finished_reason=~"error|abort"}[%s])) or vector(0))`,
+			sel, inference, window, sel, window),
+		"preemptions": fmt.Sprintf(`sum(increase(vllm:num_preemptions_total{%s}[%s]))`, sel, window),
+		"ttftP95":     fmt.Sprintf(`histogram_quantile(0.95, sum by (le) (increase(vllm:time_to_first_token_seconds_bucket{%s}[%s])))`, sel, window),
+		"e2eP95":      fmt.Sprintf(`histogram_quantile(0.95, sum by (le) (increase(vllm:e2e_request_latency_seconds_bucket{%s}[%s])))`, sel, window),
+		"kv":          fmt.Sprintf(`max(vllm:kv_cache_usage_perc{%s})`, sel),
+	}
+}
+
+// sideValues queries one side's figures.
+func (p *Prometheus) sideValues(ctx context.Context, pods []Target) (sideValues, error) {
+	qs := PresetQueries(fmt.Sprintf(`namespace=%q,pod=~"%s"`, p.targets.Namespace, podRegexp(pods)), promDuration(p.window))
+	v := sideValues{}
+	for name, dst := range map[string]*float64{"requests": &v.requests, "errors": &v.errors, "preemptions": &v.preemptions,
+		"ttftP95": &v.ttftP95, "e2eP95": &v.e2eP95, "kv": &v.kv} {
+		vals, err := p.query(ctx, qs[name])
+		if err != nil {
+			return v, err
+		}
+		*dst = math.NaN()
+		if len(vals) > 0 {
+			*dst = vals[0]
+		}
+	}
+	if math.IsNaN(v.requests) {
+		v.requests = 0
+	}
+	return v, nil
+}
+
+// fill replaces a custom query's placeholders.
+func (p *Prometheus) fill(q string) string {
+	return placeholderRE.ReplaceAllStringFunc(q, func(m string) string {
+		switch "{{" + strings.TrimSpace(strings.Trim(m, "{}")) + "}}" {
+		case PlaceholderNamespace:
+			return p.targets.Namespace
+		case PlaceholderCanaryPods:
+			return podRegexp(p.targets.Canary)
+		case PlaceholderStablePods:
+			return podRegexp(p.targets.Stable)
+		}
+		return m
+	})
+}
+
+// podRegexp is the pods as a regular-expression alternation, escaped for
+// a PromQL double-quoted string.
+func podRegexp(pods []Target) string {
+	names := make([]string, len(pods))
+	for i, t := range pods {
+		names[i] = strings.ReplaceAll(regexp.QuoteMeta(t.Pod), `\`, `\\`)
+	}
+	return strings.Join(names, "|")
+}
+
+// promDuration is d as a PromQL duration (whole seconds, at least 1s).
+func promDuration(d time.Duration) string {
+	return strconv.FormatInt(max(int64(d/time.Second), 1), 10) + "s"
+}
+
+// promAnswer is the Prometheus HTTP API's answer to a query.
+type promAnswer struct {
+	Status    string `json:"status"`
+	ErrorType string `json:"errorType"`
+	Error     string `json:"error"`
+	Data      struct {
+		ResultType string          `json:"resultType"`
+		Result     json.RawMessage `json:"result"`
+	} `json:"data"`
+}
+
+// query runs an instant query now and returns its values: a vector's,
+// its series sorted by their labels, or a scalar's.
+func (p *Prometheus) query(ctx context.Context, q string) ([]float64, error) {
+	form := url.Values{"query": {q}, "time": {strconv.FormatFloat(float64(p.clk.Now().UnixMilli())/1000, 'f', 3, 64)}}
+	u := strings.TrimRight(p.endpoint.URL, "/") + "/api/v1/query"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus %s: %w", p.endpoint.URL, err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if p.endpoint.TokenFile != "" {
+		// Read at every query: a projected token is rotated.
+		tok, err := os.ReadFile(p.endpoint.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("prometheus token file: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus %s: %w", p.endpoint.URL, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPrometheusAnswer))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus %s: read the answer: %w", p.endpoint.URL, err)
+	}
+	var a promAnswer
+	if err := json.Unmarshal(body, &a); err != nil || a.Status != "success" {
+		msg := a.Error
+		if msg == "" {
+			msg = firstLine(strings.TrimSpace(string(body)))
+			if len(msg) > 200 {
+				msg = msg[:200]
+			}
+		}
+		return nil, fmt.Errorf("prometheus %s answered %s to %q: %s %s", p.endpoint.URL, resp.Status, q, a.ErrorType, msg)
+	}
+	switch a.Data.ResultType {
+	case "vector":
+		var series []struct {
+			Metric map[string]string `json:"metric"`
+			Value  [2]any            `json:"value"`
+		}
+		if err := json.Unmarshal(a.Data.Result, &series); err != nil {
+			return nil, fmt.Errorf("prometheus %s: query %q: %w", p.endpoint.URL, q, err)
+		}
+		sort.Slice(series, func(i, j int) bool { return seriesKey(series[i].Metric) < seriesKey(series[j].Metric) })
+		out := make([]float64, 0, len(series))
+		for _, s := range series {
+			if v, ok := sampleValue(s.Value); ok {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	case "scalar":
+		var s [2]any
+		if err := json.Unmarshal(a.Data.Result, &s); err != nil {
+			return nil, fmt.Errorf("prometheus %s: query %q: %w", p.endpoint.URL, q, err)
+		}
+		if v, ok := sampleValue(s); ok {
+			return []float64{v}, nil
+		}
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("prometheus %s: query %q gave a %s, want a vector or a scalar", p.endpoint.URL, q, a.Data.ResultType)
+	}
+}
+
+// sampleValue is a [time, "value"] pair's value (NaN is no value).
+func sampleValue(s [2]any) (float64, bool) {
+	str, ok := s[1].(string)
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(str, 64)
+	if err != nil || math.IsNaN(v) {
+		return 0, false
+	}
+	return v, true
+}

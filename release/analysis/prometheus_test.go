@@ -1,0 +1,150 @@
+package analysis
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// fakeProm answers /api/v1/query: the first rule (in order) whose every
+// substring is in the query gives the answer's result (JSON), else an empty vector.
+type fakeProm struct {
+	mu      sync.Mutex
+	queries []string
+	auth    []string
+	rules   []promRule
+	srv     *httptest.Server
+}
+
+type promRule struct {
+	has    []string
+	result string
+	status int
+}
+
+func newFakeProm(t *testing.T, rules ...promRule) *fakeProm {
+	f := &fakeProm{rules: rules}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.NoError(t, r.ParseForm())
+		q := r.PostForm.Get("query")
+		f.mu.Lock()
+		f.queries = append(f.queries, q)
+		f.auth = append(f.auth, r.Header.Get("Authorization"))
+		f.mu.Unlock()
+		for _, rule := range f.rules {
+			match := true
+			for _, h := range rule.has {
+				match = match && strings.Contains(q, h)
+			}
+			if !match {
+				continue
+			}
+			if rule.status != 0 {
+				w.WriteHeader(rule.status)
+				_, _ = w.Write([]byte(`{"status":"error","errorType":"bad_data","error":"parse error at char 5"}`))
+				return
+			}
+			_, _ = w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":` + rule.result + `}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[]}}`))
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func vec(values ...string) string {
+	var parts []string
+	for i, v := range values {
+		parts = append(parts, `{"metric":{"i":"`+string(rune('a'+i))+`"},"value":[1700000000,"`+v+`"]}`)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+func TestPrometheusPresets(t *testing.T) {
+	canary, stable := `pod=~"c1"`, `pod=~"s1|s2\\.x"`
+	prom := newFakeProm(t,
+		promRule{has: []string{canary, `status=~"5.."`}, result: vec("10")},
+		promRule{has: []string{stable, `status=~"5.."`}, result: vec("2")},
+		promRule{has: []string{canary, "sum(increase(http_requests_total{", "[30s]"}, result: vec("100")},
+		promRule{has: []string{stable, "sum(increase(http_requests_total{", "[30s]"}, result: vec("200")},
+		promRule{has: []string{canary, "vllm:time_to_first_token_seconds_bucket"}, result: vec("0.3")},
+		promRule{has: []string{stable, "vllm:time_to_first_token_seconds_bucket"}, result: vec("0.1")},
+	)
+	token := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
+	targets := Targets{Namespace: "ns", Canary: []Target{{"c1", 8000}}, Stable: []Target{{"s1", 8000}, {"s2.x", 8000}}}
+	p, err := NewPrometheus(PrometheusEndpoint{URL: prom.srv.URL + "/", TokenFile: token}, targets, 30*time.Second, 20, testingclock.NewFakeClock(time.Now()))
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background()))
+	got, err := p.Measure(context.Background(), []Check{
+		{Name: PresetErrorRatio, Preset: PresetErrorRatio, Max: 0.05},
+		{Name: PresetTTFTP95Ratio, Preset: PresetTTFTP95Ratio, Max: 2, Baseline: true},
+		{Name: PresetKVCacheUsage, Preset: PresetKVCacheUsage, Max: 0.9},
+	})
+	require.NoError(t, err)
+	require.NotNil(t, got[0].Value)
+	assert.InDelta(t, 0.1, *got[0].Value, 1e-12)
+	assert.InDelta(t, 0.01, *got[0].Stable, 1e-12)
+	assert.Equal(t, 100.0, got[0].CanaryRequests)
+	assert.Equal(t, 200.0, got[0].StableRequests)
+	assert.InDelta(t, 3, *got[1].Value, 1e-12)
+	assert.Equal(t, "no data to compute kvCacheUsage from", got[2].Inconclusive, "no series: no data, not 0")
+	for _, a := range prom.auth {
+		assert.Equal(t, "Bearer s3cret", a)
+	}
+	assert.Contains(t, strings.Join(prom.queries, "\n"), `namespace="ns",pod=~"c1",handler=~"/v1/.+",handler!="/v1/models"`)
+}
+
+func TestPrometheusCustomMetrics(t *testing.T) {
+	prom := newFakeProm(t,
+		promRule{has: []string{`namespace="ns"`, `pod=~"c1|c2"`, `stable=~"s1"`}, result: vec("0.5", "0.7")},
+		promRule{has: []string{"bad("}, status: http.StatusBadRequest},
+	)
+	targets := Targets{Namespace: "ns", Canary: []Target{{"c1", 8000}, {"c2", 8000}}, Stable: []Target{{"s1", 8000}}}
+	p, err := NewPrometheus(PrometheusEndpoint{URL: prom.srv.URL}, targets, time.Minute, 0, testingclock.NewFakeClock(time.Now()))
+	require.NoError(t, err)
+	got, err := p.Measure(context.Background(), []Check{
+		{Name: "m", Query: `x{namespace="{{namespace}}", pod=~"{{ canaryPods }}", stable=~"{{stablePods}}"}`, SuccessCondition: "result[0] < 1"},
+		{Name: "empty", Query: `absent_series`, SuccessCondition: "result[0] < 1"},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []float64{0.5, 0.7}, got[0].Result)
+	assert.Equal(t, 0.5, *got[0].Value)
+	assert.Equal(t, "the query returned no data", got[1].Inconclusive)
+
+	_, err = p.Measure(context.Background(), []Check{{Name: "b", Query: "bad(", SuccessCondition: "true"}})
+	require.ErrorContains(t, err, "400 Bad Request")
+	require.ErrorContains(t, err, "bad_data parse error at char 5")
+
+	prom.srv.Close()
+	require.Error(t, p.Start(context.Background()), "Prometheus down")
+}
+
+func TestPrometheusEndpointCheck(t *testing.T) {
+	assert.NoError(t, (&PrometheusEndpoint{URL: "https://prom.example:9090/prefix"}).Check())
+	for _, e := range []PrometheusEndpoint{
+		{URL: "prom:9090"},
+		{URL: "ftp://prom"},
+		{URL: "http://prom", TokenFile: "/no/such/token"},
+		{URL: "http://prom", CAFile: "/no/such/ca"},
+	} {
+		err := e.Check()
+		require.Error(t, err, "%+v", e)
+		var ie *InputError
+		assert.ErrorAs(t, err, &ie)
+	}
+	notPEM := filepath.Join(t.TempDir(), "ca")
+	require.NoError(t, os.WriteFile(notPEM, []byte("nope"), 0o600))
+	require.ErrorContains(t, (&PrometheusEndpoint{URL: "http://prom", CAFile: notPEM}).Check(), "no PEM certificate")
+}

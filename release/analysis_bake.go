@@ -1,0 +1,66 @@
+package release
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vllmctl/vllmctl/release/analysis"
+	"github.com/vllmctl/vllmctl/release/storage"
+	"github.com/vllmctl/vllmctl/wait"
+)
+
+// bake runs the analysis of a deploy without --canary once its rollout
+// is complete: the new pods (those of the ReplicaSets the revision made)
+// are measured alone for interval × count (no baseline: the spec was
+// checked to have no check that needs one), with the synthetic load when
+// the spec has one, while the revision's lock is kept fresh. It returns
+// the diagnosis and error of an analysis that refused the revision (the
+// deploy then fails as a failed rollout does: rolled back, exit 3; under
+// inconclusive: hold, exit 4 and the revision left as it is), nil
+// otherwise. Pods that crash during the bake are not watched: the next
+// `vllmctl wait` or deploy sees them.
+func (d *Deployer) bake(ctx context.Context, p *deployPlan, rec *storage.Release) (*wait.Diagnosis, error) {
+	cfg := p.analysis
+	bctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hb := d.startHeartbeat(bctx, rec, cancel)
+	report := &storage.AnalysisReport{Outcome: storage.AnalysisRunning, Measurements: []storage.AnalysisMeasurement{}}
+	d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "bake", fmt.Sprintf("no canary: the new pods are measured alone for %s", cfg.Duration()))
+	resolve := func(ctx context.Context) (analysis.Targets, error) { return d.newPodTargets(ctx, rec) }
+	err := d.runAnalysis(bctx, rec, cfg, p.opts.Prometheus, resolve, report)
+	if lost := hb.stop(); lost != nil {
+		return nil, lost
+	}
+	if report.Outcome == storage.AnalysisRunning {
+		report.Outcome, report.Reason = storage.AnalysisStopped, "the deploy was interrupted before the analysis ended"
+	}
+	rec.Analysis = report
+	if err != nil {
+		return nil, fmt.Errorf("release %s revision %d: analysis: %w", rec.Name, rec.Revision, err)
+	}
+	return analysisVerdict("the analysis after the rollout", rec.Name, rec.Revision, report)
+}
+
+// newPodTargets are the Ready pods of the ReplicaSets rec made.
+func (d *Deployer) newPodTargets(ctx context.Context, rec *storage.Release) (analysis.Targets, error) {
+	ns := d.Namespace()
+	out := analysis.Targets{Namespace: ns}
+	for _, rs := range rec.ReplicaSets {
+		pods, err := d.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "pod-template-hash=" + rs.PodTemplateHash})
+		if err != nil {
+			return out, fmt.Errorf("replicaset %s/%s: list its pods: %w", ns, rs.Name, err)
+		}
+		for i := range pods.Items {
+			pod := &pods.Items[i]
+			if pod.DeletionTimestamp == nil && podReady(pod) {
+				out.Canary = append(out.Canary, analysis.Target{Pod: pod.Name, Port: podPort(pod)})
+			}
+		}
+	}
+	if len(out.Canary) == 0 {
+		return out, fmt.Errorf("no Ready pod of the revision's ReplicaSets to measure")
+	}
+	return out, nil
+}
