@@ -21,11 +21,6 @@ import (
 	"unicode/utf8"
 )
 
-// VerdictNotServing: a new (or canary) pod is Ready, but within the serve
-// check's timeout it did not list the served model on /v1/models or did
-// not complete a short request (see [CheckServing]).
-const VerdictNotServing Verdict = "NotServing"
-
 // Defaults of [ServeSpec].
 const (
 	DefaultServeTimeout   = 60 * time.Second

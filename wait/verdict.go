@@ -90,6 +90,11 @@ const (
 	// kube-controller-manager (or the LeaderWorkerSet controller) is not
 	// running, or not acting. See [ControllerStalledError].
 	VerdictControllerStalled Verdict = "ControllerStalled"
+	// VerdictNotServing: a new (or canary) pod is Ready, but within the
+	// serve check's timeout it did not list the served model on
+	// /v1/models or did not complete a short request (see
+	// [CheckServing]).
+	VerdictNotServing Verdict = "NotServing"
 )
 
 // Failed reports whether v is a failure verdict.
