@@ -113,11 +113,13 @@ func (o *CanaryOptions) Validate(opts DeployOptions) error {
 
 // The phases of a canary, as progress and the report name them.
 const (
-	CanaryStarting  = "starting"
-	CanaryHolding   = "holding"
-	CanaryGate      = "gate"
-	CanaryPromoting = "promoting"
-	CanaryRollout   = "rolling out"
+	CanaryStarting = "starting"
+	// CanaryServeCheck: the serve check of the Ready canary pods.
+	CanaryServeCheck = "serve check"
+	CanaryHolding    = "holding"
+	CanaryGate       = "gate"
+	CanaryPromoting  = "promoting"
+	CanaryRollout    = "rolling out"
 )
 
 // canaryTarget is one Deployment the canary holds.

@@ -156,7 +156,7 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Re
 			g.Until = until
 			timeout := remaining()
 			if until != nil {
-				timeout += max(o.Hold, analysisLength(p.analysis)) + o.GateTimeout
+				timeout += max(o.Hold, analysisLength(p.analysis)) + o.GateTimeout + c.run.serveTimeout
 			}
 			return d.waitWith(ctx, rec, watched, wait.Options{Timeout: timeout, Canary: &g})
 		},
@@ -185,8 +185,22 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Re
 			}
 		}
 	}
+	serve, err := d.serveCheckOf(rec)
+	if err != nil {
+		return wait.Result{}, &wait.Diagnosis{Reason: "ServeCheckError", Message: err.Error()}, err
+	}
+	if serve != nil {
+		c.run.serveTimeout = serve.spec.Timeout
+		c.run.serve = func(ctx context.Context, pods []string) (*wait.ServeReport, *wait.Diagnosis, error) {
+			// The watch keeps the lock fresh meanwhile.
+			return d.runServeCheck(ctx, rec, p.objs, serve, serveScope{pods: pods})
+		}
+	}
 	wres, f, err := c.run.run(ctx)
 	rec.Analysis = c.run.analysis
+	if c.run.served != nil {
+		rec.ServeCheck = c.run.served
+	}
 	switch {
 	case f == nil || f.Object != "":
 	case len(c.targets) > 0:

@@ -49,6 +49,11 @@ type canaryRun struct {
 	// name and revision name the release in the analysis' errors.
 	name     string
 	revision int
+	// serve, when set, runs the serve check on the Ready canary pods
+	// (within serveTimeout), before the hold; served is its report.
+	serve        func(ctx context.Context, pods []string) (*wait.ServeReport, *wait.Diagnosis, error)
+	serveTimeout time.Duration
+	served       *wait.ServeReport
 
 	phaseStart time.Time
 	// held is how long holding and the gate took: not counted against the
@@ -89,6 +94,12 @@ func (c *canaryRun) run(ctx context.Context) (wait.Result, *wait.Diagnosis, erro
 		return res, nil, c.failed(ctx, err)
 	}
 	c.report.Pods = append([]string{}, res.CanaryPods...)
+
+	if c.serve != nil {
+		if res, f, err := c.checkServing(ctx); err != nil {
+			return res, f, err
+		}
+	}
 
 	if c.opts.Hold > 0 || c.analyze != nil {
 		msg := fmt.Sprintf("holding %s: %s", c.opts.Hold, joinPods(c.report.Pods))
@@ -168,6 +179,37 @@ func (c *canaryRun) run(ctx context.Context) (wait.Result, *wait.Diagnosis, erro
 	}
 	c.report.Outcome = storage.CanaryPromoted
 	c.begin(CanaryRollout, "the rollout continues with the chart's strategy")
+	return res, nil, nil
+}
+
+// checkServing runs the serve check on the canary pods while they are
+// still watched; a pod that does not serve fails the canary
+// (VerdictNotServing) before the hold and the gate.
+func (c *canaryRun) checkServing(ctx context.Context) (wait.Result, *wait.Diagnosis, error) {
+	c.begin(CanaryServeCheck, "checking that the canary pods serve: "+joinPods(c.report.Pods))
+	done := make(chan struct{})
+	var f *wait.Diagnosis
+	var serr error
+	pods := c.report.Pods
+	go func() {
+		defer close(done)
+		c.served, f, serr = c.serve(ctx, pods)
+	}()
+	res, err := c.watch(ctx, done)
+	<-done
+	c.held += c.end()
+	switch {
+	case err != nil:
+		return res, nil, c.failed(ctx, err)
+	case f != nil:
+		c.report.Outcome, c.report.Reason = storage.CanaryFailed, f.Message
+		if ctx.Err() != nil {
+			c.report.Outcome = storage.CanaryInterrupted
+		}
+		return res, f, serr
+	case serr != nil:
+		return res, nil, c.failed(ctx, serr)
+	}
 	return res, nil, nil
 }
 

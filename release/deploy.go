@@ -109,6 +109,9 @@ type RenderInput struct {
 	// the signing key's identities and the sha256 of the signed .tgz; the
 	// record keeps them (storage.Chart).
 	Signer, SignedDigest string
+	// Builtin is set when Chart is a built-in chart (the record says so:
+	// the serve check is on by default for it).
+	Builtin bool
 }
 
 // DefaultRollbackTimeout is the automatic rollback's own time budget: it

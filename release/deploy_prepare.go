@@ -125,6 +125,9 @@ func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan storage
 		return nil, err
 	}
 	d.Redactor.AddObjects(p.objs...)
+	if _, err := resolveServeCheck(p.chart, p.computed, d.ServeCheck); err != nil {
+		return nil, fmt.Errorf("release %s: %w", opts.Name, err)
+	}
 	if err := d.planDeployCRDs(ctx, p); err != nil {
 		return nil, err
 	}
@@ -151,7 +154,8 @@ func (p *deployPlan) build(ctx context.Context, plan storage.Plan, entries []sto
 	}
 	p.renderWarnings = r.Warnings
 	p.crdObjs = r.CRDs
-	p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion, Source: in.Source, Digest: in.Digest, Signer: in.Signer, SignedDigest: in.SignedDigest}
+	p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion, Source: in.Source, Digest: in.Digest, Signer: in.Signer, SignedDigest: in.SignedDigest,
+		Builtin: in.Builtin}
 	p.values, p.computed, p.notes = r.UserValues, r.Values, r.Notes
 	if p.analysis, err = analysisOf(opts, in.Chart.Values, r.Values); err != nil {
 		return err

@@ -385,6 +385,10 @@ func (d *Deployer) awaitRollout(ctx context.Context, p *deployPlan, rec *storage
 	if canary == nil && rec.Canary != nil {
 		opts.Note = joinNotes(opts.Note, canarySummary(rec.Canary))
 	}
+	if werr == nil && f == nil {
+		// Ready is not serving: every new pod must answer.
+		f, werr = d.checkServing(ctx, rec, p.objs, serveScope{})
+	}
 	return wres, f, werr
 }
 

@@ -98,6 +98,10 @@ type Engine struct {
 	// function that closes its idle connections: the canary analysis
 	// scrapes and loads pods through it.
 	PodHTTP func(namespace, pod string, port int, timeout time.Duration) (*http.Client, func())
+	// ServeCheck are the serve check's flags for every operation of the
+	// engine (deploy, its automatic rollback, rollback, wait, test); the
+	// check reaches pods through PodHTTP (nil: no serve check).
+	ServeCheck ServeCheckOptions
 
 	// discovered is the cluster's discovery as the engine's first render
 	// read it (RenderCluster): read once per engine.
@@ -219,6 +223,8 @@ type Result struct {
 	Canary *storage.CanaryReport `json:"canary,omitempty"`
 	// Analysis is what the canary analysis measured and concluded.
 	Analysis *storage.AnalysisReport `json:"analysis,omitempty"`
+	// ServeCheck is the revision's serve check, when one ran.
+	ServeCheck *wait.ServeReport `json:"serveCheck,omitempty"`
 	// Notes is the chart's rendered NOTES.txt after a successful deploy
 	// (a dry run and "up to date" included), as Helm prints it.
 	Notes string `json:"notes,omitempty"`
@@ -249,6 +255,9 @@ func (res *Result) sync(r *storage.Release, start time.Time, clk clock.PassiveCl
 	res.Description = r.Description
 	res.Failure = r.Failure
 	res.Analysis = r.Analysis
+	if r.ServeCheck != nil {
+		res.ServeCheck = r.ServeCheck
+	}
 	if len(r.ReplicaSets) > 0 {
 		res.ReplicaSets = slices.Clone(r.ReplicaSets)
 	}

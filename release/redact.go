@@ -43,6 +43,7 @@ func redactedRecord(red *diff.Redactor, r *storage.Release) *storage.Release {
 	c.Notes = red.Text(c.Notes)
 	c.Failure = redactFailure(red, c.Failure)
 	c.Canary = redactCanary(red, c.Canary)
+	c.ServeCheck = RedactServe(red, c.ServeCheck)
 	return &c
 }
 
@@ -83,6 +84,7 @@ func RedactResult(red *diff.Redactor, res *Result) *Result {
 	c.Notes = red.Text(c.Notes)
 	c.Failure = redactFailure(red, c.Failure)
 	c.Canary = redactCanary(red, c.Canary)
+	c.ServeCheck = RedactServe(red, c.ServeCheck)
 	c.Hooks = RedactHookRuns(red, c.Hooks)
 	c.Rollback = RedactResult(red, c.Rollback)
 	return &c
@@ -136,5 +138,22 @@ func RedactGate(red *diff.Redactor, g *storage.GateResult) *storage.GateResult {
 	c := *g
 	c.Command = red.Line(c.Command)
 	c.OutputTail = red.Lines(c.OutputTail)
+	return &c
+}
+
+// RedactServe returns a copy of r (a serve check's report) whose pods'
+// messages and body excerpts, which quote what the pods answered, passed
+// through red (nil stays nil).
+func RedactServe(red *diff.Redactor, r *wait.ServeReport) *wait.ServeReport {
+	if r == nil || red == nil {
+		return r
+	}
+	c := *r
+	c.Reason = red.Line(c.Reason)
+	c.Pods = make([]wait.ServePod, len(r.Pods))
+	for i, p := range r.Pods {
+		p.Message, p.Body = red.Line(p.Message), red.Line(p.Body)
+		c.Pods[i] = p
+	}
 	return &c
 }

@@ -175,6 +175,9 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 	if opts.Timeout <= 0 {
 		opts.Timeout = r.followStartup(target.Name, 0, PhaseRollback, objs)
 	}
+	if _, err := r.serveCheckOf(target); err != nil {
+		return nil, err
+	}
 	crds, err := r.planRollbackCRDs(ctx, target, objs) // crds_rollback.go
 	if err != nil {
 		return nil, err
@@ -236,6 +239,12 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 			return r.failed(ctx, rec, res, start, desc, &wait.Diagnosis{Reason: "Interrupted", Message: werr.Error()}, werr)
 		}
 		return r.failed(ctx, rec, res, start, desc, waitFailure(wres, werr), werr)
+	}
+	if f, err := r.checkServing(ctx, rec, objs, serveScope{}); err != nil {
+		if lost := lockLost(err); lost != nil {
+			return res, lost
+		}
+		return r.failed(ctx, rec, res, start, desc, f, err)
 	}
 	runs, err := r.runHooks(ctx, rec, charts.HookPostRollback, opts.Timeout)
 	res.Hooks = append(res.Hooks, runs...)

@@ -62,6 +62,8 @@ type StatusReport struct {
 	// revision's (AnalysisRevision says which).
 	Analysis         *storage.AnalysisReport `json:"analysis,omitempty"`
 	AnalysisRevision int                     `json:"analysisRevision,omitempty"`
+	// ServeCheck is the revision's last serve check, if one ran.
+	ServeCheck *wait.ServeReport `json:"serveCheck,omitempty"`
 	// CanaryLeftovers are the revision's Deployments that still carry a
 	// canary's transient strategy (see canary_leftover.go).
 	CanaryLeftovers []CanaryLeftover `json:"canaryLeftovers,omitempty"`
@@ -158,7 +160,7 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *storage.Release) (*StatusR
 		Description: rec.Description, Chart: rec.Chart.String(), AppVersion: rec.Chart.AppVersion,
 		ChartSource: rec.Chart.Source, ChartDigest: rec.Chart.Digest, PostRenderer: rec.PostRenderer,
 		ChartSigner: rec.Chart.Signer, ChartSignedDigest: rec.Chart.SignedDigest,
-		Updated: rec.Updated, RollbackOf: rec.RollbackOf, Failure: rec.Failure, Canary: rec.Canary, CRDs: rec.CRDs,
+		Updated: rec.Updated, RollbackOf: rec.RollbackOf, Failure: rec.Failure, Canary: rec.Canary, ServeCheck: rec.ServeCheck, CRDs: rec.CRDs,
 		Analysis: rec.Analysis,
 		Objects:  []LiveObject{}, ReplicaSets: []ServingReplicaSet{}, RecordedReplicaSets: []storage.ReplicaSetRef{},
 	}

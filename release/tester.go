@@ -8,7 +8,9 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // TestOptions tune [Tester.Test].
@@ -28,23 +30,39 @@ type TestResult struct {
 	// Tests are the test hooks that ran, in order: all of them when they
 	// pass, up to the first that failed otherwise (as Helm runs them).
 	Tests []HookRun `json:"tests"`
-	// Passed says whether every test hook passed.
+	// ServeCheck is the serve check of the pods the release's Services
+	// select (the built-in chart's, or with --serve-check), run before
+	// the test hooks.
+	ServeCheck *wait.ServeReport `json:"serveCheck,omitempty"`
+	// Passed says whether the serve check and every test hook passed.
 	Passed          bool    `json:"passed"`
 	DurationSeconds float64 `json:"durationSeconds"`
 }
 
-// TestFailedError is a test hook that failed (exit code 4).
+// TestFailedError is a test hook that failed, or a serve check (exit
+// code 4).
 type TestFailedError struct {
 	Name     string
 	Revision int
-	Err      *HookError
+	// Err is the test hook that failed; NotServing, when set instead, the
+	// failure of the serve check.
+	Err        *HookError
+	NotServing *wait.Diagnosis
 }
 
 func (e *TestFailedError) Error() string {
+	if e.Err == nil && e.NotServing != nil {
+		return fmt.Sprintf("release %s revision %d: test failed: serve check: %s", e.Name, e.Revision, e.NotServing.Message)
+	}
 	return fmt.Sprintf("release %s revision %d: test failed: %s", e.Name, e.Revision, e.Err.detail())
 }
 
-func (e *TestFailedError) Unwrap() error { return e.Err }
+func (e *TestFailedError) Unwrap() error {
+	if e.Err == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // ExitCode is 4: a test failed (contract: `vllmctl test`).
 func (e *TestFailedError) ExitCode() int { return exitcode.Failed }
@@ -80,8 +98,20 @@ func (t *Tester) Test(ctx context.Context, opts TestOptions) (*TestResult, error
 	if err != nil {
 		return nil, err
 	}
+	serve, f, err := t.testServing(ctx, rec)
+	if err != nil && f == nil {
+		return nil, err
+	}
+	if f != nil {
+		res := &TestResult{Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Tests: []HookRun{}, ServeCheck: serve}
+		res.DurationSeconds = storage.Stamp(t.clock()).Sub(start).Seconds()
+		if ctx.Err() != nil {
+			return res, err
+		}
+		return res, &TestFailedError{Name: rec.Name, Revision: rec.Revision, NotServing: f}
+	}
 	runs, err := t.runHooks(ctx, rec, charts.HookTest, opts.Timeout)
-	res := &TestResult{Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Tests: runs, Passed: err == nil}
+	res := &TestResult{Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Tests: runs, Passed: err == nil, ServeCheck: serve}
 	if res.Tests == nil {
 		res.Tests = []HookRun{}
 	}
@@ -91,4 +121,20 @@ func (t *Tester) Test(ctx context.Context, opts TestOptions) (*TestResult, error
 		return res, &TestFailedError{Name: rec.Name, Revision: rec.Revision, Err: he}
 	}
 	return res, err
+}
+
+// testServing runs the serve check of rec (when it is on for it) on the
+// Ready pods its Services select now, of any revision: what serves the
+// release, as the chart's test hook reaches it through the Service.
+func (t *Tester) testServing(ctx context.Context, rec *storage.Release) (*wait.ServeReport, *wait.Diagnosis, error) {
+	cfg, err := t.serveCheckOf(rec)
+	if err != nil || cfg == nil {
+		return nil, nil, err
+	}
+	_ = LearnRecord(t.Redactor, rec) // a pod may answer with a Secret's value
+	objs, err := cluster.ParseManifest(rec.Manifest)
+	if err != nil {
+		return nil, nil, &InvalidManifestError{Name: rec.Name, Err: fmt.Errorf("revision %d: %w", rec.Revision, err)}
+	}
+	return t.runServeCheck(ctx, rec, objs, cfg, serveScope{live: true})
 }

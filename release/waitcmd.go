@@ -105,10 +105,12 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	w.emit(rec.Name, rec.Revision, PhaseWait, "", "waiting",
 		fmt.Sprintf("revision %d (%s: %s), %d object(s), timeout %s%s", rec.Revision, rec.Status, rec.Description, len(objs), opts.Timeout, timeoutNote))
 
+	rec.ServeCheck = nil // the result shows this wait's check only
 	wres, f, werr, err := w.await(ctx, rec, objs, opts.Timeout)
 	if err != nil {
 		return nil, err
 	}
+	res.ServeCheck = rec.ServeCheck
 	if werr == nil {
 		w.reportHealthy(rec)
 	} else {
@@ -133,7 +135,12 @@ func (w *Watcher) await(ctx context.Context, rec *storage.Release, objs []*unstr
 		return wait.Result{}, f, errors.New(f.Message), nil
 	}
 	wres, werr = w.watch(ctx, rec, objs, timeout)
-	return wres, nil, werr, nil
+	if werr == nil {
+		// Ready is not serving: the pods must answer. The report is the
+		// result's; the wait writes no record.
+		f, werr = w.checkServing(ctx, rec, objs, serveScope{})
+	}
+	return wres, f, werr, nil
 }
 
 // reportHealthy emits the done event of a healthy wait on rec; its record

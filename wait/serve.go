@@ -62,6 +62,15 @@ type PodHTTP interface {
 	Client(namespace, pod string, port int, timeout time.Duration) (*http.Client, func())
 }
 
+// PodHTTPFunc is a function that opens HTTP clients to pods' ports, as a
+// PodHTTP.
+type PodHTTPFunc func(namespace, pod string, port int, timeout time.Duration) (*http.Client, func())
+
+// Client calls f.
+func (f PodHTTPFunc) Client(namespace, pod string, port int, timeout time.Duration) (*http.Client, func()) {
+	return f(namespace, pod, port, timeout)
+}
+
 // ServeSpec is what a serve check asks of each pod.
 type ServeSpec struct {
 	// Model is the model /v1/models must list and the completion names;

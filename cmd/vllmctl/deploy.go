@@ -26,6 +26,7 @@ type deployOptions struct {
 	modelFit  modelFitFlags
 	canary    canaryFlags
 	analysis  analysisFlags
+	serve     serveCheckFlags
 
 	output          outputFlags
 	timeout         timeoutFlags
@@ -93,6 +94,7 @@ func deployCommand(o *deployOptions) *cobra.Command {
 	o.modelFit.AddFlags(f)
 	o.canary.AddFlags(f)
 	o.analysis.AddFlags(f)
+	o.serve.AddFlags(f)
 	o.output.AddFlags(f)
 	o.timeout.AddFlags(f)
 	o.history.AddFlags(f)
@@ -120,6 +122,7 @@ func (o *deployOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.rollbackSetBy = o.flags.Changed("rollback-on-failure")
 	o.noRollbackSets = o.flags.Changed("no-rollback")
 	o.timeout.Complete(o.flags, o.g)
+	o.serve.Complete(o.flags, o.g)
 	if err := o.chartTarget.complete(commandContext(cmd), o.g, &o.render, args); err != nil {
 		return err
 	}
@@ -132,7 +135,7 @@ func (o *deployOptions) Validate() error {
 	canary := func() error { return o.canary.Validate(o.flags) }
 	analysisSpec := func() error { return o.analysis.Validate(o.flags, o.canary.opts != nil) }
 	if err := validateAll(canary, analysisSpec, o.output.Validate, o.progress.Validate, o.lock.Validate, o.timeout.Validate,
-		o.rollbackTimeout.Validate, o.verdicts.Validate, o.preflight.Validate, o.history.Validate); err != nil {
+		o.rollbackTimeout.Validate, o.verdicts.Validate, o.preflight.Validate, o.history.Validate, o.serve.Validate); err != nil {
 		return err
 	}
 	if o.rollbackSetBy && o.noRollbackSets && o.rollbackOnFailure {
@@ -171,6 +174,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		return err
 	}
 	o.lock.apply(engine)
+	engine.ServeCheck = o.serve.options()
 	res, err := release.NewDeployer(engine).Deploy(ctx, release.DeployOptions{
 		Name:              o.opts.ReleaseName,
 		Render:            o.render.input(o.chart, o.opts),

@@ -154,8 +154,8 @@ func (f *clusterFactory) Engine(namespace string, verdicts wait.RolloutOptions) 
 		// The ReplicaSet discovery's bound on a controller that does not
 		// act, as the watcher's.
 		ControllerStallTimeout: verdicts.ControllerStallTimeout,
-		// The canary analysis reaches pods through the API server's
-		// port-forward (JSON, as every streaming request).
+		// The canary analysis and the serve check reach pods through the
+		// API server's port-forward (JSON, as every streaming request).
 		PodHTTP: podhttp.New(rest.CopyConfig(restConfig), client).Client,
 	}, nil
 }

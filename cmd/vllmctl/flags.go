@@ -273,3 +273,51 @@ func (r *rollbackTimeoutFlags) Validate() error {
 	}
 	return nil
 }
+
+// serveCheckFlags are --serve-check and --serve-check-timeout: the serve
+// check of deploy, rollback, wait, fleet and test.
+type serveCheckFlags struct {
+	enabled bool
+	timeout time.Duration
+	// enabledGiven and timeoutGiven: chosen by the user (command line,
+	// environment or config file), not defaults.
+	enabledGiven, timeoutGiven bool
+}
+
+// AddFlags registers the flags on fs.
+func (s *serveCheckFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&s.enabled, "serve-check", true,
+		"once the new pods are Ready (and during a canary hold), check that each lists the served model on /v1/models and completes one short request, "+
+			"through the API server's port-forward (verdict NotServing); on by default for the built-in chart (its serveCheck values), "+
+			"for other charts only when given (or their values say serveCheck.enabled: true)")
+	fs.DurationVar(&s.timeout, "serve-check-timeout", wait.DefaultServeTimeout,
+		"how long each pod has to pass the serve check, retries included (default: the chart's serveCheck.timeout, else 60s)")
+}
+
+// Complete notes which flags the user chose.
+func (s *serveCheckFlags) Complete(fs *pflag.FlagSet, g *GlobalOptions) {
+	s.enabledGiven = flagGiven(fs, g, "serve-check")
+	s.timeoutGiven = flagGiven(fs, g, "serve-check-timeout")
+}
+
+// Validate checks --serve-check-timeout.
+func (s *serveCheckFlags) Validate() error {
+	if s.timeout <= 0 || s.timeout > wait.MaxServeTimeout {
+		return newUsageError("--serve-check-timeout %s: must be positive and at most %s", s.timeout, wait.MaxServeTimeout)
+	}
+	return nil
+}
+
+// options are the engine's serve check options of the flags: only what
+// the user chose, the chart's values deciding the rest.
+func (s *serveCheckFlags) options() release.ServeCheckOptions {
+	var o release.ServeCheckOptions
+	if s.enabledGiven {
+		on := s.enabled
+		o.Enabled = &on
+	}
+	if s.timeoutGiven {
+		o.Timeout = s.timeout
+	}
+	return o
+}

@@ -28,6 +28,7 @@ type fleetOptions struct {
 	progress        progressFlags
 	output          outputFlags
 	verdicts        verdictFlags
+	serve           serveCheckFlags
 	timeout         timeoutFlags
 	history         historyFlags
 	conflicts       conflictFlags
@@ -98,6 +99,7 @@ func fleetCommand(o *fleetOptions) *cobra.Command {
 	if o.op == "deploy" {
 		o.progress.AddFlags(f)
 		o.verdicts.AddFlags(f)
+		o.serve.AddFlags(f)
 		o.timeout.AddFlags(f)
 		o.history.AddFlags(f)
 		o.rollbackTimeout.AddFlags(f)
@@ -124,6 +126,7 @@ func fleetExitHelp(op string) string {
 func (o *fleetOptions) Complete(cmd *cobra.Command, args []string) error {
 	if o.op == "deploy" {
 		o.timeout.Complete(cmd.Flags(), o.g)
+		o.serve.Complete(cmd.Flags(), o.g)
 	}
 	f, err := fleet.Load(args[0])
 	if err != nil {
@@ -187,7 +190,7 @@ func (o *fleetOptions) resolveTargets() error {
 func (o *fleetOptions) Validate() error {
 	checks := []func() error{o.output.Validate}
 	if o.op == "deploy" {
-		checks = append(checks, o.progress.Validate, o.verdicts.Validate, o.timeout.Validate, o.history.Validate, o.rollbackTimeout.Validate)
+		checks = append(checks, o.progress.Validate, o.verdicts.Validate, o.timeout.Validate, o.history.Validate, o.rollbackTimeout.Validate, o.serve.Validate)
 	}
 	return validateAll(checks...)
 }
@@ -330,6 +333,7 @@ func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput
 	printer.red = red
 	engine.Progress = printer.Print
 	engine.UseRedactor(printer.red)
+	engine.ServeCheck = o.serve.options()
 	in := input
 	in.Options.Namespace = ns
 	in.Options.ValueFiles = append(append([]string(nil), o.file.Values...), t.Values...)

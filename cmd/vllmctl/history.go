@@ -85,6 +85,7 @@ type historyRow struct {
 	Failure             *wait.Diagnosis                 `json:"failure,omitempty"`
 	Canary              *storage.CanaryReport           `json:"canary,omitempty"`
 	Analysis            *storage.AnalysisReport         `json:"analysis,omitempty"`
+	ServeCheck          *wait.ServeReport               `json:"serveCheck,omitempty"`
 }
 
 // Run prints the release's revisions. An unreadable record is a row with
@@ -133,6 +134,7 @@ func (o *historyOptions) Run(ctx context.Context) error {
 			Failure:             r.Failure,
 			Canary:              r.Canary,
 			Analysis:            r.Analysis,
+			ServeCheck:          r.ServeCheck,
 		})
 	}
 	if o.output.format != "table" {

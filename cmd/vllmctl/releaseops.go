@@ -245,6 +245,9 @@ func writeReleaseResult(w io.Writer, format string, res *release.Result) error {
 	if c := res.Canary; c != nil {
 		field("CANARY", recordCell(canaryCell(c)))
 	}
+	if res.ServeCheck != nil {
+		field("SERVE CHECK", recordCell(serveCell(res.ServeCheck)))
+	}
 	field("DURATION", formatSeconds(res.DurationSeconds))
 	if res.DryRun {
 		b.WriteString("OBJECTS:\n")
@@ -316,6 +319,26 @@ func canaryCell(c *storage.CanaryReport) string {
 	}
 	if c.Reason != "" && c.Outcome != storage.CanaryPromoted {
 		s += "; " + c.Reason
+	}
+	return s
+}
+
+// serveCell summarises a serve check: outcome, then each pod's status
+// and latency ("passed: chat-7d9f-x 200 35ms").
+func serveCell(r *wait.ServeReport) string {
+	s := r.Outcome
+	if r.Reason != "" {
+		s += " (" + r.Reason + ")"
+	}
+	for i, p := range r.Pods {
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		s += fmt.Sprintf("%s%s %s %d %dms", sep, p.Pod, p.Outcome, p.Status, p.LatencyMs)
+		if p.Message != "" {
+			s += " (" + p.Message + ")"
+		}
 	}
 	return s
 }

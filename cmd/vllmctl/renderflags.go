@@ -172,6 +172,7 @@ func (f *RenderFlags) input(ch *chart.Chart, opts charts.RenderOptions) release.
 	}
 	if f.Located != nil {
 		in.Signer, in.SignedDigest = f.Located.Signer, f.Located.SignedDigest // --verify
+		in.Builtin = f.Located.Builtin
 	}
 	return in
 }

@@ -21,6 +21,7 @@ type rollbackOptions struct {
 	conflicts conflictFlags
 	unlock    unlockFlags
 	verdicts  verdictFlags
+	serve     serveCheckFlags
 
 	toRevision int
 
@@ -55,6 +56,7 @@ func newRollbackCommand(g *GlobalOptions) *cobra.Command {
 	o.conflicts.AddFlags(f)
 	o.unlock.AddFlags(f)
 	o.verdicts.AddFlags(f)
+	o.serve.AddFlags(f)
 	f.IntVar(&o.toRevision, "to-revision", 0, "revision to restore (0: the previous good revision)")
 	return cmd
 }
@@ -63,6 +65,7 @@ func newRollbackCommand(g *GlobalOptions) *cobra.Command {
 // the namespace.
 func (o *rollbackOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.timeout.Complete(cmd.Flags(), o.g)
+	o.serve.Complete(cmd.Flags(), o.g)
 	return o.releaseTarget.complete(o.g, args)
 }
 
@@ -77,7 +80,7 @@ func (o *rollbackOptions) Validate() error {
 		}
 		return nil
 	}
-	return validateAll(o.output.Validate, o.progress.Validate, o.lock.Validate, toRevision, o.timeout.Validate, o.history.Validate, o.verdicts.Validate)
+	return validateAll(o.output.Validate, o.progress.Validate, o.lock.Validate, toRevision, o.timeout.Validate, o.history.Validate, o.verdicts.Validate, o.serve.Validate)
 }
 
 // Run rolls back and prints the result.
@@ -87,6 +90,7 @@ func (o *rollbackOptions) Run(ctx context.Context) error {
 		return err
 	}
 	o.lock.apply(engine)
+	engine.ServeCheck = o.serve.options()
 	res, err := release.NewRollbacker(engine).Rollback(ctx, release.RollbackOptions{
 		Name:           o.release,
 		ToRevision:     o.toRevision,

@@ -96,6 +96,9 @@ func (o *statusOptions) Run(ctx context.Context) error {
 		field("CHART SIGNED BY", recordCell(rep.ChartSigner+" ("+rep.ChartSignedDigest+")"))
 	}
 	field("UPDATED", recordTime(rep.Updated, o.loc))
+	if rep.ServeCheck != nil {
+		field("SERVE CHECK", recordCell(serveCell(rep.ServeCheck)))
+	}
 	writeFailure(&b, rep.Failure)
 	for _, l := range rep.CanaryLeftovers {
 		field("CANARY HELD", recordCell(l.String()))

@@ -20,6 +20,7 @@ type testOptions struct {
 	verdicts verdictFlags
 	output   outputFlags
 	timeout  timeoutFlags
+	serve    serveCheckFlags
 
 	releaseTarget
 }
@@ -48,12 +49,14 @@ func newTestCommand(g *GlobalOptions) *cobra.Command {
 	o.verdicts.AddFlags(f)
 	o.output.AddFlags(f)
 	o.timeout.AddFlags(f)
+	o.serve.AddFlags(f)
 	return cmd
 }
 
 // Complete resolves the release and the namespace.
 func (o *testOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.timeout.Complete(cmd.Flags(), o.g)
+	o.serve.Complete(cmd.Flags(), o.g)
 	return o.releaseTarget.complete(o.g, args)
 }
 
@@ -62,7 +65,7 @@ func (o *testOptions) Validate() error {
 	if err := storage.ValidateName(o.release); err != nil {
 		return err
 	}
-	return validateAll(o.output.Validate, o.progress.Validate, o.verdicts.Validate, o.timeout.Validate)
+	return validateAll(o.output.Validate, o.progress.Validate, o.verdicts.Validate, o.timeout.Validate, o.serve.Validate)
 }
 
 // Run runs the tests and prints their report.
@@ -71,9 +74,11 @@ func (o *testOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	engine.ServeCheck = o.serve.options()
 	res, err := release.NewTester(engine).Test(ctx, release.TestOptions{Name: o.release, Timeout: o.timeout.timeout})
 	if res != nil {
 		res.Tests = release.RedactHookRuns(printer.red, res.Tests)
+		res.ServeCheck = release.RedactServe(printer.red, res.ServeCheck)
 	}
 	return finishWith(printer, res != nil, func() error {
 		if o.output.format != "table" {
@@ -88,6 +93,9 @@ func (o *testOptions) Run(ctx context.Context) error {
 func writeTestReport(w io.Writer, res *release.TestResult) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "RELEASE: %s\nNAMESPACE: %s\nREVISION: %d\n", res.Release, res.Namespace, res.Revision)
+	if res.ServeCheck != nil {
+		fmt.Fprintf(&b, "SERVE CHECK: %s\n", recordCell(serveCell(res.ServeCheck)))
+	}
 	if len(res.Tests) == 0 {
 		b.WriteString("No test hooks.\n")
 		_, err := io.WriteString(w, b.String())

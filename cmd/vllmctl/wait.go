@@ -14,6 +14,7 @@ type waitOptions struct {
 	g        *GlobalOptions
 	progress progressFlags
 	verdicts verdictFlags
+	serve    serveCheckFlags
 
 	output    outputFlags
 	timeout   timeoutFlags
@@ -56,6 +57,7 @@ func newWaitCommand(g *GlobalOptions) *cobra.Command {
 	f := cmd.Flags()
 	o.progress.AddFlags(f)
 	o.verdicts.AddFlags(f)
+	o.serve.AddFlags(f)
 	o.output.AddFlags(f)
 	o.timeout.AddFlags(f)
 	o.history.AddFlags(f)
@@ -70,6 +72,7 @@ func newWaitCommand(g *GlobalOptions) *cobra.Command {
 // the namespace.
 func (o *waitOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.timeout.Complete(cmd.Flags(), o.g)
+	o.serve.Complete(cmd.Flags(), o.g)
 	return o.releaseTarget.complete(o.g, args)
 }
 
@@ -79,7 +82,7 @@ func (o *waitOptions) Validate() error {
 		return err
 	}
 	return validateAll(o.output.Validate, o.progress.Validate, o.verdicts.Validate, o.timeout.Validate,
-		o.rollbackTimeout.Validate, o.history.Validate)
+		o.rollbackTimeout.Validate, o.history.Validate, o.serve.Validate)
 }
 
 // Run waits and prints the result.
@@ -88,6 +91,7 @@ func (o *waitOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	engine.ServeCheck = o.serve.options()
 	res, err := release.NewWatcher(engine).Wait(ctx, release.WaitOptions{
 		Name:              o.release,
 		Timeout:           o.timeout.givenTimeout(),

@@ -101,6 +101,9 @@ type Chart struct {
 	// of the .tgz the provenance signs (a local .tgz included).
 	Signer       string `json:"signer,omitempty"`
 	SignedDigest string `json:"signedDigest,omitempty"`
+	// Builtin is set when the chart is one of vllmctl's built-in charts
+	// (the serve check is on by default for them).
+	Builtin bool `json:"builtin,omitempty"`
 }
 
 // String returns name-version, as the history and list tables show it.
@@ -202,6 +205,9 @@ type Release struct {
 	// Analysis is what the revision's canary analysis measured (deploy
 	// --analysis, or the built-in chart's analysis values).
 	Analysis *AnalysisReport `json:"analysis,omitempty"`
+	// ServeCheck is the revision's last serve check (its pods listed the
+	// model and completed a request, or not); nil when none ran.
+	ServeCheck *wait.ServeReport `json:"serveCheck,omitempty"`
 	// Created is when the revision was first written (its pending record).
 	Created time.Time `json:"created"`
 	// Updated is when the revision was last written by its own operation
