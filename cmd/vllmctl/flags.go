@@ -302,10 +302,7 @@ func (s *serveCheckFlags) Complete(fs *pflag.FlagSet, g *GlobalOptions) {
 
 // Validate checks --serve-check-timeout.
 func (s *serveCheckFlags) Validate() error {
-	if s.timeout <= 0 || s.timeout > wait.MaxServeTimeout {
-		return newUsageError("--serve-check-timeout %s: must be positive and at most %s", s.timeout, wait.MaxServeTimeout)
-	}
-	return nil
+	return release.ValidateServeTimeout("--serve-check-timeout", s.timeout)
 }
 
 // options are the engine's serve check options of the flags: only what
