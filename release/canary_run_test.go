@@ -235,3 +235,51 @@ func TestParseCanaryCount(t *testing.T) {
 		})
 	}
 }
+
+// TestCanaryServeCheck: the serve check runs on the Ready canary pods
+// while they are watched, before the hold: a pod that does not serve
+// fails the canary there (NotServing), and neither the hold nor the gate
+// runs; one that serves goes on to the hold.
+func TestCanaryServeCheck(t *testing.T) {
+	opts := CanaryOptions{Count: intstr.FromInt32(1), Hold: time.Minute, Gate: "smoke", GateTimeout: time.Minute}
+	for _, tc := range []struct {
+		name    string
+		serving bool
+	}{{"not serving", false}, {"serving", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newCanaryHarness(opts)
+			var checked []string
+			h.run.serveTimeout = 5 * time.Second
+			h.run.serve = func(ctx context.Context, pods []string) (*wait.ServeReport, *wait.Diagnosis, error) {
+				checked = append(checked, pods...)
+				if tc.serving {
+					return &wait.ServeReport{Outcome: wait.ServePassed, Pods: []wait.ServePod{{Pod: pods[0], Outcome: wait.ServePassed, Status: 200}}}, nil, nil
+				}
+				f := &wait.Diagnosis{Reason: "NotServing", Verdict: wait.VerdictNotServing, Pod: pods[0], Message: "pod chat-new-a is Ready but does not serve: GET /v1/models lists x, not m"}
+				return &wait.ServeReport{Outcome: wait.ServeFailed, Pods: []wait.ServePod{{Pod: pods[0], Outcome: wait.ServeFailed}}}, f, errors.New(f.Message)
+			}
+			done := h.start(context.Background())
+			if tc.serving {
+				h.holdTimers(t)
+				assert.Equal(t, []string{CanaryStarting, CanaryServeCheck, CanaryHolding}, h.phases())
+				h.clk.Step(time.Minute)
+				require.Nil(t, <-done)
+				assert.True(t, h.gateRan)
+				assert.Equal(t, storage.CanaryPromoted, h.run.report.Outcome)
+				assert.Equal(t, wait.ServePassed, h.run.served.Outcome)
+				return
+			}
+			f := <-done
+			require.NotNil(t, f)
+			assert.Equal(t, wait.VerdictNotServing, f.Verdict)
+			assert.Equal(t, []string{"chat-new-a"}, checked)
+			assert.Equal(t, []string{CanaryStarting, CanaryServeCheck}, h.phases(), "no hold, no gate")
+			assert.False(t, h.gateRan)
+			assert.False(t, h.promoted)
+			assert.Equal(t, storage.CanaryFailed, h.run.report.Outcome)
+			assert.Contains(t, h.run.report.Reason, "does not serve")
+			assert.Equal(t, 2, h.watches, "the canary pods stay watched during the check")
+			assert.Equal(t, wait.ServeFailed, h.run.served.Outcome)
+		})
+	}
+}
