@@ -133,7 +133,7 @@ func serveOptions(image string) release.DeployOptions {
 	s.image = image
 	objs := append(s.objects(), &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Secret",
-		"metadata": map[string]any{"name": "chat-key", "namespace": engNS, "labels": labels()},
+		"metadata":   map[string]any{"name": "chat-key", "namespace": engNS, "labels": labels()},
 		"stringData": map[string]any{"key": servedSecret},
 	}})
 	opts := withObjects(s.options(), objs, nil, image)
