@@ -8,6 +8,7 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -325,7 +326,7 @@ func (e *Engine) runServeCheck(ctx context.Context, rec *storage.Release, objs [
 	}
 	f.Object = owners[f.Pod]
 	e.emit(rec.Name, rec.Revision, PhaseServe, "", wait.ServeFailed, f.Message)
-	return rep, f, fmt.Errorf("release %s revision %d: %s", rec.Name, rec.Revision, f.Message)
+	return rep, f, errors.New(f.Message) // the rollout's error names the release
 }
 
 // checkServing runs the serve check of rec (when it is on) on the pods of
