@@ -1,11 +1,16 @@
 package release
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -107,4 +112,73 @@ func TestValidateServeTimeout(t *testing.T) {
 		require.Error(t, err, tc.d)
 		assert.Contains(t, err.Error(), "--serve-check-timeout")
 	}
+}
+
+// TestServeTargets: the pods a serve check takes are the Ready,
+// non-terminating pods the release's Services select, of the revision's
+// ReplicaSets and ControllerRevisions: a multi-node group's leader (the
+// Service selects pod-index 0), not its workers nor an old revision's
+// pods; each with its container port named http.
+func TestServeTargets(t *testing.T) {
+	svc := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": "chat"},
+		"spec":     map[string]any{"selector": map[string]any{"app": "chat", "apps.kubernetes.io/pod-index": "0"}}}}
+	sts := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "StatefulSet",
+		"metadata": map[string]any{"name": "chat-g0"},
+		"spec":     map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "chat"}}}}}
+	pod := func(name, index, rev string, ready, deleting bool, ports ...corev1.ContainerPort) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml",
+				Labels:          map[string]string{"app": "chat", "apps.kubernetes.io/pod-index": index, "controller-revision-hash": rev},
+				OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "chat-g0"}}},
+			Spec:   corev1.PodSpec{NodeName: "gpu-node-1", Containers: []corev1.Container{{Name: "vllm", Ports: ports}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+		if ready {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}
+		if deleting {
+			now := metav1.Now()
+			p.DeletionTimestamp = &now
+			p.Finalizers = []string{"test"}
+		}
+		return p
+	}
+	http := corev1.ContainerPort{Name: "http", ContainerPort: 8000}
+	client := fake.NewClientset(
+		pod("chat-g0-0", "0", "chat-g0-new", true, false, corev1.ContainerPort{Name: "metrics", ContainerPort: 9090}, http),
+		pod("chat-g0-1", "1", "chat-g0-new", true, false, http), // a worker: not selected
+		pod("old-0", "0", "chat-g0-old", true, false, http),     // the old revision's leader
+		pod("slow-0", "0", "chat-g0-new", false, false, http),   // not Ready
+		pod("gone-0", "0", "chat-g0-new", true, true, http),     // terminating
+		pod("bare-0", "0", "chat-g0-new", true, false),          // no port declared
+	)
+	e := &Engine{Store: storage.NewMemory("ml"), Client: client}
+	rec := &storage.Release{Name: "chat", Revision: 2,
+		ControllerRevisions: []storage.ControllerRevisionRef{{StatefulSet: "chat-g0", Name: "chat-g0-new", Hash: "new"}}}
+	objs := []*unstructured.Unstructured{svc, sts}
+	ctx := context.Background()
+
+	targets, owners, err := e.serveTargets(ctx, rec, objs, &serveConfig{}, serveScope{})
+	require.NoError(t, err)
+	assert.Equal(t, []wait.ServeTarget{{Pod: "bare-0", Port: defaultServePort, Node: "gpu-node-1"}, {Pod: "chat-g0-0", Port: 8000, Node: "gpu-node-1"}}, targets)
+	assert.Equal(t, "statefulset/chat-g0", owners["chat-g0-0"])
+
+	live, _, err := e.serveTargets(ctx, rec, objs, &serveConfig{port: 8080}, serveScope{live: true})
+	require.NoError(t, err)
+	assert.Equal(t, []wait.ServeTarget{{Pod: "bare-0", Port: 8080, Node: "gpu-node-1"}, {Pod: "chat-g0-0", Port: 8080, Node: "gpu-node-1"},
+		{Pod: "old-0", Port: 8080, Node: "gpu-node-1"}}, live, "test: whatever the Services select now")
+
+	canary, _, err := e.serveTargets(ctx, rec, objs, &serveConfig{}, serveScope{pods: []string{"chat-g0-0", "chat-g0-1"}})
+	require.NoError(t, err)
+	assert.Equal(t, []wait.ServeTarget{{Pod: "chat-g0-0", Port: 8000, Node: "gpu-node-1"}}, canary, "a canary group: its leader")
+
+	_, _, err = e.serveTargets(ctx, rec, objs, &serveConfig{}, serveScope{pods: []string{"missing"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pod ml/missing")
+
+	// Without a Service, the workloads' selectors.
+	none, _, err := e.serveTargets(ctx, rec, []*unstructured.Unstructured{sts}, &serveConfig{}, serveScope{})
+	require.NoError(t, err)
+	assert.Len(t, none, 3, "leader and worker of the new revision, with ports or not: %+v", none)
 }
