@@ -145,18 +145,10 @@ func (c *canaryRun) run(ctx context.Context) (wait.Result, *wait.Diagnosis, erro
 
 	if c.opts.Gate != "" {
 		c.begin(CanaryGate, "running the gate: "+c.opts.Gate)
-		gctx, cancelGate := context.WithCancel(ctx)
-		done := make(chan struct{})
 		var gres *storage.GateResult
 		var gerr error
 		pods := c.report.Pods
-		go func() {
-			defer close(done)
-			gres, gerr = c.gate(gctx, pods)
-		}()
-		res, err = c.watch(ctx, done)
-		cancelGate()
-		<-done
+		res, err = c.watchWhile(ctx, func(ctx context.Context) { gres, gerr = c.gate(ctx, pods) })
 		c.held += c.end()
 		c.report.Gate = gres
 		switch {
@@ -187,16 +179,10 @@ func (c *canaryRun) run(ctx context.Context) (wait.Result, *wait.Diagnosis, erro
 // (VerdictNotServing) before the hold and the gate.
 func (c *canaryRun) checkServing(ctx context.Context) (wait.Result, *wait.Diagnosis, error) {
 	c.begin(CanaryServeCheck, "checking that the canary pods serve: "+joinPods(c.report.Pods))
-	done := make(chan struct{})
 	var f *wait.Diagnosis
 	var serr error
 	pods := c.report.Pods
-	go func() {
-		defer close(done)
-		c.served, f, serr = c.serve(ctx, pods)
-	}()
-	res, err := c.watch(ctx, done)
-	<-done
+	res, err := c.watchWhile(ctx, func(ctx context.Context) { c.served, f, serr = c.serve(ctx, pods) })
 	c.held += c.end()
 	switch {
 	case err != nil:
@@ -211,6 +197,23 @@ func (c *canaryRun) checkServing(ctx context.Context) (wait.Result, *wait.Diagno
 		return res, nil, c.failed(ctx, serr)
 	}
 	return res, nil, nil
+}
+
+// watchWhile runs do while the canary pods stay watched: the watch ends
+// when do returns, and do's context ends when the watch fails first. It
+// returns once both ended, with the watch's result and error.
+func (c *canaryRun) watchWhile(ctx context.Context, do func(ctx context.Context)) (wait.Result, error) {
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		do(dctx)
+	}()
+	res, err := c.watch(ctx, done)
+	cancel()
+	<-done
+	return res, err
 }
 
 // finish ends the last phase (the rollout after promotion) of a canary.

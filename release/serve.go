@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -144,7 +145,7 @@ func serveValues(values map[string]any) (map[string]any, error) {
 	}
 	var unknown []string
 	for k := range sc {
-		if !contains(serveValueKeys, k) {
+		if !slices.Contains(serveValueKeys, k) {
 			unknown = append(unknown, k)
 		}
 	}
@@ -256,15 +257,6 @@ func serveDuration(sc map[string]any, key string) (time.Duration, error) {
 		return 0, err
 	}
 	return d, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // serveCheckOf is the serve check of revision rec under the engine's

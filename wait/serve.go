@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -256,7 +257,7 @@ func checkPod(ctx context.Context, clients PodHTTP, namespace string, t ServeTar
 		return fail(a, "GET /v1/models lists no model")
 	case spec.Model == "":
 		p.Model = listed[0]
-	case !contains(listed, spec.Model):
+	case !slices.Contains(listed, spec.Model):
 		return fail(a, fmt.Sprintf("GET /v1/models lists %s, not %s", strings.Join(listed, ", "), spec.Model))
 	}
 
@@ -364,15 +365,6 @@ func completed(body []byte) error {
 		return errors.New("the completion has no choices")
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // BodyExcerpt is what a serve check keeps of an answer: its first
