@@ -182,8 +182,8 @@ func TestCanaryPromotes(t *testing.T) {
 	for _, ph := range res.Canary.Phases {
 		names = append(names, ph.Name)
 	}
-	assert.Equal(t, []string{release.CanaryStarting, release.CanaryHolding, release.CanaryGate, release.CanaryPromoting, release.CanaryRollout}, names)
-	assert.GreaterOrEqual(t, res.Canary.Phases[1].DurationSeconds, 10.0, "held 10s")
+	assert.Equal(t, []string{release.CanaryStarting, release.CanaryServeCheck, release.CanaryHolding, release.CanaryGate, release.CanaryPromoting, release.CanaryRollout}, names)
+	assert.GreaterOrEqual(t, res.Canary.Phases[2].DurationSeconds, 10.0, "held 10s")
 
 	revs := f.history(t)
 	require.Len(t, revs, 2)

@@ -47,8 +47,11 @@ func TestServingThroughPortForward(t *testing.T) {
 		{"wrong", "v0.11.0-serve-wrongmodel", "facebook/opt-125m"},
 	} {
 		t.Run(tc.rel, func(t *testing.T) {
+			// The simulator is under test here, not vllmctl's serve check
+			// (servecheck_test.go): off, so that the metrics count this
+			// test's requests only and the wrong-model pods stay.
 			r := f.run(t, append([]string{"deploy", tc.rel, "vllm", "--progress", "plain", "--timeout", "2m",
-				"--set", "image.tag=" + tc.tag}, servingValues...)...)
+				"--serve-check=false", "--set", "image.tag=" + tc.tag}, servingValues...)...)
 			require.Equal(t, 0, r.code, "deploy\n%s", r)
 			pod := f.runningPod(t, tc.rel)
 			base := f.portForward(t, pod, 8000)
