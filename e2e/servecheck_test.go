@@ -186,3 +186,20 @@ func TestServeCheckTestCommand(t *testing.T) {
 	assert.Contains(t, tr.stderr, "serve check: pod ")
 	assert.Contains(t, tr.stderr, "lists facebook/opt-125m, not e2e-model")
 }
+
+// TestServeCheckGroupLeaders: of a multi-node release, only each group's
+// leader (rank 0, the pod the Service selects) serves the API and is
+// checked, not its workers nor the pods the headless Service names.
+func TestServeCheckGroupLeaders(t *testing.T) {
+	f := newRelFixture(t)
+	r := f.deployGroups(t)
+	require.Equal(t, 0, r.code, "%s", r)
+	res := serveResult(t, r)
+	require.NotNil(t, res.ServeCheck)
+	assert.Equal(t, wait.ServePassed, res.ServeCheck.Outcome)
+	var pods []string
+	for _, p := range res.ServeCheck.Pods {
+		pods = append(pods, p.Pod)
+	}
+	assert.ElementsMatch(t, []string{groupNames[0] + "-0", groupNames[1] + "-0"}, pods)
+}

@@ -156,7 +156,10 @@ func TestServeTargets(t *testing.T) {
 	e := &Engine{Store: storage.NewMemory("ml"), Client: client}
 	rec := &storage.Release{Name: "chat", Revision: 2,
 		ControllerRevisions: []storage.ControllerRevisionRef{{StatefulSet: "chat-g0", Name: "chat-g0-new", Hash: "new"}}}
-	objs := []*unstructured.Unstructured{svc, sts}
+	nodes := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": "chat-nodes"},
+		"spec":     map[string]any{"clusterIP": "None", "selector": map[string]any{"app": "chat"}}}}
+	objs := []*unstructured.Unstructured{svc, nodes, sts}
 	ctx := context.Background()
 
 	targets, owners, err := e.serveTargets(ctx, rec, objs, &serveConfig{}, serveScope{})
@@ -177,7 +180,11 @@ func TestServeTargets(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pod ml/missing")
 
-	// Without a Service, the workloads' selectors.
+	// Only a headless Service, or none: every pod it (or the workloads)
+	// selects.
+	headless, _, err := e.serveTargets(ctx, rec, []*unstructured.Unstructured{nodes, sts}, &serveConfig{}, serveScope{})
+	require.NoError(t, err)
+	assert.Len(t, headless, 3, "leader and worker of the new revision, with ports or not: %+v", headless)
 	none, _, err := e.serveTargets(ctx, rec, []*unstructured.Unstructured{sts}, &serveConfig{}, serveScope{})
 	require.NoError(t, err)
 	assert.Len(t, none, 3, "leader and worker of the new revision, with ports or not: %+v", none)

@@ -22,16 +22,23 @@ const defaultServePort = 8000
 
 // serveSelectors are the label selectors of the pods that serve the
 // release: its Services' (only what a Service sends traffic to serves; a
-// multi-node group's leader, not its workers), else, for a chart without
-// a Service, its Deployments' and StatefulSets'.
+// multi-node group's leader, not its workers), headless Services (the
+// built-in chart's <fullname>-nodes, which names every pod of a group for
+// DNS) only when there is no other, else, for a chart without a Service,
+// its Deployments' and StatefulSets'.
 func serveSelectors(objs []*unstructured.Unstructured) []labels.Selector {
-	var services, workloads []labels.Selector
+	var services, headless, workloads []labels.Selector
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
 		switch {
 		case gvk.Group == "" && gvk.Kind == "Service":
 			sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector")
-			if len(sel) > 0 {
+			ip, _, _ := unstructured.NestedString(o.Object, "spec", "clusterIP")
+			switch {
+			case len(sel) == 0:
+			case ip == corev1.ClusterIPNone:
+				headless = append(headless, labels.SelectorFromSet(sel))
+			default:
 				services = append(services, labels.SelectorFromSet(sel))
 			}
 		case gvk.Group == "apps" && (gvk.Kind == "Deployment" || gvk.Kind == "StatefulSet"):
@@ -43,6 +50,9 @@ func serveSelectors(objs []*unstructured.Unstructured) []labels.Selector {
 	}
 	if len(services) > 0 {
 		return services
+	}
+	if len(headless) > 0 {
+		return headless
 	}
 	return workloads
 }
