@@ -122,7 +122,7 @@ func serveFixture(t *testing.T) *engFixture {
 		return wait.Result{Outcome: wait.OutcomeCurrent, Objects: objs}, nil
 	}
 	on := true
-	f.engine.PodHTTP = newSimPods(t, f.cluster.Client)
+	f.engine.PodHTTP = newSimPods(t, f.cluster.Client).Client
 	f.engine.ServeCheck = release.ServeCheckOptions{Enabled: &on, Timeout: 5 * time.Second}
 	f.engine.UseRedactor(diff.NewRedactor())
 	return f
