@@ -86,8 +86,9 @@ presets:
 	assert.Equal(t, storage.CanaryPromoted, res.Canary.Outcome)
 	// What the analysis adds beyond its window (3 × 4s): the hold (1s,
 	// shorter) lasts as long as the analysis, plus its last scrape.
-	require.Equal(t, release.CanaryHolding, res.Canary.Phases[1].Name)
-	held := res.Canary.Phases[1].DurationSeconds
+	// The phases: starting, serve check (the built-in chart's), holding.
+	require.Equal(t, release.CanaryHolding, res.Canary.Phases[2].Name)
+	held := res.Canary.Phases[2].DurationSeconds
 	t.Logf("holding with the analysis: %.3fs for a 12s window", held)
 	assert.GreaterOrEqual(t, held, 12.0)
 	assert.Less(t, held, 13.0, "the analysis adds at most 1s to its window")
