@@ -19,10 +19,10 @@ const MaxValuesFileBytes = 5 << 20
 // errTooLarge reports a file over its cap.
 var errTooLarge = errors.New("file too large")
 
-// readCapped reads the file at path, at most limit bytes: a larger one
-// (or an endless one, such as /dev/zero) is errTooLarge, read no further
-// than limit+1 bytes.
-func readCapped(path string, limit int64) ([]byte, error) {
+// ReadFileCapped reads the file at path, at most limit bytes: a larger
+// one (or an endless one, such as /dev/zero) is an error, read no further
+// than limit+1 bytes. Every input file vllmctl reads goes through it.
+func ReadFileCapped(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

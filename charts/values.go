@@ -42,7 +42,7 @@ type PreviousValues struct {
 func UserValues(opts RenderOptions) (map[string]any, error) {
 	base := map[string]any{}
 	for _, f := range opts.ValueFiles {
-		data, err := readCapped(f, MaxValuesFileBytes)
+		data, err := ReadFileCapped(f, MaxValuesFileBytes)
 		if err != nil {
 			return nil, &InputError{Source: "values file", File: f, Msg: errMsg(err), Err: err}
 		}
@@ -75,7 +75,7 @@ func UserValues(opts RenderOptions) (map[string]any, error) {
 		var readErr *InputError
 		reader := func(rs []rune) (any, error) {
 			name := string(rs)
-			data, err := readCapped(name, MaxValuesFileBytes)
+			data, err := ReadFileCapped(name, MaxValuesFileBytes)
 			if err != nil {
 				readErr = &InputError{Source: "--set-file", File: name,
 					Msg: fmt.Sprintf("argument %d: %s", i+1, errMsg(err)), Err: err}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vllmctl/vllmctl/charts"
 )
 
 // DefaultEndpoint is the Hugging Face Hub, when HF_ENDPOINT is not set.
@@ -235,19 +237,12 @@ func newClient() *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// readCapped reads a file of at most limit bytes.
+// readCapped reads a file of at most limit bytes (charts.ReadFileCapped),
+// naming it in the error.
 func readCapped(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	data, err := charts.ReadFileCapped(path, limit)
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return data, nil
 }
