@@ -512,7 +512,7 @@ func TestDiff(t *testing.T) {
 
 func TestStatus(t *testing.T) {
 	r, fakes, _ := fixture(t, Policy{}, []string{"a", "b", "c"})
-	fakes["a"].status = &release.StatusReport{Revision: 3, Status: storage.StatusDeployed, Chart: "vllm-1.0.0",
+	fakes["a"].status = &release.StatusReport{Revision: 3, Status: storage.StatusDeployed, ChartInfo: release.ChartInfo{Chart: "vllm-1.0.0"},
 		Objects: []release.LiveObject{{Status: "Current"}, {Status: "Current"}}}
 	fakes["b"].statusErr = &storage.NotFoundError{Name: "r"}
 	fakes["c"].statusErr = codeErr(6)

@@ -163,6 +163,28 @@ func (e *Engine) emitEvent(ev ProgressEvent) {
 	e.Progress(ev)
 }
 
+// ChartInfo is how a result, a status report and a history row show a
+// revision's chart (storage.Chart): name-version and appVersion, where a
+// pulled chart came from, and its verified provenance.
+type ChartInfo struct {
+	// Chart is name-version, as history shows it.
+	Chart      string `json:"chart"`
+	AppVersion string `json:"appVersion"`
+	// ChartSource and ChartDigest are where a pulled chart came from.
+	ChartSource string `json:"chartSource,omitempty"`
+	ChartDigest string `json:"chartDigest,omitempty"`
+	// ChartSigner and ChartSignedDigest are the chart's verified
+	// provenance (--verify).
+	ChartSigner       string `json:"chartSigner,omitempty"`
+	ChartSignedDigest string `json:"chartSignedDigest,omitempty"`
+}
+
+// NewChartInfo is what the outputs show of chart c.
+func NewChartInfo(c storage.Chart) ChartInfo {
+	return ChartInfo{Chart: c.String(), AppVersion: c.AppVersion, ChartSource: c.Source, ChartDigest: c.Digest,
+		ChartSigner: c.Signer, ChartSignedDigest: c.SignedDigest}
+}
+
 // Result is the outcome of a deploy or a rollback: the document the
 // contract specifies for -o json|yaml (release, namespace, revision, status,
 // chart, appVersion, replicaSets, rolledBackTo, failure, durationSeconds),
@@ -174,16 +196,7 @@ type Result struct {
 	// it would write).
 	Revision int            `json:"revision"`
 	Status   storage.Status `json:"status"`
-	// Chart is name-version, as history shows it; ChartSource and
-	// ChartDigest where a pulled chart came from (storage.Chart).
-	Chart       string `json:"chart"`
-	AppVersion  string `json:"appVersion"`
-	ChartSource string `json:"chartSource,omitempty"`
-	ChartDigest string `json:"chartDigest,omitempty"`
-	// ChartSigner and ChartSignedDigest are the chart's verified
-	// provenance (--verify; storage.Chart).
-	ChartSigner       string `json:"chartSigner,omitempty"`
-	ChartSignedDigest string `json:"chartSignedDigest,omitempty"`
+	ChartInfo
 	// ReplicaSets are the ReplicaSets the revision's Deployments rolled out.
 	ReplicaSets []storage.ReplicaSetRef `json:"replicaSets"`
 	// ControllerRevisions are the ControllerRevisions the revision's
@@ -233,18 +246,13 @@ type Result struct {
 // newResult starts the result of an operation on record r.
 func newResult(r *storage.Release) *Result {
 	return &Result{
-		Release:           r.Name,
-		Namespace:         r.Namespace,
-		Revision:          r.Revision,
-		Status:            r.Status,
-		Chart:             r.Chart.String(),
-		AppVersion:        r.Chart.AppVersion,
-		ChartSource:       r.Chart.Source,
-		ChartDigest:       r.Chart.Digest,
-		ChartSigner:       r.Chart.Signer,
-		ChartSignedDigest: r.Chart.SignedDigest,
-		ReplicaSets:       []storage.ReplicaSetRef{},
-		Description:       r.Description,
+		Release:     r.Name,
+		Namespace:   r.Namespace,
+		Revision:    r.Revision,
+		Status:      r.Status,
+		ChartInfo:   NewChartInfo(r.Chart),
+		ReplicaSets: []storage.ReplicaSetRef{},
+		Description: r.Description,
 	}
 }
 

@@ -39,20 +39,13 @@ type StatusReport struct {
 	Revision    int            `json:"revision"`
 	Status      storage.Status `json:"status"`
 	Description string         `json:"description,omitempty"`
-	Chart       string         `json:"chart"`
-	AppVersion  string         `json:"appVersion"`
-	ChartSource string         `json:"chartSource,omitempty"`
-	ChartDigest string         `json:"chartDigest,omitempty"`
+	ChartInfo
 	// PostRenderer is the post-renderer the revision's manifest went
 	// through, if any.
 	PostRenderer *charts.PostRenderer `json:"postRenderer,omitempty"`
-	// ChartSigner and ChartSignedDigest are the chart's verified
-	// provenance (deploy --verify; storage.Chart).
-	ChartSigner       string          `json:"chartSigner,omitempty"`
-	ChartSignedDigest string          `json:"chartSignedDigest,omitempty"`
-	Updated           time.Time       `json:"updated"`
-	RollbackOf        int             `json:"rollbackOf,omitempty"`
-	Failure           *wait.Diagnosis `json:"failure,omitempty"`
+	Updated      time.Time            `json:"updated"`
+	RollbackOf   int                  `json:"rollbackOf,omitempty"`
+	Failure      *wait.Diagnosis      `json:"failure,omitempty"`
 	// CRDs are the CustomResourceDefinitions the revision created.
 	CRDs []string `json:"crds,omitempty"`
 	// Canary is what the revision's canary phase did, if it had one.
@@ -157,9 +150,7 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *storage.Release) (*StatusR
 	}
 	rep := &StatusReport{
 		Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Status: rec.Status,
-		Description: rec.Description, Chart: rec.Chart.String(), AppVersion: rec.Chart.AppVersion,
-		ChartSource: rec.Chart.Source, ChartDigest: rec.Chart.Digest, PostRenderer: rec.PostRenderer,
-		ChartSigner: rec.Chart.Signer, ChartSignedDigest: rec.Chart.SignedDigest,
+		Description: rec.Description, ChartInfo: NewChartInfo(rec.Chart), PostRenderer: rec.PostRenderer,
 		Updated: rec.Updated, RollbackOf: rec.RollbackOf, Failure: rec.Failure, Canary: rec.Canary, ServeCheck: rec.ServeCheck, CRDs: rec.CRDs,
 		Analysis: rec.Analysis,
 		Objects:  []LiveObject{}, ReplicaSets: []ServingReplicaSet{}, RecordedReplicaSets: []storage.ReplicaSetRef{},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -67,18 +68,12 @@ func (o *historyOptions) Validate() error {
 
 // historyRow is one revision in `history -o json|yaml`.
 type historyRow struct {
-	Revision    int            `json:"revision"`
-	Updated     time.Time      `json:"updated"`
-	Status      storage.Status `json:"status"`
-	Chart       string         `json:"chart"`
-	AppVersion  string         `json:"appVersion"`
-	ChartSource string         `json:"chartSource,omitempty"`
-	ChartDigest string         `json:"chartDigest,omitempty"`
-	// ChartSigner and ChartSignedDigest are the verified provenance.
-	ChartSigner       string                  `json:"chartSigner,omitempty"`
-	ChartSignedDigest string                  `json:"chartSignedDigest,omitempty"`
-	Description       string                  `json:"description"`
-	ReplicaSets       []storage.ReplicaSetRef `json:"replicaSets"`
+	Revision int            `json:"revision"`
+	Updated  time.Time      `json:"updated"`
+	Status   storage.Status `json:"status"`
+	release.ChartInfo
+	Description string                  `json:"description"`
+	ReplicaSets []storage.ReplicaSetRef `json:"replicaSets"`
 	// ControllerRevisions are a grouped release's StatefulSet revisions.
 	ControllerRevisions []storage.ControllerRevisionRef `json:"controllerRevisions,omitempty"`
 	RollbackOf          int                             `json:"rollbackOf,omitempty"`
@@ -121,12 +116,7 @@ func (o *historyOptions) Run(ctx context.Context) error {
 			Revision:            r.Revision,
 			Updated:             r.Updated,
 			Status:              r.Status,
-			Chart:               r.Chart.String(),
-			AppVersion:          r.Chart.AppVersion,
-			ChartSource:         r.Chart.Source,
-			ChartDigest:         r.Chart.Digest,
-			ChartSigner:         r.Chart.Signer,
-			ChartSignedDigest:   r.Chart.SignedDigest,
+			ChartInfo:           release.NewChartInfo(r.Chart),
 			Description:         r.Description,
 			ReplicaSets:         rs,
 			ControllerRevisions: r.ControllerRevisions,
