@@ -44,6 +44,7 @@ func redactedRecord(red *diff.Redactor, r *storage.Release) *storage.Release {
 	c.Failure = redactFailure(red, c.Failure)
 	c.Canary = redactCanary(red, c.Canary)
 	c.ServeCheck = RedactServe(red, c.ServeCheck)
+	c.Analysis = RedactAnalysis(red, c.Analysis)
 	return &c
 }
 
@@ -85,6 +86,7 @@ func RedactResult(red *diff.Redactor, res *Result) *Result {
 	c.Failure = redactFailure(red, c.Failure)
 	c.Canary = redactCanary(red, c.Canary)
 	c.ServeCheck = RedactServe(red, c.ServeCheck)
+	c.Analysis = RedactAnalysis(red, c.Analysis)
 	c.Hooks = RedactHookRuns(red, c.Hooks)
 	c.Rollback = RedactResult(red, c.Rollback)
 	return &c
@@ -154,6 +156,23 @@ func RedactServe(red *diff.Redactor, r *wait.ServeReport) *wait.ServeReport {
 	for i, p := range r.Pods {
 		p.Message, p.Body = red.Line(p.Message), red.Line(p.Body)
 		c.Pods[i] = p
+	}
+	return &c
+}
+
+// RedactAnalysis returns a copy of r (a canary analysis' report) whose
+// reason and measurements' messages, which quote providers' errors and
+// answers, passed through red (nil stays nil).
+func RedactAnalysis(red *diff.Redactor, r *storage.AnalysisReport) *storage.AnalysisReport {
+	if r == nil || red == nil {
+		return r
+	}
+	c := *r
+	c.Reason = red.Line(c.Reason)
+	c.Measurements = make([]storage.AnalysisMeasurement, len(r.Measurements))
+	for i, m := range r.Measurements {
+		m.Message = red.Line(m.Message)
+		c.Measurements[i] = m
 	}
 	return &c
 }
