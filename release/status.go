@@ -60,6 +60,12 @@ type StatusReport struct {
 	// CanaryLeftovers are the revision's Deployments that still carry a
 	// canary's transient strategy (see canary_leftover.go).
 	CanaryLeftovers []CanaryLeftover `json:"canaryLeftovers,omitempty"`
+	// HelmRecords are Helm's own records of a release whose current
+	// revision was adopted from Helm: an adopt cut short (killed) after it
+	// wrote vllmctl's records and before it relabelled Helm's leaves the
+	// release owned by both tools until adopt runs again
+	// (helmStillOwns).
+	HelmRecords []string `json:"helmRecords,omitempty"`
 	// Objects are the revision's objects in manifest order, with their
 	// live kstatus.
 	Objects []LiveObject `json:"objects"`
@@ -158,6 +164,7 @@ func (s *Statuser) StatusOf(ctx context.Context, rec *storage.Release) (*StatusR
 	if rec.Analysis != nil {
 		rep.AnalysisRevision = rec.Revision
 	}
+	rep.HelmRecords = s.helmStillOwns(ctx, rec)
 	if len(rec.ReplicaSets) > 0 {
 		rep.RecordedReplicaSets = rec.ReplicaSets
 	}
