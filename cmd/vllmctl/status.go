@@ -106,7 +106,7 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	writeAnalysis(&b, rep.Analysis, rep.AnalysisRevision)
 	if len(rep.HelmRecords) > 0 {
 		field("OWNED BY HELM TOO", recordCell(strings.Join(rep.HelmRecords, ", ")+
-			": an adopt did not finish; run `vllmctl adopt "+rep.Release+"` again"))
+			": an adopt did not finish; run `vllmctl adopt "+rep.Release+" --force` again"))
 	}
 	if _, err := fmt.Fprint(o.g.Streams.Out, b.String()); err != nil {
 		return err
