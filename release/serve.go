@@ -312,6 +312,10 @@ func (e *Engine) runServeCheck(ctx context.Context, rec *storage.Release, objs [
 		}
 		e.emit(rec.Name, rec.Revision, PhaseServe, "Pod "+ns+"/"+p.Pod, "not serving", p.Message)
 	})
+	if f == nil && rep.Outcome == wait.ServeSkipped {
+		e.emit(rec.Name, rec.Revision, PhaseServe, "", wait.ServeSkipped, rep.Reason)
+		return rep, nil, nil
+	}
 	if f == nil {
 		e.emit(rec.Name, rec.Revision, PhaseServe, "", wait.ServePassed, fmt.Sprintf("%d pod(s) serve %s", len(rep.Pods), model))
 		return rep, nil, nil

@@ -574,6 +574,9 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				p := testPod(h.newRS, "a", running("vllm", 0))
 				h.createPod(p)
 				h.progressed()
+				// The pods' and the Deployment's informers deliver in no
+				// set order: the condition comes once the pod is known.
+				h.await("the pod", func(e Event) bool { return e.Rollout != nil && len(e.Rollout.Pods) == 1 })
 				h.updateDeployment(func(d *appsv1.Deployment) {
 					d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
 						Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "chat-new" has timed out progressing.`}}

@@ -20,6 +20,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Defaults of [ServeSpec].
@@ -122,6 +124,9 @@ type ServePod struct {
 	Message string `json:"message,omitempty"`
 	// Body is a sanitised excerpt of the answer that failed the check.
 	Body string `json:"body,omitempty"`
+	// refusedBy is the API server's refusal of the port-forward, when
+	// that is why the pod could not be checked.
+	refusedBy error
 }
 
 // ServeReport is a serve check of a revision's pods, as the release
@@ -178,6 +183,19 @@ func CheckServing(ctx context.Context, clients PodHTTP, namespace string, target
 		}()
 	}
 	wg.Wait()
+	for _, p := range rep.Pods {
+		if p.refusedBy != nil {
+			// Not the pods' doing: the check cannot run. It is skipped,
+			// said in the report, rather than failing a rollout (and its
+			// rollback) that Kubernetes judged healthy.
+			rep.Outcome = ServeSkipped
+			rep.Reason = fmt.Sprintf("the API server refused the port-forward to the pods (%v): the serve check needs create on pods/portforward in namespace %s (deploy/rbac/role.yaml); --serve-check=false turns it off", p.refusedBy, namespace)
+			for i := range rep.Pods {
+				rep.Pods[i].refusedBy = nil
+			}
+			return rep, nil
+		}
+	}
 	for i, p := range rep.Pods {
 		if p.Outcome == ServeFailed {
 			rep.Outcome = ServeFailed
@@ -219,9 +237,16 @@ type serveAttempt struct {
 
 // retryable reports whether the attempt may be tried again within the
 // timeout: the pod could not be reached (a connection refused, the
-// port-forward not ready yet) or answered 503.
+// port-forward not ready yet) or answered 503. The API server refusing
+// the port-forward itself (forbidden, unauthorized) is not retried.
 func (a serveAttempt) retryable() bool {
-	return a.err != nil || a.status == http.StatusServiceUnavailable
+	return (a.err != nil && !refused(a.err)) || a.status == http.StatusServiceUnavailable
+}
+
+// refused reports whether err is the API server refusing the caller the
+// port-forward (RBAC: create on pods/portforward), not the pod's doing.
+func refused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
 }
 
 // checkPod runs the check of one pod within spec.Timeout.
@@ -238,6 +263,11 @@ func checkPod(ctx context.Context, clients PodHTTP, namespace string, t ServeTar
 		return p
 	}
 	unanswered := func(what string, a serveAttempt) ServePod {
+		if a.err != nil && refused(a.err) {
+			p = fail(a, fmt.Sprintf("%s: %v", what, a.err))
+			p.refusedBy = a.err
+			return p
+		}
 		if a.err != nil && ctx.Err() != nil {
 			return fail(a, fmt.Sprintf("%s: no answer within %s (last error: %v)", what, spec.Timeout, a.err))
 		}

@@ -2,6 +2,7 @@ package wait
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // fakePods serves each pod by a handler of an httptest server; a pod's
@@ -217,5 +220,36 @@ func TestBodyExcerpt(t *testing.T) {
 			assert.LessOrEqual(t, len(got), ServeBodyExcerptBytes+16)
 			assert.Equal(t, got, SanitizeLine(got), "sanitised")
 		})
+	}
+}
+
+// forbiddenPods refuses every port-forward as an API server does for an
+// account without create on pods/portforward.
+type forbiddenPods struct{ dials atomic.Int32 }
+
+func (f *forbiddenPods) Client(namespace, pod string, port int, timeout time.Duration) (*http.Client, func()) {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		f.dials.Add(1)
+		err := apierrors.NewForbidden(schema.GroupResource{Resource: "pods/portforward"}, pod, errors.New(`User "ci" cannot create resource "pods/portforward"`))
+		return nil, fmt.Errorf("port-forward to pod %s/%s: %w", namespace, pod, err)
+	}}
+	return &http.Client{Transport: tr, Timeout: timeout}, tr.CloseIdleConnections
+}
+
+// TestCheckServingForbidden: the API server refusing the port-forward is
+// not the pods' doing: no retry until the timeout, no NotServing (which
+// would roll back a healthy rollout, and fail its rollback the same way),
+// but a skipped check that says what right it needs.
+func TestCheckServingForbidden(t *testing.T) {
+	pods := &forbiddenPods{}
+	rep, f := CheckServing(context.Background(), pods, "ns", []ServeTarget{{Pod: "a", Port: 8000}, {Pod: "b", Port: 8000}},
+		ServeSpec{Model: "m", Timeout: time.Hour}, nil)
+	assert.Nil(t, f, "no NotServing")
+	assert.Equal(t, ServeSkipped, rep.Outcome)
+	assert.Contains(t, rep.Reason, "create on pods/portforward in namespace ns")
+	assert.Contains(t, rep.Reason, "--serve-check=false")
+	assert.Equal(t, int32(2), pods.dials.Load(), "one dial per pod: not retried")
+	for _, p := range rep.Pods {
+		assert.Nil(t, p.refusedBy, "nothing internal left in the report")
 	}
 }

@@ -2,6 +2,7 @@ package podhttp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -64,14 +68,13 @@ func (f *Forwarder) Dial(ctx context.Context, namespace, pod string, port int) (
 	if err != nil {
 		return nil, fmt.Errorf("port-forward to pod %s/%s: %w", namespace, pod, err)
 	}
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, req.URL())
 	type dialed struct {
 		conn httpstream.Connection
 		err  error
 	}
 	done := make(chan dialed, 1)
 	go func() {
-		c, _, err := dialer.Dial(portforward.PortForwardProtocolV1Name)
+		c, err := negotiate(ctx, transport, upgrader, req.URL().String())
 		done <- dialed{c, err}
 	}()
 	var conn httpstream.Connection
@@ -96,6 +99,33 @@ func (f *Forwarder) Dial(ctx context.Context, namespace, pod string, port int) (
 	}
 	c.addr = fmt.Sprintf("%s/%s:%d", namespace, pod, port)
 	return c, nil
+}
+
+// negotiate upgrades a POST to url to a SPDY connection speaking the
+// port-forward protocol, as spdy.Negotiate does, but an answer other than
+// 101 Switching Protocols is the API server's error as a typed
+// *apierrors.StatusError (a Forbidden port-forward is
+// apierrors.IsForbidden), not text.
+func negotiate(ctx context.Context, rt http.RoundTripper, upgrader spdy.Upgrader, url string) (httpstream.Connection, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Add(httpstream.HeaderProtocolVersion, portforward.PortForwardProtocolV1Name)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= http.StatusBadRequest {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var status metav1.Status
+		if json.Unmarshal(body, &status) == nil && status.Kind == "Status" {
+			return nil, &apierrors.StatusError{ErrStatus: status}
+		}
+		return nil, apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodPost, schema.GroupResource{Resource: "pods/portforward"}, "", strings.TrimSpace(string(body)), 0, false)
+	}
+	return upgrader.NewConnection(resp)
 }
 
 // openStreams opens the error and data streams of one forwarded
