@@ -103,3 +103,41 @@ func TestDrainRollout(t *testing.T) {
 	require.NotNil(t, pods[0].Spec.TerminationGracePeriodSeconds)
 	assert.Equal(t, int64(0), *pods[0].Spec.TerminationGracePeriodSeconds)
 }
+
+// TestDrainGroups: in a multi-node group (a StatefulSet of 2 pods) both
+// pods carry the hook, the workers' pointed at their leader, and the same
+// grace period; a group whose drain values change is replaced in place
+// and its new pods carry the new ones.
+func TestDrainGroups(t *testing.T) {
+	f := newRelFixture(t)
+	r := f.deployGroups(t, "--set", "replicaCount=1")
+	require.Equal(t, 0, r.code, "revision 1\n%s", r)
+	leader := "chat-g0-0.chat-nodes." + f.namespace + ".svc"
+	check := func(seconds string, grace int64) {
+		t.Helper()
+		pods := f.groupPods(t, "chat-g0")
+		require.Len(t, pods, 2)
+		for _, p := range pods {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			lc := p.Spec.Containers[0].Lifecycle
+			require.True(t, lc != nil && lc.PreStop != nil && lc.PreStop.Exec != nil, "pod %s: no preStop exec", p.Name)
+			cmd := lc.PreStop.Exec.Command
+			require.Len(t, cmd, 6, "pod %s", p.Name)
+			assert.Equal(t, []string{leader, "10", seconds}, cmd[3:], "pod %s: every rank gets the leader; rank 0 asks itself", p.Name)
+			require.NotNil(t, p.Spec.TerminationGracePeriodSeconds)
+			assert.Equal(t, grace, *p.Spec.TerminationGracePeriodSeconds, "pod %s", p.Name)
+			var rank bool
+			for _, e := range p.Spec.Containers[0].Env {
+				rank = rank || e.Name == "VLLM_NODE_RANK"
+			}
+			assert.True(t, rank, "pod %s: VLLM_NODE_RANK, which the hook reads", p.Name)
+		}
+	}
+	check("120", 180)
+
+	r = f.deployGroups(t, "--set", "replicaCount=1", "--set", "drain.seconds=60", "--set", "terminationGracePeriodSeconds=90")
+	require.Equal(t, 0, r.code, "revision 2\n%s", r)
+	check("60", 90)
+}
