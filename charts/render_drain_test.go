@@ -159,13 +159,16 @@ s.serve_forever()
 	run := func(host, delay, seconds string) float64 {
 		t.Helper()
 		cmd := exec.Command(python, "-c", hook, host, delay, seconds)
-		cmd.Env = append(os.Environ(), "VLLM_NODE_RANK=1", "LEADER=127.0.0.1")
+		// A proxy that would refuse: the hook must not go through it.
+		cmd.Env = append(os.Environ(), "VLLM_NODE_RANK=1", "LEADER=127.0.0.1",
+			"http_proxy=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9", "no_proxy=", "NO_PROXY=")
 		start := nowSeconds()
 		outErr, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s", outErr)
 		return nowSeconds() - start
 	}
-	// Busy (2 running) all along: the hook waits its whole bound, 0 + 2 s.
+	// Busy (2 running) all along: the hook waits its whole bound, 0 + 2 s
+	// (through a proxy it would have found nothing listening, and ended).
 	took := run("127.0.0.1", "0", "2")
 	assert.InDelta(t, 2.0, took, 0.9, "waits the bound while requests run")
 	// Idle: it ends at once, after the delay (1 s); the host from $LEADER.

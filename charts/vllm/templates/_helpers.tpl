@@ -477,7 +477,8 @@ runs vLLM on python3; curl is not promised). Arguments: HOST DELAY
 SECONDS. It waits DELAY seconds, then reads http://HOST:8000/metrics once
 a second until vllm:num_requests_running + vllm:num_requests_waiting is
 0, at most SECONDS more; a server that no longer answers ends it at once,
-one that answers with an HTTP error (vLLM draining) counts as busy. Rank 0
+one that answers with an HTTP error (vLLM draining) counts as busy. It
+goes to the server directly, whatever the pod's HTTP(S)_PROXY says. Rank 0
 (no VLLM_NODE_RANK: a Deployment's pod) asks its own server at 127.0.0.1;
 the workers of a multi-node group ask their leader, HOST, which may name
 an environment variable ("$LWS_LEADER_ADDRESS"). Its first line is how
@@ -494,9 +495,11 @@ elif host.startswith("$"):
 end = time.monotonic() + delay + budget
 time.sleep(delay)
 names = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 while time.monotonic() < end:
     try:
-        text = urllib.request.urlopen("http://%s:8000/metrics" % host, timeout=5).read().decode()
+        wait = max(0.1, min(5.0, end - time.monotonic()))
+        text = opener.open("http://%s:8000/metrics" % host, timeout=wait).read().decode()
     except urllib.error.HTTPError:
         text = None
     except Exception:
