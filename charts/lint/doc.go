@@ -58,6 +58,16 @@
 //	               group (a StatefulSet's replicas, a LeaderWorkerSet's
 //	               size) has another number of pods. VL011 leaves such
 //	               containers to VL016.
+//	VL017 error    a pod's terminationGracePeriodSeconds (30 when unset)
+//	               is shorter than a container's preStop hook plus vLLM's
+//	               own drain after SIGTERM (--shutdown-timeout, vLLM >=
+//	               0.18.0): both run inside the grace period, and the
+//	               kubelet kills the server with requests in flight.
+//	               Hooks whose length can be told: Kubernetes' sleep
+//	               action, an exec of `sleep N`, a shell script starting
+//	               with `sleep N`, the built-in chart's drain hook (delay +
+//	               drain seconds). A LeaderWorkerSet's leader template is
+//	               checked as well as its worker template.
 //
 // A "vLLM container" is one whose image, command or args mention vllm;
 // its flags are read from command and args ("--name value" or

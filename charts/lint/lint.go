@@ -104,6 +104,7 @@ func Rules() []Rule {
 		{ID: "VL014", Severity: SeverityError, Summary: "a Hugging Face token must come from a Secret, never a literal value", check: checkHFTokenSecret},
 		{ID: "VL015", Severity: SeverityWarning, Summary: "a GPU server's startup probe must allow a few minutes to load the weights", check: checkStartupBudget},
 		{ID: "VL016", Severity: SeverityError, Summary: "a multi-node vLLM group's tensor-parallel × pipeline-parallel size must equal its nodes × GPUs per pod", check: checkMultiNodeWorldSize},
+		{ID: "VL017", Severity: SeverityError, Summary: "terminationGracePeriodSeconds must cover the preStop hook plus vLLM's --shutdown-timeout (drain)", check: checkDrainGrace},
 	}
 }
 

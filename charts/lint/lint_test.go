@@ -333,6 +333,7 @@ func TestRules(t *testing.T) {
 			edit: func(u *unstructured.Unstructured) { u.SetKind("StatefulSet") }},
 	}
 	tests = append(tests, vllmRuleTests()...)
+	tests = append(tests, drainRuleTests()...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var objs []*unstructured.Unstructured

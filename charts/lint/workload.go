@@ -89,6 +89,14 @@ func newWorkload(obj *unstructured.Unstructured, opts Options) *workload {
 		labels, _, _ := unstructured.NestedStringMap(obj.Object, append(slicesClone(templatePath), "metadata", "labels")...)
 		w.templateLabels = labels
 	}
+	w.containers = containersOf(spec, w.specPath)
+	return w
+}
+
+// containersOf returns the (init) containers of the pod spec at specPath,
+// init containers first.
+func containersOf(spec map[string]any, specPath string) []container {
+	var out []container
 	for _, list := range []struct {
 		field string
 		init  bool
@@ -100,16 +108,16 @@ func newWorkload(obj *unstructured.Unstructured, opts Options) *workload {
 				continue
 			}
 			c := container{
-				path: fmt.Sprintf("%s.%s[%d]", w.specPath, list.field, i),
+				path: fmt.Sprintf("%s.%s[%d]", specPath, list.field, i),
 				init: list.init,
 				raw:  raw,
 			}
 			c.name, _ = raw["name"].(string)
 			c.gpu, c.gpuSet = containerGPUs(raw)
-			w.containers = append(w.containers, c)
+			out = append(out, c)
 		}
 	}
-	return w
+	return out
 }
 
 func slicesClone(s []string) []string { return append([]string(nil), s...) }

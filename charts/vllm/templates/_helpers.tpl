@@ -303,6 +303,9 @@ spec:
         {{- range .args }}
         - {{ . | quote }}
         {{- end }}
+        {{- with include "vllm.drainArgs" $root }}
+        {{- . | trim | nindent 8 }}
+        {{- end }}
         {{- range $root.Values.extraArgs }}
         - {{ . | quote }}
         {{- end }}
@@ -382,6 +385,9 @@ spec:
         {{- include "vllm.groupProbe" (dict "probe" .liveness) | nindent 8 }}
       {{- end }}
       {{- end }}
+      {{- end }}
+      {{- with include "vllm.drainHook" (dict "root" $root "leader" $params.leader) }}
+      {{- . | trim | nindent 6 }}
       {{- end }}
       {{- with $root.Values.securityContext }}
       securityContext:
@@ -463,4 +469,84 @@ integer (first) times the nodes of a group (second); a percentage as is.
 {{- else -}}
 {{- mul (int64 $v) (index . 1) -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+vllm.drainScript is the drain hook's python3 program (the server's image
+runs vLLM on python3; curl is not promised). Arguments: HOST DELAY
+SECONDS. It waits DELAY seconds, then reads http://HOST:8000/metrics once
+a second until vllm:num_requests_running + vllm:num_requests_waiting is
+0, at most SECONDS more; a server that no longer answers ends it at once,
+one that answers with an HTTP error (vLLM draining) counts as busy. It
+goes to the server directly, whatever the pod's HTTP(S)_PROXY says. Rank 0
+(no VLLM_NODE_RANK: a Deployment's pod) asks its own server at 127.0.0.1;
+the workers of a multi-node group ask their leader, HOST, which may name
+an environment variable ("$LWS_LEADER_ADDRESS"). Its first line is how
+`vllmctl lint` (VL017) knows the hook and its bound, DELAY + SECONDS.
+*/}}
+{{- define "vllm.drainScript" -}}
+# vllmctl drain hook: HOST DELAY SECONDS
+import os, sys, time, urllib.error, urllib.request
+host, delay, budget = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if os.environ.get("VLLM_NODE_RANK", "0") == "0":
+    host = "127.0.0.1"
+elif host.startswith("$"):
+    host = os.environ.get(host[1:], "127.0.0.1")
+end = time.monotonic() + delay + budget
+time.sleep(delay)
+names = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+while time.monotonic() < end:
+    try:
+        wait = max(0.1, min(5.0, end - time.monotonic()))
+        text = opener.open("http://%s:8000/metrics" % host, timeout=wait).read().decode()
+    except urllib.error.HTTPError:
+        text = None
+    except Exception:
+        break
+    if text is not None:
+        busy = 0.0
+        for line in text.splitlines():
+            name = line.split("{")[0].split(" ")[0]
+            if name in names:
+                try:
+                    busy += float(line.split()[-1])
+                except ValueError:
+                    pass
+        if busy == 0:
+            break
+    time.sleep(1)
+{{- end -}}
+
+{{/*
+vllm.drainHook renders the server container's lifecycle (a preStop exec
+of vllm.drainScript) when drain.enabled. Parameters: root, leader (the
+host workers of a multi-node group wait for; "" for a Deployment).
+*/}}
+{{- define "vllm.drainHook" -}}
+{{- $d := .root.Values.drain -}}
+{{- if $d.enabled }}
+lifecycle:
+  preStop:
+    exec:
+      command:
+        - python3
+        - -c
+        - {{ include "vllm.drainScript" .root | quote }}
+        - {{ default "127.0.0.1" .leader | quote }}
+        - {{ int64 $d.delaySeconds | quote }}
+        - {{ int64 $d.seconds | quote }}
+{{- end }}
+{{- end -}}
+
+{{/*
+vllm.drainArgs are the server arguments of drain.engineFlag: vLLM's own
+drain on SIGTERM (--shutdown-timeout, vLLM >= 0.18.0), one YAML list item
+a line.
+*/}}
+{{- define "vllm.drainArgs" -}}
+{{- if and .Values.drain.enabled .Values.drain.engineFlag }}
+- "--shutdown-timeout"
+- {{ int64 .Values.drain.engineTimeoutSeconds | quote }}
+{{- end }}
 {{- end -}}
