@@ -22,33 +22,46 @@ import (
 // otherwise. Pods that crash during the bake are not watched: the next
 // `vllmctl wait` or deploy sees them.
 func (d *Deployer) bake(ctx context.Context, p *deployPlan, rec *storage.Release) (*wait.Diagnosis, error) {
-	cfg := p.analysis
 	bctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hb := d.startHeartbeat(bctx, rec, cancel)
-	report := &storage.AnalysisReport{Outcome: storage.AnalysisRunning, Measurements: []storage.AnalysisMeasurement{}}
-	d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "bake", fmt.Sprintf("no canary: the new pods are measured alone for %s", cfg.Duration()))
-	resolve := func(ctx context.Context) (analysis.Targets, error) { return d.newPodTargets(ctx, rec) }
-	err := d.runAnalysis(bctx, rec, cfg, p.opts.Prometheus, resolve, report)
+	report, err := d.bakeAnalysis(bctx, rec, p.analysis, p.opts.Prometheus, "the deploy was interrupted before the analysis ended")
 	if lost := hb.stop(); lost != nil {
 		return nil, lost
 	}
-	if report.Outcome == storage.AnalysisRunning {
-		report.Outcome, report.Reason = storage.AnalysisStopped, "the deploy was interrupted before the analysis ended"
-	}
 	rec.Analysis = report
 	if err != nil {
-		return nil, fmt.Errorf("release %s revision %d: analysis: %w", rec.Name, rec.Revision, err)
+		return nil, err
 	}
 	return analysisVerdict("the analysis after the rollout", rec.Name, rec.Revision, report)
 }
 
+// bakeAnalysis measures the Ready pods of the ReplicaSets rec made alone
+// with cfg (an analysis without a baseline) and returns its report; an
+// analysis cut short is stopped, with interrupted as its reason. The
+// error is the end of ctx (or a provider's failure that is not an
+// inconclusive measurement), wrapped naming the release.
+func (e *Engine) bakeAnalysis(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint,
+	interrupted string) (*storage.AnalysisReport, error) {
+	report := &storage.AnalysisReport{Outcome: storage.AnalysisRunning, Measurements: []storage.AnalysisMeasurement{}}
+	e.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "bake", fmt.Sprintf("no canary: the new pods are measured alone for %s", cfg.Duration()))
+	resolve := func(ctx context.Context) (analysis.Targets, error) { return e.newPodTargets(ctx, rec) }
+	err := e.runAnalysis(ctx, rec, cfg, prom, resolve, report)
+	if report.Outcome == storage.AnalysisRunning {
+		report.Outcome, report.Reason = storage.AnalysisStopped, interrupted
+	}
+	if err != nil {
+		return report, fmt.Errorf("release %s revision %d: analysis: %w", rec.Name, rec.Revision, err)
+	}
+	return report, nil
+}
+
 // newPodTargets are the Ready pods of the ReplicaSets rec made.
-func (d *Deployer) newPodTargets(ctx context.Context, rec *storage.Release) (analysis.Targets, error) {
-	ns := d.Namespace()
+func (e *Engine) newPodTargets(ctx context.Context, rec *storage.Release) (analysis.Targets, error) {
+	ns := e.Namespace()
 	out := analysis.Targets{Namespace: ns}
 	for _, rs := range rec.ReplicaSets {
-		pods, err := d.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "pod-template-hash=" + rs.PodTemplateHash})
+		pods, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "pod-template-hash=" + rs.PodTemplateHash})
 		if err != nil {
 			return out, fmt.Errorf("replicaset %s/%s: list its pods: %w", ns, rs.Name, err)
 		}

@@ -141,14 +141,14 @@ func podPort(p *corev1.Pod) int {
 // report; every measurement is a progress event. A failure to find the
 // pods or to reach them is an inconclusive analysis (the policy
 // decides), never an internal error.
-func (d *Deployer) runAnalysis(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint,
+func (e *Engine) runAnalysis(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint,
 	resolve func(context.Context) (analysis.Targets, error), report *storage.AnalysisReport) error {
 	report.Provider, report.Interval, report.Count, report.Inconclusive = cfg.Provider, cfg.Interval.String(), cfg.Count, cfg.Inconclusive
 	inconclusive := func(err error) error {
 		report.Outcome, report.Reason = storage.AnalysisInconclusive, err.Error()
 		return nil
 	}
-	if d.PodHTTP == nil && (cfg.Provider == analysis.ProviderScrape || cfg.Load != nil) {
+	if e.PodHTTP == nil && (cfg.Provider == analysis.ProviderScrape || cfg.Load != nil) {
 		return inconclusive(errors.New("no way to reach the pods (no port-forward client)"))
 	}
 	t, err := resolve(ctx)
@@ -158,28 +158,28 @@ func (d *Deployer) runAnalysis(ctx context.Context, rec *storage.Release, cfg *a
 		}
 		return inconclusive(err)
 	}
-	d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "started", fmt.Sprintf("%s provider, %d measurement(s) every %s: canary %s against stable %s",
+	e.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "started", fmt.Sprintf("%s provider, %d measurement(s) every %s: canary %s against stable %s",
 		cfg.Provider, cfg.Count, cfg.Interval, targetNames(t.Canary), targetNames(t.Stable)))
 	client := func(pod string, port int, timeout time.Duration) (*http.Client, func()) {
-		return d.PodHTTP(t.Namespace, pod, port, timeout)
+		return e.PodHTTP(t.Namespace, pod, port, timeout)
 	}
 	var loaded chan *storage.LoadReport
 	lctx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	if cfg.Load != nil {
 		loaded = make(chan *storage.LoadReport, 1)
-		l := &analysis.Loader{Load: cfg.Load, Targets: t, Client: client, Clock: d.clock()}
+		l := &analysis.Loader{Load: cfg.Load, Targets: t, Client: client, Clock: e.clock()}
 		go func() { loaded <- l.Run(lctx) }()
 	}
 	var provider analysis.Provider = analysis.NewScraper(t, client, analysis.ScrapeTimeout(cfg.Interval), cfg.MinRequests)
 	if cfg.Provider == analysis.ProviderPrometheus {
-		if provider, err = analysis.NewPrometheus(*prom, t, cfg.Interval, cfg.MinRequests, d.clock()); err != nil {
+		if provider, err = analysis.NewPrometheus(*prom, t, cfg.Interval, cfg.MinRequests, e.clock()); err != nil {
 			return inconclusive(err)
 		}
 	}
-	r := &analysis.Runner{Config: cfg, Provider: provider, Clock: d.clock(),
+	r := &analysis.Runner{Config: cfg, Provider: provider, Clock: e.clock(),
 		Emit: func(m storage.AnalysisMeasurement) {
-			d.emitEvent(ProgressEvent{Release: rec.Name, Revision: rec.Revision, Phase: PhaseAnalysis, Status: m.Outcome,
+			e.emitEvent(ProgressEvent{Release: rec.Name, Revision: rec.Revision, Phase: PhaseAnalysis, Status: m.Outcome,
 				Message: analysis.DescribeMeasurement(m), Measurement: &m})
 		}}
 	err = r.Run(ctx, report)
@@ -194,7 +194,7 @@ func (d *Deployer) runAnalysis(ctx context.Context, rec *storage.Release, cfg *a
 	if report.Load != nil {
 		msg += fmt.Sprintf("; load sent %d request(s), %d failed, %d dropped", report.Load.Sent, report.Load.Failed, report.Load.Dropped)
 	}
-	d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", report.Outcome, msg)
+	e.emit(rec.Name, rec.Revision, PhaseAnalysis, "", report.Outcome, msg)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,8 +49,14 @@ func newSimPods(t *testing.T, client kubernetes.Interface) *simPods {
 		fmt.Fprint(w, `{"choices":[{"text":"hello"}]}`)
 	}
 	healthy, wrong, secret := http.NewServeMux(), http.NewServeMux(), http.NewServeMux()
-	healthy.HandleFunc("GET /v1/models", models("m"))
-	healthy.HandleFunc("POST /v1/completions", complete)
+	errs, idle := http.NewServeMux(), http.NewServeMux()
+	for _, m := range []*http.ServeMux{healthy, errs, idle} {
+		m.HandleFunc("GET /v1/models", models("m"))
+		m.HandleFunc("POST /v1/completions", complete)
+	}
+	healthy.Handle("GET /metrics", &simMetrics{perScrape: 20})
+	errs.Handle("GET /metrics", &simMetrics{perScrape: 20, errorsPerScrape: 5})
+	idle.Handle("GET /metrics", &simMetrics{})
 	wrong.HandleFunc("GET /v1/models", models("facebook/opt-125m"))
 	secret.HandleFunc("GET /v1/models", models("m"))
 	secret.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) {
@@ -57,12 +64,36 @@ func newSimPods(t *testing.T, client kubernetes.Interface) *simPods {
 		fmt.Fprintf(w, `{"message":"no such model; key=%s`+"\x1b[2J\x07"+`"}`, servedSecret)
 	})
 	p := &simPods{client: client, servers: map[string]*httptest.Server{}}
-	for name, h := range map[string]http.Handler{"healthy": healthy, "serve-wrongmodel": wrong, "serve-secret": secret} {
+	for name, h := range map[string]http.Handler{"healthy": healthy, "serve-wrongmodel": wrong, "serve-secret": secret,
+		"serve-errors": errs, "serve-idle": idle} {
 		s := httptest.NewServer(h)
 		t.Cleanup(s.Close)
 		p.servers[name] = s
 	}
 	return p
+}
+
+// simMetrics is a pod's /metrics in vLLM's names: every scrape finds
+// perScrape more requests finished, errorsPerScrape of them answered 500
+// (none: a pod without traffic).
+type simMetrics struct {
+	perScrape, errorsPerScrape int
+
+	mu       sync.Mutex
+	ok, errs int
+}
+
+func (m *simMetrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	m.mu.Lock()
+	m.ok += m.perScrape - m.errorsPerScrape
+	m.errs += m.errorsPerScrape
+	ok, errs := m.ok, m.errs
+	m.mu.Unlock()
+	fmt.Fprintf(w, "# TYPE http_requests_total counter\n"+
+		"http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"2xx\"} %d\n"+
+		"http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"5xx\"} %d\n"+
+		"# TYPE vllm:request_success_total counter\n"+
+		"vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=\"m\"} %d\n", ok, errs, ok)
 }
 
 func (p *simPods) Client(namespace, pod string, port int, timeout time.Duration) (*http.Client, func()) {

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -26,8 +27,8 @@ type WaitOptions struct {
 	// revision's start-up budget (StartupTimeout: DefaultTimeout at least).
 	Timeout time.Duration
 	// RollbackOnFailure restores the newest good revision (deployed or
-	// superseded, at or below the waited one) when the wait fails or times
-	// out.
+	// superseded, at or below the waited one; below it when the analysis
+	// refused the waited one) when the wait fails or times out.
 	RollbackOnFailure bool
 	// RollbackTimeout is the rollback's own time budget (0:
 	// DefaultTimeout); it does not share what is left of Timeout.
@@ -37,6 +38,14 @@ type WaitOptions struct {
 	// ForceConflicts lets the rollback take over fields other field
 	// managers own (needed when another manager changed the objects).
 	ForceConflicts bool
+	// Analysis, when set (wait --analysis FILE, validated without a
+	// baseline), is baked on the revision's pods once they are Ready and
+	// serving; without it the built-in chart's recorded analysis values
+	// are, when enabled.
+	Analysis *analysis.Config
+	// Prometheus is where an analysis' prometheus provider queries
+	// (--prometheus-url …).
+	Prometheus *analysis.PrometheusEndpoint
 }
 
 // Watcher waits on a release's current revision with the verdicts of the
@@ -60,9 +69,19 @@ func NewWatcher(engine *Engine) *Watcher { return &Watcher{Engine: engine} }
 //   - healthy: the result carries the revision's recorded status, which is
 //     left as it is (a failed revision whose objects became healthy stays
 //     failed: deploy again or roll back to record a good revision);
+//   - with an analysis (opts.Analysis, or the built-in chart's recorded
+//     analysis values), it is baked on the revision's Ready pods once
+//     they serve, as deploy without --canary does: an invalid spec (a
+//     check that needs a baseline included) is exit code 2 before
+//     anything is waited for; the report is the result's (no record is
+//     written); a failed analysis (verdict AnalysisFailed, or
+//     AnalysisInconclusive under inconclusive: fail) is a failed wait,
+//     and one inconclusive under inconclusive: hold is one that is never
+//     rolled back;
 //   - failed or timed out: a *RolloutError (exit code 4) with the
 //     diagnosis; with opts.RollbackOnFailure the newest deployed or
-//     superseded revision at or below the waited one is restored with a
+//     superseded revision at or below the waited one (below it when the
+//     analysis refused it) is restored with a
 //     [Rollbacker] (taking the lock like `vllmctl rollback`), and the
 //     error's exit code is 3 once it is serving. A rollback that cannot
 //     take the lock returns its *LockedError (exit code 5).
@@ -93,6 +112,10 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	// Nothing is rendered: the revision's Secrets are learnt from its
 	// record, so that a pod logging one shows it nowhere.
 	w.Redactor.AddObjects(objs...)
+	cfg, err := waitAnalysisOf(rec, opts)
+	if err != nil {
+		return nil, err
+	}
 	timeoutNote := ""
 	if opts.Timeout <= 0 {
 		opts.Timeout = StartupTimeout(objs)
@@ -101,6 +124,9 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	res := newResult(rec)
 	if len(rec.ReplicaSets) > 0 {
 		res.ReplicaSets = slices.Clone(rec.ReplicaSets)
+	}
+	if cfg != nil {
+		timeoutNote += fmt.Sprintf(", then an analysis of %s (%d × %s)", cfg.Duration(), cfg.Count, cfg.Interval)
 	}
 	w.emit(rec.Name, rec.Revision, PhaseWait, "", "waiting",
 		fmt.Sprintf("revision %d (%s: %s), %d object(s), timeout %s%s", rec.Revision, rec.Status, rec.Description, len(objs), opts.Timeout, timeoutNote))
@@ -111,6 +137,9 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 		return nil, err
 	}
 	res.ServeCheck = rec.ServeCheck
+	if werr == nil && cfg != nil {
+		f, werr = w.bake(ctx, rec, cfg, opts.Prometheus, res)
+	}
 	if werr == nil {
 		w.reportHealthy(rec)
 	} else {
@@ -171,6 +200,10 @@ func (w *Watcher) failed(ctx context.Context, rec *storage.Release, entries []st
 	// this wait's to judge, nor to roll back.
 	if changed := w.changedMeanwhile(ctx, rec, opts); changed != nil {
 		return fmt.Errorf("wait on release %s revision %d: %s; %w", rec.Name, rec.Revision, f.Reason, changed)
+	}
+	if isAnalysisHold(werr) {
+		w.emit(rec.Name, rec.Revision, PhaseDone, "", "unhealthy", f.Reason+" (not rolled back: inconclusive: hold)")
+		return rerr
 	}
 	if !opts.RollbackOnFailure {
 		w.emit(rec.Name, rec.Revision, PhaseDone, "", "unhealthy", f.Reason+" (not rolled back: rollback on failure is off)")
@@ -309,16 +342,24 @@ func (w *Watcher) changedMeanwhile(ctx context.Context, rec *storage.Release, op
 // context of its own (an interrupt stops the wait, never the rescue)
 // bounded by opts.RollbackTimeout.
 func (w *Watcher) rollback(ctx context.Context, rec *storage.Release, entries []storage.Entry, f *wait.Diagnosis, opts WaitOptions) (*Result, error) {
+	// An analysis judged the waited revision's own manifest: restoring it
+	// would change nothing, so the rollback goes below it. Other failures
+	// may come from changes made outside vllmctl, which restoring the
+	// waited revision undoes.
+	below := rec.Revision
+	if f.Verdict == wait.VerdictAnalysisFailed || f.Verdict == wait.VerdictAnalysisInconclusive {
+		below--
+	}
 	target := 0
 	for _, e := range slices.Backward(entries) {
-		if e.Revision <= rec.Revision && (e.Status == storage.StatusDeployed || e.Status == storage.StatusSuperseded) {
+		if e.Revision <= below && (e.Status == storage.StatusDeployed || e.Status == storage.StatusSuperseded) {
 			target = e.Revision
 			break
 		}
 	}
 	if target == 0 {
 		return nil, &InvalidRevisionError{Namespace: w.Namespace(), Name: rec.Name,
-			Reason: fmt.Sprintf("no deployed or superseded revision up to revision %d to roll back to", rec.Revision), Existing: storage.Revisions(entries)}
+			Reason: fmt.Sprintf("no deployed or superseded revision up to revision %d to roll back to", below), Existing: storage.Revisions(entries)}
 	}
 	budget := opts.RollbackTimeout
 	if budget <= 0 {
