@@ -590,3 +590,44 @@ func TestGateIsRedacted(t *testing.T) {
 		})
 	}
 }
+
+// TestAnalysisVerdicts: a target whose deploy's analysis refused it
+// (rolled back by its own deploy, exit 3), or whose soak's analysis did
+// (exit 4), carries the verdict into its row, and the onFailure policy
+// applies as to any other failure.
+func TestAnalysisVerdicts(t *testing.T) {
+	refused := &wait.Diagnosis{Reason: string(wait.VerdictAnalysisFailed), Verdict: wait.VerdictAnalysisFailed, Cause: "unknown",
+		Message: "the analysis after the rollout failed: errorRatio 0.25 > 0.05", Evidence: "errorRatio 0.25"}
+	t.Run("deploy, rollback-fleet", func(t *testing.T) {
+		r, fakes, _ := fixture(t, Policy{}, []string{"a"}, []string{"b"}, []string{"c"})
+		b := fakes["b"]
+		b.deploy = func(context.Context) (*release.Result, error) {
+			res := &release.Result{Revision: 2, RolledBackTo: 1, Failure: refused, Rollback: &release.Result{Revision: 3}}
+			return res, &release.RolloutError{Name: "r", Revision: 2, Failure: refused, RolledBackTo: 1}
+		}
+		res, err := r.Deploy(context.Background())
+		assert.Equal(t, 3, exitcode.Of(err))
+		row := res.Targets[1]
+		assert.Equal(t, RolledBack, row.Outcome)
+		assert.Equal(t, "deploy", row.Phase)
+		assert.Equal(t, "AnalysisFailed", row.Verdict)
+		assert.Equal(t, "AnalysisFailed", row.Reason)
+		assert.Equal(t, []string{"a"}, rollbackTargets(res.Policy.RolledBack), "rollback-fleet restores the earlier wave")
+		assert.Equal(t, NotStarted, outcomes(res)["c"])
+	})
+	t.Run("soak, rollback-target", func(t *testing.T) {
+		r, fakes, j := fixture(t, Policy{Soak: time.Minute, OnFailure: RollbackTarget}, []string{"a", "b"}, []string{"c"})
+		inconclusive := &wait.Diagnosis{Reason: string(wait.VerdictAnalysisInconclusive), Verdict: wait.VerdictAnalysisInconclusive}
+		fakes["b"].soakErr = fmt.Errorf("soak of release r in namespace ns: %w",
+			&release.RolloutError{Name: "r", Revision: 2, Op: release.OpWait, Failure: inconclusive})
+		res, err := r.Deploy(context.Background())
+		assert.Equal(t, 3, exitcode.Of(err))
+		row := res.Targets[1]
+		assert.Equal(t, RolledBack, row.Outcome)
+		assert.Equal(t, "soak", row.Phase)
+		assert.Equal(t, "AnalysisInconclusive", row.Verdict)
+		assert.Equal(t, []string{"b"}, rollbackTargets(res.Policy.RolledBack))
+		assert.Equal(t, Deployed, outcomes(res)["a"])
+		assert.NotContains(t, j.list(), "dryrun c")
+	})
+}

@@ -113,7 +113,11 @@ func (t *ReleaseTarget) Rollback(ctx context.Context, to int) (*release.Result, 
 
 // Soak waits on the release's current revision again and again (as
 // `vllmctl wait`, no rollback) until d has passed: a verdict or a wait
-// that times out fails it.
+// that times out fails it. Each wait bakes the deploy's analysis
+// (Options.Analysis, or the built-in chart's recorded analysis values)
+// once the pods serve, with the verdicts of `vllmctl wait`
+// (AnalysisFailed, AnalysisInconclusive): a soak lasts at least one
+// analysis.
 func (t *ReleaseTarget) Soak(ctx context.Context, d time.Duration) error {
 	interval := t.SoakInterval
 	if interval <= 0 {
@@ -123,7 +127,8 @@ func (t *ReleaseTarget) Soak(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
 		budget := max(time.Until(deadline), minSoakWait)
-		if _, err := w.Wait(ctx, release.WaitOptions{Name: t.Options.Name, Timeout: budget}); err != nil {
+		wopts := release.WaitOptions{Name: t.Options.Name, Timeout: budget, Analysis: t.Options.Analysis, Prometheus: t.Options.Prometheus}
+		if _, err := w.Wait(ctx, wopts); err != nil {
 			return fmt.Errorf("soak of release %s in namespace %s: %w", t.Options.Name, t.Engine.Namespace(), err)
 		}
 		left := time.Until(deadline)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // TestDeployAnalysisRefused: an invalid analysis spec, from --analysis or
@@ -67,6 +70,77 @@ func TestDeployAnalysisRefused(t *testing.T) {
 			all, err := f.store.ListAll(context.Background(), "")
 			require.NoError(t, err)
 			assert.Len(t, all, 1, "no record but the first revision's")
+		})
+	}
+}
+
+// TestWaitAnalysisFlags: wait --analysis refuses an invalid spec, one
+// that compares with stable pods (a wait has no canary) and a prometheus
+// one without its URL with exit 2 before anything is waited for; a valid
+// one is baked after the wait and its report is the result's, with the
+// verdict per the spec's inconclusive policy (the fakes' pods cannot be
+// reached: inconclusive).
+func TestWaitAnalysisFlags(t *testing.T) {
+	write := func(t *testing.T, spec string) string {
+		p := filepath.Join(t.TempDir(), "analysis.yaml")
+		require.NoError(t, os.WriteFile(p, []byte(spec), 0o600))
+		return p
+	}
+	f := newReleaseFakes()
+	_, stderr, code := f.run(t, deployArgs()...)
+	require.Equal(t, 0, code, stderr)
+	for _, tc := range []struct {
+		name, spec string
+		args       []string
+		want       string
+	}{
+		{"absurd count", "count: 1000000000\n", nil, "count: 1000000000: must be between 1 and 1000"},
+		{"baseline preset", "presets: {ttftP95Ratio: {max: 2}}\n", nil, "presets.ttftP95Ratio: compares the canary with the stable pods"},
+		{"prometheus without its URL", "provider: prometheus\n", nil, "provider: prometheus needs --prometheus-url"},
+		{"token file without URL", "interval: 1s\n", []string{"--prometheus-token-file", "/tmp/t"}, "--prometheus-token-file needs --prometheus-url"},
+		{"no such file", "", []string{"--analysis", "/nonexistent/analysis.yaml"}, "/nonexistent/analysis.yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.waiter.Calls()
+			args := append([]string{"chat"}, tc.args...)
+			if tc.spec != "" {
+				args = append(args, "--analysis", write(t, tc.spec))
+			}
+			stdout, stderr, code := f.runWait(t, args...)
+			assert.Equal(t, 2, code, "stderr: %s", stderr)
+			assert.Contains(t, stderr, tc.want)
+			assert.Empty(t, stdout)
+			assert.Equal(t, before, f.waiter.Calls(), "nothing waited for")
+		})
+	}
+	for _, tc := range []struct {
+		policy string
+		code   int
+	}{{"fail", 4}, {"pass", 0}} {
+		t.Run("unreachable pods, inconclusive: "+tc.policy, func(t *testing.T) {
+			spec := write(t, "interval: 1s\ncount: 1\ninconclusive: "+tc.policy+"\npresets: {errorRatio: {max: 0.05}}\n")
+			stdout, stderr, code := f.runWait(t, "chat", "--analysis", spec, "-o", "json")
+			require.Equal(t, tc.code, code, "stderr: %s", stderr)
+			var doc struct {
+				Analysis *struct {
+					Provider, Outcome, Reason string
+				}
+				Failure *struct{ Verdict string }
+			}
+			require.NoError(t, json.Unmarshal([]byte(stdout), &doc), stdout)
+			require.NotNil(t, doc.Analysis, "the analysis is in the result")
+			assert.Equal(t, "scrape", doc.Analysis.Provider)
+			assert.Equal(t, "inconclusive", doc.Analysis.Outcome)
+			assert.Contains(t, doc.Analysis.Reason, "no way to reach the pods")
+			assert.Contains(t, stderr, "analysis: bake: no canary: the new pods are measured alone for 1s")
+			if tc.code == 0 {
+				assert.Nil(t, doc.Failure)
+				return
+			}
+			require.NotNil(t, doc.Failure)
+			assert.Equal(t, "AnalysisInconclusive", doc.Failure.Verdict)
+			statuses, _ := f.records(t)
+			assert.Equal(t, []storage.Status{storage.StatusDeployed}, statuses, "wait changes no record")
 		})
 	}
 }

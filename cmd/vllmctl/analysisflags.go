@@ -6,10 +6,13 @@ import (
 	"github.com/vllmctl/vllmctl/release/analysis"
 )
 
-// analysisFlags are deploy's canary analysis: --analysis FILE and the
-// prometheus provider's endpoint (--prometheus-url, --prometheus-token-file,
-// --prometheus-ca-file).
+// analysisFlags are the canary analysis of deploy, wait and fleet deploy:
+// --analysis FILE and the prometheus provider's endpoint
+// (--prometheus-url, --prometheus-token-file, --prometheus-ca-file).
 type analysisFlags struct {
+	// help is --analysis' help (default: deploy's).
+	help string
+
 	file                       string
 	promURL, promToken, promCA string
 
@@ -17,10 +20,20 @@ type analysisFlags struct {
 	prom *analysis.PrometheusEndpoint
 }
 
+// The help of --analysis: deploy's, and that of the commands without a
+// canary (wait, fleet deploy), which bake the new pods alone.
+const (
+	deployAnalysisHelp = "analysis spec (YAML: provider, interval, count, minRequests, inconclusive, load, presets, metrics): measure the canary pods against the stable pods during the canary hold (--canary), or the new pods alone after the rollout"
+	bakeAnalysisHelp   = "analysis spec (YAML: provider, interval, count, minRequests, inconclusive, load, presets, metrics): measure the new pods alone once they are Ready and serving (presets that compare with stable pods are refused)"
+)
+
 // AddFlags registers the analysis flags on fs.
 func (a *analysisFlags) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&a.file, "analysis", "",
-		"analysis spec (YAML: provider, interval, count, minRequests, inconclusive, load, presets, metrics): measure the canary pods against the stable pods during the canary hold (--canary), or the new pods alone after the rollout")
+	help := a.help
+	if help == "" {
+		help = deployAnalysisHelp
+	}
+	fs.StringVar(&a.file, "analysis", "", help)
 	fs.StringVar(&a.promURL, "prometheus-url", "", "Prometheus HTTP API the analysis' prometheus provider queries (e.g. http://prometheus.monitoring:9090)")
 	fs.StringVar(&a.promToken, "prometheus-token-file", "", "file holding a bearer token for --prometheus-url (read at every query)")
 	fs.StringVar(&a.promCA, "prometheus-ca-file", "", "PEM CA bundle that signs --prometheus-url's certificate")

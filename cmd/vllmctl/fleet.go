@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/vllmctl/vllmctl/diff"
@@ -29,6 +30,7 @@ type fleetOptions struct {
 	output          outputFlags
 	verdicts        verdictFlags
 	serve           serveCheckFlags
+	analysis        analysisFlags
 	timeout         timeoutFlags
 	history         historyFlags
 	conflicts       conflictFlags
@@ -41,6 +43,7 @@ type fleetOptions struct {
 	modelFit        modelFitFlags
 	skipPreflight   bool
 
+	flags      *pflag.FlagSet // the command's, to tell the flags given
 	file       *fleet.File
 	namespaces map[string]string // target name → release namespace
 
@@ -100,6 +103,8 @@ func fleetCommand(o *fleetOptions) *cobra.Command {
 		o.progress.AddFlags(f)
 		o.verdicts.AddFlags(f)
 		o.serve.AddFlags(f)
+		o.analysis.help = bakeAnalysisHelp + "; each target's deploy bakes it after its rollout, and the soak's waits again"
+		o.analysis.AddFlags(f)
 		o.timeout.AddFlags(f)
 		o.history.AddFlags(f)
 		o.rollbackTimeout.AddFlags(f)
@@ -124,9 +129,10 @@ func fleetExitHelp(op string) string {
 // Complete loads and checks the fleet file, its targets' contexts and
 // namespaces.
 func (o *fleetOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.flags = cmd.Flags()
 	if o.op == "deploy" {
-		o.timeout.Complete(cmd.Flags(), o.g)
-		o.serve.Complete(cmd.Flags(), o.g)
+		o.timeout.Complete(o.flags, o.g)
+		o.serve.Complete(o.flags, o.g)
 	}
 	f, err := fleet.Load(args[0])
 	if err != nil {
@@ -190,7 +196,9 @@ func (o *fleetOptions) resolveTargets() error {
 func (o *fleetOptions) Validate() error {
 	checks := []func() error{o.output.Validate}
 	if o.op == "deploy" {
-		checks = append(checks, o.progress.Validate, o.verdicts.Validate, o.timeout.Validate, o.history.Validate, o.rollbackTimeout.Validate, o.serve.Validate)
+		// A fleet holds no canary: an analysis bakes the new pods alone.
+		analysisSpec := func() error { return o.analysis.Validate(o.flags, false) }
+		checks = append(checks, analysisSpec, o.progress.Validate, o.verdicts.Validate, o.timeout.Validate, o.history.Validate, o.rollbackTimeout.Validate, o.serve.Validate)
 	}
 	return validateAll(checks...)
 }
@@ -353,6 +361,8 @@ func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput
 			RollbackTimeout:   o.rollbackTimeout.timeout,
 			SkipPreflight:     o.skipPreflight,
 			ModelFit:          o.modelFit.source(),
+			Analysis:          o.analysis.cfg,
+			Prometheus:        o.analysis.prom,
 		},
 	}}, nil
 }

@@ -157,3 +157,39 @@ func TestFleetDeployTimeout(t *testing.T) {
 		assert.Equal(t, "7m0s", d.String())
 	}
 }
+
+// TestFleetDeployAnalysis: fleet deploy --analysis FILE bakes each
+// target's new pods after its rollout as deploy does: a refusing analysis
+// (here inconclusive under fail: the fakes' pods cannot be reached) rolls
+// the target back and is its row's verdict; a spec that needs a baseline
+// is refused before anything is applied (a fleet holds no canary).
+func TestFleetDeployAnalysis(t *testing.T) {
+	f := newReleaseFakes()
+	path := fleetFile(t, "")
+	_, stderr, code := f.runFleet(t, "deploy", path)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+
+	dir := t.TempDir()
+	baseline := filepath.Join(dir, "baseline.yaml")
+	require.NoError(t, os.WriteFile(baseline, []byte("presets: {ttftP95Ratio: {max: 2}}\n"), 0o600))
+	before := f.waiter.Calls()
+	_, stderr, code = f.runFleet(t, "deploy", path, "--analysis", baseline)
+	assert.Equal(t, 2, code, "stderr: %s", stderr)
+	assert.Contains(t, stderr, "presets.ttftP95Ratio: compares the canary with the stable pods")
+	assert.Equal(t, before, f.waiter.Calls(), "nothing deployed")
+
+	spec := filepath.Join(dir, "bake.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte("interval: 1s\ncount: 1\npresets: {errorRatio: {max: 0.05}}\n"), 0o600))
+	stdout, stderr, code := f.runFleet(t, "deploy", path, "--analysis", spec, "-o", "json")
+	assert.Equal(t, 3, code, "stderr: %s", stderr)
+	requireValid(t, "fleet", stdout)
+	var res fleet.Result
+	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+	a := res.Targets[0]
+	assert.Equal(t, fleet.RolledBack, a.Outcome)
+	assert.Equal(t, "deploy", a.Phase)
+	assert.Equal(t, "AnalysisInconclusive", a.Verdict)
+	assert.Equal(t, fleet.NotStarted, res.Targets[1].Outcome)
+	assert.Contains(t, stderr, "[a] ")
+	assert.Contains(t, stderr, "analysis: bake: no canary: the new pods are measured alone for 1s")
+}
