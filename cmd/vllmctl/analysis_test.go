@@ -135,6 +135,9 @@ func TestWaitAnalysisFlags(t *testing.T) {
 			assert.Contains(t, stderr, "analysis: bake: no canary: the new pods are measured alone for 1s")
 			if tc.code == 0 {
 				assert.Nil(t, doc.Failure)
+				stdout, stderr, code := f.runWait(t, "chat", "--analysis", spec)
+				require.Equal(t, 0, code, "stderr: %s", stderr)
+				assert.Contains(t, stdout, "ANALYSIS: inconclusive (revision 1, scrape provider, 1 × 1s): ")
 				return
 			}
 			require.NotNil(t, doc.Failure)
