@@ -275,3 +275,65 @@ func TestAnalysisBakeWithoutCanary(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitAnalysis: `vllmctl wait --analysis` bakes the current
+// revision's pods on the local cluster with the synthetic load, with
+// deploy's verdicts: a healthy revision passes with its measurements in
+// the result; a serve-errors revision (deployed without an analysis: it
+// serves) fails with AnalysisFailed, exit 4, and with
+// --rollback-on-failure the revision before it is restored, exit 3. The
+// records keep no analysis of a wait.
+func TestWaitAnalysis(t *testing.T) {
+	f := newRelFixture(t)
+	f.canaryInstall(t)
+	spec := analysisSpec(t, "interval: 3s\ncount: 2\nminRequests: 3\nload: {rps: 6, maxTokens: 4}\npresets: {errorRatio: {max: 0.05}}\n")
+	wait1 := func(extra ...string) (relRun, *release.Result) {
+		r := f.run(t, append([]string{"wait", relName, "--analysis", spec, "--progress", "plain", "-o", "json"}, extra...)...)
+		return r, result(t, r)
+	}
+
+	r, res := wait1()
+	require.Equal(t, 0, r.code, "%s", r)
+	require.NotNil(t, res.Analysis, "%s", r)
+	assert.Equal(t, storage.AnalysisPassed, res.Analysis.Outcome)
+	ms := measured(res.Analysis, "errorRatio")
+	require.Len(t, ms, 2)
+	for _, m := range ms {
+		require.NotNil(t, m.Value)
+		assert.Zero(t, *m.Value)
+		assert.GreaterOrEqual(t, m.CanaryRequests, 3.0, "the load reached the pods")
+		assert.Nil(t, m.Stable, "no baseline in a wait")
+	}
+	require.NotNil(t, res.Analysis.Load)
+	assert.Positive(t, res.Analysis.Load.Sent)
+	assert.Contains(t, r.stderr, "analysis: bake: no canary: the new pods are measured alone for 6s")
+
+	up := f.run(t, canaryArgs("--set", "image.tag=v0.11.0-serve-errors", "-o", "json")...)
+	require.Equal(t, 0, up.code, "revision 2 has no analysis: it serves\n%s", up)
+
+	r, res = wait1()
+	require.Equal(t, 4, r.code, "%s", r)
+	require.NotNil(t, res.Failure, "%s", r)
+	assert.Equal(t, wait.VerdictAnalysisFailed, res.Failure.Verdict)
+	assert.Equal(t, storage.AnalysisFailed, res.Analysis.Outcome)
+	ms = measured(res.Analysis, "errorRatio")
+	require.NotEmpty(t, ms)
+	require.NotNil(t, ms[len(ms)-1].Value)
+	assert.Greater(t, *ms[len(ms)-1].Value, 0.05, "a fifth of the requests answered 500: %+v", ms)
+
+	r, res = wait1("--rollback-on-failure")
+	require.Equal(t, 3, r.code, "%s", r)
+	assert.Equal(t, wait.VerdictAnalysisFailed, res.Failure.Verdict)
+	assert.Equal(t, 1, res.RolledBackTo, "the revision below the refused one")
+	assert.NotContains(t, f.deployment(t).Spec.Template.Spec.Containers[0].Image, "serve-errors", "revision 1's image serves again")
+
+	for _, rec := range f.history(t) {
+		if rec.Revision == 2 {
+			assert.Nil(t, rec.Analysis, "wait writes no analysis into the record")
+		}
+	}
+
+	bad := f.run(t, "wait", relName, "--analysis", analysisSpec(t, "presets: {ttftP95Ratio: {max: 2}}\n"))
+	assert.Equal(t, 2, bad.code, "%s", bad)
+	assert.Contains(t, bad.stderr, "compares the canary with the stable pods")
+}
