@@ -73,8 +73,12 @@ type TargetResult struct {
 	ExitCode int `json:"exitCode"`
 	// RolledBackTo is the revision restored (automatic or policy
 	// rollback).
-	RolledBackTo    int     `json:"rolledBackTo,omitempty"`
-	DurationSeconds float64 `json:"durationSeconds"`
+	RolledBackTo int `json:"rolledBackTo,omitempty"`
+	// Analysis is what the analysis of the target's deploy measured (the
+	// bake after its rollout), when one ran; a soak's analyses are in its
+	// progress lines and, when one refused, in Verdict and Reason.
+	Analysis        *storage.AnalysisReport `json:"analysis,omitempty"`
+	DurationSeconds float64                 `json:"durationSeconds"`
 
 	// changed: this run wrote a serving revision (deployed, or deployed
 	// then failed its soak).

@@ -277,6 +277,9 @@ func (st *run) deployTarget(ctx context.Context, name string) {
 	row.RevisionBefore, row.RevisionAfter = before, before
 	st.log(name, "deploying (revision before: %d)", before)
 	res, err := t.Deploy(ctx)
+	if res != nil {
+		row.Analysis = release.RedactAnalysis(st.Redactor, res.Analysis)
+	}
 	if err == nil {
 		row.RevisionAfter = res.Revision
 		if res != nil && res.UpToDate {

@@ -602,7 +602,8 @@ func TestAnalysisVerdicts(t *testing.T) {
 		r, fakes, _ := fixture(t, Policy{}, []string{"a"}, []string{"b"}, []string{"c"})
 		b := fakes["b"]
 		b.deploy = func(context.Context) (*release.Result, error) {
-			res := &release.Result{Revision: 2, RolledBackTo: 1, Failure: refused, Rollback: &release.Result{Revision: 3}}
+			res := &release.Result{Revision: 2, RolledBackTo: 1, Failure: refused, Rollback: &release.Result{Revision: 3},
+				Analysis: &storage.AnalysisReport{Provider: "scrape", Outcome: storage.AnalysisFailed, Reason: "errorRatio failed"}}
 			return res, &release.RolloutError{Name: "r", Revision: 2, Failure: refused, RolledBackTo: 1}
 		}
 		res, err := r.Deploy(context.Background())
@@ -612,6 +613,8 @@ func TestAnalysisVerdicts(t *testing.T) {
 		assert.Equal(t, "deploy", row.Phase)
 		assert.Equal(t, "AnalysisFailed", row.Verdict)
 		assert.Equal(t, "AnalysisFailed", row.Reason)
+		require.NotNil(t, row.Analysis, "the deploy's analysis report is the row's")
+		assert.Equal(t, storage.AnalysisFailed, row.Analysis.Outcome)
 		assert.Equal(t, []string{"a"}, rollbackTargets(res.Policy.RolledBack), "rollback-fleet restores the earlier wave")
 		assert.Equal(t, NotStarted, outcomes(res)["c"])
 	})
