@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -306,6 +307,7 @@ func TestWaitAnalysis(t *testing.T) {
 	}
 	require.NotNil(t, res.Analysis.Load)
 	assert.Positive(t, res.Analysis.Load.Sent)
+	t.Logf("healthy: %s; load sent %d", describe(ms), res.Analysis.Load.Sent)
 	assert.Contains(t, r.stderr, "analysis: bake: no canary: the new pods are measured alone for 6s")
 
 	up := f.run(t, canaryArgs("--set", "image.tag=v0.11.0-serve-errors", "-o", "json")...)
@@ -320,6 +322,7 @@ func TestWaitAnalysis(t *testing.T) {
 	require.NotEmpty(t, ms)
 	require.NotNil(t, ms[len(ms)-1].Value)
 	assert.Greater(t, *ms[len(ms)-1].Value, 0.05, "a fifth of the requests answered 500: %+v", ms)
+	t.Logf("serve-errors: %s", describe(ms))
 
 	r, res = wait1("--rollback-on-failure")
 	require.Equal(t, 3, r.code, "%s", r)
@@ -336,4 +339,13 @@ func TestWaitAnalysis(t *testing.T) {
 	bad := f.run(t, "wait", relName, "--analysis", analysisSpec(t, "presets: {ttftP95Ratio: {max: 2}}\n"))
 	assert.Equal(t, 2, bad.code, "%s", bad)
 	assert.Contains(t, bad.stderr, "compares the canary with the stable pods")
+}
+
+// describe is the measurements as the progress lines show them.
+func describe(ms []storage.AnalysisMeasurement) string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = analysis.DescribeMeasurement(m)
+	}
+	return strings.Join(out, "; ")
 }
