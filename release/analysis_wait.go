@@ -13,14 +13,15 @@ import (
 // Ready and serving: opts.Analysis (`wait --analysis FILE`, already
 // validated without a baseline), else the revision's recorded analysis
 // values when its chart is the built-in one and they are enabled. A wait
-// has no canary, so a spec with a check that compares with stable pods
-// is refused, as deploy without --canary refuses it: an invalid spec is
-// exit code 2, before anything is waited for.
-func waitAnalysisOf(rec *storage.Release, opts WaitOptions) (*analysis.Config, error) {
-	cfg := opts.Analysis
+// has no canary: a --analysis spec with a check that compares with
+// stable pods is refused, as deploy without --canary refuses it (exit
+// code 2, before anything is waited for); recorded values with such a
+// check (written for deploy --canary) are not baked, and skip says why.
+func waitAnalysisOf(rec *storage.Release, opts WaitOptions) (cfg *analysis.Config, skip string, err error) {
+	cfg = opts.Analysis
 	if cfg == nil {
 		if !rec.Chart.Builtin {
-			return nil, nil
+			return nil, "", nil
 		}
 		values := rec.ComputedValues
 		if values == nil {
@@ -28,16 +29,19 @@ func waitAnalysisOf(rec *storage.Release, opts WaitOptions) (*analysis.Config, e
 		}
 		spec, err := analysis.FromValues(values)
 		if err != nil || spec == nil {
-			return nil, err
+			return nil, "", err
 		}
-		if cfg, err = spec.Validate("values analysis", false); err != nil {
-			return nil, err
+		if cfg, err = spec.Validate("values analysis", true); err != nil {
+			return nil, "", err
+		}
+		if cfg.NeedsBaseline() {
+			return nil, "the revision's analysis values compare the canary with the stable pods (deploy --canary): a wait has no canary, so it bakes none; wait --analysis FILE bakes one without a baseline", nil
 		}
 	}
 	if cfg.Provider == analysis.ProviderPrometheus && opts.Prometheus == nil {
-		return nil, &analysis.InputError{Source: cfg.Source, Field: "provider", Msg: "prometheus needs --prometheus-url"}
+		return nil, "", &analysis.InputError{Source: cfg.Source, Field: "provider", Msg: "prometheus needs --prometheus-url"}
 	}
-	return cfg, nil
+	return cfg, "", nil
 }
 
 // bake runs cfg on the Ready pods of the ReplicaSets rec made, as a

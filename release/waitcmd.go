@@ -112,9 +112,12 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	// Nothing is rendered: the revision's Secrets are learnt from its
 	// record, so that a pod logging one shows it nowhere.
 	w.Redactor.AddObjects(objs...)
-	cfg, err := waitAnalysisOf(rec, opts)
+	cfg, skip, err := waitAnalysisOf(rec, opts)
 	if err != nil {
 		return nil, err
+	}
+	if skip != "" {
+		w.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", skip)
 	}
 	timeoutNote := ""
 	if opts.Timeout <= 0 {
