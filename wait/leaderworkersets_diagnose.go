@@ -128,8 +128,15 @@ func (r *rolloutRun) wholePod(pod *corev1.Pod) *corev1.Pod {
 }
 
 // capture records the termination t of container of pod as the last crash
-// of its group.
+// of its group, unless the group's last crash has a log and this one's
+// could not be read: the LWS controller deletes the whole group at its
+// first crash, so a second pod of the group ending with it is often gone
+// before its log is read, and the crash with evidence is the one to show.
 func (lw *lwsWatch) capture(pod *corev1.Pod, container string, previous bool, t *corev1.ContainerStateTerminated, log *capturedLog) {
+	if prev := lw.crashes[pod.Labels[lwsGroupIndexLabel]]; prev != nil && log != nil && log.err != nil &&
+		prev.log != nil && prev.log.err == nil && len(prev.log.lines) > 0 {
+		return
+	}
 	f := &podFinding{Verdict: VerdictProgressing, Reason: t.Reason, Pod: pod, Container: container, ExitCode: t.ExitCode,
 		Message: "last termination: " + terminationMessage(t), ran: true, crashed: true, restarted: previous, log: log}
 	if f.Reason == "" {

@@ -5,6 +5,7 @@ package wait
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -422,4 +423,30 @@ func TestRolloutWatcherLWSWithoutDynamicClient(t *testing.T) {
 	_, err := w.Wait(context.Background(), []*unstructured.Unstructured{testLWS()}, Options{Namespace: ns})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no waiter for objects other than")
+}
+
+// TestLWSCaptureKeepsTheCrashWithALog: the LWS controller deletes a group
+// at its first crash, so the log of a second pod that ended with it may no
+// longer be served: the group's last crash stays the one whose log was
+// read; a later crash with a log replaces it, as does any crash when the
+// earlier one had no log either.
+func TestLWSCaptureKeepsTheCrashWithALog(t *testing.T) {
+	lw := &lwsWatch{crashes: map[string]*podFinding{}}
+	term := terminated("Error", 1, "sim://x/0")
+	leader, worker, again := testLWSPod("1", "0", "new", "a"), testLWSPod("1", "1", "new", "a"), testLWSPod("1", "1", "new", "b")
+	read := &capturedLog{container: "vllm", lines: []string{"RuntimeError: leader died"}}
+	gone := &capturedLog{container: "vllm", err: errors.New(`pods "llm-1-1" not found`)}
+
+	lw.capture(leader, "vllm", false, term, read)
+	lw.capture(worker, "vllm", false, term, gone)
+	require.Equal(t, "llm-1", lw.crashes["1"].Pod.Name, "the crash with a log stays")
+
+	lw.capture(again, "vllm", false, term, &capturedLog{container: "vllm", lines: []string{"RuntimeError: worker died"}})
+	require.Equal(t, "llm-1-1", lw.crashes["1"].Pod.Name, "a later crash with a log replaces it")
+	assert.Equal(t, []string{"RuntimeError: worker died"}, lw.crashes["1"].log.lines)
+
+	lw = &lwsWatch{crashes: map[string]*podFinding{}}
+	lw.capture(leader, "vllm", false, term, &capturedLog{container: "vllm", err: errors.New("gone")})
+	lw.capture(worker, "vllm", false, term, gone)
+	assert.Equal(t, "llm-1-1", lw.crashes["1"].Pod.Name, "no log either way: the last crash")
 }
