@@ -299,7 +299,10 @@ func runCorpusLive(t *testing.T, a, b *corpusCluster, bin, helmBin string, tc co
 		for _, c := range []*corpusCluster{a, b} {
 			for _, k := range sortedKeys(theirs) {
 				name := theirs[k].GetName()
-				eventually(t, time.Minute, "CRD "+name+" deleted from "+c.name, func(ctx context.Context) (bool, error) {
+				// The API server deletes a CRD once its custom resources
+				// are gone (its finalizer); under the parallel charts and
+				// -race this took over a minute once in CI.
+				eventually(t, 3*time.Minute, "CRD "+name+" deleted from "+c.name, func(ctx context.Context) (bool, error) {
 					_, err := c.dynamic.Resource(crdResource()).Get(ctx, name, metav1.GetOptions{})
 					return apierrors.IsNotFound(err), nil
 				})
