@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -187,11 +188,15 @@ func typeName(v any) string {
 	return fmt.Sprintf("%v", v)
 }
 
+// clip cuts s to at most n bytes, on a rune boundary.
 func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // serveString reads the string key of sc ("" when absent), at most limit

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -188,4 +189,15 @@ func TestServeTargets(t *testing.T) {
 	none, _, err := e.serveTargets(ctx, rec, []*unstructured.Unstructured{sts}, &serveConfig{}, serveScope{})
 	require.NoError(t, err)
 	assert.Len(t, none, 3, "leader and worker of the new revision, with ports or not: %+v", none)
+}
+
+// TestClipKeepsRunesWhole: a value quoted in an error is cut on a rune
+// boundary, never into invalid UTF-8.
+func TestClipKeepsRunesWhole(t *testing.T) {
+	assert.Equal(t, "abc", clip("abc", 3))
+	assert.Equal(t, "ab…", clip("abcd", 2))
+	got := clip("aé€", 3) // a (1 byte), é (2), € (3): 3 bytes end inside €
+	assert.Equal(t, "aé…", got)
+	assert.True(t, utf8.ValidString(got))
+	assert.Equal(t, "…", clip("€€", 2))
 }
