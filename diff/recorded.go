@@ -17,6 +17,9 @@ const (
 	RecordedNotes = "notes"
 	// RecordedCRD is a CustomResourceDefinition of the chart's crds/.
 	RecordedCRD = "crd"
+	// RecordedValues is a values key vllmctl reads back from the record
+	// (serveCheck, analysis), which renders no object.
+	RecordedValues = "values"
 )
 
 // Labels of the two sides of a recorded item's diff.

@@ -352,7 +352,7 @@ func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []storage
 	// cannot keep (too large) are compared as the record would keep them:
 	// none.
 	crds, _ := p.crdManifest()
-	recorded, err := d.recordedChanges(entries, recorded{hooks: p.hooks, notes: p.notes, crdManifest: crds})
+	recorded, err := d.recordedChanges(entries, recorded{hooks: p.hooks, notes: p.notes, crdManifest: crds, values: p.computed})
 	if err != nil {
 		return err
 	}

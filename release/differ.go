@@ -120,7 +120,7 @@ func recordedOfRender(name string, r *charts.Rendered) (recorded, error) {
 			return recorded{}, &InvalidManifestError{Name: name, Err: err}
 		}
 	}
-	return recorded{hooks: hooks, notes: r.Notes, crdManifest: crds}, nil
+	return recorded{hooks: hooks, notes: r.Notes, crdManifest: crds, values: r.Values}, nil
 }
 
 // diffHooks lists the rendered hooks the deploy would run (pre- and

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release/cluster"
@@ -11,18 +13,28 @@ import (
 )
 
 // recorded is what a revision records besides its objects: its hooks, its
-// notes and the CRDs of the chart's crds/ (one YAML stream). A deploy
-// whose recorded differs from the deployed revision's is never "up to
-// date", and diff reports the difference (diff.Report.Recorded).
+// notes, the CRDs of the chart's crds/ (one YAML stream), and the values
+// vllmctl itself reads back from the record (settingKeys). A deploy whose
+// recorded differs from the deployed revision's is never "up to date",
+// and diff reports the difference (diff.Report.Recorded).
 type recorded struct {
 	hooks       []storage.Hook
 	notes       string
 	crdManifest string
+	// values are the computed values; only settingKeys of them count.
+	values map[string]any
 }
+
+// settingKeys are the values that render no object but that vllmctl
+// reads from a revision's record when it checks the revision later
+// (rollback, wait, test: the serve check's and the analysis' settings): a
+// change to them alone is a new revision, or the record would keep the
+// old ones.
+func settingKeys() []string { return []string{"analysis", "serveCheck"} }
 
 // recordedOf is what rec records besides its objects.
 func recordedOf(rec *storage.Release) recorded {
-	return recorded{hooks: rec.Hooks, notes: rec.Notes, crdManifest: rec.CRDManifest}
+	return recorded{hooks: rec.Hooks, notes: rec.Notes, crdManifest: rec.CRDManifest, values: rec.ComputedValues}
 }
 
 // items returns r as diff compares it; hooks of namespaced kinds that
@@ -48,6 +60,17 @@ func (r recorded) items(namespace, what string) ([]diff.RecordedItem, error) {
 	for _, o := range crds {
 		out = append(out, diff.RecordedItem{What: diff.RecordedCRD, Name: object.RefOf(o).String(), Object: o})
 	}
+	for _, k := range settingKeys() {
+		v, ok := r.values[k]
+		if !ok || v == nil {
+			continue
+		}
+		text, err := yaml.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: values %s: %w", what, k, err)
+		}
+		out = append(out, diff.RecordedItem{What: diff.RecordedValues, Name: k, Text: string(text)})
+	}
 	return out, nil
 }
 
@@ -70,6 +93,12 @@ func (e *Engine) recordedChanges(entries []storage.Entry, next recorded) ([]diff
 	rec, err := deployedRecord(entries)
 	if err != nil || rec == nil {
 		return nil, err
+	}
+	if rec.ComputedValues == nil {
+		// A record written before computed values were kept (or adopted
+		// from a Helm record without them) cannot say what its settings
+		// were: they are not compared.
+		next.values = nil
 	}
 	if next.notes != rec.Notes && e.Redactor != nil {
 		next.notes = e.Redactor.Text(next.notes)
