@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/expr-lang/expr"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 )
 
@@ -240,9 +240,16 @@ func (e *InputError) Error() string {
 // ExitCode is 2: invalid input.
 func (e *InputError) ExitCode() int { return exitcode.Invalid }
 
-// ReadFile reads and parses an analysis file.
+// MaxSpecBytes caps an analysis file: a spec is a few checks and a
+// prompt of at most MaxPromptBytes, recorded with the revision in a
+// Secret of at most 1 MiB.
+const MaxSpecBytes = 1 << 20
+
+// ReadFile reads (at most MaxSpecBytes: a huge or endless file, such as
+// /dev/zero, is refused at once, as a directory is) and parses an
+// analysis file.
 func ReadFile(path string) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	data, err := charts.ReadFileCapped(path, MaxSpecBytes)
 	if err != nil {
 		return nil, &InputError{Source: path, Msg: fmt.Sprintf("read the analysis file: %v", err)}
 	}
