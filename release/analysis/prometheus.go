@@ -10,7 +10,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/vllmctl/vllmctl/charts"
 )
 
 // PrometheusEndpoint is where the prometheus provider queries:
@@ -32,6 +33,13 @@ type PrometheusEndpoint struct {
 // maxPrometheusAnswer bounds one query's answer.
 const maxPrometheusAnswer = 8 << 20
 
+// Caps of the endpoint's files: a bearer token (a service account's is
+// about a kilobyte) and a CA bundle (the system's is about 200 KB).
+const (
+	maxTokenFileBytes = 64 << 10
+	maxCAFileBytes    = 4 << 20
+)
+
 // Check checks the endpoint before anything is applied: an absolute http
 // or https URL, and the files readable (exit code 2 otherwise).
 func (e *PrometheusEndpoint) Check() error {
@@ -39,21 +47,44 @@ func (e *PrometheusEndpoint) Check() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return &InputError{Field: "--prometheus-url", Msg: fmt.Sprintf("%q: want an http or https URL", e.URL)}
 	}
-	for flag, f := range map[string]string{"--prometheus-token-file": e.TokenFile, "--prometheus-ca-file": e.CAFile} {
-		if f == "" {
-			continue
-		}
-		if _, err := os.ReadFile(f); err != nil {
-			return &InputError{Field: flag, Msg: err.Error()}
+	if e.TokenFile != "" {
+		if _, err := e.token(); err != nil {
+			return &InputError{Field: "--prometheus-token-file", Msg: err.Error()}
 		}
 	}
 	if e.CAFile != "" {
-		pem, _ := os.ReadFile(e.CAFile)
-		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
-			return &InputError{Field: "--prometheus-ca-file", Msg: e.CAFile + ": no PEM certificate in it"}
+		if _, err := e.caPool(); err != nil {
+			return &InputError{Field: "--prometheus-ca-file", Msg: err.Error()}
 		}
 	}
 	return nil
+}
+
+// token reads the bearer token file, capped (a huge or endless file is an
+// error, not read whole).
+func (e *PrometheusEndpoint) token() (string, error) {
+	data, err := charts.ReadFileCapped(e.TokenFile, maxTokenFileBytes)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", e.TokenFile, err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("%s: the file is empty", e.TokenFile)
+	}
+	return tok, nil
+}
+
+// caPool reads the CA bundle, capped, into a pool.
+func (e *PrometheusEndpoint) caPool() (*x509.CertPool, error) {
+	pem, err := charts.ReadFileCapped(e.CAFile, maxCAFileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e.CAFile, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate in it", e.CAFile)
+	}
+	return pool, nil
 }
 
 // Prometheus is the prometheus provider: every check is a query of the
@@ -79,13 +110,9 @@ type Prometheus struct {
 func NewPrometheus(e PrometheusEndpoint, targets Targets, window time.Duration, minRequests int, clk clock.PassiveClock) (*Prometheus, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if e.CAFile != "" {
-		pem, err := os.ReadFile(e.CAFile)
+		pool, err := e.caPool()
 		if err != nil {
-			return nil, fmt.Errorf("prometheus CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("prometheus CA file %s: no PEM certificate in it", e.CAFile)
+			return nil, fmt.Errorf("prometheus CA file %w", err)
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
@@ -234,11 +261,11 @@ func (p *Prometheus) query(ctx context.Context, q string) ([]float64, error) {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if p.endpoint.TokenFile != "" {
 		// Read at every query: a projected token is rotated.
-		tok, err := os.ReadFile(p.endpoint.TokenFile)
+		tok, err := p.endpoint.token()
 		if err != nil {
-			return nil, fmt.Errorf("prometheus token file: %w", err)
+			return nil, fmt.Errorf("prometheus token file %w", err)
 		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/vllmctl/vllmctl/internal/exitcode"
 )
 
 // fakeProm answers /api/v1/query: the first rule (in order) whose every
@@ -147,4 +150,41 @@ func TestPrometheusEndpointCheck(t *testing.T) {
 	notPEM := filepath.Join(t.TempDir(), "ca")
 	require.NoError(t, os.WriteFile(notPEM, []byte("nope"), 0o600))
 	require.ErrorContains(t, (&PrometheusEndpoint{URL: "http://prom", CAFile: notPEM}).Check(), "no PEM certificate")
+}
+
+// TestPrometheusEndpointFilesCapped: the token and CA files are read
+// capped: a huge or endless one, a directory or an empty token is exit
+// code 2, and a token file grown huge later fails the query, not the
+// process.
+func TestPrometheusEndpointFilesCapped(t *testing.T) {
+	dir := t.TempDir()
+	huge := filepath.Join(dir, "huge")
+	require.NoError(t, os.WriteFile(huge, bytes.Repeat([]byte("a"), maxCAFileBytes+1), 0o600))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	cases := []PrometheusEndpoint{
+		{URL: "http://prom", TokenFile: huge},
+		{URL: "http://prom", TokenFile: dir},
+		{URL: "http://prom", TokenFile: empty},
+		{URL: "http://prom", CAFile: huge},
+		{URL: "http://prom", CAFile: dir},
+	}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		cases = append(cases, PrometheusEndpoint{URL: "http://prom", TokenFile: "/dev/zero"}, PrometheusEndpoint{URL: "http://prom", CAFile: "/dev/zero"})
+	}
+	for _, e := range cases {
+		err := e.Check()
+		var ie *InputError
+		require.ErrorAs(t, err, &ie, "%+v", e)
+		assert.Equal(t, exitcode.Invalid, ie.ExitCode())
+	}
+
+	prom := newFakeProm(t)
+	token := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(token, []byte("s3cret"), 0o600))
+	p, err := NewPrometheus(PrometheusEndpoint{URL: prom.srv.URL, TokenFile: token}, Targets{Namespace: "ns"}, time.Minute, 0, testingclock.NewFakeClock(time.Now()))
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background()))
+	require.NoError(t, os.WriteFile(token, bytes.Repeat([]byte("a"), maxTokenFileBytes+1), 0o600))
+	require.ErrorContains(t, p.Start(context.Background()), "larger than the cap")
 }
