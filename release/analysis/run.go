@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vllmctl/vllmctl/release/storage"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // Runner runs an analysis with Argo Rollouts' semantics (its
@@ -90,7 +91,9 @@ func (r *Runner) Run(ctx context.Context, report *storage.AnalysisReport) error 
 			m := storage.AnalysisMeasurement{Metric: ch.Name, At: at, Condition: ch.Condition()}
 			st := &states[i]
 			if err != nil {
-				m.Outcome, m.Message = storage.AnalysisError, err.Error()
+				// A provider's error quotes what a pod or Prometheus
+				// answered: untrusted text, printed and recorded.
+				m.Outcome, m.Message = storage.AnalysisError, wait.SanitizeLine(err.Error())
 				st.consecutiveErrors++
 			} else {
 				s := samples[i]
