@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -272,7 +271,7 @@ func (p *Prometheus) query(ctx context.Context, q string) ([]float64, error) {
 		return nil, fmt.Errorf("prometheus %s: %w", p.endpoint.URL, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPrometheusAnswer))
+	body, err := readCapped(resp.Body, maxPrometheusAnswer)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus %s: read the answer: %w", p.endpoint.URL, err)
 	}
