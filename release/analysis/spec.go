@@ -54,8 +54,11 @@ const (
 	// MinInterval is the shortest interval: a scrape through the API
 	// server takes a fraction of it.
 	MinInterval = time.Second
-	// MaxRPS bounds the synthetic load's requests per second;
-	// MaxLoadTokens its max_tokens; MaxPromptBytes its prompt.
+	// MinRPS and MaxRPS bound the synthetic load's requests per second
+	// (below MinRPS the loader's tick, 1s ÷ rps, would overflow a
+	// time.Duration and panic); MaxLoadTokens its max_tokens;
+	// MaxPromptBytes its prompt.
+	MinRPS         = 0.001
 	MaxRPS         = 1000
 	MaxLoadTokens  = 32768
 	MaxPromptBytes = 64 << 10
@@ -437,6 +440,8 @@ func (l *LoadSpec) validate(bad func(field, format string, args ...any) error) (
 	switch {
 	case math.IsNaN(l.RPS) || l.RPS <= 0:
 		return nil, bad("load.rps", "%v: must be positive", l.RPS)
+	case l.RPS < MinRPS:
+		return nil, bad("load.rps", "%v: must be at least %v (a request every %s)", l.RPS, MinRPS, time.Duration(float64(time.Second)/MinRPS))
 	case l.RPS > MaxRPS:
 		return nil, bad("load.rps", "%v: must be at most %d", l.RPS, MaxRPS)
 	}

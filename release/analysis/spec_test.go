@@ -90,6 +90,7 @@ func TestSpecRefused(t *testing.T) {
 		{"zero rps", "load: {rps: 0}\n", true, "load.rps: 0: must be positive"},
 		{"negative rps", "load: {rps: -2}\n", true, "load.rps"},
 		{"huge rps", "load: {rps: 100000}\n", true, "load.rps: 100000: must be at most 1000"},
+		{"tiny rps", "load: {rps: 1e-12}\n", true, "load.rps: 1e-12: must be at least 0.001 (a request every 16m40s)"},
 		{"bad max tokens", "load: {rps: 1, maxTokens: 0}\n", true, "load.maxTokens"},
 		{"negative min requests", "minRequests: -1\n", true, "minRequests"},
 		{"negative failure limit", "failureLimit: -1\n", true, "failureLimit: -1"},
