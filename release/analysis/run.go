@@ -62,14 +62,12 @@ func (r *Runner) Run(ctx context.Context, report *storage.AnalysisReport) error 
 		}
 	}
 	states := make([]checkState, len(c.Checks))
-	startErr := r.Provider.Start(ctx)
+	// A failed start is not an error of its own: the first measurement
+	// says it (no earlier scrape of a pod, or Prometheus unreachable) and
+	// takes what it missed.
+	_ = r.Provider.Start(ctx)
 	if ctx.Err() != nil {
 		return ctx.Err()
-	}
-	if startErr != nil {
-		// The first measurement will say it (no earlier scrape); the
-		// start is retried by it.
-		startErr = fmt.Errorf("start: %w", startErr)
 	}
 	timer := r.Clock.NewTimer(c.Interval)
 	defer timer.Stop()
