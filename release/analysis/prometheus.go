@@ -132,11 +132,12 @@ func (p *Prometheus) Start(ctx context.Context) error {
 func (p *Prometheus) Measure(ctx context.Context, checks []Check) ([]Sample, error) {
 	out := make([]Sample, len(checks))
 	sides := map[string]sideValues{}
+	need := presetFigures(checks)
 	side := func(name string, pods []Target) (sideValues, error) {
 		if v, ok := sides[name]; ok {
 			return v, nil
 		}
-		v, err := p.sideValues(ctx, pods)
+		v, err := p.sideValues(ctx, pods, need)
 		sides[name] = v
 		return v, err
 	}
@@ -160,7 +161,7 @@ func (p *Prometheus) Measure(ctx context.Context, checks []Check) ([]Sample, err
 		if err != nil {
 			return nil, err
 		}
-		s := sideValues{requests: math.NaN(), errors: math.NaN(), preemptions: math.NaN(), ttftP95: math.NaN(), e2eP95: math.NaN(), kv: math.NaN()}
+		s := noValues()
 		if baseline {
 			if s, err = side("stable", p.targets.Stable); err != nil {
 				return nil, err
@@ -186,12 +187,43 @@ func PresetQueries(sel, window string) map[string]string {
 	}
 }
 
-// sideValues queries one side's figures.
-func (p *Prometheus) sideValues(ctx context.Context, pods []Target) (sideValues, error) {
+// noValues is a side with no figure (NaN: no data).
+func noValues() sideValues {
+	return sideValues{requests: math.NaN(), errors: math.NaN(), preemptions: math.NaN(), ttftP95: math.NaN(), e2eP95: math.NaN(), kv: math.NaN()}
+}
+
+// presetFigures are the figures (PresetQueries' keys) the presets among
+// checks are computed from: the requests always (minRequests), and each
+// preset's own.
+func presetFigures(checks []Check) map[string]bool {
+	need := map[string]bool{"requests": true}
+	for _, ch := range checks {
+		switch ch.Preset {
+		case PresetErrorRatio:
+			need["errors"] = true
+		case PresetTTFTP95Ratio:
+			need["ttftP95"] = true
+		case PresetE2ELatencyP95Ratio:
+			need["e2eP95"] = true
+		case PresetPreemptionRate:
+			need["preemptions"] = true
+		case PresetKVCacheUsage:
+			need["kv"] = true
+		}
+	}
+	return need
+}
+
+// sideValues queries the figures of one side that need names (the others
+// stay NaN: no data).
+func (p *Prometheus) sideValues(ctx context.Context, pods []Target, need map[string]bool) (sideValues, error) {
 	qs := PresetQueries(fmt.Sprintf(`namespace=%q,pod=~"%s"`, p.targets.Namespace, podRegexp(pods)), promDuration(p.window))
-	v := sideValues{}
+	v := noValues()
 	for name, dst := range map[string]*float64{"requests": &v.requests, "errors": &v.errors, "preemptions": &v.preemptions,
 		"ttftP95": &v.ttftP95, "e2eP95": &v.e2eP95, "kv": &v.kv} {
+		if !need[name] {
+			continue
+		}
 		vals, err := p.query(ctx, qs[name])
 		if err != nil {
 			return v, err

@@ -109,6 +109,29 @@ func TestPrometheusPresets(t *testing.T) {
 	assert.Contains(t, strings.Join(prom.queries, "\n"), `namespace="ns",pod=~"c1",handler=~"/v1/.+",handler!="/v1/models"`)
 }
 
+// TestPrometheusQueriesOnlyWhatThePresetsNeed: a measurement queries, per
+// side, the requests and the figures of the presets chosen, not every
+// preset's PromQL.
+func TestPrometheusQueriesOnlyWhatThePresetsNeed(t *testing.T) {
+	prom := newFakeProm(t,
+		promRule{has: []string{"sum(increase(http_requests_total{", `status=~"5.."`}, result: vec("1")},
+		promRule{has: []string{"sum(increase(http_requests_total{"}, result: vec("100")},
+	)
+	targets := Targets{Namespace: "ns", Canary: []Target{{"c1", 8000}}, Stable: []Target{{"s1", 8000}}}
+	p, err := NewPrometheus(PrometheusEndpoint{URL: prom.srv.URL}, targets, 30*time.Second, 10, testingclock.NewFakeClock(time.Now()))
+	require.NoError(t, err)
+	got, err := p.Measure(context.Background(), []Check{{Name: PresetErrorRatio, Preset: PresetErrorRatio, Max: 0.05}})
+	require.NoError(t, err)
+	require.NotNil(t, got[0].Value)
+	assert.InDelta(t, 0.01, *got[0].Value, 1e-12)
+	assert.InDelta(t, 0.01, *got[0].Stable, 1e-12)
+	assert.Len(t, prom.queries, 4, "requests and errors of each side: %v", prom.queries)
+	for _, q := range prom.queries {
+		assert.NotContains(t, q, "vllm:time_to_first_token_seconds_bucket")
+		assert.NotContains(t, q, "vllm:kv_cache_usage_perc")
+	}
+}
+
 func TestPrometheusCustomMetrics(t *testing.T) {
 	prom := newFakeProm(t,
 		promRule{has: []string{`namespace="ns"`, `pod=~"c1|c2"`, `stable=~"s1"`}, result: vec("0.5", "0.7")},
