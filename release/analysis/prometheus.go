@@ -96,6 +96,11 @@ func (e *PrometheusEndpoint) caPool() (*x509.CertPool, error) {
 // consecutiveErrorLimit+1 of them in a row make the analysis
 // inconclusive, and the policy decides.
 type Prometheus struct {
+	// LearnSecret, when set, learns the bearer token at every read (a
+	// redactor's AddValues): an answer or a proxy's error page that echoes
+	// it is then redacted wherever it is printed or recorded.
+	LearnSecret func(...string)
+
 	endpoint    PrometheusEndpoint
 	client      *http.Client
 	targets     Targets
@@ -295,6 +300,9 @@ func (p *Prometheus) query(ctx context.Context, q string) ([]float64, error) {
 		tok, err := p.endpoint.token()
 		if err != nil {
 			return nil, fmt.Errorf("prometheus token file %w", err)
+		}
+		if p.LearnSecret != nil {
+			p.LearnSecret(tok)
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}

@@ -211,3 +211,20 @@ func TestPrometheusEndpointFilesCapped(t *testing.T) {
 	require.NoError(t, os.WriteFile(token, bytes.Repeat([]byte("a"), maxTokenFileBytes+1), 0o600))
 	require.ErrorContains(t, p.Start(context.Background()), "larger than the cap")
 }
+
+// TestPrometheusLearnsItsToken: the bearer token is learnt (the engine's
+// redactor) at every read, so that an answer echoing it is redacted; a
+// rotated token is learnt too.
+func TestPrometheusLearnsItsToken(t *testing.T) {
+	prom := newFakeProm(t)
+	token := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(token, []byte("first-token-value\n"), 0o600))
+	p, err := NewPrometheus(PrometheusEndpoint{URL: prom.srv.URL, TokenFile: token}, Targets{Namespace: "ns"}, time.Minute, 0, testingclock.NewFakeClock(time.Now()))
+	require.NoError(t, err)
+	var learnt []string
+	p.LearnSecret = func(v ...string) { learnt = append(learnt, v...) }
+	require.NoError(t, p.Start(context.Background()))
+	require.NoError(t, os.WriteFile(token, []byte("rotated-token-value"), 0o600))
+	require.NoError(t, p.Start(context.Background()))
+	assert.Equal(t, []string{"first-token-value", "rotated-token-value"}, learnt)
+}
