@@ -173,9 +173,12 @@ func (e *Engine) runAnalysis(ctx context.Context, rec *storage.Release, cfg *ana
 	}
 	var provider analysis.Provider = analysis.NewScraper(t, client, analysis.ScrapeTimeout(cfg.Interval), cfg.MinRequests)
 	if cfg.Provider == analysis.ProviderPrometheus {
-		if provider, err = analysis.NewPrometheus(*prom, t, cfg.Interval, cfg.MinRequests, e.clock()); err != nil {
+		pp, err := analysis.NewPrometheus(*prom, t, cfg.Interval, cfg.MinRequests, e.clock())
+		if err != nil {
 			return inconclusive(err)
 		}
+		pp.LearnSecret = e.Redactor.AddValues
+		provider = pp
 	}
 	r := &analysis.Runner{Config: cfg, Provider: provider, Clock: e.clock(),
 		Emit: func(m storage.AnalysisMeasurement) {

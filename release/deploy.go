@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vllmctl/vllmctl/release/analysis"
 	"time"
 
 	chart "helm.sh/helm/v4/pkg/chart/v2"
@@ -15,6 +14,7 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
 	"github.com/vllmctl/vllmctl/release/storage"

@@ -3,7 +3,6 @@ package release
 import (
 	"context"
 	"fmt"
-	"github.com/vllmctl/vllmctl/release/analysis"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -146,4 +147,48 @@ func TestWaitAnalysisFlags(t *testing.T) {
 			assert.Equal(t, []storage.Status{storage.StatusDeployed}, statuses, "wait changes no record")
 		})
 	}
+}
+
+// TestWaitAnalysisFromEnvironment: --analysis given through
+// VLLMCTL_ANALYSIS (root.go binds every flag to the environment and the
+// config file) is read capped as on the command line: a directory or an
+// endless file is exit 2 before anything is waited for. The prometheus
+// files from there are defaults (TestConfigValuesAreDefaults): without
+// --prometheus-url they are not refused.
+func TestWaitAnalysisFromEnvironment(t *testing.T) {
+	f := newReleaseFakes()
+	_, stderr, code := f.run(t, deployArgs()...)
+	require.Equal(t, 0, code, stderr)
+	runWait := func(t *testing.T) (string, string, int) {
+		build := func(g *GlobalOptions) *cobra.Command {
+			cmd := newWaitCommand(g)
+			cmd.PreRunE = func(cmd *cobra.Command, _ []string) error { return g.bindConfig(cmd) }
+			return cmd
+		}
+		return runRecordCommand(t, f.factory(), build, "wait", "chat")
+	}
+	cases := []struct{ name, analysis, want string }{
+		{"a directory", t.TempDir(), "read the analysis file"},
+	}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		cases = append(cases, struct{ name, analysis, want string }{"an endless file", "/dev/zero", "larger than the cap"})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			configEnv(t, "")
+			t.Setenv("VLLMCTL_ANALYSIS", tc.analysis)
+			before := f.waiter.Calls()
+			stdout, stderr, code := runWait(t)
+			assert.Equal(t, 2, code, "stderr: %s", stderr)
+			assert.Contains(t, stderr, tc.want)
+			assert.Empty(t, stdout)
+			assert.Equal(t, before, f.waiter.Calls(), "nothing waited for")
+		})
+	}
+	t.Run("token file from the environment", func(t *testing.T) {
+		configEnv(t, "")
+		t.Setenv("VLLMCTL_PROMETHEUS_TOKEN_FILE", "/tmp/t")
+		_, stderr, code := runWait(t)
+		assert.Equal(t, 0, code, "a default, not refused: %s", stderr)
+	})
 }

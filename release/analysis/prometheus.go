@@ -6,11 +6,9 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -18,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/vllmctl/vllmctl/charts"
 )
 
 // PrometheusEndpoint is where the prometheus provider queries:
@@ -32,6 +32,13 @@ type PrometheusEndpoint struct {
 // maxPrometheusAnswer bounds one query's answer.
 const maxPrometheusAnswer = 8 << 20
 
+// Caps of the endpoint's files: a bearer token (a service account's is
+// about a kilobyte) and a CA bundle (the system's is about 200 KB).
+const (
+	maxTokenFileBytes = 64 << 10
+	maxCAFileBytes    = 4 << 20
+)
+
 // Check checks the endpoint before anything is applied: an absolute http
 // or https URL, and the files readable (exit code 2 otherwise).
 func (e *PrometheusEndpoint) Check() error {
@@ -39,21 +46,44 @@ func (e *PrometheusEndpoint) Check() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return &InputError{Field: "--prometheus-url", Msg: fmt.Sprintf("%q: want an http or https URL", e.URL)}
 	}
-	for flag, f := range map[string]string{"--prometheus-token-file": e.TokenFile, "--prometheus-ca-file": e.CAFile} {
-		if f == "" {
-			continue
-		}
-		if _, err := os.ReadFile(f); err != nil {
-			return &InputError{Field: flag, Msg: err.Error()}
+	if e.TokenFile != "" {
+		if _, err := e.token(); err != nil {
+			return &InputError{Field: "--prometheus-token-file", Msg: err.Error()}
 		}
 	}
 	if e.CAFile != "" {
-		pem, _ := os.ReadFile(e.CAFile)
-		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
-			return &InputError{Field: "--prometheus-ca-file", Msg: e.CAFile + ": no PEM certificate in it"}
+		if _, err := e.caPool(); err != nil {
+			return &InputError{Field: "--prometheus-ca-file", Msg: err.Error()}
 		}
 	}
 	return nil
+}
+
+// token reads the bearer token file, capped (a huge or endless file is an
+// error, not read whole).
+func (e *PrometheusEndpoint) token() (string, error) {
+	data, err := charts.ReadFileCapped(e.TokenFile, maxTokenFileBytes)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", e.TokenFile, err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("%s: the file is empty", e.TokenFile)
+	}
+	return tok, nil
+}
+
+// caPool reads the CA bundle, capped, into a pool.
+func (e *PrometheusEndpoint) caPool() (*x509.CertPool, error) {
+	pem, err := charts.ReadFileCapped(e.CAFile, maxCAFileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e.CAFile, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate in it", e.CAFile)
+	}
+	return pool, nil
 }
 
 // Prometheus is the prometheus provider: every check is a query of the
@@ -66,6 +96,11 @@ func (e *PrometheusEndpoint) Check() error {
 // consecutiveErrorLimit+1 of them in a row make the analysis
 // inconclusive, and the policy decides.
 type Prometheus struct {
+	// LearnSecret, when set, learns the bearer token at every read (a
+	// redactor's AddValues): an answer or a proxy's error page that echoes
+	// it is then redacted wherever it is printed or recorded.
+	LearnSecret func(...string)
+
 	endpoint    PrometheusEndpoint
 	client      *http.Client
 	targets     Targets
@@ -79,13 +114,9 @@ type Prometheus struct {
 func NewPrometheus(e PrometheusEndpoint, targets Targets, window time.Duration, minRequests int, clk clock.PassiveClock) (*Prometheus, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if e.CAFile != "" {
-		pem, err := os.ReadFile(e.CAFile)
+		pool, err := e.caPool()
 		if err != nil {
-			return nil, fmt.Errorf("prometheus CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("prometheus CA file %s: no PEM certificate in it", e.CAFile)
+			return nil, fmt.Errorf("prometheus CA file %w", err)
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
@@ -106,11 +137,12 @@ func (p *Prometheus) Start(ctx context.Context) error {
 func (p *Prometheus) Measure(ctx context.Context, checks []Check) ([]Sample, error) {
 	out := make([]Sample, len(checks))
 	sides := map[string]sideValues{}
+	need := presetFigures(checks)
 	side := func(name string, pods []Target) (sideValues, error) {
 		if v, ok := sides[name]; ok {
 			return v, nil
 		}
-		v, err := p.sideValues(ctx, pods)
+		v, err := p.sideValues(ctx, pods, need)
 		sides[name] = v
 		return v, err
 	}
@@ -134,7 +166,7 @@ func (p *Prometheus) Measure(ctx context.Context, checks []Check) ([]Sample, err
 		if err != nil {
 			return nil, err
 		}
-		s := sideValues{requests: math.NaN(), errors: math.NaN(), preemptions: math.NaN(), ttftP95: math.NaN(), e2eP95: math.NaN(), kv: math.NaN()}
+		s := noValues()
 		if baseline {
 			if s, err = side("stable", p.targets.Stable); err != nil {
 				return nil, err
@@ -160,12 +192,43 @@ func PresetQueries(sel, window string) map[string]string {
 	}
 }
 
-// sideValues queries one side's figures.
-func (p *Prometheus) sideValues(ctx context.Context, pods []Target) (sideValues, error) {
+// noValues is a side with no figure (NaN: no data).
+func noValues() sideValues {
+	return sideValues{requests: math.NaN(), errors: math.NaN(), preemptions: math.NaN(), ttftP95: math.NaN(), e2eP95: math.NaN(), kv: math.NaN()}
+}
+
+// presetFigures are the figures (PresetQueries' keys) the presets among
+// checks are computed from: the requests always (minRequests), and each
+// preset's own.
+func presetFigures(checks []Check) map[string]bool {
+	need := map[string]bool{"requests": true}
+	for _, ch := range checks {
+		switch ch.Preset {
+		case PresetErrorRatio:
+			need["errors"] = true
+		case PresetTTFTP95Ratio:
+			need["ttftP95"] = true
+		case PresetE2ELatencyP95Ratio:
+			need["e2eP95"] = true
+		case PresetPreemptionRate:
+			need["preemptions"] = true
+		case PresetKVCacheUsage:
+			need["kv"] = true
+		}
+	}
+	return need
+}
+
+// sideValues queries the figures of one side that need names (the others
+// stay NaN: no data).
+func (p *Prometheus) sideValues(ctx context.Context, pods []Target, need map[string]bool) (sideValues, error) {
 	qs := PresetQueries(fmt.Sprintf(`namespace=%q,pod=~"%s"`, p.targets.Namespace, podRegexp(pods)), promDuration(p.window))
-	v := sideValues{}
+	v := noValues()
 	for name, dst := range map[string]*float64{"requests": &v.requests, "errors": &v.errors, "preemptions": &v.preemptions,
 		"ttftP95": &v.ttftP95, "e2eP95": &v.e2eP95, "kv": &v.kv} {
+		if !need[name] {
+			continue
+		}
 		vals, err := p.query(ctx, qs[name])
 		if err != nil {
 			return v, err
@@ -234,18 +297,21 @@ func (p *Prometheus) query(ctx context.Context, q string) ([]float64, error) {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if p.endpoint.TokenFile != "" {
 		// Read at every query: a projected token is rotated.
-		tok, err := os.ReadFile(p.endpoint.TokenFile)
+		tok, err := p.endpoint.token()
 		if err != nil {
-			return nil, fmt.Errorf("prometheus token file: %w", err)
+			return nil, fmt.Errorf("prometheus token file %w", err)
 		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		if p.LearnSecret != nil {
+			p.LearnSecret(tok)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus %s: %w", p.endpoint.URL, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPrometheusAnswer))
+	body, err := readCapped(resp.Body, maxPrometheusAnswer)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus %s: read the answer: %w", p.endpoint.URL, err)
 	}

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/vllmctl/vllmctl/internal/exitcode"
 )
 
 // fakeProm answers /api/v1/query: the first rule (in order) whose every
@@ -106,6 +109,29 @@ func TestPrometheusPresets(t *testing.T) {
 	assert.Contains(t, strings.Join(prom.queries, "\n"), `namespace="ns",pod=~"c1",handler=~"/v1/.+",handler!="/v1/models"`)
 }
 
+// TestPrometheusQueriesOnlyWhatThePresetsNeed: a measurement queries, per
+// side, the requests and the figures of the presets chosen, not every
+// preset's PromQL.
+func TestPrometheusQueriesOnlyWhatThePresetsNeed(t *testing.T) {
+	prom := newFakeProm(t,
+		promRule{has: []string{"sum(increase(http_requests_total{", `status=~"5.."`}, result: vec("1")},
+		promRule{has: []string{"sum(increase(http_requests_total{"}, result: vec("100")},
+	)
+	targets := Targets{Namespace: "ns", Canary: []Target{{"c1", 8000}}, Stable: []Target{{"s1", 8000}}}
+	p, err := NewPrometheus(PrometheusEndpoint{URL: prom.srv.URL}, targets, 30*time.Second, 10, testingclock.NewFakeClock(time.Now()))
+	require.NoError(t, err)
+	got, err := p.Measure(context.Background(), []Check{{Name: PresetErrorRatio, Preset: PresetErrorRatio, Max: 0.05}})
+	require.NoError(t, err)
+	require.NotNil(t, got[0].Value)
+	assert.InDelta(t, 0.01, *got[0].Value, 1e-12)
+	assert.InDelta(t, 0.01, *got[0].Stable, 1e-12)
+	assert.Len(t, prom.queries, 4, "requests and errors of each side: %v", prom.queries)
+	for _, q := range prom.queries {
+		assert.NotContains(t, q, "vllm:time_to_first_token_seconds_bucket")
+		assert.NotContains(t, q, "vllm:kv_cache_usage_perc")
+	}
+}
+
 func TestPrometheusCustomMetrics(t *testing.T) {
 	prom := newFakeProm(t,
 		promRule{has: []string{`namespace="ns"`, `pod=~"c1|c2"`, `stable=~"s1"`}, result: vec("0.5", "0.7")},
@@ -147,4 +173,58 @@ func TestPrometheusEndpointCheck(t *testing.T) {
 	notPEM := filepath.Join(t.TempDir(), "ca")
 	require.NoError(t, os.WriteFile(notPEM, []byte("nope"), 0o600))
 	require.ErrorContains(t, (&PrometheusEndpoint{URL: "http://prom", CAFile: notPEM}).Check(), "no PEM certificate")
+}
+
+// TestPrometheusEndpointFilesCapped: the token and CA files are read
+// capped: a huge or endless one, a directory or an empty token is exit
+// code 2, and a token file grown huge later fails the query, not the
+// process.
+func TestPrometheusEndpointFilesCapped(t *testing.T) {
+	dir := t.TempDir()
+	huge := filepath.Join(dir, "huge")
+	require.NoError(t, os.WriteFile(huge, bytes.Repeat([]byte("a"), maxCAFileBytes+1), 0o600))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	cases := []PrometheusEndpoint{
+		{URL: "http://prom", TokenFile: huge},
+		{URL: "http://prom", TokenFile: dir},
+		{URL: "http://prom", TokenFile: empty},
+		{URL: "http://prom", CAFile: huge},
+		{URL: "http://prom", CAFile: dir},
+	}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		cases = append(cases, PrometheusEndpoint{URL: "http://prom", TokenFile: "/dev/zero"}, PrometheusEndpoint{URL: "http://prom", CAFile: "/dev/zero"})
+	}
+	for _, e := range cases {
+		err := e.Check()
+		var ie *InputError
+		require.ErrorAs(t, err, &ie, "%+v", e)
+		assert.Equal(t, exitcode.Invalid, ie.ExitCode())
+	}
+
+	prom := newFakeProm(t)
+	token := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(token, []byte("s3cret"), 0o600))
+	p, err := NewPrometheus(PrometheusEndpoint{URL: prom.srv.URL, TokenFile: token}, Targets{Namespace: "ns"}, time.Minute, 0, testingclock.NewFakeClock(time.Now()))
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background()))
+	require.NoError(t, os.WriteFile(token, bytes.Repeat([]byte("a"), maxTokenFileBytes+1), 0o600))
+	require.ErrorContains(t, p.Start(context.Background()), "larger than the cap")
+}
+
+// TestPrometheusLearnsItsToken: the bearer token is learnt (the engine's
+// redactor) at every read, so that an answer echoing it is redacted; a
+// rotated token is learnt too.
+func TestPrometheusLearnsItsToken(t *testing.T) {
+	prom := newFakeProm(t)
+	token := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(token, []byte("first-token-value\n"), 0o600))
+	p, err := NewPrometheus(PrometheusEndpoint{URL: prom.srv.URL, TokenFile: token}, Targets{Namespace: "ns"}, time.Minute, 0, testingclock.NewFakeClock(time.Now()))
+	require.NoError(t, err)
+	var learnt []string
+	p.LearnSecret = func(v ...string) { learnt = append(learnt, v...) }
+	require.NoError(t, p.Start(context.Background()))
+	require.NoError(t, os.WriteFile(token, []byte("rotated-token-value"), 0o600))
+	require.NoError(t, p.Start(context.Background()))
+	assert.Equal(t, []string{"first-token-value", "rotated-token-value"}, learnt)
 }

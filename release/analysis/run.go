@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vllmctl/vllmctl/release/storage"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // Runner runs an analysis with Argo Rollouts' semantics (its
@@ -61,14 +62,12 @@ func (r *Runner) Run(ctx context.Context, report *storage.AnalysisReport) error 
 		}
 	}
 	states := make([]checkState, len(c.Checks))
-	startErr := r.Provider.Start(ctx)
+	// A failed start is not an error of its own: the first measurement
+	// says it (no earlier scrape of a pod, or Prometheus unreachable) and
+	// takes what it missed.
+	_ = r.Provider.Start(ctx)
 	if ctx.Err() != nil {
 		return ctx.Err()
-	}
-	if startErr != nil {
-		// The first measurement will say it (no earlier scrape); the
-		// start is retried by it.
-		startErr = fmt.Errorf("start: %w", startErr)
 	}
 	timer := r.Clock.NewTimer(c.Interval)
 	defer timer.Stop()
@@ -90,7 +89,9 @@ func (r *Runner) Run(ctx context.Context, report *storage.AnalysisReport) error 
 			m := storage.AnalysisMeasurement{Metric: ch.Name, At: at, Condition: ch.Condition()}
 			st := &states[i]
 			if err != nil {
-				m.Outcome, m.Message = storage.AnalysisError, err.Error()
+				// A provider's error quotes what a pod or Prometheus
+				// answered: untrusted text, printed and recorded.
+				m.Outcome, m.Message = storage.AnalysisError, wait.SanitizeLine(err.Error())
 				st.consecutiveErrors++
 			} else {
 				s := samples[i]

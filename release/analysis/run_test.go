@@ -3,6 +3,7 @@ package analysis
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/vllmctl/vllmctl/release/storage"
+	"github.com/vllmctl/vllmctl/wait"
 )
 
 // scripted is a provider that answers each measurement from a script: a
@@ -161,4 +163,25 @@ func TestRunnerStopsWithContext(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	assert.Equal(t, storage.AnalysisRunning, report.Outcome)
 	assert.Empty(t, report.Measurements)
+}
+
+// TestRunnerSanitisesProviderErrors: a provider's error quotes what a pod
+// or Prometheus answered (escape sequences, megabytes of it): the
+// measurement's message and the report's reason are sanitised and
+// clipped before they are printed or recorded.
+func TestRunnerSanitisesProviderErrors(t *testing.T) {
+	hostile := errors.New("prometheus answered 500: \x1b]0;owned\x07\x1b[2J" + strings.Repeat("x", 1<<20))
+	cfg := &Config{Interval: 10 * time.Second, Count: 3, Checks: []Check{preset("errorRatio", 1, 0, 0)}, Inconclusive: InconclusiveFail}
+	report, emitted := runOnFakeClock(t, cfg, &scripted{steps: []step{{err: hostile}, {err: hostile}, {err: hostile}}})
+	assert.Equal(t, storage.AnalysisInconclusive, report.Outcome)
+	require.NotEmpty(t, emitted)
+	for _, m := range append(emitted, report.Measurements...) {
+		assert.Equal(t, storage.AnalysisError, m.Outcome)
+		assert.NotContains(t, m.Message, "\x1b")
+		assert.NotContains(t, m.Message, "\x07")
+		assert.Contains(t, m.Message, `\x1b]0;owned`)
+		assert.LessOrEqual(t, len(m.Message), wait.MaxLineBytes)
+	}
+	assert.NotContains(t, report.Reason, "\x1b")
+	assert.Less(t, len(report.Reason), 2*wait.MaxLineBytes)
 }

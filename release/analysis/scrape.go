@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -32,6 +33,21 @@ const (
 
 // maxMetricsBytes bounds one /metrics answer.
 const maxMetricsBytes = 16 << 20
+
+// readCapped reads an answer of at most limit bytes: a longer (or
+// endless) one is an error, read no further than limit+1 bytes, instead
+// of a truncated answer that may parse (a /metrics cut at a line's end
+// gives partial figures).
+func readCapped(r io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("the answer is larger than its cap of %d bytes", limit)
+	}
+	return data, nil
+}
 
 // scrapeConcurrency bounds the pods scraped at once.
 const scrapeConcurrency = 8
@@ -502,7 +518,11 @@ func (s *Scraper) scrape(ctx context.Context, t Target) (snapshot, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scrape pod %s/%s: /metrics answered %s", s.targets.Namespace, t.Pod, resp.Status)
 	}
-	snap, err := parseMetrics(io.LimitReader(resp.Body, maxMetricsBytes))
+	body, err := readCapped(resp.Body, maxMetricsBytes)
+	if err != nil {
+		return nil, fmt.Errorf("scrape pod %s/%s: read /metrics: %w", s.targets.Namespace, t.Pod, err)
+	}
+	snap, err := parseMetrics(bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("scrape pod %s/%s: parse /metrics: %w", s.targets.Namespace, t.Pod, err)
 	}

@@ -214,3 +214,30 @@ func TestScraperStartFailureIsMeasuredAgain(t *testing.T) {
 	assert.Equal(t, 4.0, got[0].CanaryRequests)
 	assert.Nil(t, got[0].Stable, "no stable pods: no baseline")
 }
+
+// TestScrapeRefusesAnEndlessBody: a pod whose /metrics never ends is a
+// failed scrape once maxMetricsBytes are read, not a truncated answer
+// whose figures count (an answer cut at a line's end parses).
+func TestScrapeRefusesAnEndlessBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(metricsText(1, 0, 0, 0, 0, [4]int{1, 1, 1, 1}, 1)))
+		line := []byte(strings.Repeat("# endless\n", 1000))
+		for {
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	client := func(string, int, time.Duration) (*http.Client, func()) {
+		tr := &http.Transport{}
+		return &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+			r = r.Clone(r.Context())
+			r.URL.Host, r.URL.Scheme = u.Host, "http"
+			return tr.RoundTrip(r)
+		})}, tr.CloseIdleConnections
+	}
+	s := NewScraper(Targets{Namespace: "ns", Canary: []Target{{"c1", 8000}}}, client, 10*time.Second, 0)
+	require.ErrorContains(t, s.Start(context.Background()), "larger than its cap")
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/expr-lang/expr"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 )
 
@@ -54,8 +54,11 @@ const (
 	// MinInterval is the shortest interval: a scrape through the API
 	// server takes a fraction of it.
 	MinInterval = time.Second
-	// MaxRPS bounds the synthetic load's requests per second;
-	// MaxLoadTokens its max_tokens; MaxPromptBytes its prompt.
+	// MinRPS and MaxRPS bound the synthetic load's requests per second
+	// (below MinRPS the loader's tick, 1s ÷ rps, would overflow a
+	// time.Duration and panic); MaxLoadTokens its max_tokens;
+	// MaxPromptBytes its prompt.
+	MinRPS         = 0.001
 	MaxRPS         = 1000
 	MaxLoadTokens  = 32768
 	MaxPromptBytes = 64 << 10
@@ -240,9 +243,16 @@ func (e *InputError) Error() string {
 // ExitCode is 2: invalid input.
 func (e *InputError) ExitCode() int { return exitcode.Invalid }
 
-// ReadFile reads and parses an analysis file.
+// MaxSpecBytes caps an analysis file: a spec is a few checks and a
+// prompt of at most MaxPromptBytes, recorded with the revision in a
+// Secret of at most 1 MiB.
+const MaxSpecBytes = 1 << 20
+
+// ReadFile reads (at most MaxSpecBytes: a huge or endless file, such as
+// /dev/zero, is refused at once, as a directory is) and parses an
+// analysis file.
 func ReadFile(path string) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	data, err := charts.ReadFileCapped(path, MaxSpecBytes)
 	if err != nil {
 		return nil, &InputError{Source: path, Msg: fmt.Sprintf("read the analysis file: %v", err)}
 	}
@@ -430,6 +440,8 @@ func (l *LoadSpec) validate(bad func(field, format string, args ...any) error) (
 	switch {
 	case math.IsNaN(l.RPS) || l.RPS <= 0:
 		return nil, bad("load.rps", "%v: must be positive", l.RPS)
+	case l.RPS < MinRPS:
+		return nil, bad("load.rps", "%v: must be at least %v (a request every %s)", l.RPS, MinRPS, time.Duration(float64(time.Second)/MinRPS))
 	case l.RPS > MaxRPS:
 		return nil, bad("load.rps", "%v: must be at most %d", l.RPS, MaxRPS)
 	}

@@ -1,7 +1,10 @@
 package analysis
 
 import (
+	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -87,6 +90,7 @@ func TestSpecRefused(t *testing.T) {
 		{"zero rps", "load: {rps: 0}\n", true, "load.rps: 0: must be positive"},
 		{"negative rps", "load: {rps: -2}\n", true, "load.rps"},
 		{"huge rps", "load: {rps: 100000}\n", true, "load.rps: 100000: must be at most 1000"},
+		{"tiny rps", "load: {rps: 1e-12}\n", true, "load.rps: 1e-12: must be at least 0.001 (a request every 16m40s)"},
 		{"bad max tokens", "load: {rps: 1, maxTokens: 0}\n", true, "load.maxTokens"},
 		{"negative min requests", "minRequests: -1\n", true, "minRequests"},
 		{"negative failure limit", "failureLimit: -1\n", true, "failureLimit: -1"},
@@ -172,4 +176,27 @@ func TestFromValues(t *testing.T) {
 	assert.Equal(t, 3, c.Count)
 	_, err = FromValues(map[string]any{"analysis": map[string]any{"enabled": true, "cuont": 3}})
 	require.ErrorContains(t, err, "invalid analysis values analysis: line 1: field cuont not found")
+}
+
+// TestReadFileRefusesDirectoriesAndHugeFiles: --analysis (also from
+// VLLMCTL_ANALYSIS or the config file) is read capped: a directory, a
+// file over MaxSpecBytes and an endless file are refused with exit code
+// 2, not read whole.
+func TestReadFileRefusesDirectoriesAndHugeFiles(t *testing.T) {
+	dir := t.TempDir()
+	huge := filepath.Join(dir, "huge.yaml")
+	require.NoError(t, os.WriteFile(huge, append([]byte("interval: 10s\n#"), bytes.Repeat([]byte("x"), MaxSpecBytes)...), 0o600))
+	binary := filepath.Join(dir, "binary.yaml")
+	require.NoError(t, os.WriteFile(binary, []byte("interval: 10s\n\x00\x01\x02"), 0o600))
+	paths := []string{dir, huge, binary}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		paths = append(paths, "/dev/zero")
+	}
+	for _, p := range paths {
+		_, err := ReadFile(p)
+		var in *InputError
+		require.ErrorAs(t, err, &in, p)
+		assert.Equal(t, exitcode.Invalid, in.ExitCode(), p)
+	}
+	assert.ErrorContains(t, func() error { _, err := ReadFile(huge); return err }(), "larger than the cap")
 }
