@@ -31,6 +31,7 @@ const (
 	dialTimeout    = 3 * time.Second
 	maxConfigBytes = 1 << 20
 	maxIndexBytes  = 32 << 20
+	maxIndexTotal  = 1e15
 )
 
 // Source says where a model's config.json is read from: File
@@ -266,10 +267,9 @@ func indexTotal(data []byte) int64 {
 	if err := json.Unmarshal(data, &idx); err != nil {
 		return 0
 	}
-	if n, err := idx.Metadata.TotalSize.Int64(); err == nil && n > 0 {
-		return n
-	}
-	if f, err := idx.Metadata.TotalSize.Float64(); err == nil && f > 0 {
+	// A size above maxIndexTotal (a petabyte) is not a checkpoint's: it
+	// is ignored rather than refusing every GPU.
+	if f, err := idx.Metadata.TotalSize.Float64(); err == nil && f > 0 && f <= maxIndexTotal {
 		return int64(f)
 	}
 	return 0
