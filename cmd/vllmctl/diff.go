@@ -82,7 +82,7 @@ func (o *diffOptions) Complete(cmd *cobra.Command, args []string) error {
 
 // Validate checks the output format.
 func (o *diffOptions) Validate() error {
-	return o.output.Validate()
+	return validateAll(o.output.Validate, o.modelFit.Validate)
 }
 
 // Run computes the diff through the release engine and prints it.

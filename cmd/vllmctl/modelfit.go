@@ -28,6 +28,20 @@ func (m *modelFitFlags) AddFlags(fs *pflag.FlagSet) {
 		"the model's config.json for the model-fit preflight (default: from the Hugging Face Hub at $HF_ENDPOINT with $HF_TOKEN, or the local directory --model names)")
 }
 
+// Validate refuses a --model-config (flag, VLLMCTL_MODEL_CONFIG or the
+// config file) that is not a readable config.json this check knows: a
+// missing file, a directory, a device, an oversized or binary file is a
+// usage error naming the flag, not a preflight skipped on every deploy.
+func (m *modelFitFlags) Validate() error {
+	if m.file == "" {
+		return nil
+	}
+	if _, err := modelfit.ReadConfigFile(m.file); err != nil {
+		return newUsageError("--model-config %s: %v", m.file, err)
+	}
+	return nil
+}
+
 // source is where the check reads configs: the flag, and the Hub's
 // endpoint (HF_ENDPOINT, default the Hugging Face Hub) and token
 // (HF_TOKEN: only sent, never printed) from the environment.

@@ -91,11 +91,7 @@ var repoIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9]
 // cannot be read is a *SkipError.
 func (s Source) Load(ctx context.Context, model, revision string) (*Loaded, error) {
 	if s.File != "" {
-		data, err := readCapped(s.File, maxConfigBytes)
-		if err != nil {
-			return nil, &SkipError{Reason: "--model-config " + s.File + " cannot be read", Err: err}
-		}
-		c, err := ParseConfig(data)
+		c, err := ReadConfigFile(s.File)
 		if err != nil {
 			return nil, &SkipError{Reason: "--model-config " + s.File, Err: err}
 		}
@@ -107,13 +103,9 @@ func (s Source) Load(ctx context.Context, model, revision string) (*Loaded, erro
 		return nil, &SkipError{Reason: "no --model in the container's command line"}
 	}
 	if st, err := os.Stat(model); err == nil && st.IsDir() {
-		data, err := readCapped(filepath.Join(model, "config.json"), maxConfigBytes)
+		c, err := ReadConfigFile(filepath.Join(model, "config.json"))
 		if err != nil {
-			return nil, &SkipError{Reason: "local directory " + model + " has no readable config.json", Err: err}
-		}
-		c, err := ParseConfig(data)
-		if err != nil {
-			return nil, &SkipError{Reason: "local directory " + model, Err: err}
+			return nil, &SkipError{Reason: "local directory " + model + " has no usable config.json", Err: err}
 		}
 		return &Loaded{Config: c, From: "local directory " + model,
 			IndexBytes: localIndex(filepath.Join(model, "model.safetensors.index.json"))}, nil
@@ -238,9 +230,27 @@ func newClient() *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// readCapped reads a file of at most limit bytes (charts.ReadFileCapped),
-// naming it in the error.
+// ReadConfigFile reads and parses a config.json file (--model-config, a
+// local model directory's): a regular file of at most 1 MiB.
+func ReadConfigFile(path string) (*Config, error) {
+	data, err := readCapped(path, maxConfigBytes)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig(data)
+}
+
+// readCapped reads a regular file (not a directory, device or FIFO, whose
+// open or read may never end) of at most limit bytes
+// (charts.ReadFileCapped), naming it in the error.
 func readCapped(path string, limit int64) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
 	data, err := charts.ReadFileCapped(path, limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
