@@ -3,10 +3,13 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vllmctl/vllmctl/release"
 )
 
 // TestModelConfigFlagRefusesUnusableFiles: a --model-config that is no
@@ -38,4 +41,18 @@ func TestModelConfigFlagRefusesUnusableFiles(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestDiffProgressSanitizes: diff's stderr warnings (the render's, the
+// model-fit preflight's, which quote the chart's --model) carry no
+// terminal escape sequences; the fit and skip notes are not printed.
+func TestDiffProgressSanitizes(t *testing.T) {
+	var b strings.Builder
+	p := diffProgress(&b)
+	p(release.ProgressEvent{Phase: release.PhasePreflight, Status: "warning", Message: "model fit of Deployment/ns/x (container vllm, evil\x1b]0;owned\x07): tight"})
+	p(release.ProgressEvent{Phase: release.PhasePreflight, Status: release.StatusModelFit, Message: "fits"})
+	assert.NotContains(t, b.String(), "\x1b")
+	assert.NotContains(t, b.String(), "\x07")
+	assert.Contains(t, b.String(), "warning: model fit of Deployment/ns/x")
+	assert.NotContains(t, b.String(), "fits")
 }
