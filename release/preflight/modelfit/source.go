@@ -23,7 +23,8 @@ import (
 const DefaultEndpoint = "https://huggingface.co"
 
 // Bounds of a Hub request: a host that does not answer costs at most
-// dialTimeout, a whole request at most DefaultTimeout; a config.json
+// dialTimeout, one model's requests (config and index) at most
+// DefaultTimeout together; a config.json
 // larger than maxConfigBytes or an index larger than maxIndexBytes is not
 // read.
 const (
@@ -48,7 +49,8 @@ type Source struct {
 	// Client, when set, makes the Hub requests (tests); nil: a client with
 	// Timeout and a short connect timeout.
 	Client *http.Client
-	// Timeout bounds one Hub request (0: DefaultTimeout).
+	// Timeout bounds one model's Hub requests together (0:
+	// DefaultTimeout).
 	Timeout time.Duration
 }
 
@@ -134,18 +136,24 @@ func (s Source) hub(ctx context.Context, repo, revision string) (*Loaded, error)
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	// One model's requests (config and index) share one deadline: a Hub
+	// that answers the first and hangs on the second costs timeout, not
+	// twice it, on every deploy.
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	u := fmt.Sprintf("%s/%s/resolve/%s/config.json", endpoint, repo, url.PathEscape(revision))
-	data, err := s.get(ctx, client, timeout, u, maxConfigBytes)
+	shown := redactedURL(endpoint)
+	data, err := s.get(ctx, client, u, maxConfigBytes)
 	if err != nil {
-		return nil, &SkipError{Reason: fmt.Sprintf("config.json of %s not read from %s", repo, endpoint), Err: err}
+		return nil, &SkipError{Reason: fmt.Sprintf("config.json of %s not read from %s", repo, shown), Err: err}
 	}
 	c, err := ParseConfig(data)
 	if err != nil {
-		return nil, &SkipError{Reason: fmt.Sprintf("config.json of %s from %s", repo, endpoint), Err: err}
+		return nil, &SkipError{Reason: fmt.Sprintf("config.json of %s from %s", repo, shown), Err: err}
 	}
-	l := &Loaded{Config: c, From: u}
+	l := &Loaded{Config: c, From: redactedURL(u)}
 	idx := fmt.Sprintf("%s/%s/resolve/%s/model.safetensors.index.json", endpoint, repo, url.PathEscape(revision))
-	if data, err := s.get(ctx, client, timeout, idx, maxIndexBytes); err == nil {
+	if data, err := s.get(ctx, client, idx, maxIndexBytes); err == nil {
 		l.IndexBytes = indexTotal(data)
 	}
 	return l, nil
@@ -166,13 +174,36 @@ func (e *HTTPStatusError) Error() string {
 	return fmt.Sprintf("HTTP %d", e.Status)
 }
 
-// get fetches u, at most limit bytes. Errors name the URL only: the token
-// is in a header and never in an error.
-func (s Source) get(ctx context.Context, client *http.Client, timeout time.Duration, u string, limit int64) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// redactedURL is u with the user information of its authority (an
+// HF_ENDPOINT of https://user:secret@host) replaced by "xxxxx", whether u
+// parses or not.
+func redactedURL(u string) string {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return u
+	}
+	rest := u[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		return u[:i+3] + "xxxxx" + rest[at:]
+	}
+	return u
+}
+
+// get fetches u, at most limit bytes. Errors name the URL only, its
+// password redacted: the token is in a header and never in an error.
+func (s Source) get(ctx context.Context, client *http.Client, u string, limit int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	u = redactedURL(u)
 	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			// url.Error quotes the URL, password and all.
+			err = uerr.Err
+		}
 		return nil, fmt.Errorf("request %s: %w", u, err)
 	}
 	if s.Token != "" {
