@@ -20,10 +20,14 @@ import (
 // Hub) with HF_TOKEN, or a local directory named by --model.
 type modelFitFlags struct {
 	file string
+	// memo keeps the configs read for every operation of the command (a
+	// fleet's targets read a model from the Hub once).
+	memo *modelfit.Memo
 }
 
 // AddFlags registers --model-config on fs.
 func (m *modelFitFlags) AddFlags(fs *pflag.FlagSet) {
+	m.memo = modelfit.NewMemo()
 	fs.StringVar(&m.file, "model-config", "",
 		"the model's config.json for the model-fit preflight (default: from the Hugging Face Hub at $HF_ENDPOINT with $HF_TOKEN, or the local directory --model names)")
 }
@@ -50,7 +54,7 @@ func (m *modelFitFlags) source() modelfit.Source {
 	if endpoint == "" {
 		endpoint = modelfit.DefaultEndpoint
 	}
-	return modelfit.Source{File: m.file, Endpoint: endpoint, Token: os.Getenv("HF_TOKEN")}
+	return modelfit.Source{File: m.file, Endpoint: endpoint, Token: os.Getenv("HF_TOKEN"), Memo: m.memo}
 }
 
 // modelFitHint is what the model-fit arithmetic says of the failed

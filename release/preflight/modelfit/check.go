@@ -89,7 +89,11 @@ func Check(ctx context.Context, client kubernetes.Interface, objs []*unstructure
 	if len(servers) == 0 {
 		return rep, nil
 	}
-	c := &checker{client: client, opts: opts, loaded: map[string]loadResult{}}
+	if opts.Source.Memo == nil {
+		// Servers of one model read its config once.
+		opts.Source.Memo = NewMemo()
+	}
+	c := &checker{client: client, opts: opts}
 	var refused []ServerFit
 	for _, s := range servers {
 		sf := c.check(ctx, s)
@@ -104,17 +108,11 @@ func Check(ctx context.Context, client kubernetes.Interface, objs []*unstructure
 	return rep, nil
 }
 
-type loadResult struct {
-	l   *Loaded
-	err error
-}
-
-// checker is one Check's state: configs read (by model and revision) and
-// the nodes, listed once.
+// checker is one Check's state: the nodes, listed once (the configs
+// read are opts.Source.Memo's).
 type checker struct {
 	client     kubernetes.Interface
 	opts       Options
-	loaded     map[string]loadResult
 	nodes      []corev1.Node
 	nodesErr   error
 	nodesTaken bool
@@ -130,16 +128,6 @@ func (c *checker) warn(format string, args ...any) {
 	if c.opts.Progress != nil {
 		c.opts.Progress(fmt.Sprintf(format, args...), true)
 	}
-}
-
-func (c *checker) load(ctx context.Context, model, revision string) (*Loaded, error) {
-	key := model + "@" + revision
-	if r, ok := c.loaded[key]; ok {
-		return r.l, r.err
-	}
-	l, err := c.opts.Source.Load(ctx, model, revision)
-	c.loaded[key] = loadResult{l, err}
-	return l, err
 }
 
 func (c *checker) listNodes(ctx context.Context) ([]corev1.Node, error) {
@@ -167,7 +155,7 @@ func (c *checker) check(ctx context.Context, s Server) ServerFit {
 		c.note("%s (container %s) skipped: %s", s.Object, s.Container, why)
 		return sf
 	}
-	l, err := c.load(ctx, s.Model, s.Revision)
+	l, err := c.opts.Source.Load(ctx, s.Model, s.Revision)
 	if err != nil {
 		if ctx.Err() != nil {
 			return skip("interrupted")

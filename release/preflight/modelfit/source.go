@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -52,6 +53,48 @@ type Source struct {
 	// Timeout bounds one model's Hub requests together (0:
 	// DefaultTimeout).
 	Timeout time.Duration
+	// Memo, when set, keeps each model's config as first loaded, for
+	// every check that shares it: a fleet's targets serving one model
+	// read it from the Hub once. nil: each check reads its own.
+	Memo *Memo
+}
+
+// Memo keeps loaded configs by model and revision, safe for concurrent
+// use; a concurrent load of the same model waits for the first.
+type Memo struct {
+	mu      sync.Mutex
+	entries map[string]*memoEntry
+}
+
+type memoEntry struct {
+	once sync.Once
+	l    *Loaded
+	err  error
+}
+
+// NewMemo is an empty Memo.
+func NewMemo() *Memo { return &Memo{entries: map[string]*memoEntry{}} }
+
+// load is s.load(ctx, model, revision) once per key of m; a load the
+// context ended is not kept.
+func (m *Memo) load(ctx context.Context, s Source, model, revision string) (*Loaded, error) {
+	key := model + "@" + revision
+	m.mu.Lock()
+	e := m.entries[key]
+	if e == nil {
+		e = &memoEntry{}
+		m.entries[key] = e
+	}
+	m.mu.Unlock()
+	e.once.Do(func() { e.l, e.err = s.load(ctx, model, revision) })
+	if e.err != nil && ctx.Err() != nil {
+		m.mu.Lock()
+		if m.entries[key] == e {
+			delete(m.entries, key)
+		}
+		m.mu.Unlock()
+	}
+	return e.l, e.err
 }
 
 // Configured reports whether s names anywhere to read configs from: a
@@ -89,9 +132,16 @@ func (e *SkipError) Unwrap() error { return e.Err }
 // repoIDPattern is a Hub repository id: "org/name" or a legacy "name".
 var repoIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$`)
 
-// Load reads model's config.json (at revision, "" : main). A config that
-// cannot be read is a *SkipError.
+// Load reads model's config.json (at revision, "" : main), through
+// s.Memo when set. A config that cannot be read is a *SkipError.
 func (s Source) Load(ctx context.Context, model, revision string) (*Loaded, error) {
+	if s.Memo != nil {
+		return s.Memo.load(ctx, s, model, revision)
+	}
+	return s.load(ctx, model, revision)
+}
+
+func (s Source) load(ctx context.Context, model, revision string) (*Loaded, error) {
 	if s.File != "" {
 		c, err := ReadConfigFile(s.File)
 		if err != nil {
