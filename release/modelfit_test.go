@@ -59,3 +59,13 @@ func TestDeployModelFit(t *testing.T) {
 		require.NoError(t, err)
 	})
 }
+
+// TestGPUMemoryOverrideBounds: modelFit.gpuMemoryMiB outside 1..16 TiB
+// (1e308, negative, NaN) is ignored as unset, never converted into a
+// nonsense int64.
+func TestGPUMemoryOverrideBounds(t *testing.T) {
+	for v, want := range map[any]int64{81920: 81920, int64(24576): 24576, 81920.0: 81920, "40960": 40960,
+		1e308: 0, -1.0: 0, "NaN": 0, "1e30": 0, "x": 0, true: 0} {
+		assert.Equal(t, want, release.GPUMemoryOverride(map[string]any{"modelFit": map[string]any{"gpuMemoryMiB": v}}), "%v", v)
+	}
+}
