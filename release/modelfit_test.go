@@ -69,3 +69,23 @@ func TestGPUMemoryOverrideBounds(t *testing.T) {
 		assert.Equal(t, want, release.GPUMemoryOverride(map[string]any{"modelFit": map[string]any{"gpuMemoryMiB": v}}), "%v", v)
 	}
 }
+
+// TestDeployListsNodesOnce: the model-fit check and the capacity
+// preflight of one deploy share one LIST of the nodes.
+func TestDeployListsNodesOnce(t *testing.T) {
+	f := newEngFixture(t)
+	s := baseSpec()
+	s.args = []string{"--model=meta-llama/Llama-3.1-8B"}
+	opts := s.options()
+	opts.ModelFit = modelfit.Source{File: "../testdata/modelfit/configs/meta-llama--Llama-3.1-8B.json"}
+	f.cluster.Client.ClearActions()
+	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	require.NoError(t, err)
+	lists := 0
+	for _, a := range f.cluster.Client.Actions() {
+		if a.GetResource().Resource == "nodes" && a.GetVerb() == "list" {
+			lists++
+		}
+	}
+	assert.Equal(t, 1, lists)
+}

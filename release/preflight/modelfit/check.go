@@ -34,6 +34,10 @@ type Options struct {
 // server container.
 type Report struct {
 	Servers []ServerFit `json:"servers"`
+	// Nodes are every node of the cluster when the check listed them (nil
+	// when it did not, or could not): the capacity preflight of the same
+	// deploy reads them instead of listing them again.
+	Nodes []*corev1.Node `json:"-"`
 }
 
 // ServerFit is the check of one vLLM server container.
@@ -100,6 +104,11 @@ func Check(ctx context.Context, client kubernetes.Interface, objs []*unstructure
 		rep.Servers = append(rep.Servers, sf)
 		if sf.Cause != "" {
 			refused = append(refused, sf)
+		}
+	}
+	if c.nodesErr == nil {
+		for i := range c.nodes {
+			rep.Nodes = append(rep.Nodes, &c.nodes[i])
 		}
 	}
 	if len(refused) > 0 {
