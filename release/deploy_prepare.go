@@ -262,6 +262,10 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 		MaxUnavailable: opts.MaxUnavailable,
 		PodClient:      d.PodClient,
 	}
+	if p.modelFit != nil {
+		// The model-fit check listed every node: not listed again.
+		pfOpts.Nodes = p.modelFit.Nodes
+	}
 	pfOpts.OnHPAs = p.hpas.Seed
 	if p.known != nil {
 		// The deploy's dry run already read the Deployments and listed

@@ -49,21 +49,29 @@ func runModelFit(ctx context.Context, e *Engine, client kubernetes.Interface, na
 // GPUMemoryOverride is the values' modelFit.gpuMemoryMiB (0 when unset):
 // one GPU's memory, for clusters whose nodes carry no
 // nvidia.com/gpu.memory label.
+// A value outside 1..maxGPUMemoryMiB (16 TiB) is ignored, as unset: no
+// float64 beyond int64 is converted.
 func GPUMemoryOverride(values map[string]any) int64 {
 	mf, ok := values["modelFit"].(map[string]any)
 	if !ok {
 		return 0
 	}
+	var n float64
 	switch v := mf["gpuMemoryMiB"].(type) {
 	case int:
-		return int64(v)
+		n = float64(v)
 	case int64:
-		return v
+		n = float64(v)
 	case float64:
-		return int64(v)
+		n = v
 	case string:
-		n, _ := strconv.ParseInt(v, 10, 64)
-		return n
+		n, _ = strconv.ParseFloat(v, 64)
 	}
-	return 0
+	if !(n >= 1 && n <= maxGPUMemoryMiB) { // NaN included
+		return 0
+	}
+	return int64(n)
 }
+
+// maxGPUMemoryMiB bounds modelFit.gpuMemoryMiB: 16 TiB.
+const maxGPUMemoryMiB = 16 << 20

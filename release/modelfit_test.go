@@ -59,3 +59,33 @@ func TestDeployModelFit(t *testing.T) {
 		require.NoError(t, err)
 	})
 }
+
+// TestGPUMemoryOverrideBounds: modelFit.gpuMemoryMiB outside 1..16 TiB
+// (1e308, negative, NaN) is ignored as unset, never converted into a
+// nonsense int64.
+func TestGPUMemoryOverrideBounds(t *testing.T) {
+	for v, want := range map[any]int64{81920: 81920, int64(24576): 24576, 81920.0: 81920, "40960": 40960,
+		1e308: 0, -1.0: 0, "NaN": 0, "1e30": 0, "x": 0, true: 0} {
+		assert.Equal(t, want, release.GPUMemoryOverride(map[string]any{"modelFit": map[string]any{"gpuMemoryMiB": v}}), "%v", v)
+	}
+}
+
+// TestDeployListsNodesOnce: the model-fit check and the capacity
+// preflight of one deploy share one LIST of the nodes.
+func TestDeployListsNodesOnce(t *testing.T) {
+	f := newEngFixture(t)
+	s := baseSpec()
+	s.args = []string{"--model=meta-llama/Llama-3.1-8B"}
+	opts := s.options()
+	opts.ModelFit = modelfit.Source{File: "../testdata/modelfit/configs/meta-llama--Llama-3.1-8B.json"}
+	f.cluster.Client.ClearActions()
+	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	require.NoError(t, err)
+	lists := 0
+	for _, a := range f.cluster.Client.Actions() {
+		if a.GetResource().Resource == "nodes" && a.GetVerb() == "list" {
+			lists++
+		}
+	}
+	assert.Equal(t, 1, lists)
+}

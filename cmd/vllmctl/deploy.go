@@ -135,7 +135,7 @@ func (o *deployOptions) Validate() error {
 	canary := func() error { return o.canary.Validate(o.flags) }
 	analysisSpec := func() error { return o.analysis.Validate(o.flags, o.canary.opts != nil) }
 	if err := validateAll(canary, analysisSpec, o.output.Validate, o.progress.Validate, o.lock.Validate, o.timeout.Validate,
-		o.rollbackTimeout.Validate, o.verdicts.Validate, o.preflight.Validate, o.history.Validate, o.serve.Validate); err != nil {
+		o.rollbackTimeout.Validate, o.verdicts.Validate, o.preflight.Validate, o.history.Validate, o.serve.Validate, o.modelFit.Validate); err != nil {
 		return err
 	}
 	if o.rollbackSetBy && o.noRollbackSets && o.rollbackOnFailure {

@@ -82,7 +82,19 @@ func (o *diffOptions) Complete(cmd *cobra.Command, args []string) error {
 
 // Validate checks the output format.
 func (o *diffOptions) Validate() error {
-	return o.output.Validate()
+	return validateAll(o.output.Validate, o.modelFit.Validate)
+}
+
+// diffProgress writes the render's and the model-fit preflight's warnings
+// to w, sanitised (wait.SanitizeLine: they quote the chart's objects and
+// the models' configs); the fit and skip notes are deploy's progress:
+// diff's stderr stays quiet.
+func diffProgress(w io.Writer) func(release.ProgressEvent) {
+	return func(ev release.ProgressEvent) {
+		if ev.Phase == release.PhaseRender || (ev.Phase == release.PhasePreflight && ev.Status == "warning") {
+			fmt.Fprintln(w, "warning: "+wait.SanitizeLine(ev.Message))
+		}
+	}
 }
 
 // Run computes the diff through the release engine and prints it.
@@ -93,16 +105,7 @@ func (o *diffOptions) Run(ctx context.Context) error {
 		return err
 	}
 	// stdout is the diff: the render's warnings go to stderr, as template's.
-	engine.Progress = func(ev release.ProgressEvent) {
-		switch {
-		case ev.Phase == release.PhaseRender:
-			fmt.Fprintln(o.g.Streams.ErrOut, "warning: "+ev.Message)
-		case ev.Phase == release.PhasePreflight && ev.Status == "warning":
-			// The model-fit preflight's warnings; its fit and skip notes
-			// are deploy's progress: diff's stderr stays quiet.
-			fmt.Fprintln(o.g.Streams.ErrOut, "warning: "+ev.Message)
-		}
-	}
+	engine.Progress = diffProgress(o.g.Streams.ErrOut)
 	rep, err := release.NewDiffer(engine).Diff(ctx, release.DiffOptions{
 		Name:            o.opts.ReleaseName,
 		Render:          release.RenderInput{Chart: o.chart, Options: o.opts},

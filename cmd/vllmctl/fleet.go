@@ -194,7 +194,7 @@ func (o *fleetOptions) resolveTargets() error {
 
 // Validate checks the flags.
 func (o *fleetOptions) Validate() error {
-	checks := []func() error{o.output.Validate}
+	checks := []func() error{o.output.Validate, o.modelFit.Validate}
 	if o.op == "deploy" {
 		// A fleet holds no canary: an analysis bakes the new pods alone.
 		analysisSpec := func() error { return o.analysis.Validate(o.flags, false) }

@@ -20,12 +20,30 @@ import (
 // Hub) with HF_TOKEN, or a local directory named by --model.
 type modelFitFlags struct {
 	file string
+	// memo keeps the configs read for every operation of the command (a
+	// fleet's targets read a model from the Hub once).
+	memo *modelfit.Memo
 }
 
 // AddFlags registers --model-config on fs.
 func (m *modelFitFlags) AddFlags(fs *pflag.FlagSet) {
+	m.memo = modelfit.NewMemo()
 	fs.StringVar(&m.file, "model-config", "",
 		"the model's config.json for the model-fit preflight (default: from the Hugging Face Hub at $HF_ENDPOINT with $HF_TOKEN, or the local directory --model names)")
+}
+
+// Validate refuses a --model-config (flag, VLLMCTL_MODEL_CONFIG or the
+// config file) that is not a readable config.json this check knows: a
+// missing file, a directory, a device, an oversized or binary file is a
+// usage error naming the flag, not a preflight skipped on every deploy.
+func (m *modelFitFlags) Validate() error {
+	if m.file == "" {
+		return nil
+	}
+	if _, err := modelfit.ReadConfigFile(m.file); err != nil {
+		return newUsageError("--model-config %s: %v", m.file, err)
+	}
+	return nil
 }
 
 // source is where the check reads configs: the flag, and the Hub's
@@ -36,7 +54,7 @@ func (m *modelFitFlags) source() modelfit.Source {
 	if endpoint == "" {
 		endpoint = modelfit.DefaultEndpoint
 	}
-	return modelfit.Source{File: m.file, Endpoint: endpoint, Token: os.Getenv("HF_TOKEN")}
+	return modelfit.Source{File: m.file, Endpoint: endpoint, Token: os.Getenv("HF_TOKEN"), Memo: m.memo}
 }
 
 // modelFitHint is what the model-fit arithmetic says of the failed

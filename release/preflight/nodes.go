@@ -79,9 +79,14 @@ func (p *preflighter) nodesFor(ctx context.Context, spec *corev1.PodSpec) (*node
 		return set, nil
 	}
 	var nodes []*corev1.Node
-	if all, ok := p.nodeSets[""]; ok {
-		// Every node is known already: no new list.
-		for _, n := range all.listed {
+	if all, ok := p.nodeSets[""]; ok || p.opts.Nodes != nil {
+		// Every node is known already (listed here, or by the model-fit
+		// preflight): no new list.
+		known := p.opts.Nodes
+		if ok {
+			known = all.listed
+		}
+		for _, n := range known {
 			if sel.Matches(labels.Set(n.Labels)) {
 				nodes = append(nodes, n)
 			}

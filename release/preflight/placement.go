@@ -59,6 +59,19 @@ func newPlacement(logger klog.Logger, spec *corev1.PodSpec) placement {
 	}
 }
 
+// MayPlace returns whether a pod with spec may go to a node as far as the
+// pod and the node say: the node is Ready and not cordoned, and the pod's
+// nodeName, nodeSelector, required node affinity and tolerations allow it
+// (the capacity preflight's own filters, for the model-fit preflight's
+// candidate nodes).
+func MayPlace(logger klog.Logger, spec *corev1.PodSpec) func(*corev1.Node) bool {
+	pl := newPlacement(logger, spec)
+	return func(n *corev1.Node) bool {
+		ok, _ := nodeUsable(n)
+		return ok && pl.allows(n)
+	}
+}
+
 // allows reports whether the pod may be placed on n: its nodeName, its
 // nodeSelector and required node affinity, and tolerations of the node's
 // NoSchedule and NoExecute taints.

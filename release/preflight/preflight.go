@@ -37,6 +37,10 @@ type Options struct {
 	Release string
 	// Policy is the surge policy; "" is auto.
 	Policy SurgePolicy
+	// Nodes, when not nil, are every node of the cluster as another check
+	// of the same deploy listed them (the model-fit preflight): each
+	// selector's nodes are taken from them instead of listed again.
+	Nodes []*corev1.Node
 	// MaxSurge and MaxUnavailable, when set (--max-surge,
 	// --max-unavailable), replace the chart's values for this rollout in
 	// every Deployment of the release. The policy never changes a value the

@@ -34,6 +34,10 @@ type Options struct {
 // server container.
 type Report struct {
 	Servers []ServerFit `json:"servers"`
+	// Nodes are every node of the cluster when the check listed them (nil
+	// when it did not, or could not): the capacity preflight of the same
+	// deploy reads them instead of listing them again.
+	Nodes []*corev1.Node `json:"-"`
 }
 
 // ServerFit is the check of one vLLM server container.
@@ -89,7 +93,11 @@ func Check(ctx context.Context, client kubernetes.Interface, objs []*unstructure
 	if len(servers) == 0 {
 		return rep, nil
 	}
-	c := &checker{client: client, opts: opts, loaded: map[string]loadResult{}}
+	if opts.Source.Memo == nil {
+		// Servers of one model read its config once.
+		opts.Source.Memo = NewMemo()
+	}
+	c := &checker{client: client, opts: opts}
 	var refused []ServerFit
 	for _, s := range servers {
 		sf := c.check(ctx, s)
@@ -98,23 +106,22 @@ func Check(ctx context.Context, client kubernetes.Interface, objs []*unstructure
 			refused = append(refused, sf)
 		}
 	}
+	if c.nodesErr == nil {
+		for i := range c.nodes {
+			rep.Nodes = append(rep.Nodes, &c.nodes[i])
+		}
+	}
 	if len(refused) > 0 {
 		return rep, &Error{Refused: refused}
 	}
 	return rep, nil
 }
 
-type loadResult struct {
-	l   *Loaded
-	err error
-}
-
-// checker is one Check's state: configs read (by model and revision) and
-// the nodes, listed once.
+// checker is one Check's state: the nodes, listed once (the configs
+// read are opts.Source.Memo's).
 type checker struct {
 	client     kubernetes.Interface
 	opts       Options
-	loaded     map[string]loadResult
 	nodes      []corev1.Node
 	nodesErr   error
 	nodesTaken bool
@@ -130,16 +137,6 @@ func (c *checker) warn(format string, args ...any) {
 	if c.opts.Progress != nil {
 		c.opts.Progress(fmt.Sprintf(format, args...), true)
 	}
-}
-
-func (c *checker) load(ctx context.Context, model, revision string) (*Loaded, error) {
-	key := model + "@" + revision
-	if r, ok := c.loaded[key]; ok {
-		return r.l, r.err
-	}
-	l, err := c.opts.Source.Load(ctx, model, revision)
-	c.loaded[key] = loadResult{l, err}
-	return l, err
 }
 
 func (c *checker) listNodes(ctx context.Context) ([]corev1.Node, error) {
@@ -167,7 +164,7 @@ func (c *checker) check(ctx context.Context, s Server) ServerFit {
 		c.note("%s (container %s) skipped: %s", s.Object, s.Container, why)
 		return sf
 	}
-	l, err := c.load(ctx, s.Model, s.Revision)
+	l, err := c.opts.Source.Load(ctx, s.Model, s.Revision)
 	if err != nil {
 		if ctx.Err() != nil {
 			return skip("interrupted")

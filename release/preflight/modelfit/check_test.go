@@ -3,6 +3,7 @@ package modelfit
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -172,4 +173,26 @@ func TestCheck(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, rep.Servers)
 	})
+}
+
+// TestMemoSharedByChecks: checks sharing a Source's Memo (a fleet's
+// targets) read a model's config from the Hub once, concurrent or not.
+func TestMemoSharedByChecks(t *testing.T) {
+	hub := testhub.New(configsDir, testToken)
+	defer hub.Close()
+	client := fake.NewClientset(gpuNode("a100-1", 8, "81920", nil))
+	src := Source{Endpoint: hub.URL, Memo: NewMemo()}
+	var wg sync.WaitGroup
+	for range 4 {
+		objs := objects(t, deployment("Qwen/Qwen3-8B", "1"))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep, err := Check(context.Background(), client, objs, Options{Namespace: "ns", Source: src})
+			assert.NoError(t, err)
+			assert.Equal(t, VerdictFits, rep.Servers[0].Fit.Verdict)
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 1, hub.Requests("/Qwen/Qwen3-8B/resolve/main/config.json"))
 }

@@ -146,8 +146,15 @@ func ParseConfig(data []byte) (*Config, error) {
 	if c.SharedIntermediate <= 0 && c.SharedExperts > 0 {
 		c.SharedIntermediate = c.SharedExperts * c.MoEIntermediate
 	}
+	if b := c.paramsBound(); b > maxParams {
+		return nil, fmt.Errorf("config.json: its sizes imply %.3g parameters: not a model this check knows", b)
+	}
 	c.readHybrid(raw)
 	c.readSliding(raw)
+	// layer_types longer than num_hidden_layers: no more special layers
+	// than layers.
+	c.SlidingLayers = min(c.SlidingLayers, c.Layers)
+	c.StateLayers = min(c.StateLayers, c.Layers-c.SlidingLayers)
 	c.Quant = readQuant(top)
 	if c.Quant.Method == "" {
 		c.Quant = readQuant(raw)
@@ -252,18 +259,55 @@ func readQuant(raw map[string]any) Quantization {
 	return q
 }
 
-// num is the first of keys that holds a number (0 when none).
+// maxDim bounds every size read from a config.json: a value outside
+// 1..maxDim (negative, zero, 1e308, NaN) counts as absent. The largest
+// real ones are max_position_embeddings of a few million tokens.
+const maxDim = 1 << 26
+
+// maxParams bounds the parameter count a config may imply (a thousand
+// times the largest published model): above it the config is refused as
+// not a model this check knows, and the integer arithmetic of Params
+// cannot overflow.
+const maxParams = 1e15
+
+// num is the first of keys that holds a number in 1..maxDim (0 when
+// none).
 func num(m map[string]any, keys ...string) int64 {
 	for _, k := range keys {
+		var f float64
 		switch v := m[k].(type) {
 		case float64:
-			return int64(v)
+			f = v
 		case json.Number:
-			n, _ := v.Int64()
-			return n
+			f, _ = v.Float64()
+		default:
+			continue
 		}
+		if f >= 1 && f <= maxDim {
+			return int64(f)
+		}
+		return 0
 	}
 	return 0
+}
+
+// paramsBound is an upper bound of every term Params adds, computed in
+// floating point so that it cannot overflow whatever the sizes.
+func (c *Config) paramsBound() float64 {
+	f := func(v ...int64) float64 {
+		p := 1.0
+		for _, x := range v {
+			p *= float64(x)
+		}
+		return p
+	}
+	perLayer := 2*f(c.Hidden, c.Heads, c.HeadDim) + f(2, c.Hidden, c.KVHeads, c.HeadDim) +
+		f(3, c.Hidden, c.Intermediate) + f(c.Hidden, c.Experts) +
+		f(3, c.Hidden, c.Experts, c.MoEIntermediate) + f(3, c.Hidden, c.SharedIntermediate) +
+		f(c.Hidden, c.QLoraRank) + f(c.QLoraRank+c.Hidden, c.Heads, c.QKNopeHeadDim+c.QKRopeHeadDim) +
+		f(c.Hidden, c.KVLoraRank+c.QKRopeHeadDim) + f(c.KVLoraRank, c.Heads, c.QKNopeHeadDim+c.VHeadDim) +
+		f(c.Heads, c.VHeadDim, c.Hidden)
+	return f(c.Layers)*perLayer + f(2, c.Vocab, c.Hidden)
 }
 
 func str(m map[string]any, key string) string {

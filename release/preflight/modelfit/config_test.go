@@ -61,3 +61,36 @@ func TestParamsOfRealConfigs(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileConfigs: absurd, negative or wrongly typed sizes are refused
+// as a config this check does not know (the check is skipped), or ignored,
+// never a panic, an overflow or a refusal of the rollout.
+func TestHostileConfigs(t *testing.T) {
+	base := `"hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 128256, "intermediate_size": 14336, "max_position_embeddings": 8192`
+	for name, cfg := range map[string]string{
+		"1e308 layers":     `{` + base + `, "num_hidden_layers": 1e308}`,
+		"negative heads":   `{"hidden_size": 4096, "num_attention_heads": -32, "num_hidden_layers": 32}`,
+		"zero heads":       `{"hidden_size": 4096, "num_attention_heads": 0, "num_hidden_layers": 32}`,
+		"string layers":    `{` + base + `, "num_hidden_layers": "32"}`,
+		"overflowing dims": `{"hidden_size": 60000000, "num_attention_heads": 60000000, "num_hidden_layers": 60000000, "head_dim": 60000000}`,
+		"huge experts":     `{` + base + `, "num_hidden_layers": 32, "num_local_experts": 60000000, "moe_intermediate_size": 60000000}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(cfg))
+			assert.Error(t, err)
+		})
+	}
+	// Wrong types and negative optional sizes are ignored; layer_types
+	// longer than the layers count no more layers than there are.
+	c, err := ParseConfig([]byte(`{` + base + `, "num_hidden_layers": 4, "num_key_value_heads": -8, "head_dim": "x",
+		"sliding_window": 4096, "max_position_embeddings": 131072,
+		"layer_types": ["sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention","linear_attention"]}`))
+	require.NoError(t, err)
+	assert.Equal(t, int64(32), c.KVHeads)
+	assert.Equal(t, int64(128), c.HeadDim)
+	assert.LessOrEqual(t, c.SlidingLayers+c.StateLayers, c.Layers)
+	f := Compute(c, Engine{TensorParallel: 3}, c.WeightBytes("", ""), "", 81920)
+	assert.GreaterOrEqual(t, f.KVBytesPerToken, int64(0))
+	assert.Equal(t, VerdictFits, f.Verdict)
+	assert.Zero(t, indexTotal([]byte(`{"metadata": {"total_size": 1e308}}`)))
+}

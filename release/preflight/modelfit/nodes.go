@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+
+	"github.com/vllmctl/vllmctl/release/preflight"
 )
 
 // GPUMemoryLabel is GPU Feature Discovery's label of one GPU's memory, in
@@ -34,25 +34,12 @@ type gpuMemory struct {
 
 // candidateGPUMemory reads the GPU memory of the nodes pod may use.
 func candidateGPUMemory(nodes []corev1.Node, pod *corev1.Pod, gpus int64) gpuMemory {
-	aff := nodeaffinity.NewRequiredNodeAffinity(pod.Spec.NodeSelector, pod.Spec.Affinity)
+	mayPlace := preflight.MayPlace(klog.Background(), &pod.Spec)
 	byMiB := map[int64][]string{}
 	candidates, unlabelled := 0, 0
 	for i := range nodes {
 		n := &nodes[i]
-		if !usable(n) {
-			continue
-		}
-		q, ok := n.Status.Allocatable["nvidia.com/gpu"]
-		if !ok || q.Value() < max(gpus, 1) {
-			continue
-		}
-		if pod.Spec.NodeName != "" && pod.Spec.NodeName != n.Name {
-			continue
-		}
-		if ok, err := aff.Match(n); err != nil || !ok {
-			continue
-		}
-		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Spec.Taints, pod.Spec.Tolerations, noSchedule, true); untolerated {
+		if q, ok := n.Status.Allocatable["nvidia.com/gpu"]; !ok || q.Value() < max(gpus, 1) || !mayPlace(n) {
 			continue
 		}
 		candidates++
@@ -92,22 +79,4 @@ func nodeList(names []string) string {
 		return "node " + strings.Join(names, ", ")
 	}
 	return fmt.Sprintf("nodes %s and %d more", strings.Join(names[:3], ", "), len(names)-3)
-}
-
-// usable: Ready and not cordoned.
-func usable(n *corev1.Node) bool {
-	if n.Spec.Unschedulable {
-		return false
-	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// noSchedule keeps the taints that repel new pods.
-func noSchedule(t *corev1.Taint) bool {
-	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 }

@@ -225,12 +225,18 @@ func shellWords(s string) []string {
 	return words
 }
 
+// flagInt is an integer flag in 1..maxFlagInt, def when unset or out of
+// range (a --tensor-parallel-size of 9e18 would overflow TP × PP).
 func flagInt(flags map[string]string, name string, def int64) int64 {
-	if n, err := strconv.ParseInt(flags[name], 10, 64); err == nil && n > 0 {
+	if n, err := strconv.ParseInt(flags[name], 10, 64); err == nil && n > 0 && n <= maxFlagInt {
 		return n
 	}
 	return def
 }
+
+// maxFlagInt bounds the integer flags the fit reads: a parallel size or a
+// --max-model-len of up to 2^30.
+const maxFlagInt = 1 << 30
 
 func flagFloat(flags map[string]string, name string, def float64) float64 {
 	if f, err := strconv.ParseFloat(flags[name], 64); err == nil && f > 0 {

@@ -117,3 +117,12 @@ func TestExpand(t *testing.T) {
 	assert.Equal(t, "$(A)", expand("$$(A)", env), "$$ escapes")
 	assert.Equal(t, "y y", expand("${B} $B", env), "shell references in scripts")
 }
+
+// TestFlagIntBounds: an absurd parallel size or --max-model-len is read as
+// unset, so TP × PP cannot overflow.
+func TestFlagIntBounds(t *testing.T) {
+	flags := map[string]string{"tensor-parallel-size": "9000000000000000000", "pipeline-parallel-size": "4", "max-model-len": "-5"}
+	assert.Equal(t, int64(1), flagInt(flags, "tensor-parallel-size", 1))
+	assert.Equal(t, int64(4), flagInt(flags, "pipeline-parallel-size", 1))
+	assert.Equal(t, int64(0), flagInt(flags, "max-model-len", 0))
+}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,7 +24,8 @@ import (
 const DefaultEndpoint = "https://huggingface.co"
 
 // Bounds of a Hub request: a host that does not answer costs at most
-// dialTimeout, a whole request at most DefaultTimeout; a config.json
+// dialTimeout, one model's requests (config and index) at most
+// DefaultTimeout together; a config.json
 // larger than maxConfigBytes or an index larger than maxIndexBytes is not
 // read.
 const (
@@ -31,6 +33,7 @@ const (
 	dialTimeout    = 3 * time.Second
 	maxConfigBytes = 1 << 20
 	maxIndexBytes  = 32 << 20
+	maxIndexTotal  = 1e15
 )
 
 // Source says where a model's config.json is read from: File
@@ -47,8 +50,51 @@ type Source struct {
 	// Client, when set, makes the Hub requests (tests); nil: a client with
 	// Timeout and a short connect timeout.
 	Client *http.Client
-	// Timeout bounds one Hub request (0: DefaultTimeout).
+	// Timeout bounds one model's Hub requests together (0:
+	// DefaultTimeout).
 	Timeout time.Duration
+	// Memo, when set, keeps each model's config as first loaded, for
+	// every check that shares it: a fleet's targets serving one model
+	// read it from the Hub once. nil: each check reads its own.
+	Memo *Memo
+}
+
+// Memo keeps loaded configs by model and revision, safe for concurrent
+// use; a concurrent load of the same model waits for the first.
+type Memo struct {
+	mu      sync.Mutex
+	entries map[string]*memoEntry
+}
+
+type memoEntry struct {
+	once sync.Once
+	l    *Loaded
+	err  error
+}
+
+// NewMemo is an empty Memo.
+func NewMemo() *Memo { return &Memo{entries: map[string]*memoEntry{}} }
+
+// load is s.load(ctx, model, revision) once per key of m; a load the
+// context ended is not kept.
+func (m *Memo) load(ctx context.Context, s Source, model, revision string) (*Loaded, error) {
+	key := model + "@" + revision
+	m.mu.Lock()
+	e := m.entries[key]
+	if e == nil {
+		e = &memoEntry{}
+		m.entries[key] = e
+	}
+	m.mu.Unlock()
+	e.once.Do(func() { e.l, e.err = s.load(ctx, model, revision) })
+	if e.err != nil && ctx.Err() != nil {
+		m.mu.Lock()
+		if m.entries[key] == e {
+			delete(m.entries, key)
+		}
+		m.mu.Unlock()
+	}
+	return e.l, e.err
 }
 
 // Configured reports whether s names anywhere to read configs from: a
@@ -86,15 +132,18 @@ func (e *SkipError) Unwrap() error { return e.Err }
 // repoIDPattern is a Hub repository id: "org/name" or a legacy "name".
 var repoIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$`)
 
-// Load reads model's config.json (at revision, "" : main). A config that
-// cannot be read is a *SkipError.
+// Load reads model's config.json (at revision, "" : main), through
+// s.Memo when set. A config that cannot be read is a *SkipError.
 func (s Source) Load(ctx context.Context, model, revision string) (*Loaded, error) {
+	if s.Memo != nil {
+		return s.Memo.load(ctx, s, model, revision)
+	}
+	return s.load(ctx, model, revision)
+}
+
+func (s Source) load(ctx context.Context, model, revision string) (*Loaded, error) {
 	if s.File != "" {
-		data, err := readCapped(s.File, maxConfigBytes)
-		if err != nil {
-			return nil, &SkipError{Reason: "--model-config " + s.File + " cannot be read", Err: err}
-		}
-		c, err := ParseConfig(data)
+		c, err := ReadConfigFile(s.File)
 		if err != nil {
 			return nil, &SkipError{Reason: "--model-config " + s.File, Err: err}
 		}
@@ -106,13 +155,9 @@ func (s Source) Load(ctx context.Context, model, revision string) (*Loaded, erro
 		return nil, &SkipError{Reason: "no --model in the container's command line"}
 	}
 	if st, err := os.Stat(model); err == nil && st.IsDir() {
-		data, err := readCapped(filepath.Join(model, "config.json"), maxConfigBytes)
+		c, err := ReadConfigFile(filepath.Join(model, "config.json"))
 		if err != nil {
-			return nil, &SkipError{Reason: "local directory " + model + " has no readable config.json", Err: err}
-		}
-		c, err := ParseConfig(data)
-		if err != nil {
-			return nil, &SkipError{Reason: "local directory " + model, Err: err}
+			return nil, &SkipError{Reason: "local directory " + model + " has no usable config.json", Err: err}
 		}
 		return &Loaded{Config: c, From: "local directory " + model,
 			IndexBytes: localIndex(filepath.Join(model, "model.safetensors.index.json"))}, nil
@@ -141,18 +186,24 @@ func (s Source) hub(ctx context.Context, repo, revision string) (*Loaded, error)
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	// One model's requests (config and index) share one deadline: a Hub
+	// that answers the first and hangs on the second costs timeout, not
+	// twice it, on every deploy.
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	u := fmt.Sprintf("%s/%s/resolve/%s/config.json", endpoint, repo, url.PathEscape(revision))
-	data, err := s.get(ctx, client, timeout, u, maxConfigBytes)
+	shown := redactedURL(endpoint)
+	data, err := s.get(ctx, client, u, maxConfigBytes)
 	if err != nil {
-		return nil, &SkipError{Reason: fmt.Sprintf("config.json of %s not read from %s", repo, endpoint), Err: err}
+		return nil, &SkipError{Reason: fmt.Sprintf("config.json of %s not read from %s", repo, shown), Err: err}
 	}
 	c, err := ParseConfig(data)
 	if err != nil {
-		return nil, &SkipError{Reason: fmt.Sprintf("config.json of %s from %s", repo, endpoint), Err: err}
+		return nil, &SkipError{Reason: fmt.Sprintf("config.json of %s from %s", repo, shown), Err: err}
 	}
-	l := &Loaded{Config: c, From: u}
+	l := &Loaded{Config: c, From: redactedURL(u)}
 	idx := fmt.Sprintf("%s/%s/resolve/%s/model.safetensors.index.json", endpoint, repo, url.PathEscape(revision))
-	if data, err := s.get(ctx, client, timeout, idx, maxIndexBytes); err == nil {
+	if data, err := s.get(ctx, client, idx, maxIndexBytes); err == nil {
 		l.IndexBytes = indexTotal(data)
 	}
 	return l, nil
@@ -173,13 +224,36 @@ func (e *HTTPStatusError) Error() string {
 	return fmt.Sprintf("HTTP %d", e.Status)
 }
 
-// get fetches u, at most limit bytes. Errors name the URL only: the token
-// is in a header and never in an error.
-func (s Source) get(ctx context.Context, client *http.Client, timeout time.Duration, u string, limit int64) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// redactedURL is u with the user information of its authority (an
+// HF_ENDPOINT of https://user:secret@host) replaced by "xxxxx", whether u
+// parses or not.
+func redactedURL(u string) string {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return u
+	}
+	rest := u[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		return u[:i+3] + "xxxxx" + rest[at:]
+	}
+	return u
+}
+
+// get fetches u, at most limit bytes. Errors name the URL only, its
+// password redacted: the token is in a header and never in an error.
+func (s Source) get(ctx context.Context, client *http.Client, u string, limit int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	u = redactedURL(u)
 	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			// url.Error quotes the URL, password and all.
+			err = uerr.Err
+		}
 		return nil, fmt.Errorf("request %s: %w", u, err)
 	}
 	if s.Token != "" {
@@ -237,9 +311,27 @@ func newClient() *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// readCapped reads a file of at most limit bytes (charts.ReadFileCapped),
-// naming it in the error.
+// ReadConfigFile reads and parses a config.json file (--model-config, a
+// local model directory's): a regular file of at most 1 MiB.
+func ReadConfigFile(path string) (*Config, error) {
+	data, err := readCapped(path, maxConfigBytes)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig(data)
+}
+
+// readCapped reads a regular file (not a directory, device or FIFO, whose
+// open or read may never end) of at most limit bytes
+// (charts.ReadFileCapped), naming it in the error.
 func readCapped(path string, limit int64) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
 	data, err := charts.ReadFileCapped(path, limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -266,10 +358,9 @@ func indexTotal(data []byte) int64 {
 	if err := json.Unmarshal(data, &idx); err != nil {
 		return 0
 	}
-	if n, err := idx.Metadata.TotalSize.Int64(); err == nil && n > 0 {
-		return n
-	}
-	if f, err := idx.Metadata.TotalSize.Float64(); err == nil && f > 0 {
+	// A size above maxIndexTotal (a petabyte) is not a checkpoint's: it
+	// is ignored rather than refusing every GPU.
+	if f, err := idx.Metadata.TotalSize.Float64(); err == nil && f > 0 && f <= maxIndexTotal {
 		return int64(f)
 	}
 	return 0

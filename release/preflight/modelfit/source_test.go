@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,4 +146,53 @@ func TestFileAndLocalSources(t *testing.T) {
 		var skip *SkipError
 		assert.True(t, errors.As(err, &skip))
 	})
+}
+
+// TestHubSourceRedactsEndpointPassword: an HF_ENDPOINT with user
+// information has its password in no error and no report line, and one
+// model's two requests share one deadline.
+func TestHubSourceRedactsEndpointPassword(t *testing.T) {
+	hub := testhub.New(configsDir, testToken)
+	defer hub.Close()
+	ctx := context.Background()
+	withUser := strings.Replace(hub.URL, "http://", "http://mirror:s3cret@", 1)
+	l, err := Source{Endpoint: withUser}.Load(ctx, "Qwen/Qwen3-8B", "")
+	require.NoError(t, err)
+	assert.NotContains(t, l.From, "s3cret")
+	_, err = Source{Endpoint: withUser}.Load(ctx, "nobody/nothing", "")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cret")
+	l2, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l2.Addr().String()
+	require.NoError(t, l2.Close())
+	_, err = Source{Endpoint: "http://mirror:s3cret@" + addr}.Load(ctx, "Qwen/Qwen3-8B", "")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cret")
+	_, err = Source{Endpoint: "http://mirror:s3cret@bad host"}.Load(ctx, "Qwen/Qwen3-8B", "")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cret")
+
+	// config.json answers at once, the index hangs: the whole load costs
+	// one timeout.
+	release := make(chan struct{})
+	defer close(release)
+	data, err := os.ReadFile(filepath.Join(configsDir, "Qwen--Qwen3-8B.json"))
+	require.NoError(t, err)
+	half := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/config.json") {
+			_, _ = w.Write(data)
+			return
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer half.Close()
+	start := time.Now()
+	l, err = Source{Endpoint: half.URL, Timeout: time.Second}.Load(ctx, "Qwen/Qwen3-8B", "")
+	require.NoError(t, err)
+	assert.Zero(t, l.IndexBytes)
+	assert.Less(t, time.Since(start), 1800*time.Millisecond, "one deadline, not one per request")
 }
