@@ -157,8 +157,11 @@ func (r *Rendered) Source(o *unstructured.Unstructured) string {
 	return r.Sources[o.GroupVersionKind().GroupKind().String()+" /"+o.GetName()]
 }
 
-// parseRendered is parseObjects, also returning the template of every
-// object by SourceKey.
+// parseRendered splits the rendered templates into objects, in file-name
+// order then document order (splitDocuments), dropping empty documents,
+// and returns the template of every object by SourceKey. A document that
+// is not valid YAML or not a Kubernetes object, and a duplicate object,
+// are *InputErrors naming the template.
 func parseRendered(files map[string]string) ([]*unstructured.Unstructured, map[string]string, error) {
 	names := make([]string, 0, len(files))
 	for name := range files {

@@ -1,9 +1,11 @@
 package charts
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +180,32 @@ s.serve_forever()
 	// Nothing listening: ends at once.
 	took = run("127.0.0.2", "0", "30")
 	assert.Less(t, took, 3.0, "a server that does not answer ends the hook")
+
+	// A server that accepts but never answers (loaded): busy, the hook
+	// waits its bound (0 + 6 s) and no longer (it used to end at once, as
+	// for a server gone, letting the kubelet stop a busy server).
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = silent.Close() })
+	go func() {
+		var held []net.Conn // kept open, never answered
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				for _, c := range held {
+					_ = c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	hook = strings.Replace(script, ":8000/metrics", ":"+strconv.Itoa(silent.Addr().(*net.TCPAddr).Port)+"/metrics", 1)
+	// The bound exceeds one poll's timeout (5 s): ending at the first
+	// timeout would take 5 s.
+	took = run("127.0.0.1", "0", "6")
+	assert.GreaterOrEqual(t, took, 5.9, "a server that accepts and never answers is busy, waited for")
+	assert.Less(t, took, 7.5, "at most the bound")
 }
 
 func nowSeconds() float64 { return float64(time.Now().UnixNano()) / 1e9 }

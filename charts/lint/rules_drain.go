@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"path"
@@ -19,6 +20,21 @@ const defaultGracePeriod = 30
 // (charts/vllm/templates/_helpers.tpl, vllm.drainScript): `python3 -c
 // PROGRAM HOST DELAY SECONDS`, which runs at most DELAY + SECONDS.
 const drainHookMarker = "# vllmctl drain hook"
+
+// maxSeconds caps every duration VL017 adds (the hook's, vLLM's
+// --shutdown-timeout, the grace period): far beyond any real grace period
+// (about 68 years), and small enough that their sum never overflows.
+const maxSeconds = math.MaxInt32
+
+// seconds converts a number of seconds from a manifest or a command line
+// to whole seconds, rounded up and capped at maxSeconds; false for a
+// negative number or NaN.
+func seconds(f float64) (int64, bool) {
+	if f < 0 || math.IsNaN(f) {
+		return 0, false
+	}
+	return int64(math.Ceil(math.Min(f, maxSeconds))), true
+}
 
 // shellSleep matches a shell script that starts with `sleep N` (coreutils'
 // suffixes s, m, h, d allowed), alone or followed by more commands.
@@ -51,14 +67,20 @@ func podTemplates(w *workload) []podTemplate {
 
 // gracePeriod returns a pod spec's terminationGracePeriodSeconds, the
 // Kubernetes default when unset, and whether it was set.
-func gracePeriod(spec map[string]any) (seconds int64, set bool) {
+func gracePeriod(spec map[string]any) (grace int64, set bool) {
+	var f float64
 	switch v := spec["terminationGracePeriodSeconds"].(type) {
 	case int64:
-		return v, true
+		f = float64(v)
 	case float64:
-		return int64(v), true
+		f = v
+	default:
+		return defaultGracePeriod, false
 	}
-	return defaultGracePeriod, false
+	if n, ok := seconds(f); ok {
+		return n, true
+	}
+	return 0, true // negative: the API server refuses it; 0 is the strictest reading
 }
 
 // preStopSeconds returns how long a container's preStop hook runs at
@@ -68,19 +90,26 @@ func gracePeriod(spec map[string]any) (seconds int64, set bool) {
 // Recognised: Kubernetes' sleep action (lifecycle.preStop.sleep.seconds),
 // an exec of `sleep N`, a shell (`sh -c`, `bash -c`) whose script starts
 // with `sleep N`, and the built-in chart's drain hook.
-func preStopSeconds(c container) (seconds int64, what string, ok bool) {
+func preStopSeconds(c container) (n int64, what string, ok bool) {
 	hook, _, _ := unstructured.NestedMap(c.raw, "lifecycle", "preStop")
 	if hook == nil {
 		return 0, "", false
 	}
 	if sleep, isMap := hook["sleep"].(map[string]any); isMap {
+		var f float64
 		switch v := sleep["seconds"].(type) {
 		case int64:
-			return v, fmt.Sprintf("sleep action of %ds", v), true
+			f = float64(v)
 		case float64:
-			return int64(v), fmt.Sprintf("sleep action of %ds", int64(v)), true
+			f = v
+		default:
+			return 0, "", false
 		}
-		return 0, "", false
+		n, ok := seconds(f)
+		if !ok {
+			return 0, "", false
+		}
+		return n, fmt.Sprintf("sleep action of %ds", n), true
 	}
 	items, _, _ := unstructured.NestedSlice(hook, "exec", "command")
 	cmd := make([]string, 0, len(items))
@@ -93,11 +122,13 @@ func preStopSeconds(c container) (seconds int64, what string, ok bool) {
 	}
 	switch base := path.Base(cmd[0]); {
 	case strings.HasPrefix(base, "python") && len(cmd) == 6 && cmd[1] == "-c" && strings.HasPrefix(cmd[2], drainHookMarker):
-		delay, errDelay := strconv.ParseInt(cmd[4], 10, 64)
-		budget, errBudget := strconv.ParseInt(cmd[5], 10, 64)
-		if errDelay != nil || errBudget != nil || delay < 0 || budget < 0 {
+		// The program reads them with int(): plain integers only.
+		d, errDelay := strconv.ParseUint(cmd[4], 10, 64)
+		b, errBudget := strconv.ParseUint(cmd[5], 10, 64)
+		if (errDelay != nil && !errors.Is(errDelay, strconv.ErrRange)) || (errBudget != nil && !errors.Is(errBudget, strconv.ErrRange)) {
 			return 0, "", false
 		}
+		delay, budget := int64(min(d, maxSeconds)), int64(min(b, maxSeconds))
 		return delay + budget, fmt.Sprintf("the built-in chart's drain hook: %ds delay + at most %ds for the requests in flight", delay, budget), true
 	case base == "sleep" && len(cmd) == 2:
 		if n, parsed := sleepSeconds(cmd[1], ""); parsed {
@@ -124,7 +155,7 @@ func sleepSeconds(number, suffix string) (int64, bool) {
 		}
 	}
 	f, err := strconv.ParseFloat(number, 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+	if err != nil || math.IsInf(f, 0) {
 		return 0, false
 	}
 	switch suffix {
@@ -135,10 +166,7 @@ func sleepSeconds(number, suffix string) (int64, bool) {
 	case "d":
 		f *= 86400
 	}
-	if f > math.MaxInt32 {
-		return 0, false
-	}
-	return int64(math.Ceil(f)), true
+	return seconds(f)
 }
 
 // shutdownTimeout returns a vLLM container's --shutdown-timeout (vLLM >=
@@ -151,10 +179,11 @@ func shutdownTimeout(c container) int64 {
 		return 0
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 || f > math.MaxInt32 {
+	if err != nil || f <= 0 {
 		return 0
 	}
-	return int64(math.Ceil(f))
+	n, _ := seconds(f)
+	return n
 }
 
 // checkDrainGrace is VL017: a container's preStop hook and vLLM's own

@@ -2,6 +2,7 @@ package lint
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -194,6 +195,21 @@ func TestPreStopSeconds(t *testing.T) {
 		{"another python program", execHook("python3", "-c", "import time; time.sleep(5)", "a", "1", "2"), 0, false},
 		{"an HTTP hook", map[string]any{"httpGet": map[string]any{"path": "/"}}, 0, false},
 		{"an empty exec", execHook(), 0, false},
+		// Edited hooks and extreme numbers: capped, never overflowing, never negative.
+		{"the chart's drain hook, huge arguments (capped, no overflow)", chartDrainHook("9223372036854775807", "99999999999999999999"), 2 * maxSeconds, true},
+		{"the chart's drain hook, a negative delay", chartDrainHook("-10", "120"), 0, false},
+		{"the chart's drain hook, a float", chartDrainHook("1.5", "120"), 0, false},
+		{"sleep action of a huge float (capped)", map[string]any{"sleep": map[string]any{"seconds": 1e30}}, maxSeconds, true},
+		{"sleep action negative", map[string]any{"sleep": map[string]any{"seconds": int64(-5)}}, 0, false},
+		{"sleep action of MaxInt64 (capped)", map[string]any{"sleep": map[string]any{"seconds": int64(math.MaxInt64)}}, maxSeconds, true},
+		{"exec sleep 1e9", execHook("sleep", "1e9"), 1e9, true},
+		{"exec sleep 1e18 (capped)", execHook("sleep", "1e18"), maxSeconds, true},
+		{"exec sleep 1e400 (out of range)", execHook("sleep", "1e400"), 0, false},
+		{"exec sleep 1m30s (not one number)", execHook("sleep", "1m30s"), 0, false},
+		{"exec sleep inf", execHook("sleep", "inf"), 0, false},
+		{"exec sleep NaN", execHook("sleep", "NaN"), 0, false},
+		{"sh -c sleep 1m30s (not recognised)", execHook("sh", "-c", "sleep 1m30s"), 0, false},
+		{"sh -c sleep 99999999999d (capped)", execHook("sh", "-c", "sleep 99999999999d"), maxSeconds, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -208,6 +224,37 @@ func TestPreStopSeconds(t *testing.T) {
 	}
 	_, _, ok := preStopSeconds(container{raw: map[string]any{}})
 	assert.False(t, ok, "no lifecycle")
+}
+
+// TestDrainGraceExtremes: huge hooks, grace periods and --shutdown-timeout
+// values neither overflow into a negative need (a silenced finding) nor
+// panic; a negative grace period is read as 0.
+func TestDrainGraceExtremes(t *testing.T) {
+	tests := []struct {
+		name  string
+		grace any
+		hook  map[string]any
+		args  []any
+		want  int
+	}{
+		{"huge drain hook arguments", int64(180), chartDrainHook("9223372036854775807", "9223372036854775807"), nil, 1},
+		{"huge hook and huge --shutdown-timeout", int64(180), execHook("sleep", "1e18"), []any{"--shutdown-timeout", "1e300"}, 1},
+		{"huge grace covers a huge hook", int64(math.MaxInt64), execHook("sleep", "1e18"), nil, 0},
+		{"grace as a huge float", 1e300, chartDrainHook("10", "120"), nil, 0},
+		{"negative grace", int64(-1), execHook("sleep", "1"), nil, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := good(t)
+			setPreStop(u, 0, tt.hook)
+			if tt.args != nil {
+				setArgs(u, append([]any{"--model", "Qwen/Qwen3-0.6B"}, tt.args...)...)
+			}
+			require.NoError(t, unstructured.SetNestedField(u.Object, tt.grace, "spec", "template", "spec", "terminationGracePeriodSeconds"))
+			got := byRule(Run([]*unstructured.Unstructured{u}, Options{Namespace: "inference"}), "VL017")
+			assert.Len(t, got, tt.want, "%v", got)
+		})
+	}
 }
 
 func TestDrainGraceMessage(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +48,33 @@ func TestServeCheckFlags(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, s.options())
 		})
+	}
+}
+
+// TestServeCheckTimeoutFromConfig: --serve-check-timeout from
+// VLLMCTL_SERVE_CHECK_TIMEOUT or the config file is bounded as the flag
+// is: exit 2 naming it, before any cluster is contacted (no kubeconfig).
+func TestServeCheckTimeoutFromConfig(t *testing.T) {
+	for _, tc := range []struct{ name, env, config, want string }{
+		{name: "environment 0", env: "0", want: "--serve-check-timeout: 0s"},
+		{name: "environment negative", env: "-5s", want: "--serve-check-timeout: -5s"},
+		{name: "environment huge", env: "1000h", want: "--serve-check-timeout: 1000h0m0s"},
+		{name: "environment not a duration", env: "soon", want: "serve-check-timeout"},
+		{name: "config file 0", config: "serve-check-timeout: 0s\n", want: "--serve-check-timeout: 0s"},
+		{name: "config file huge", config: "serve-check-timeout: 1000000h\n", want: "--serve-check-timeout: 1000000h0m0s"},
+		{name: "config file wrong type", config: "serve-check-timeout: [1]\n", want: "serve-check-timeout"},
+	} {
+		for _, args := range [][]string{{"deploy", "probe", "vllm"}, {"wait", "probe"}, {"rollback", "probe"}, {"test", "probe"}} {
+			t.Run(tc.name+" "+args[0], func(t *testing.T) {
+				configEnv(t, tc.config)
+				if tc.env != "" {
+					t.Setenv("VLLMCTL_SERVE_CHECK_TIMEOUT", tc.env)
+				}
+				t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+				_, stderr, code := runRoot(t, args...)
+				assert.Equal(t, exitcode.Invalid, code, "stderr: %s", stderr)
+				assert.Contains(t, stderr, tc.want)
+			})
+		}
 	}
 }

@@ -476,8 +476,11 @@ vllm.drainScript is the drain hook's python3 program (the server's image
 runs vLLM on python3; curl is not promised). Arguments: HOST DELAY
 SECONDS. It waits DELAY seconds, then reads http://HOST:8000/metrics once
 a second until vllm:num_requests_running + vllm:num_requests_waiting is
-0, at most SECONDS more; a server that no longer answers ends it at once,
-one that answers with an HTTP error (vLLM draining) counts as busy. It
+0, at most SECONDS more; a server that no longer answers (the connection
+refused or not made) ends it at once, one that answers with an HTTP error
+(vLLM draining) or too slowly (connected, no answer within the poll's
+timeout: a loaded server) counts as busy. It reads at most 16 MiB of an
+answer, bytes that are not UTF-8 replaced. It
 goes to the server directly, whatever the pod's HTTP(S)_PROXY says. Rank 0
 (no VLLM_NODE_RANK: a Deployment's pod) asks its own server at 127.0.0.1;
 the workers of a multi-node group ask their leader, HOST, which may name
@@ -486,7 +489,7 @@ an environment variable ("$LWS_LEADER_ADDRESS"). Its first line is how
 */}}
 {{- define "vllm.drainScript" -}}
 # vllmctl drain hook: HOST DELAY SECONDS
-import os, sys, time, urllib.error, urllib.request
+import os, socket, sys, time, urllib.error, urllib.request
 host, delay, budget = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if os.environ.get("VLLM_NODE_RANK", "0") == "0":
     host = "127.0.0.1"
@@ -499,8 +502,9 @@ opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 while time.monotonic() < end:
     try:
         wait = max(0.1, min(5.0, end - time.monotonic()))
-        text = opener.open("http://%s:8000/metrics" % host, timeout=wait).read().decode()
-    except urllib.error.HTTPError:
+        with opener.open("http://%s:8000/metrics" % host, timeout=wait) as r:
+            text = r.read(16 << 20).decode("utf-8", "replace")
+    except (urllib.error.HTTPError, socket.timeout, TimeoutError):
         text = None
     except Exception:
         break
@@ -515,7 +519,7 @@ while time.monotonic() < end:
                     pass
         if busy == 0:
             break
-    time.sleep(1)
+    time.sleep(max(0.0, min(1.0, end - time.monotonic())))
 {{- end -}}
 
 {{/*

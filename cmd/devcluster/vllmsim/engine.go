@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -72,6 +73,10 @@ const (
 	// naturalTokens is the length of an answer that stops by itself
 	// (finish_reason "stop") when max_tokens allows more.
 	naturalTokens = 8
+	// MaxBodyBytes bounds an inference request's body: far above any prompt
+	// of MaxModelLen tokens, small enough that a runaway client cannot make
+	// the simulator hold it in memory (413 beyond it).
+	MaxBodyBytes = 8 << 20
 )
 
 // Config is what an engine serves.
@@ -470,7 +475,18 @@ type request struct {
 // written when it is refused.
 func (e *Engine) admit(w http.ResponseWriter, r *http.Request, chat bool) *request {
 	var req completionRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	// Read to its end (bounded): the server notices a client that went away
+	// only once the body is read.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, "BadRequestError", fmt.Sprintf("request body larger than %d bytes", tooLarge.Limit))
+		return nil
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequestError", "invalid JSON body: "+err.Error())
 		return nil
 	}

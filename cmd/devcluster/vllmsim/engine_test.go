@@ -467,3 +467,28 @@ func TestTargetOf(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 }
+
+// TestBodyBound: an inference request's body is read up to MaxBodyBytes;
+// a larger one is refused with 413 (not read whole into memory), counted
+// as a 4xx; a long prompt below the bound is served.
+func TestBodyBound(t *testing.T) {
+	s := newServer(t, Healthy)
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+		prefix, suffix := `{"model":"`+model0+`","prompt":"`, `"}`
+		if strings.Contains(path, "chat") {
+			prefix, suffix = `{"model":"`+model0+`","max_tokens":4,"messages":[{"role":"user","content":"`, `"}]}`
+		}
+		big := prefix + strings.Repeat("a ", MaxBodyBytes/2) + suffix
+		resp, body := post(t, s, path, big)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("%s: a body of %d bytes: %d %s, want 413", path, len(big), resp.StatusCode, body)
+		}
+		if !strings.Contains(string(body), "larger than") {
+			t.Errorf("%s: %s", path, body)
+		}
+		ok := prefix + strings.Repeat("a ", 1<<18) + suffix
+		if resp, body := post(t, s, path, ok); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: a body of %d bytes: %d %s", path, len(ok), resp.StatusCode, body)
+		}
+	}
+}

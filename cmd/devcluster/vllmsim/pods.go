@@ -246,7 +246,7 @@ func (c *Controller) sync(ctx context.Context, key string, pod *corev1.Pod) {
 	s := c.servers[key]
 	c.mu.Unlock()
 	if s != nil && (!ok || s.uid != pod.UID || s.target.Port != target.Port || s.target.Container != target.Container) {
-		c.stop(ctx, key, s, pod == nil || s.uid != pod.UID)
+		c.stop(ctx, key, s)
 		s = nil
 	}
 	if !ok {
@@ -284,9 +284,10 @@ func (c *Controller) start(pod *corev1.Pod, target Target) (*server, error) {
 	return s, nil
 }
 
-// stop closes an engine and, unless the pod is gone (its PortForward goes
-// with it: the pod owns it), deletes its PortForward.
-func (c *Controller) stop(ctx context.Context, key string, s *server, podGone bool) {
+// stop closes an engine and deletes its PortForward, whether or not its
+// pod is gone (the garbage collector may have deleted it already: not
+// found is fine).
+func (c *Controller) stop(ctx context.Context, key string, s *server) {
 	_ = s.srv.Close()
 	c.mu.Lock()
 	delete(c.servers, key)
