@@ -91,7 +91,14 @@ func collectViolations(c *chart.Chart, values map[string]any, prefix string, out
 // compile (one that refers to an http(s) URL, which Helm fetches) gives
 // one violation at the root with the compiler's message: Helm has decided
 // already; this only locates.
-func schemaViolations(values map[string]any, schemaJSON []byte) []schemaViolation {
+func schemaViolations(values map[string]any, schemaJSON []byte) (out []schemaViolation) {
+	// Helm's ValidateAgainstSingleSchema recovers from the validator's
+	// panics; so does this, which compiles the same schema again.
+	defer func() {
+		if r := recover(); r != nil {
+			out = []schemaViolation{{Msg: fmt.Sprintf("unable to validate schema: %v", r)}}
+		}
+	}()
 	sch, err := compileSchema(schemaJSON)
 	if err != nil {
 		return []schemaViolation{{Msg: err.Error()}}
@@ -105,7 +112,7 @@ func schemaViolations(values map[string]any, schemaJSON []byte) []schemaViolatio
 		return nil
 	}
 	p := message.NewPrinter(language.English)
-	var out []schemaViolation
+	out = nil
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if _, root := e.ErrorKind.(*kind.Schema); !root {
