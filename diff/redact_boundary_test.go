@@ -135,3 +135,9 @@ func TestEscapedForms(t *testing.T) {
 	assert.ElementsMatch(t, []string{`a\u003cb\u0026c\"d`, `a<b&c\"d`}, escapedForms(`a<b&c"d`))
 	assert.Equal(t, []string{"it''s-a-value"}, escapedForms("it's-a-value"))
 }
+
+func TestWriterUnwrap(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, NewRedactor())
+	assert.Same(t, &buf, w.Unwrap())
+}

@@ -24,6 +24,10 @@ type Writer struct {
 // NewWriter returns a Writer passing what is written to w through red.
 func NewWriter(w io.Writer, red *Redactor) *Writer { return &Writer{w: w, red: red} }
 
+// Unwrap returns the underlying writer: what tells whether the output is
+// a terminal (wait.IsTerminal) looks through the Writer.
+func (w *Writer) Unwrap() io.Writer { return w.w }
+
 // Redactor is the writer's Redactor.
 func (w *Writer) Redactor() *Redactor { return w.red }
 
