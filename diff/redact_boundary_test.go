@@ -124,7 +124,7 @@ func TestWriter(t *testing.T) {
 	out := buf.String()
 	assert.NotContains(t, out, "hf_SecretT")
 	assert.Contains(t, out, "progress 1/2\r")
-	assert.Contains(t, out, Withheld, "a value cut short withholds its line")
+	assert.Contains(t, out, "\r"+Withheld+"\n", "a value cut short withholds its whole line")
 	assert.Contains(t, out, `{"m":"token (redacted)"}`)
 	assert.True(t, strings.HasSuffix(out, "last (redacted)"), out)
 	require.NoError(t, w.Flush(), "nothing left")

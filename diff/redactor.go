@@ -19,8 +19,9 @@ import (
 // from ordinary text and would withhold every line.
 const minLineValue = 6
 
-// Withheld replaces a line a Redactor cannot clean.
-const Withheld = "(line withheld: it may contain Secret data)"
+// Withheld replaces a line a Redactor cannot clean (it still holds a
+// fragment of a value): the one marker, as for a value.
+const Withheld = Redacted
 
 // Redactor is the one redactor every error, progress line and result
 // document of an operation passes through: it knows the values of every
