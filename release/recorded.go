@@ -2,7 +2,6 @@ package release
 
 import (
 	"fmt"
-	"slices"
 
 	"sigs.k8s.io/yaml"
 
@@ -77,10 +76,8 @@ func (r recorded) items(namespace, what string) ([]diff.RecordedItem, error) {
 // deployedRecord returns the record of the deployed revision among
 // entries (the highest one; nil when none is deployed).
 func deployedRecord(entries []storage.Entry) (*storage.Release, error) {
-	for _, e := range slices.Backward(entries) {
-		if e.Status == storage.StatusDeployed {
-			return e.Release()
-		}
+	if e, ok := storage.DeployedAmong(entries); ok {
+		return e.Release()
 	}
 	return nil, nil
 }

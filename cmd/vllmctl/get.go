@@ -132,29 +132,14 @@ func (o *getOptions) Run(ctx context.Context) error {
 }
 
 // record reads the record of --revision, else of the deployed revision,
-// else of the latest. An unknown release or revision is a
+// else of the latest (storage.Select). An unknown release or revision is a
 // *storage.NotFoundError (exit code 2), as for history.
 func (o *getOptions) record(ctx context.Context) (*storage.Release, error) {
-	entries, err := storage.HistoryEntries(ctx, o.store, o.release)
-	if err != nil {
-		return nil, err
-	}
+	rev := 0
 	if o.revisionGiven {
-		for _, e := range entries {
-			if e.Revision == o.revision {
-				return e.Release()
-			}
-		}
-		return nil, &storage.NotFoundError{Namespace: o.store.Namespace(), Name: o.release, Revision: o.revision,
-			Existing: storage.Revisions(entries)}
+		rev = o.revision
 	}
-	pick := entries[len(entries)-1]
-	for _, e := range entries {
-		if e.Status == storage.StatusDeployed {
-			pick = e
-		}
-	}
-	return pick.Release()
+	return storage.Select(ctx, o.store, o.release, rev)
 }
 
 // getValues is `get values`: the user-supplied values, or the computed
