@@ -33,7 +33,7 @@ import (
 // discovered) goes to the progress of release name.
 func (e *Engine) RenderCluster(ctx context.Context, name string, withCRDs bool) (string, *charts.Cluster, error) {
 	if e.discovered == nil {
-		d, err := cluster.Discover(e.Client.Discovery())
+		d, err := cluster.Discover(ctx, e.Client.Discovery())
 		if err != nil {
 			return "", nil, fmt.Errorf("release %s: %w", name, err)
 		}
