@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -157,6 +158,23 @@ func TestCommandsRenderForTheCluster(t *testing.T) {
 		stdout, stderr, code := f.runFleet(t, "diff", path, "--post-renderer", script, "--post-renderer-args", "no")
 		assert.Equal(t, ExitChanges, code, stderr)
 		assert.Contains(t, stdout, "post-rendered")
+
+		// status shows it, in the table and in JSON (as the schema has it).
+		stdout, stderr, code = f.run(t, "status", "chat")
+		require.Equal(t, ExitOK, code, stderr)
+		assert.Contains(t, stdout, "POST-RENDERER: "+script+" yes")
+		stdout, stderr, code = f.run(t, "status", "chat", "-o", "json")
+		require.Equal(t, ExitOK, code, stderr)
+		requireValid(t, "status", stdout)
+		var st struct {
+			PostRenderer struct {
+				Path string   `json:"path"`
+				Args []string `json:"args"`
+			} `json:"postRenderer"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(stdout), &st))
+		assert.Equal(t, script, st.PostRenderer.Path)
+		assert.Equal(t, []string{"yes"}, st.PostRenderer.Args)
 
 		fails := filepath.Join(t.TempDir(), "fail.sh")
 		require.NoError(t, os.WriteFile(fails, []byte("#!/bin/sh\ncat >/dev/null\necho broken >&2\nexit 7\n"), 0o755))
