@@ -356,7 +356,7 @@ func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []storage
 	// cannot keep (too large) are compared as the record would keep them:
 	// none.
 	crds, _ := p.crdManifest()
-	recorded, err := d.recordedChanges(entries, recorded{hooks: p.hooks, notes: p.notes, crdManifest: crds, values: p.computed})
+	recorded, err := d.recordedChanges(entries, recorded{hooks: p.hooks, notes: p.notes, crdManifest: crds, values: p.computed, postRenderer: p.opts.Render.Options.PostRenderer})
 	if err != nil {
 		return err
 	}

@@ -158,6 +158,18 @@ func TestCommandsRenderForTheCluster(t *testing.T) {
 		stdout, stderr, code := f.runFleet(t, "diff", path, "--post-renderer", script, "--post-renderer-args", "no")
 		assert.Equal(t, ExitChanges, code, stderr)
 		assert.Contains(t, stdout, "post-rendered")
+		// diff of one target: its record's post-renderer args change too,
+		// a recorded change that the JSON schema knows.
+		stdout, stderr, code = f.run(t, "diff", "chat", chartDir, "--post-renderer", script, "--post-renderer-args", "no", "-o", "json")
+		assert.Equal(t, ExitChanges, code, stderr)
+		requireValid(t, "diff", stdout)
+		var rep struct {
+			Recorded []map[string]any `json:"recorded"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
+		require.Len(t, rep.Recorded, 1, stdout)
+		assert.Equal(t, "post-renderer", rep.Recorded[0]["what"])
+		assert.Equal(t, "change", rep.Recorded[0]["action"])
 
 		// status shows it, in the table and in JSON (as the schema has it).
 		stdout, stderr, code = f.run(t, "status", "chat")
