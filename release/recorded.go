@@ -5,6 +5,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release/cluster"
@@ -22,6 +23,10 @@ type recorded struct {
 	crdManifest string
 	// values are the computed values; only settingKeys of them count.
 	values map[string]any
+	// postRenderer is the post-renderer the manifest and hooks go
+	// through (nil: none): a change to it alone is a new revision that
+	// records it, so the record tells what the objects went through.
+	postRenderer *charts.PostRenderer
 }
 
 // settingKeys are the values that render no object but that vllmctl
@@ -33,7 +38,7 @@ func settingKeys() []string { return []string{"analysis", "serveCheck"} }
 
 // recordedOf is what rec records besides its objects.
 func recordedOf(rec *storage.Release) recorded {
-	return recorded{hooks: rec.Hooks, notes: rec.Notes, crdManifest: rec.CRDManifest, values: rec.ComputedValues}
+	return recorded{hooks: rec.Hooks, notes: rec.Notes, crdManifest: rec.CRDManifest, values: rec.ComputedValues, postRenderer: rec.PostRenderer}
 }
 
 // items returns r as diff compares it; hooks of namespaced kinds that
@@ -69,6 +74,9 @@ func (r recorded) items(namespace, what string) ([]diff.RecordedItem, error) {
 			return nil, fmt.Errorf("%s: values %s: %w", what, k, err)
 		}
 		out = append(out, diff.RecordedItem{What: diff.RecordedValues, Name: k, Text: string(text)})
+	}
+	if r.postRenderer != nil {
+		out = append(out, diff.RecordedItem{What: diff.RecordedPostRenderer, Name: "postRenderer", Text: r.postRenderer.String() + "\n"})
 	}
 	return out, nil
 }
