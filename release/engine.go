@@ -554,6 +554,10 @@ func (e *Engine) waitWith(ctx context.Context, rec *storage.Release, objs []*uns
 		}
 	}()
 	wopts.Namespace, wopts.Events = e.Namespace(), events
+	if wopts.Values == nil {
+		// The failure hints name the values paths of the revision's chart.
+		wopts.Values = ChartValuesMap(rec.Chart)
+	}
 	res, err := e.Waiter.Wait(wctx, objs, wopts)
 	<-forwarded
 	if lost := hb.stop(); lost != nil {
