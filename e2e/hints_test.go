@@ -72,6 +72,12 @@ func TestThirdPartyChartHints(t *testing.T) {
 	assert.Equal(t, "kv-cache", string(res.Failure.Cause))
 	assert.Equal(t, "KnownCause", string(res.Failure.Verdict), "caught at the first termination")
 	assert.Equal(t, 1, res.RolledBackTo)
+	// The model-fit report (modelFit, schema-checked by result): the
+	// gated model's config.json cannot be read here, so it says why.
+	require.NotNil(t, res.ModelFit, r.stdout)
+	require.Len(t, res.ModelFit.Servers, 1)
+	assert.Equal(t, "meta-llama/Llama-3.1-8B-Instruct", res.ModelFit.Servers[0].Model)
+	assert.NotEmpty(t, res.ModelFit.Servers[0].Skipped)
 	hints := strings.Join(res.Failure.Hints, "\n")
 	t.Logf("hints:\n%s", hints)
 	assert.Contains(t, hints, "`--max-model-len` (now 4096)", "the flag and the value of the pod's args")

@@ -20,6 +20,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -232,6 +233,10 @@ type Result struct {
 	Rollback *Result `json:"-"`
 	// Preflight is the capacity preflight's report, when one ran.
 	Preflight *preflight.Report `json:"preflight,omitempty"`
+	// ModelFit is the model-fit preflight's report, when it ran and the
+	// release serves a vLLM model: per server container, the verdict and
+	// its numbers, or why it was skipped.
+	ModelFit *modelfit.Report `json:"modelFit,omitempty"`
 	// Canary is what the canary phase did (deploy --canary).
 	Canary *storage.CanaryReport `json:"canary,omitempty"`
 	// Analysis is what the canary analysis measured and concluded.
