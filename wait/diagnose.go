@@ -158,6 +158,9 @@ func (g diagnoser) fromPod(ctx context.Context, v Verdict, object, namespace str
 		d.Reason = string(v)
 	}
 	in := podCauseInput(f.Pod, f.Container, formatEvents(events, len(events)))
+	if in.spec != nil {
+		in.spec.values = g.opts.Values
+	}
 	cls := newClassifier()
 	switch {
 	case f.Container == "":

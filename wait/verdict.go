@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllmctl/vllmctl/internal/vllm"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -155,6 +156,10 @@ type RolloutOptions struct {
 	// Clock measures durations (the unschedulable timer, the timeout) and
 	// stamps events; default the wall clock.
 	Clock clock.WithTicker
+	// Values is the values mapping of the chart whose pods are diagnosed
+	// (nil: none known, so hints name flags and the pods' values only).
+	// A wait's Options.Values, when set, takes its place.
+	Values vllm.ValuesMap
 
 	// idle, when set (by tests), is called each time the run loop has
 	// evaluated and, the wait not over, is about to wait for news: a
