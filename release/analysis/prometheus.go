@@ -224,8 +224,10 @@ func PresetQueries(sel, window string) map[string]string {
 	inference := `handler=~"/v1/.+",handler!="/v1/models"`
 	return map[string]string{
 		"requests": fmt.Sprintf(`sum(increase(http_requests_total{%s,%s}[%s]))`, sel, inference, window),
-		"errors": fmt.Sprintf(`(sum(increase(http_requests_total{%s,%s,status=~"5.."}[%s])) or vector(0)) + (sum(increase(vllm:request_success_total{%s,finished_reason=~"error|abort"}[%s])) or vector(0))`,
-			sel, inference, window, sel, window),
+		// The larger of the two counts of failed requests, as the scrape
+		// provider takes it (failedRequests): (a >= b) or b.
+		"errors": fmt.Sprintf(`((sum(increase(http_requests_total{%[1]s,%[2]s,status=~"5.."}[%[3]s])) or vector(0)) >= (sum(increase(vllm:request_success_total{%[1]s,finished_reason=~"error|abort"}[%[3]s])) or vector(0))) or (sum(increase(vllm:request_success_total{%[1]s,finished_reason=~"error|abort"}[%[3]s])) or vector(0))`,
+			sel, inference, window),
 		"preemptions": fmt.Sprintf(`sum(increase(vllm:num_preemptions_total{%s}[%s]))`, sel, window),
 		"ttftP95":     fmt.Sprintf(`histogram_quantile(0.95, sum by (le) (increase(vllm:time_to_first_token_seconds_bucket{%s}[%s])))`, sel, window),
 		"e2eP95":      fmt.Sprintf(`histogram_quantile(0.95, sum by (le) (increase(vllm:e2e_request_latency_seconds_bucket{%s}[%s])))`, sel, window),
