@@ -271,17 +271,6 @@ func verifyOCI(c *Chart, pulled *pulledChart, o Options) error {
 	return verify(c, archive, pulled.prov, pulled.meta.Name+"-"+pulled.meta.Version+".tgz", o)
 }
 
-// MaxChartArchiveBytes caps a chart layer pulled from a registry, by the
-// size its manifest declares, before it is fetched: Helm 4's cap of a
-// chart once decompressed (archive.MaxDecompressedChartSize, 100 MiB),
-// which a gzip archive of such a chart cannot exceed by much. Without it
-// the layer is pulled whole into memory, however large.
-const MaxChartArchiveBytes = 100 << 20
-
-// maxMetadataBytes caps a chart's config and provenance layers (a
-// Chart.yaml's fields, a signature); manifests are capped by oras (4 MiB).
-const maxMetadataBytes = 4 << 20
-
 // maxPullBytes is the cap of a pulled blob of mediaType; 0: oras's own.
 func maxPullBytes(mediaType string) int64 {
 	switch mediaType {
