@@ -211,13 +211,20 @@ func TestHookOnlyChangeMakesARevision(t *testing.T) {
 	assert.Contains(t, r.stderr, "release hko is up to date (revision 2)")
 }
 
-// TestSignalDuringPreUpgradeHook: SIGINT while a pre-upgrade hook Job
-// runs, before anything of the release was applied, is exit 130: no
+// TestSignalDuringPreUpgradeHook: SIGINT, SIGTERM or SIGHUP while a
+// pre-upgrade hook Job runs, before anything of the release was applied,
+// is exit 130 (the contract's for all three): no
 // rollback revision (revision 1 stays deployed, revision 2 is failed,
 // "Upgrade interrupted"), no lock left, the hook Job deleted by its
 // hook-failed policy (an interrupted hook failed), nothing of the release
 // changed; the next deploy works.
 func TestSignalDuringPreUpgradeHook(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) { signalDuringPreUpgradeHook(t, sig) })
+	}
+}
+
+func signalDuringPreUpgradeHook(t *testing.T, sig syscall.Signal) {
 	f := newRelFixture(t)
 	const rel = "hks"
 	deploy := func(args ...string) []string {
@@ -230,9 +237,9 @@ func TestSignalDuringPreUpgradeHook(t *testing.T) {
 
 	p := f.start(t, deploy("--set", "image=example.com/vllm:v2", "--set", "readyDelay=1h", "--set", "firstDeletePolicy=hook-failed")...)
 	p.waitProgress(t, rel+"#2 hook: batch/v1 Job "+f.namespace+"/"+rel+"-first: running")
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	require.NoError(t, p.cmd.Process.Signal(sig))
 	r = p.wait(t)
-	t.Logf("SIGINT during the pre-upgrade hook: exit %d: %s", r.code, lastLine(r.stderr))
+	t.Logf("%s during the pre-upgrade hook: exit %d: %s", sig, r.code, lastLine(r.stderr))
 
 	require.Equal(t, 130, r.code, "%s", r)
 	res := result(t, r)

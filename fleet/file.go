@@ -3,7 +3,6 @@ package fleet
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -126,13 +125,18 @@ func (e *FileError) Unwrap() error { return e.Err }
 // ExitCode is 2: invalid input, nothing applied.
 func (e *FileError) ExitCode() int { return exitcode.Invalid }
 
-// Load reads and parses the fleet file at path.
+// MaxFileBytes caps a fleet file: a few targets, waves and a policy (its
+// values files are read with charts.MaxValuesFileBytes each).
+const MaxFileBytes = 1 << 20
+
+// Load reads (at most MaxFileBytes: a larger or endless file, such as
+// /dev/zero, is refused at once) and parses the fleet file at path.
 func Load(path string) (*File, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, &FileError{Path: path, Err: err}
 	}
-	data, err := os.ReadFile(abs)
+	data, err := charts.ReadFileCapped(abs, MaxFileBytes)
 	if err != nil {
 		return nil, &FileError{Path: path, Err: err}
 	}

@@ -138,3 +138,36 @@ func TestLoadRelativeValues(t *testing.T) {
 	_, err = Load(filepath.Join(dir, "missing.yaml"))
 	assert.Equal(t, exitcode.Invalid, exitcode.Of(err))
 }
+
+// TestLoadRefusesHugeFiles: a fleet file is read at most MaxFileBytes: a
+// larger one, or an endless one such as /dev/zero, is refused at once
+// (exit 2, naming the file and the cap) instead of being read whole; a
+// directory is refused too.
+func TestLoadRefusesHugeFiles(t *testing.T) {
+	dir := t.TempDir()
+	huge := filepath.Join(dir, "huge.yaml")
+	require.NoError(t, os.WriteFile(huge, append([]byte(validFleet+"# "), make([]byte, MaxFileBytes)...), 0o600))
+	atCap := filepath.Join(dir, "at-cap.yaml")
+	pad := make([]byte, MaxFileBytes-len(validFleet)-2)
+	for i := range pad {
+		pad[i] = 'x'
+	}
+	require.NoError(t, os.WriteFile(atCap, append([]byte(validFleet+"# "), pad...), 0o600))
+
+	_, err := Load(atCap)
+	require.NoError(t, err, "a file of exactly the cap is read")
+
+	for _, tc := range []struct{ name, path, want string }{
+		{"over the cap", huge, "larger than the cap of 1 MiB"},
+		{"endless", "/dev/zero", "larger than the cap of 1 MiB"},
+		{"a directory", dir, "is a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.path)
+			require.Error(t, err)
+			assert.ErrorContains(t, err, "fleet file "+tc.path+": ")
+			assert.ErrorContains(t, err, tc.want)
+			assert.Equal(t, exitcode.Invalid, exitcode.Of(err))
+		})
+	}
+}

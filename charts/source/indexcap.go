@@ -35,12 +35,38 @@ const indexSlack = 1 << 20
 // environment; no gzip, so the bytes read are the index's) fails the read
 // with errIndexTooLarge beyond that. Other schemes (plugins) are Helm's.
 func indexGetters(settings *cli.EnvSettings, e *repo.Entry) (getter.Providers, *capState, error) {
+	return cappedGetters(settings, e, MaxIndexBytes, errIndexTooLarge)
+}
+
+// MaxChartArchiveBytes caps a chart archive fetched from a chart
+// repository, as a pulled chart layer (by the size its manifest declares)
+// from an OCI registry: Helm 4's cap of a chart once decompressed
+// (archive.MaxDecompressedChartSize, 100 MiB), which a gzip archive of
+// such a chart cannot exceed by much. Helm's getters read an archive
+// whole into memory, however large.
+const MaxChartArchiveBytes = 100 << 20
+
+// maxMetadataBytes caps a chart's provenance file and a pulled chart's
+// config and provenance layers (a Chart.yaml's fields, a signature);
+// manifests are capped by oras (4 MiB).
+const maxMetadataBytes = 4 << 20
+
+// The errors of a chart archive and a provenance file beyond their caps.
+var (
+	errChartTooLarge = fmt.Errorf("the chart archive is larger than %d MiB, the most vllmctl reads", MaxChartArchiveBytes>>20)
+	errProvTooLarge  = fmt.Errorf("the provenance file is larger than %d MiB, the most vllmctl reads", maxMetadataBytes>>20)
+)
+
+// cappedGetters are Helm's getters for e, whose HTTP(S) getter reads at
+// most limit bytes (and indexSlack) from each connection: beyond that the
+// read fails with tooLarge (capState.err reports it).
+func cappedGetters(settings *cli.EnvSettings, e *repo.Entry, limit int64, tooLarge error) (getter.Providers, *capState, error) {
 	tlsConf, err := tlsConfig(RegistryOptions{CAFile: e.CAFile, CertFile: e.CertFile, KeyFile: e.KeyFile,
 		InsecureSkipTLSVerify: e.InsecureSkipTLSVerify})
 	if err != nil {
 		return nil, nil, err
 	}
-	state := &capState{}
+	state := &capState{tooLarge: tooLarge}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsConf
 	tr.DisableCompression = true
@@ -50,7 +76,7 @@ func indexGetters(settings *cli.EnvSettings, e *repo.Entry) (getter.Providers, *
 		if err != nil {
 			return nil, err
 		}
-		return &capConn{Conn: c, left: MaxIndexBytes + indexSlack, state: state}, nil
+		return &capConn{Conn: c, left: limit + indexSlack, state: state}, nil
 	}
 	providers := getter.Providers{{
 		Schemes: []string{"http", "https"},
@@ -69,19 +95,20 @@ func indexGetters(settings *cli.EnvSettings, e *repo.Entry) (getter.Providers, *
 // capState records that a capped connection was cut short (net/http may
 // report it as an unexpected EOF of a body of known length).
 type capState struct {
-	over atomic.Bool
+	over     atomic.Bool
+	tooLarge error
 }
 
-// err is errIndexTooLarge when a connection was cut short, else err.
+// err is the cap's error when a connection was cut short, else err.
 func (s *capState) err(err error) error {
 	if err != nil && s.over.Load() {
-		return fmt.Errorf("%w (%v)", errIndexTooLarge, err)
+		return fmt.Errorf("%w (%v)", s.tooLarge, err)
 	}
 	return err
 }
 
 // capConn is a connection that reads at most left bytes, then fails with
-// errIndexTooLarge.
+// its cap's error.
 type capConn struct {
 	net.Conn
 	left  int64
@@ -91,7 +118,7 @@ type capConn struct {
 func (c *capConn) Read(p []byte) (int, error) {
 	if c.left <= 0 {
 		c.state.over.Store(true)
-		return 0, errIndexTooLarge
+		return 0, c.state.tooLarge
 	}
 	if int64(len(p)) > c.left {
 		p = p[:c.left]

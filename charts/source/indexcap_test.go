@@ -88,3 +88,44 @@ func TestIndexSizeCap(t *testing.T) {
 		assert.Contains(t, err.Error(), "larger than 64 MiB")
 	})
 }
+
+// TestChartArchiveSizeCap: a chart archive a repository serves beyond
+// source.MaxChartArchiveBytes (with or without its length declared) is
+// refused (exit 6, naming the repository and the cap) after reading at
+// most about that much, instead of read whole into memory.
+func TestChartArchiveSizeCap(t *testing.T) {
+	s := settings(t)
+	for _, chunked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
+			var sent atomic.Int64
+			chunk := make([]byte, 1<<20)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case strings.HasSuffix(r.URL.Path, "/index.yaml"):
+					_, _ = io.WriteString(w, "apiVersion: v1\nentries:\n  web:\n  - {apiVersion: v2, name: web, version: 1.0.0, urls: [web-1.0.0.tgz]}\n")
+				case strings.HasSuffix(r.URL.Path, "/web-1.0.0.tgz"):
+					if !chunked {
+						w.Header().Set("Content-Length", fmt.Sprint(2*source.MaxChartArchiveBytes))
+					}
+					for i := 0; i < 2*source.MaxChartArchiveBytes/len(chunk); i++ {
+						n, err := w.Write(chunk)
+						sent.Add(int64(n))
+						if err != nil {
+							return
+						}
+					}
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			t.Cleanup(srv.Close)
+			_, _, err := source.Load(context.Background(), s, "web", source.Options{RepoURL: srv.URL})
+			require.Error(t, err)
+			assert.Equal(t, exitcode.Cluster, exitcode.Of(err), "%v", err)
+			assert.Contains(t, err.Error(), fmt.Sprintf("the chart archive is larger than %d MiB", source.MaxChartArchiveBytes>>20))
+			assert.Contains(t, err.Error(), srv.URL)
+			srv.Close() // waits for the handler: its writes fail once the client is gone
+			assert.Less(t, sent.Load(), int64(source.MaxChartArchiveBytes+16<<20), "read no further than about the cap")
+		})
+	}
+}

@@ -271,6 +271,17 @@ func verifyOCI(c *Chart, pulled *pulledChart, o Options) error {
 	return verify(c, archive, pulled.prov, pulled.meta.Name+"-"+pulled.meta.Version+".tgz", o)
 }
 
+// maxPullBytes is the cap of a pulled blob of mediaType; 0: oras's own.
+func maxPullBytes(mediaType string) int64 {
+	switch mediaType {
+	case registry.ChartLayerMediaType, registry.LegacyChartLayerMediaType:
+		return MaxChartArchiveBytes
+	case registry.ConfigMediaType, registry.ProvLayerMediaType:
+		return maxMetadataBytes
+	}
+	return 0
+}
+
 // pulledChart is what pullChart pulled.
 type pulledChart struct {
 	// manifest and chart are the digests of the manifest and of the .tgz
@@ -307,6 +318,9 @@ func pullChart(ctx context.Context, client *registry.Client, cache *downloader.D
 		return generic.PullGeneric(pullRef, registry.GenericPullOptions{
 			AllowedMediaTypes: allowed,
 			PreCopy: func(_ context.Context, d ocispec.Descriptor) error {
+				if limit := maxPullBytes(d.MediaType); limit > 0 && d.Size > limit {
+					return fmt.Errorf("%s %s of %d bytes: larger than the cap of %d MiB", d.MediaType, d.Digest, d.Size, limit>>20)
+				}
 				c, ok := cachedLayer(cache, d)
 				if !ok {
 					return nil

@@ -343,7 +343,7 @@ func fetchChart(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, i
 		}
 	}
 
-	data, err := get(ctx, settings, e, ref, chartURL, "application/gzip,application/octet-stream")
+	data, err := get(ctx, settings, e, ref, chartURL, "application/gzip,application/octet-stream", MaxChartArchiveBytes, errChartTooLarge)
 	var input *charts.InputError
 	if errors.As(err, &input) {
 		return nil, "", err
@@ -365,14 +365,19 @@ func fetchChart(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, i
 }
 
 // get fetches u (a chart's URL in e, or its provenance) with Helm's
-// getter of its scheme and e's transport options; a scheme no getter
-// handles is an *InputError naming ref.
-func get(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, ref, u, accept string) ([]byte, error) {
+// getter of its scheme and e's transport options, reading at most limit
+// bytes (an HTTP(S) answer beyond it fails with tooLarge, read no
+// further); a scheme no getter handles is an *InputError naming ref.
+func get(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, ref, u, accept string, limit int64, tooLarge error) ([]byte, error) {
 	parsed, err := url.Parse(u)
 	if err != nil {
 		return nil, err
 	}
-	g, err := getter.All(settings).ByScheme(parsed.Scheme)
+	providers, capped, err := cappedGetters(settings, e, limit, tooLarge)
+	if err != nil {
+		return nil, err
+	}
+	g, err := providers.ByScheme(parsed.Scheme)
 	if err != nil {
 		return nil, &charts.InputError{Source: "chart", File: ref, Err: err, Msg: fmt.Sprintf("%s: %v", withoutUserinfo(u), err)}
 	}
@@ -389,7 +394,7 @@ func get(ctx context.Context, settings *cli.EnvSettings, e *repo.Entry, ref, u, 
 			opts = append(opts, getter.WithAcceptHeader(accept))
 		}
 		b, err := g.Get(u, opts...)
-		if err != nil {
+		if err = capped.err(err); err != nil {
 			return nil, err
 		}
 		return b.Bytes(), nil

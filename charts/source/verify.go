@@ -69,7 +69,7 @@ func verifyFromRepo(ctx context.Context, settings *cli.EnvSettings, e *repo.Entr
 	if err != nil {
 		return fmt.Errorf("chart %s: read %s: %w", c.Ref, c.Path, err)
 	}
-	prov, err := get(ctx, settings, e, c.Ref, chartURL+".prov", "")
+	prov, err := get(ctx, settings, e, c.Ref, chartURL+".prov", "", maxMetadataBytes, errProvTooLarge)
 	if err != nil {
 		var input *charts.InputError
 		switch {

@@ -195,3 +195,46 @@ func TestFailOnKnownCauseFlag(t *testing.T) {
 		assert.Contains(t, cmd.UsageString(), "--fail-on-known-cause", name)
 	}
 }
+
+// TestConfigFileIsReadCapped: the config file (VLLMCTL_CONFIG or the
+// default path) is read at most maxConfigFileBytes: a larger one, or an
+// endless one such as /dev/zero behind a .yaml name, is exit 2 naming the
+// file and the cap, before anything is asked of the cluster; a missing
+// file is still fine.
+func TestConfigFileIsReadCapped(t *testing.T) {
+	dir := t.TempDir()
+	endless := filepath.Join(dir, "endless.yaml")
+	require.NoError(t, os.Symlink("/dev/zero", endless))
+	huge := filepath.Join(dir, "huge.yaml")
+	require.NoError(t, os.WriteFile(huge, []byte("timeout: 5m\n# "+strings.Repeat("x", maxConfigFileBytes)+"\n"), 0o600))
+	fits := filepath.Join(dir, "fits.yaml")
+	require.NoError(t, os.WriteFile(fits, []byte("timeout: 5m\n# "+strings.Repeat("x", maxConfigFileBytes-20)+"\n"), 0o600))
+
+	for _, tc := range []struct {
+		name, path string
+		wantCode   int
+		wantErr    string
+	}{
+		{name: "endless", path: endless, wantCode: 2, wantErr: "config file " + endless + ": file too large: larger than the cap of 1 MiB"},
+		{name: "over the cap", path: huge, wantCode: 2, wantErr: "config file " + huge + ": file too large: larger than the cap of 1 MiB"},
+		{name: "a directory", path: dir, wantCode: 2, wantErr: "config file " + dir + ": "},
+		{name: "at the cap", path: fits},
+		{name: "missing", path: filepath.Join(dir, "missing.yaml")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			configEnv(t, "")
+			t.Setenv("VLLMCTL_CONFIG", tc.path)
+			f := newReleaseFakes()
+			o, stderr, code := f.runConfiguredDeploy(t, append([]string{"chat"}, small...)...)
+			assert.Equal(t, tc.wantCode, code, stderr)
+			if tc.wantCode != 0 {
+				assert.Contains(t, stderr, tc.wantErr)
+				recs, err := f.store.InNamespace("ml").List(context.Background(), "chat")
+				require.NoError(t, err)
+				assert.Empty(t, recs, "nothing deployed")
+				return
+			}
+			require.NotNil(t, o)
+		})
+	}
+}

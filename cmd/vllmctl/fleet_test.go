@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -195,4 +196,41 @@ func TestFleetDeployAnalysis(t *testing.T) {
 	assert.Equal(t, fleet.NotStarted, res.Targets[1].Outcome)
 	assert.Contains(t, stderr, "[a] ")
 	assert.Contains(t, stderr, "analysis: bake: no canary: the new pods are measured alone for 1s")
+}
+
+// TestFleetGateIsRedacted: a fleet whose chart renders a Secret, with a
+// gate that echoes the Secret's value and its base64 form: neither is
+// printed, in the plain or JSON progress (the "[fleet] gate after wave
+// 1: …" line included) nor in the table or -o json result (the gate's
+// command and output tail). The fleet's own output goes through the
+// command's redacting streams, which its targets' engines teach.
+func TestFleetGateIsRedacted(t *testing.T) {
+	const value = "FLEETSECRETVALUE123"
+	b64 := base64.StdEncoding.EncodeToString([]byte(value))
+	chart, err := filepath.Abs("../../testdata/charts/diffdemo")
+	require.NoError(t, err)
+	for _, tc := range []struct{ progress, output string }{
+		{"plain", "json"}, {"plain", "table"}, {"json", "json"}, {"json", "yaml"},
+	} {
+		t.Run(tc.progress+"/"+tc.output, func(t *testing.T) {
+			f := newReleaseFakes()
+			path := fleetFile(t, "chart: "+chart+"\npolicy:\n  onFailure: stop\n  gate: \"echo leak "+value+"; echo "+b64+"; exit 1\"\n")
+			require.NoError(t, os.WriteFile(path, []byte(strings.Replace(mustRead(t, path), "set: [", "set: [secret.token="+value+", ", 1)), 0o600))
+			stdout, stderr, code := f.runFleet(t, "deploy", path, "--skip-preflight", "--progress", tc.progress, "-o", tc.output)
+			assert.Equal(t, 4, code, "the gate fails: %s", stderr)
+			for what, out := range map[string]string{"stdout": stdout, "stderr": stderr} {
+				assert.NotContains(t, out, value, what)
+				assert.NotContains(t, out, b64, what)
+			}
+			assert.Contains(t, stderr, "gate after wave 1: echo leak (redacted)", "the gate ran and its line is printed")
+			if tc.output == "json" {
+				var res fleet.Result
+				require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+				require.Len(t, res.Gates, 1)
+				assert.Equal(t, 1, res.Gates[0].ExitCode)
+				assert.Contains(t, res.Gates[0].Command, "(redacted)")
+				assert.Equal(t, []string{"leak (redacted)", "(redacted)"}, res.Gates[0].OutputTail)
+			}
+		})
+	}
 }

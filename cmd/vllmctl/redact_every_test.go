@@ -58,7 +58,7 @@ var noReleaseSecrets = map[string]string{
 	"diagnose":              "--log reads no release; a POD of a release is run in TestDiagnoseReleasePodWithholdsItsSecrets",
 	"adopt":                 "prints Helm's revisions (numbers, statuses, descriptions) through the same output writers; e2e TestAdopt*",
 	"handover":              "as adopt; e2e TestHandover*",
-	"fleet deploy":          "one engine per target over the command's Redactor and output writers; e2e fleet gate redaction",
+	"fleet deploy":          "one engine per target over the command's Redactor and output writers; TestFleetGateIsRedacted (fleet_test.go, and the e2e test of that name)",
 	"fleet diff":            "as fleet deploy",
 	"fleet status":          "as fleet deploy",
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -472,4 +473,33 @@ func TestRepoNamesAreSafe(t *testing.T) {
 	require.Equal(t, ExitOK, code, stderr)
 	assert.NotContains(t, out, "\x1b")
 	assert.Contains(t, out, "evil")
+}
+
+// TestSourceInputsCapped: --ca-file, --cert-file and --key-file are read
+// at most 4 MiB and --password-stdin at most 64 KiB, on every command
+// that takes them: larger ones are exit 2 naming the flag (and the file)
+// and the cap, before any request (a larger or endless one was read whole
+// by Helm's clients).
+func TestSourceInputsCapped(t *testing.T) {
+	huge := filepath.Join(t.TempDir(), "huge.pem")
+	require.NoError(t, os.WriteFile(huge, bytes.Repeat([]byte("# not a certificate\n"), (maxTLSFileBytes/20)+1), 0o600))
+	tooLarge := "file too large: larger than the cap of 4 MiB"
+	for _, tc := range []struct {
+		name  string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{name: "template --ca-file", args: []string{"template", "web", "--repo", "http://127.0.0.1:1/", "--ca-file", huge}, want: "--ca-file " + huge + ": " + tooLarge},
+		{name: "template oci --cert-file", args: []string{"template", "web", "oci://127.0.0.1:1/charts/web", "--cert-file", huge, "--key-file", huge}, want: "--cert-file " + huge + ": " + tooLarge},
+		{name: "repo add --key-file", args: []string{"repo", "add", "x", "http://127.0.0.1:1/", "--cert-file", "/nonexistent", "--key-file", huge}, want: "--key-file " + huge + ": " + tooLarge},
+		{name: "registry login --ca-file", stdin: "pw\n", args: []string{"registry", "login", "127.0.0.1:1", "--username", "u", "--password-stdin", "--ca-file", huge}, want: "--ca-file " + huge + ": " + tooLarge},
+		{name: "repo add --password-stdin", stdin: strings.Repeat("p", maxPasswordBytes+1), args: []string{"repo", "add", "x", "http://127.0.0.1:1/", "--username", "u", "--password-stdin"}, want: "--password-stdin: stdin holds more than the cap of 64 KiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := runCLIWithStdin(t, tc.stdin, tc.args...)
+			assert.Equal(t, 2, code, stderr)
+			assert.Contains(t, stderr, tc.want)
+		})
+	}
 }

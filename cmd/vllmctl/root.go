@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 )
 
@@ -233,7 +236,7 @@ func (g *GlobalOptions) bindConfig(cmd *cobra.Command) error {
 	v.AutomaticEnv()
 	if path := configFilePath(); path != "" {
 		v.SetConfigFile(path)
-		if err := v.ReadInConfig(); err != nil {
+		if err := readConfigFile(v, path); err != nil {
 			var notFound viper.ConfigFileNotFoundError
 			if !errors.As(err, &notFound) && !os.IsNotExist(err) {
 				if _, statErr := os.Stat(path); statErr == nil {
@@ -317,6 +320,24 @@ func unknownConfigKeys(root *cobra.Command, path string, keys []string) error {
 		return newUsageError("config file %s: unknown keys %s (keys are flag names, e.g. timeout, history-max)", path, strings.Join(unknown, ", "))
 	}
 	return nil
+}
+
+// maxConfigFileBytes caps the config file: a few flag values.
+const maxConfigFileBytes = 1 << 20
+
+// readConfigFile reads the config file at path into v as v.ReadInConfig
+// does (its extension names its format), but at most maxConfigFileBytes
+// (charts.ReadFileCapped): a larger or endless file (a symlink to
+// /dev/zero) is refused at once instead of read whole.
+func readConfigFile(v *viper.Viper, path string) error {
+	if ext := strings.TrimPrefix(filepath.Ext(path), "."); !slices.Contains(viper.SupportedExts, ext) {
+		return viper.UnsupportedConfigError(ext)
+	}
+	data, err := charts.ReadFileCapped(path, maxConfigFileBytes)
+	if err != nil {
+		return err
+	}
+	return v.ReadConfig(bytes.NewReader(data))
 }
 
 func configFilePath() string {

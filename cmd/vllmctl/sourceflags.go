@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"io"
+	"io/fs"
 	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/charts/source"
 )
 
@@ -82,7 +85,25 @@ func (f *chartSourceFlags) addRegistryFlags(fs *pflag.FlagSet) {
 
 // options returns the source options, reading the password from in with
 // --password-stdin (one line; a trailing newline is dropped).
+// maxTLSFileBytes caps --ca-file, --cert-file and --key-file (PEM
+// bundles), maxPasswordBytes what --password-stdin reads: larger or
+// endless inputs (/dev/zero) are refused at once, exit 2, instead of read
+// whole by Helm's TLS and registry clients.
+const (
+	maxTLSFileBytes  = 4 << 20
+	maxPasswordBytes = 64 << 10
+)
+
 func (f *chartSourceFlags) options(in io.Reader) (source.Options, error) {
+	for _, file := range []struct{ flag, path string }{{"--ca-file", f.caFile}, {"--cert-file", f.certFile}, {"--key-file", f.keyFile}} {
+		if file.path == "" {
+			continue
+		}
+		// A missing or unreadable file is left to the clients, which name it.
+		if _, err := charts.ReadFileCapped(file.path, maxTLSFileBytes); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+			return source.Options{}, newUsageError("%s %s: %v", file.flag, file.path, err)
+		}
+	}
 	o := source.Options{
 		RepoURL: strings.TrimSpace(f.repoURL), Version: strings.TrimSpace(f.version),
 		CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile,
@@ -96,9 +117,12 @@ func (f *chartSourceFlags) options(in io.Reader) (source.Options, error) {
 		if in == nil {
 			return o, newUsageError("--password-stdin: no stdin")
 		}
-		b, err := io.ReadAll(in)
+		b, err := io.ReadAll(io.LimitReader(in, maxPasswordBytes+1))
 		if err != nil {
 			return o, newUsageError("--password-stdin: %v", err)
+		}
+		if len(b) > maxPasswordBytes {
+			return o, newUsageError("--password-stdin: stdin holds more than the cap of %d KiB", maxPasswordBytes>>10)
 		}
 		o.Password = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 		if o.Password == "" {
