@@ -95,6 +95,11 @@ func (f *clusterFactory) clientSet() (kubernetes.Interface, error) {
 
 // config is the kubeconfig's REST config asking for protobuf.
 func (f *clusterFactory) config() (*rest.Config, error) {
+	if flags, ok := f.getter.(*genericclioptions.ConfigFlags); ok {
+		if err := checkKubeconfigFiles(kubeconfigFlag(flags.KubeConfig)); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := f.getter.ToRESTConfig()
 	if err != nil {
 		return nil, kubeconfigError(err)

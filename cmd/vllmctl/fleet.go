@@ -167,6 +167,9 @@ func (o *fleetOptions) resolveTargets() error {
 	for i, t := range o.file.Targets {
 		field := fmt.Sprintf("targets[%d].context", i)
 		cf := o.connectionFlags(t.Context)
+		if err := checkKubeconfigFiles(kubeconfigFlag(cf.KubeConfig)); err != nil {
+			return err
+		}
 		raw, err := cf.ToRawKubeConfigLoader().RawConfig()
 		if err != nil {
 			return usageError{fmt.Errorf("fleet file %s: target %s: kubeconfig: %w", o.file.Path, t.Name, err)}

@@ -57,6 +57,9 @@ const statusUnreadable storage.Status = "unreadable"
 // recordNamespace is the namespace of -n/--namespace or the kubeconfig
 // context.
 func recordNamespace(g *GlobalOptions) (string, error) {
+	if err := checkKubeconfigFiles(kubeconfigFlag(g.ConfigFlags.KubeConfig)); err != nil {
+		return "", err
+	}
 	ns, _, err := g.ConfigFlags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return "", usageError{fmt.Errorf("kubeconfig: %w", err)}

@@ -152,6 +152,9 @@ func localNamespace(g *GlobalOptions) (string, error) {
 	if g.ConfigFlags.Namespace != nil && *g.ConfigFlags.Namespace != "" {
 		return *g.ConfigFlags.Namespace, validateNamespace(*g.ConfigFlags.Namespace)
 	}
+	if checkKubeconfigFiles(kubeconfigFlag(g.ConfigFlags.KubeConfig)) != nil {
+		return "default", nil // not read at all: it may never end
+	}
 	ns, _, err := g.ConfigFlags.ToRawKubeConfigLoader().Namespace()
 	if err != nil || ns == "" {
 		// template and lint need no cluster: a missing or unreadable
