@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // The one redaction rule for what an operation records and returns: the
@@ -107,7 +107,7 @@ func RedactHookRuns(red *diff.Redactor, runs []HookRun) []HookRun {
 }
 
 // redactFailure returns a redacted copy of f (nil stays nil).
-func redactFailure(red *diff.Redactor, f *wait.Diagnosis) *wait.Diagnosis {
+func redactFailure(red *diff.Redactor, f *rollout.Diagnosis) *rollout.Diagnosis {
 	if f == nil {
 		return nil
 	}
@@ -146,13 +146,13 @@ func RedactGate(red *diff.Redactor, g *storage.GateResult) *storage.GateResult {
 // RedactServe returns a copy of r (a serve check's report) whose pods'
 // messages and body excerpts, which quote what the pods answered, passed
 // through red (nil stays nil).
-func RedactServe(red *diff.Redactor, r *wait.ServeReport) *wait.ServeReport {
+func RedactServe(red *diff.Redactor, r *rollout.ServeReport) *rollout.ServeReport {
 	if r == nil || red == nil {
 		return r
 	}
 	c := *r
 	c.Reason = red.Line(c.Reason)
-	c.Pods = make([]wait.ServePod, len(r.Pods))
+	c.Pods = make([]rollout.ServePod, len(r.Pods))
 	for i, p := range r.Pods {
 		p.Message, p.Body = red.Line(p.Message), red.Line(p.Body)
 		c.Pods[i] = p

@@ -17,8 +17,8 @@ import (
 
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/fleet"
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // fleetOptions are the inputs of `vllmctl fleet deploy|diff|status FILE`.
@@ -220,9 +220,9 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 		}
 	}
 	stderr := &lockedWriter{w: o.g.Streams.ErrOut}
-	format := wait.ProgressFormat(o.progress.format)
-	if format == "" || format == wait.ProgressAuto {
-		format = wait.ProgressPlain // one live view per target would interleave
+	format := termout.ProgressFormat(o.progress.format)
+	if format == "" || format == termout.ProgressAuto {
+		format = termout.ProgressPlain // one live view per target would interleave
 	}
 	// One Redactor for the whole fleet: every target's engine teaches it
 	// the Secrets it renders, and it withholds them from every target's
@@ -243,11 +243,11 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 		return err
 	}
 	runner.Redactor = red
-	fleetLog := &prefixWriter{out: stderr, prefix: fleet.ReservedName, json: format == wait.ProgressJSON}
+	fleetLog := &prefixWriter{out: stderr, prefix: fleet.ReservedName, json: format == termout.ProgressJSON}
 	runner.Log = func(target, message string) {
 		w := fleetLog
 		if target != "" {
-			w = &prefixWriter{out: stderr, prefix: target, json: format == wait.ProgressJSON}
+			w = &prefixWriter{out: stderr, prefix: target, json: format == termout.ProgressJSON}
 		}
 		w.line(red.Line(message))
 	}
@@ -325,7 +325,7 @@ func fileExists(p string) bool {
 // buildTarget builds the engine of a target's context and namespace, as
 // deploy builds one for --context and -n, and its deploy options: the
 // shared values, then the target's.
-func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput, stderr io.Writer, format wait.ProgressFormat,
+func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput, stderr io.Writer, format termout.ProgressFormat,
 	red *diff.Redactor) (*fleetTarget, error) {
 	factory, err := o.newFactory(t.Context)
 	if err != nil {
@@ -337,7 +337,7 @@ func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput
 		return nil, err
 	}
 	pf := progressFlags{format: string(format)}
-	printer := pf.printer(&prefixWriter{out: stderr, prefix: t.Name, json: format == wait.ProgressJSON})
+	printer := pf.printer(&prefixWriter{out: stderr, prefix: t.Name, json: format == termout.ProgressJSON})
 	printer.red = red
 	engine.Progress = printer.Print
 	engine.UseRedactor(printer.red)
@@ -417,4 +417,4 @@ func (p *prefixWriter) emit(line string) error {
 }
 
 // line writes one message line.
-func (p *prefixWriter) line(msg string) { _ = p.emit(wait.SanitizeLine(msg)) }
+func (p *prefixWriter) line(msg string) { _ = p.emit(termout.SanitizeLine(msg)) }

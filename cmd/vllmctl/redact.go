@@ -2,8 +2,8 @@ package main
 
 import (
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // redactEvent returns ev with every text field passed through red: what
@@ -28,7 +28,7 @@ func redactEvent(red *diff.Redactor, ev release.ProgressEvent) release.ProgressE
 	return ev
 }
 
-func redactRollout(red *diff.Redactor, p *wait.RolloutProgress) *wait.RolloutProgress {
+func redactRollout(red *diff.Redactor, p *rollout.RolloutProgress) *rollout.RolloutProgress {
 	if p == nil {
 		return nil
 	}

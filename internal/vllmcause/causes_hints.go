@@ -2,7 +2,7 @@
 // change, named as vLLM flags and as the built-in chart's values, with the
 // values the pod runs with.
 
-package wait
+package vllmcause
 
 import (
 	"fmt"
