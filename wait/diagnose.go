@@ -1,5 +1,6 @@
-// Diagnosis: why a rollout failed, as the user and the release record see
-// it, built from a pod's statuses, events and log tail, with hints.
+// The diagnosis of a failure (a rollout.Diagnosis: why a rollout failed,
+// as the user and the release record see it), built from a pod's
+// statuses, events and log tail, with hints.
 
 package wait
 
