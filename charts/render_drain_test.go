@@ -171,15 +171,20 @@ s.serve_forever()
 	}
 	// Busy (2 running) all along: the hook waits its whole bound, 0 + 2 s
 	// (through a proxy it would have found nothing listening, and ended).
+	// The lower bounds are the behaviour; the upper ones are far from the
+	// other outcome (the 30 s bound), so that a loaded machine's slow
+	// python start does not fail them.
 	took := run("127.0.0.1", "0", "2")
-	assert.InDelta(t, 2.0, took, 0.9, "waits the bound while requests run")
+	assert.GreaterOrEqual(t, took, 2.0, "waits the bound while requests run")
+	assert.Less(t, took, 12.0, "and not much longer")
 	// Idle: it ends at once, after the delay (1 s); the host from $LEADER.
 	require.NoError(t, os.WriteFile(busyFile, []byte("0"), 0o644))
 	took = run("$LEADER", "1", "30")
-	assert.InDelta(t, 1.0, took, 0.7, "ends when idle")
+	assert.GreaterOrEqual(t, took, 1.0, "waits the delay")
+	assert.Less(t, took, 15.0, "ends when idle, long before its bound")
 	// Nothing listening: ends at once.
 	took = run("127.0.0.2", "0", "30")
-	assert.Less(t, took, 3.0, "a server that does not answer ends the hook")
+	assert.Less(t, took, 15.0, "a server that does not answer ends the hook, long before its bound")
 
 	// A server that accepts but never answers (loaded): busy, the hook
 	// waits its bound (0 + 6 s) and no longer (it used to end at once, as
@@ -205,7 +210,7 @@ s.serve_forever()
 	// timeout would take 5 s.
 	took = run("127.0.0.1", "0", "6")
 	assert.GreaterOrEqual(t, took, 5.9, "a server that accepts and never answers is busy, waited for")
-	assert.Less(t, took, 7.5, "at most the bound")
+	assert.Less(t, took, 16.0, "and not much longer")
 }
 
 func nowSeconds() float64 { return float64(time.Now().UnixNano()) / 1e9 }

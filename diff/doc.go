@@ -28,6 +28,13 @@
 // could echo a value is replaced by one with the values redacted or the
 // API server's message withheld (see [RedactedError]).
 //
+// It also holds the one redaction of the program (docs/architecture.md,
+// "Secret values: one redaction"): a [Redactor] knows the values of the
+// Secrets a command rendered or read; a [Writer] passes every line of the
+// command's output through it; [RedactCopy] copies a document or a record
+// with every string passed through it (fields tagged `redact:"keep"`
+// aside).
+//
 // [Report.WriteText] renders the report for a terminal or a log;
 // [Report.WriteJSON] and [Report.WriteYAML] render it as one document
 // {objects:[{object, action, diff, rollout, conflicts}], summary:{change,

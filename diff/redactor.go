@@ -1,6 +1,9 @@
 package diff
 
 import (
+	"bytes"
+	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -16,8 +19,9 @@ import (
 // from ordinary text and would withhold every line.
 const minLineValue = 6
 
-// Withheld replaces a line a Redactor cannot clean.
-const Withheld = "(line withheld: it may contain Secret data)"
+// Withheld replaces a line a Redactor cannot clean (it still holds a
+// fragment of a value): the one marker, as for a value.
+const Withheld = Redacted
 
 // Redactor is the one redactor every error, progress line and result
 // document of an operation passes through: it knows the values of every
@@ -56,13 +60,41 @@ func (r *Redactor) AddValues(values ...string) {
 		if len(v) < minLineValue || r.known[v] {
 			continue
 		}
-		r.known[v] = true
-		r.values = append(r.values, v)
+		for _, form := range append([]string{v}, escapedForms(v)...) {
+			if !r.known[form] {
+				r.known[form] = true
+				r.values = append(r.values, form)
+			}
+		}
 		changed = true
 	}
 	if changed {
 		sort.SliceStable(r.values, func(i, j int) bool { return len(r.values[i]) > len(r.values[j]) })
 	}
+}
+
+// escapedForms are the other ways a document can spell v: JSON's escapes
+// (with and without its HTML escapes of <, > and &), and YAML's
+// single-quoted form, which doubles a quote.
+func escapedForms(v string) []string {
+	var forms []string
+	add := func(f string) {
+		if f != v && !slices.Contains(forms, f) {
+			forms = append(forms, f)
+		}
+	}
+	if b, err := json.Marshal(v); err == nil {
+		add(string(b[1 : len(b)-1]))
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) == nil {
+		b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		add(string(b[1 : len(b)-1]))
+	}
+	add(strings.ReplaceAll(v, "'", "''"))
+	return forms
 }
 
 // Line returns s with every known value replaced by "(redacted)", or

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -33,11 +32,6 @@ type Runner struct {
 	Gate GateFunc
 	// GateTimeout bounds the gate (0: DefaultGateTimeout).
 	GateTimeout time.Duration
-	// Redactor withholds Secret values from the fleet's own progress
-	// lines, its gate's command and output (release.RedactGate) and its
-	// errors; the caller gives every target's engine the same one, so it
-	// knows the Secrets each target rendered. nil changes nothing.
-	Redactor *diff.Redactor
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -54,7 +48,7 @@ func NewRunner(f *File, targets map[string]Target) (*Runner, error) {
 
 func (r *Runner) log(target, format string, args ...any) {
 	if r.Log != nil {
-		r.Log(target, r.Redactor.Line(fmt.Sprintf(format, args...)))
+		r.Log(target, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -278,7 +272,7 @@ func (st *run) deployTarget(ctx context.Context, name string) {
 	st.log(name, "deploying (revision before: %d)", before)
 	res, err := t.Deploy(ctx)
 	if res != nil {
-		row.Analysis = release.RedactAnalysis(st.Redactor, res.Analysis)
+		row.Analysis = res.Analysis
 	}
 	if err == nil {
 		row.RevisionAfter = res.Revision
@@ -374,7 +368,6 @@ func (st *run) gate(ctx context.Context, wave int) bool {
 	}
 	st.log("", "gate after wave %d: %s", wave, command)
 	g, err := run(ctx, command, vars, timeout)
-	g, err = release.RedactGate(st.Redactor, g), st.Redactor.Err(err)
 	if g != nil {
 		st.res.Gates = append(st.res.Gates, GateRun{Wave: wave, GateResult: *g})
 	}
@@ -481,7 +474,7 @@ func (st *run) finish() {
 		res.Outcome = Succeeded
 		return
 	}
-	res.Outcome, res.Failure = FleetFailed, st.Redactor.Line(st.failure)
+	res.Outcome, res.Failure = FleetFailed, st.failure
 	code := exitcode.OK
 	for _, row := range res.Targets {
 		c := row.ExitCode

@@ -2,19 +2,15 @@ package fleet
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
@@ -540,56 +536,6 @@ func TestGateRunsWithTheFleetEnvironment(t *testing.T) {
 	assert.Equal(t, 4, exitcode.Of(err))
 	assert.Equal(t, 7, res.Gates[0].ExitCode)
 	assert.Equal(t, []string{"no"}, res.Gates[0].OutputTail)
-}
-
-// TestGateIsRedacted: the fleet's gate goes through the one redaction of
-// every gate: a Secret value (and its base64 form) in the gate's command
-// or output never reaches the fleet's progress lines, the result's gates,
-// its failure or the error, whether the gate fails or cannot run.
-func TestGateIsRedacted(t *testing.T) {
-	const value = "FLEETSECRETVALUE123"
-	b64 := base64.StdEncoding.EncodeToString([]byte(value))
-	cases := []struct {
-		name string
-		gate string
-		// run replaces the gate runner (nil: release.RunGate).
-		run GateFunc
-	}{
-		{name: "gate fails, echoing the value", gate: "echo leak " + value + "; echo " + b64 + "; exit 1"},
-		{name: "gate cannot run", gate: "check " + value,
-			run: func(_ context.Context, command string, _ []string, _ time.Duration) (*storage.GateResult, error) {
-				return &storage.GateResult{Command: command, ExitCode: -1}, fmt.Errorf("gate %q: no shell", command)
-			}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r, _, _ := fixture(t, Policy{Gate: tc.gate, OnFailure: Stop}, []string{"a"}, []string{"b"})
-			r.Gate = tc.run
-			red := diff.NewRedactor()
-			red.AddObjects(&unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "api"},
-				"stringData": map[string]any{"key": value},
-			}})
-			r.Redactor = red
-			var mu sync.Mutex
-			var lines []string
-			r.Log = func(target, message string) {
-				mu.Lock()
-				defer mu.Unlock()
-				lines = append(lines, message)
-			}
-			res, err := r.Deploy(context.Background())
-			require.Error(t, err)
-			doc, jerr := json.Marshal(res)
-			require.NoError(t, jerr)
-			all := strings.Join(lines, "\n") + "\n" + string(doc) + "\n" + err.Error()
-			assert.NotContains(t, all, value)
-			assert.NotContains(t, all, b64)
-			assert.Contains(t, strings.Join(lines, "\n"), "gate after wave 1: ")
-			require.Len(t, res.Gates, 1)
-			assert.Contains(t, res.Gates[0].Command, diff.Redacted)
-		})
-	}
 }
 
 // TestAnalysisVerdicts: a target whose deploy's analysis refused it

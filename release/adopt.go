@@ -116,7 +116,7 @@ func historyNote(n int) string {
 // *helmrecords.UnreadableError (exit 6), a release that already has
 // vllmctl records an *AdoptExistsError (exit 2) unless Force.
 func (a *Adopter) Adopt(ctx context.Context, opts AdoptOptions) (*AdoptResult, error) {
-	if err := a.check("store", "objects", "client"); err != nil {
+	if err := a.check(needStore, needObjects, needClient); err != nil {
 		return nil, err
 	}
 	if err := storage.ValidateName(opts.Name); err != nil {

@@ -193,7 +193,7 @@ func TestRecordsNeverHoldSecretValues(t *testing.T) {
 	assert.Contains(t, text, "(redacted)")
 	assert.Contains(t, text, "gate said", "what is not secret stays")
 
-	res := RedactResult(red, &Result{Canary: rec.Canary, Failure: rec.Failure})
+	res := diff.RedactCopy(red, &Result{Canary: rec.Canary, Failure: rec.Failure})
 	assert.NotContains(t, res.Canary.Gate.Command, secret, "the result's gate command too")
 	assert.Contains(t, rec.Canary.Gate.Command, secret, "a copy")
 }

@@ -182,7 +182,7 @@ func NewDeployer(engine *Engine) *Deployer { return &Deployer{Engine: engine} }
 // The result is returned whenever a revision was written, also with an
 // error.
 func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, error) {
-	if err := d.check("store", "objects", "waiter", "client"); err != nil {
+	if err := d.check(needStore, needObjects, needWaiter, needClient); err != nil {
 		return nil, err
 	}
 	start := storage.Stamp(d.clock())

@@ -51,7 +51,7 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	if err := validateRender(ctx, opts.Name, &opts.Render); err != nil {
 		return nil, err
 	}
-	if err := d.check("store", "objects", "client"); err != nil {
+	if err := d.check(needStore, needObjects, needClient); err != nil {
 		return nil, err
 	}
 	entries, err := d.Store.List(ctx, opts.Name)

@@ -126,25 +126,36 @@ func (e *Engine) holder() string {
 	return storage.DefaultHolder()
 }
 
+// dependency is one of the Engine's fields an operation cannot run without.
+type dependency int
+
+const (
+	needStore dependency = iota
+	needObjects
+	needWaiter
+	needClient
+)
+
 // check reports a missing dependency instead of a nil dereference later.
-func (e *Engine) check(needs ...string) error {
+func (e *Engine) check(needs ...dependency) error {
 	if e == nil {
 		return errors.New("release engine: not configured")
 	}
 	for _, n := range needs {
-		missing := false
+		var missing bool
+		var name string
 		switch n {
-		case "store":
-			missing = e.Store == nil
-		case "objects":
-			missing = e.Objects == nil
-		case "waiter":
-			missing = e.Waiter == nil
-		case "client":
-			missing = e.Client == nil
+		case needStore:
+			missing, name = e.Store == nil, "record store (Store)"
+		case needObjects:
+			missing, name = e.Objects == nil, "object client (Objects)"
+		case needWaiter:
+			missing, name = e.Waiter == nil, "rollout waiter (Waiter)"
+		case needClient:
+			missing, name = e.Client == nil, "Kubernetes client (Client)"
 		}
 		if missing {
-			return fmt.Errorf("release engine: no %s configured", n)
+			return fmt.Errorf("release engine: no %s configured", name)
 		}
 	}
 	return nil

@@ -65,7 +65,7 @@ type HandoverResult struct {
 // 2; one with an operation in progress exit 5; Helm records of the name
 // that adopt did not write (owner=helm) exit 2.
 func (h *Handoverer) Handover(ctx context.Context, opts HandoverOptions) (*HandoverResult, error) {
-	if err := h.check("store", "objects", "client"); err != nil {
+	if err := h.check(needStore, needObjects, needClient); err != nil {
 		return nil, err
 	}
 	if err := storage.ValidateName(opts.Name); err != nil {

@@ -311,7 +311,7 @@ func TestHookSecretsAreWithheld(t *testing.T) {
 	res, err := release.NewDeployer(f.engine).Deploy(context.Background(),
 		hookSpec(baseSpec(), secret, hookObj("Job", "migrate", "pre-install,test", "", "")))
 	require.Error(t, err)
-	out, jerr := json.Marshal(release.RedactResult(red, res))
+	out, jerr := json.Marshal(diff.RedactCopy(red, res))
 	require.NoError(t, jerr)
 	assert.NotContains(t, string(out), value)
 	assert.Contains(t, string(out), "connecting with password")

@@ -62,7 +62,7 @@ func NewRollbacker(engine *Engine) *Rollbacker { return &Rollbacker{Engine: engi
 // *InvalidRevisionError (exit code 2). Nothing is changed then. A failed
 // rollout is a *RolloutError (exit code 4).
 func (r *Rollbacker) Rollback(ctx context.Context, opts RollbackOptions) (*Result, error) {
-	if err := r.check("store", "objects", "waiter", "client"); err != nil {
+	if err := r.check(needStore, needObjects, needWaiter, needClient); err != nil {
 		return nil, err
 	}
 	if err := storage.ValidateName(opts.Name); err != nil {
@@ -101,7 +101,7 @@ func (r *Rollbacker) Rollback(ctx context.Context, opts RollbackOptions) (*Resul
 // revision before held. held itself is left pending: finishing it is the
 // caller's job.
 func (r *Rollbacker) RollbackHeld(ctx context.Context, held *storage.Release, opts RollbackOptions) (*Result, error) {
-	if err := r.check("store", "objects", "waiter", "client"); err != nil {
+	if err := r.check(needStore, needObjects, needWaiter, needClient); err != nil {
 		return nil, err
 	}
 	if held == nil {

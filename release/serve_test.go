@@ -253,13 +253,13 @@ func TestDeployServeCheck(t *testing.T) {
 			check("record's serve check", rec.ServeCheck)
 			check("record's failure", rec.Failure)
 			check("record's description", rec.Description)
-			check("result", release.RedactResult(f.engine.Redactor, res))
+			check("result", diff.RedactCopy(f.engine.Redactor, res))
 			f.mu.Lock()
 			check("progress", f.events)
 			f.mu.Unlock()
 			if strings.Contains(tc.image, "secret") {
 				assert.Contains(t, pod.Body, "key=(redacted)", "the record's excerpt")
-				assert.Contains(t, release.RedactResult(f.engine.Redactor, res).Failure.Evidence, "key=(redacted)", "the result, as the command prints it")
+				assert.Contains(t, diff.RedactCopy(f.engine.Redactor, res).Failure.Evidence, "key=(redacted)", "the result, as the command prints it")
 			}
 		})
 	}

@@ -131,7 +131,7 @@ func NewStatuser(engine *Engine) *Statuser { return &Statuser{Engine: engine} }
 // computes its kstatus, and lists the ReplicaSets serving its Deployments.
 // A release without records is a *NotFoundError (exit code 2).
 func (s *Statuser) Status(ctx context.Context, name string) (*StatusReport, error) {
-	if err := s.check("store", "objects", "client"); err != nil {
+	if err := s.check(needStore, needObjects, needClient); err != nil {
 		return nil, err
 	}
 	rec, err := storage.Last(ctx, s.Store, name)
@@ -152,7 +152,7 @@ func (s *Statuser) Status(ctx context.Context, name string) (*StatusReport, erro
 
 // StatusOf is Status of the revision rec.
 func (s *Statuser) StatusOf(ctx context.Context, rec *storage.Release) (*StatusReport, error) {
-	if err := s.check("objects", "client"); err != nil {
+	if err := s.check(needObjects, needClient); err != nil {
 		return nil, err
 	}
 	rep := &StatusReport{

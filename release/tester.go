@@ -84,7 +84,7 @@ func NewTester(engine *Engine) *Tester { return &Tester{Engine: engine} }
 // and writes no record. A release without a deployed revision is an error
 // (exit code 2); one without test hooks passes with no tests.
 func (t *Tester) Test(ctx context.Context, opts TestOptions) (*TestResult, error) {
-	if err := t.check("store", "objects", "waiter"); err != nil {
+	if err := t.check(needStore, needObjects, needWaiter); err != nil {
 		return nil, err
 	}
 	if err := storage.ValidateName(opts.Name); err != nil {

@@ -72,7 +72,7 @@ func NewUninstaller(engine *Engine) *Uninstaller { return &Uninstaller{Engine: e
 // uninstalled (the deployed one superseded). A release without records is
 // a *NotFoundError (exit code 2).
 func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*UninstallResult, error) {
-	if err := u.check("store", "objects"); err != nil {
+	if err := u.check(needStore, needObjects); err != nil {
 		return nil, err
 	}
 	clk := u.clock()

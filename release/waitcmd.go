@@ -90,7 +90,7 @@ func NewWatcher(engine *Engine) *Watcher { return &Watcher{Engine: engine} }
 // The result is returned whenever a revision was waited on, also with an
 // error.
 func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
-	if err := w.check("store", "waiter"); err != nil {
+	if err := w.check(needStore, needWaiter); err != nil {
 		return nil, err
 	}
 	clk := w.clock()

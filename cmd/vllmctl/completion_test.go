@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -17,7 +18,8 @@ func TestCompletionCommand(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		root := NewRootCommand(context.Background(), genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &stdout, ErrOut: &stderr})
 		root.SetArgs(args)
-		code := ExitCode(&stderr, Execute(context.Background(), root))
+		code := ExitCode(root.ErrOrStderr(), Execute(context.Background(), root))
+		require.NoError(t, FlushStreams(root))
 		return stdout.String(), stderr.String(), code
 	}
 	for shell, want := range map[string]string{

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -51,15 +50,12 @@ contexts:
 current-context: test
 `), 0o600))
 	var stdout, stderr bytes.Buffer
-	g := &GlobalOptions{
-		ConfigFlags: genericclioptions.NewConfigFlags(true),
-		Streams:     genericiooptions.IOStreams{In: strings.NewReader(in), Out: &stdout, ErrOut: &stderr},
-		v:           viper.New(),
-		Factory:     fakeFactory{client: client},
-	}
+	g := newGlobalOptions(genericclioptions.NewConfigFlags(true),
+		genericiooptions.IOStreams{In: strings.NewReader(in), Out: &stdout, ErrOut: &stderr})
+	g.Factory = fakeFactory{client: client}
 	root := &cobra.Command{Use: "vllmctl", SilenceUsage: true, SilenceErrors: true}
-	root.SetOut(&stdout)
-	root.SetErr(&stderr)
+	root.SetOut(g.Streams.Out)
+	root.SetErr(g.Streams.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	g.ConfigFlags.AddFlags(root.PersistentFlags())
 	sub := newDiagnoseCommand(g)
@@ -67,7 +63,8 @@ current-context: test
 	root.AddCommand(sub)
 	root.SetArgs(append(append([]string{"diagnose"}, args...), "--kubeconfig", kubeconfig))
 	err := root.ExecuteContext(context.Background())
-	code := ExitCode(&stderr, err)
+	code := ExitCode(g.Streams.ErrOut, err)
+	require.NoError(t, FlushStreams(root))
 	return stdout.String(), stderr.String(), code
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
-	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/fleet"
 	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release"
@@ -224,15 +222,14 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 	if format == "" || format == termout.ProgressAuto {
 		format = termout.ProgressPlain // one live view per target would interleave
 	}
-	// One Redactor for the whole fleet: every target's engine teaches it
-	// the Secrets it renders, and it withholds them from every target's
-	// lines, the fleet's own lines, the gate's command and output, the
-	// result and the error.
-	red := diff.NewRedactor()
+	// The command's one Redactor serves the whole fleet: every target's
+	// engine teaches it the Secrets it renders, and the output streams
+	// withhold them from every target's lines, the fleet's own lines, the
+	// gate's command and output, the result and the error.
 	built := map[string]*fleetTarget{}
 	targets := map[string]fleet.Target{}
 	for _, t := range o.file.Targets {
-		ft, err := o.buildTarget(t, input, stderr, format, red)
+		ft, err := o.buildTarget(t, input, stderr, format)
 		if err != nil {
 			return fmt.Errorf("fleet target %s (context %s): %w", t.Name, t.Context, err)
 		}
@@ -242,14 +239,13 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	runner.Redactor = red
 	fleetLog := &prefixWriter{out: stderr, prefix: fleet.ReservedName, json: format == termout.ProgressJSON}
 	runner.Log = func(target, message string) {
 		w := fleetLog
 		if target != "" {
 			w = &prefixWriter{out: stderr, prefix: target, json: format == termout.ProgressJSON}
 		}
-		w.line(red.Line(message))
+		w.line(message)
 	}
 	defer func() {
 		for _, ft := range built {
@@ -265,29 +261,17 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 		return o.finish(built, err, func() error { return writeFleetStatus(o.g.Streams.Out, o.output.format, res) }, false)
 	}
 	res, err := runner.Deploy(ctx)
-	for _, row := range res.Targets {
-		row.Error = built[row.Name].printer.red.Line(row.Error)
-	}
 	return o.finish(built, err, func() error { return writeFleetResult(o.g.Streams.Out, o.output.format, res) }, false)
 }
 
 // finish closes the printers, writes the result and returns the
-// operation's error (its message redacted), else exit 1 for a diff with
-// changes.
+// operation's error, else exit 1 for a diff with changes.
 func (o *fleetOptions) finish(built map[string]*fleetTarget, err error, write func() error, changes bool) error {
 	for _, ft := range built {
 		_ = ft.printer.Close()
 	}
 	werr := write()
 	if err != nil {
-		var fe *fleet.Error
-		if errors.As(err, &fe) {
-			msg := fe.Message
-			for _, ft := range built {
-				msg = ft.printer.red.Line(msg)
-			}
-			return &fleet.Error{Release: fe.Release, Code: fe.Code, Message: msg}
-		}
 		return err
 	}
 	if werr != nil {
@@ -325,8 +309,7 @@ func fileExists(p string) bool {
 // buildTarget builds the engine of a target's context and namespace, as
 // deploy builds one for --context and -n, and its deploy options: the
 // shared values, then the target's.
-func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput, stderr io.Writer, format termout.ProgressFormat,
-	red *diff.Redactor) (*fleetTarget, error) {
+func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput, stderr io.Writer, format termout.ProgressFormat) (*fleetTarget, error) {
 	factory, err := o.newFactory(t.Context)
 	if err != nil {
 		return nil, err
@@ -337,10 +320,9 @@ func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput
 		return nil, err
 	}
 	pf := progressFlags{format: string(format)}
-	printer := pf.printer(&prefixWriter{out: stderr, prefix: t.Name, json: format == termout.ProgressJSON})
-	printer.red = red
+	printer := pf.printer(&prefixWriter{out: stderr, prefix: t.Name, json: format == termout.ProgressJSON}, o.g.Redactor)
 	engine.Progress = printer.Print
-	engine.UseRedactor(printer.red)
+	engine.UseRedactor(o.g.Redactor)
 	engine.ServeCheck = o.serve.options()
 	in := input
 	in.Options.Namespace = ns

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -198,11 +197,12 @@ func getValues() getSubcommand {
 			if values == nil {
 				values = map[string]any{}
 			}
-			red, err := recordRedactor(rec)
-			if err != nil {
+			// A value a template put into a Secret is Secret data: the
+			// output withholds what the record's Secrets hold.
+			if err := release.LearnRecord(o.g.Redactor, rec); err != nil {
 				return err
 			}
-			return writeRecordDocument(w, o.output.format, withholdValues(red, values))
+			return writeRecordDocument(w, o.output.format, values)
 		},
 	}
 }
@@ -214,7 +214,7 @@ func getManifest() getSubcommand {
 		name:  "manifest",
 		short: "Print a revision's manifest as recorded",
 		long: "Print the rendered manifest the revision applied, one YAML stream, as its record keeps it, except\n" +
-			"that the values of Secrets (data, stringData) are withheld: each is printed as \"" + secretWithheld + "\".",
+			"that the values of Secrets (data, stringData) are withheld: each is printed as \"" + diff.Redacted + "\".",
 		example: "  vllmctl get manifest qwen --revision 2",
 		write: func(w, _ io.Writer, _ *getOptions, rec *storage.Release) error {
 			out, err := withholdSecrets(rec.Manifest)
@@ -250,11 +250,8 @@ func getHooks() getSubcommand {
 	}
 }
 
-// secretWithheld replaces the value of a Secret's key in get's output.
-const secretWithheld = "(withheld)"
-
 // withholdSecrets returns manifest with the values of its Secrets
-// replaced by secretWithheld; other objects are printed as recorded.
+// replaced by diff.Redacted; other objects are printed as recorded.
 func withholdSecrets(manifest string) (string, error) {
 	objs, err := cluster.ParseManifest(manifest)
 	if err != nil {
@@ -269,7 +266,7 @@ func withholdSecrets(manifest string) (string, error) {
 		for _, field := range []string{"data", "stringData"} {
 			if m, ok := o.Object[field].(map[string]any); ok {
 				for k := range m {
-					m[k] = secretWithheld
+					m[k] = diff.Redacted
 				}
 			}
 		}
@@ -278,51 +275,6 @@ func withholdSecrets(manifest string) (string, error) {
 		return manifest, nil // as recorded
 	}
 	return charts.Manifest(objs)
-}
-
-// recordRedactor returns a Redactor that knows the values of the Secrets
-// of rec's manifest and hooks: what `get values` and `get notes` must not
-// print (a value that a template put into a Secret is Secret data).
-func recordRedactor(rec *storage.Release) (*diff.Redactor, error) {
-	red := diff.NewRedactor()
-	if err := release.LearnRecord(red, rec); err != nil {
-		return nil, err
-	}
-	return red, nil
-}
-
-// withholdValues returns a copy of values in which every string that holds
-// a value red knows is cleaned by it (the value replaced by
-// diff.Redacted, or the whole string withheld).
-func withholdValues(red *diff.Redactor, values any) any {
-	switch v := values.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[k] = withholdValues(red, e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = withholdValues(red, e)
-		}
-		return out
-	case string:
-		return red.Line(v)
-	case nil, bool:
-		return values
-	}
-	// A number (--set pin=12345678 is an int64) that a template quoted
-	// into a Secret: its digits are the Secret's value.
-	s := fmt.Sprint(values)
-	if f, ok := values.(float64); ok { // a record's JSON number
-		s = strconv.FormatFloat(f, 'f', -1, 64)
-	}
-	if red.Line(s) != s {
-		return red.Line(s)
-	}
-	return values
 }
 
 // getNotes is `get notes`: the chart's rendered NOTES.txt as recorded.
@@ -334,20 +286,19 @@ func getNotes() getSubcommand {
 			"record written before vllmctl kept notes, prints nothing (a note on stderr says so). A value of\n" +
 			"one of the revision's Secrets in the notes is printed as \"" + diff.Redacted + "\".",
 		example: "  vllmctl get notes qwen",
-		write: func(w, errOut io.Writer, _ *getOptions, rec *storage.Release) error {
+		write: func(w, errOut io.Writer, o *getOptions, rec *storage.Release) error {
 			if rec.Notes == "" {
 				fmt.Fprintf(errOut, "release %s revision %d has no notes\n", rec.Name, rec.Revision)
 				return nil
 			}
-			red, err := recordRedactor(rec)
-			if err != nil {
+			if err := release.LearnRecord(o.g.Redactor, rec); err != nil {
 				return err
 			}
-			notes := red.Text(rec.Notes)
+			notes := rec.Notes
 			if !strings.HasSuffix(notes, "\n") {
 				notes += "\n"
 			}
-			_, err = io.WriteString(w, notes)
+			_, err := io.WriteString(w, notes)
 			return err
 		},
 	}

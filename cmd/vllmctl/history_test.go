@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -166,15 +165,12 @@ contexts:
 current-context: test
 `), 0o600))
 	var stdout, stderr bytes.Buffer
-	g := &GlobalOptions{
-		ConfigFlags: genericclioptions.NewConfigFlags(true),
-		Streams:     genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &stdout, ErrOut: &stderr},
-		v:           viper.New(),
-		Factory:     factory,
-	}
+	g := newGlobalOptions(genericclioptions.NewConfigFlags(true),
+		genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &stdout, ErrOut: &stderr})
+	g.Factory = factory
 	root := &cobra.Command{Use: "vllmctl", SilenceUsage: true, SilenceErrors: true}
-	root.SetOut(&stdout)
-	root.SetErr(&stderr)
+	root.SetOut(g.Streams.Out)
+	root.SetErr(g.Streams.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	g.ConfigFlags.AddFlags(root.PersistentFlags())
 	sub := build(g)
@@ -182,7 +178,8 @@ current-context: test
 	root.AddCommand(sub)
 	root.SetArgs(append(args, "--kubeconfig", kubeconfig))
 	err := root.ExecuteContext(context.Background())
-	code := ExitCode(&stderr, err)
+	code := ExitCode(g.Streams.ErrOut, err)
+	require.NoError(t, FlushStreams(root))
 	return stdout.String(), stderr.String(), code
 }
 

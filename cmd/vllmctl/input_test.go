@@ -19,7 +19,8 @@ func runRoot(t *testing.T, args ...string) (string, string, int) {
 	var stdout, stderr bytes.Buffer
 	root := NewRootCommand(context.Background(), genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &stdout, ErrOut: &stderr})
 	root.SetArgs(args)
-	code := ExitCode(&stderr, root.ExecuteContext(context.Background()))
+	code := ExitCode(root.ErrOrStderr(), root.ExecuteContext(context.Background()))
+	require.NoError(t, FlushStreams(root))
 	return stdout.String(), stderr.String(), code
 }
 

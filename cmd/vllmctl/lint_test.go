@@ -39,7 +39,8 @@ func runLintCLI(t *testing.T, args ...string) (string, string, int) {
 	ctx := context.Background()
 	cmd := NewRootCommand(ctx, streams)
 	cmd.SetArgs(args)
-	code := ExitCode(&errOut, cmd.ExecuteContext(ctx))
+	code := ExitCode(cmd.ErrOrStderr(), cmd.ExecuteContext(ctx))
+	require.NoError(t, FlushStreams(cmd))
 	return out.String(), errOut.String(), code
 }
 

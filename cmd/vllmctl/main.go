@@ -59,11 +59,16 @@ func main() {
 	// start with SIGPIPE at its default.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	stopProfile := startProfile(os.Getenv("VLLMCTL_CPUPROFILE"))
-	err := Execute(ctx, NewRootCommand(ctx, DefaultStreams()))
+	root := NewRootCommand(ctx, DefaultStreams())
+	err := Execute(ctx, root)
 	stopProfile()
 	signalled := ctx.Err() // before stop(), which cancels ctx too
 	stop()
-	os.Exit(exitCode(os.Stderr, signalled, err))
+	// The error leaves through the command's stderr writer, redacted as
+	// its other output.
+	code := exitCode(root.ErrOrStderr(), signalled, err)
+	_ = FlushStreams(root) // nothing to report a failed write to
+	os.Exit(code)
 }
 
 // exitCode prints err and returns its exit code (ExitCode), except that

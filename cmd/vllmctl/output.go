@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
@@ -112,8 +113,13 @@ func validateRecordOutput(format string) error {
 	return newUsageError("--output %q: want table, json or yaml", format)
 }
 
-// writeRecordDocument writes v as one JSON or YAML document.
+// writeRecordDocument writes v as one JSON or YAML document. Written to
+// the command's output (a diff.Writer), v's strings pass through its
+// Redactor first (diff.RedactCopy), whatever fields v has.
 func writeRecordDocument(w io.Writer, format string, v any) error {
+	if rw, ok := w.(interface{ Redactor() *diff.Redactor }); ok {
+		v = diff.RedactCopy(rw.Redactor(), v)
+	}
 	var out []byte
 	var err error
 	switch format {

@@ -30,9 +30,9 @@ func openOperation(g *GlobalOptions, p *progressFlags, namespace string, verdict
 	if err != nil {
 		return nil, nil, err
 	}
-	printer := p.printer(g.Streams.ErrOut)
+	printer := p.printer(g.Streams.ErrOut, g.Redactor)
 	engine.Progress = printer.Print
-	engine.UseRedactor(printer.red)
+	engine.UseRedactor(g.Redactor)
 	return engine, printer, nil
 }
 
@@ -79,7 +79,6 @@ func (r *releaseTarget) complete(g *GlobalOptions, args []string) error {
 // the progress printer, writes the result document (when there is one) to
 // out, and returns the operation's error, else a write error.
 func finishOperation(out io.Writer, format string, printer *progressPrinter, res *release.Result, err error) error {
-	res = release.RedactResult(printer.red, res)
 	return finishWith(printer, res != nil, func() error { return writeReleaseResult(out, format, res) }, err)
 }
 
@@ -96,7 +95,7 @@ func finishWith(printer *progressPrinter, hasResult bool, write func() error, er
 	if err == nil && perr != nil {
 		err = fmt.Errorf("write progress: %w", perr)
 	}
-	return printer.red.Err(err)
+	return err
 }
 
 // progressFlags is --progress, shared by the commands that change a
@@ -120,9 +119,11 @@ func (p *progressFlags) Validate() error {
 	return newUsageError("--progress %q: want auto, plain or json", p.format)
 }
 
-// printer returns the progress printer writing to w.
-func (p *progressFlags) printer(w io.Writer) *progressPrinter {
-	return &progressPrinter{w: w, format: termout.ProgressFormat(p.format), red: diff.NewRedactor()}
+// printer returns the progress printer writing to w; JSON lines are
+// redacted by red before they are encoded (the lines w passes on are, by
+// the command's output writer).
+func (p *progressFlags) printer(w io.Writer, red *diff.Redactor) *progressPrinter {
+	return &progressPrinter{w: w, format: termout.ProgressFormat(p.format), red: red}
 }
 
 // progressPrinter prints release progress events: plain lines (one per
@@ -132,8 +133,8 @@ type progressPrinter struct {
 	w      io.Writer
 	format termout.ProgressFormat
 
-	// red withholds Secret values from every line, error and result (the
-	// engine's Redactor: it learns them as the operation renders).
+	// red is the command's Redactor, applied to JSON lines before they
+	// are encoded.
 	red *diff.Redactor
 
 	mu   sync.Mutex
@@ -149,7 +150,6 @@ func (p *progressPrinter) Print(ev release.ProgressEvent) {
 	if p.err != nil {
 		return
 	}
-	ev = redactEvent(p.red, ev)
 	if ev.Phase == release.PhaseDiff && ev.Diff != nil {
 		// A diff is for people: text in every progress format.
 		p.closeWait()
@@ -159,7 +159,7 @@ func (p *progressPrinter) Print(ev release.ProgressEvent) {
 		return
 	}
 	if p.format == termout.ProgressJSON {
-		p.err = json.NewEncoder(p.w).Encode(ev)
+		p.err = json.NewEncoder(p.w).Encode(diff.RedactCopy(p.red, ev))
 		return
 	}
 	if ev.Phase == release.PhasePreflight && ev.Preflight != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
+
+	"github.com/vllmctl/vllmctl/diff"
 )
 
 // DefaultStreams are the process's standard streams.
@@ -37,6 +40,11 @@ type GlobalOptions struct {
 	// Factory builds what commands take from the cluster: set once, by
 	// NewRootCommand, for every command (tests set one on fakes).
 	Factory Factory
+
+	// Redactor is the command's one redactor: the engines teach it the
+	// values of the Secrets they render or read, and Streams' Out and
+	// ErrOut (diff.Writer) pass every line and document through it.
+	Redactor *diff.Redactor
 }
 
 // Client-side rate limits. client-go's defaults (QPS 5, burst 10) queue a
@@ -55,14 +63,38 @@ func (g *GlobalOptions) restConfig(c *rest.Config) *rest.Config {
 	return c
 }
 
+// newGlobalOptions returns the options of one command line, whose output
+// leaves the program through its Redactor: streams' Out and ErrOut are
+// wrapped in diff.Writers (FlushStreams writes what they hold at the end).
+func newGlobalOptions(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *GlobalOptions {
+	red := diff.NewRedactor()
+	return &GlobalOptions{
+		ConfigFlags: flags,
+		Streams: genericiooptions.IOStreams{In: streams.In,
+			Out: diff.NewWriter(streams.Out, red), ErrOut: diff.NewWriter(streams.ErrOut, red)},
+		v:        viper.New(),
+		Redactor: red,
+	}
+}
+
+// FlushStreams writes what the command's output writers still hold (the
+// end of a last line without a newline).
+func FlushStreams(cmd *cobra.Command) error {
+	var first error
+	for _, w := range []io.Writer{cmd.OutOrStdout(), cmd.ErrOrStderr()} {
+		if f, ok := w.(interface{ Flush() error }); ok {
+			if err := f.Flush(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
 // NewRootCommand builds the vllmctl command tree.
 func NewRootCommand(ctx context.Context, streams genericiooptions.IOStreams) *cobra.Command {
-	g := &GlobalOptions{
-		ConfigFlags: genericclioptions.NewConfigFlags(true).
-			WithDiscoveryBurst(defaultDiscoveryBurst).WithDiscoveryQPS(defaultDiscoveryQPS),
-		Streams: streams,
-		v:       viper.New(),
-	}
+	g := newGlobalOptions(genericclioptions.NewConfigFlags(true).
+		WithDiscoveryBurst(defaultDiscoveryBurst).WithDiscoveryQPS(defaultDiscoveryQPS), streams)
 	g.ConfigFlags.WrapConfigFn = g.restConfig
 	g.Factory = newClusterFactory(g.ConfigFlags)
 	cmd := &cobra.Command{
@@ -80,9 +112,9 @@ func NewRootCommand(ctx context.Context, streams genericiooptions.IOStreams) *co
 			return nil
 		},
 	}
-	cmd.SetIn(streams.In)
-	cmd.SetOut(streams.Out)
-	cmd.SetErr(streams.ErrOut)
+	cmd.SetIn(g.Streams.In)
+	cmd.SetOut(g.Streams.Out)
+	cmd.SetErr(g.Streams.ErrOut)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	g.ConfigFlags.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().Float32Var(&g.apiQPS, "kube-api-qps", DefaultAPIQPS,

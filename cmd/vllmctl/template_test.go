@@ -51,7 +51,8 @@ func runCLIWithStdin(t *testing.T, stdin string, args ...string) (string, string
 	ctx := context.Background()
 	cmd := NewRootCommand(ctx, streams)
 	cmd.SetArgs(args)
-	code := ExitCode(&errOut, cmd.ExecuteContext(ctx))
+	code := ExitCode(cmd.ErrOrStderr(), cmd.ExecuteContext(ctx))
+	require.NoError(t, FlushStreams(cmd))
 	return out.String(), errOut.String(), code
 }
 

@@ -76,10 +76,6 @@ func (o *testOptions) Run(ctx context.Context) error {
 	}
 	engine.ServeCheck = o.serve.options()
 	res, err := release.NewTester(engine).Test(ctx, release.TestOptions{Name: o.release, Timeout: o.timeout.timeout})
-	if res != nil {
-		res.Tests = release.RedactHookRuns(printer.red, res.Tests)
-		res.ServeCheck = release.RedactServe(printer.red, res.ServeCheck)
-	}
 	return finishWith(printer, res != nil, func() error {
 		if o.output.format != "table" {
 			return writeRecordDocument(o.g.Streams.Out, o.output.format, res)

@@ -71,9 +71,6 @@ func (o *uninstallOptions) Run(ctx context.Context) error {
 	res, err := release.NewUninstaller(engine).Uninstall(ctx, release.UninstallOptions{
 		Name: o.release, KeepHistory: o.keepHistory, Timeout: o.timeout.timeout, ForceUnlock: o.unlock.force,
 	})
-	if res != nil {
-		res.Hooks = release.RedactHookRuns(printer.red, res.Hooks)
-	}
 	return finishWith(printer, res != nil, func() error { return o.write(res) }, err)
 }
 

@@ -272,7 +272,7 @@ func TestGetCommand(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.NotContains(t, stdout, "c2VjcmV0LXZhbHVl")
 	assert.NotContains(t, stdout, "hunter2-x")
-	assert.Contains(t, stdout, "token: (withheld)")
+	assert.Contains(t, stdout, "token: (redacted)")
 	assert.Contains(t, stdout, "k: visible")
 	// A manifest in another form (JSON, as another tool may have written
 	// it) is read, not searched for "kind: Secret".
@@ -282,12 +282,12 @@ func TestGetCommand(t *testing.T) {
 	stdout, _, code = f.run(t, "get", "manifest", "sec-json")
 	require.Equal(t, 0, code)
 	assert.NotContains(t, stdout, "json-secret-7")
-	assert.Contains(t, stdout, "pw: (withheld)")
+	assert.Contains(t, stdout, "pw: (redacted)")
 
 	stdout, _, code = f.run(t, "get", "hooks", "sec")
 	require.Equal(t, 0, code)
 	assert.NotContains(t, stdout, "hook-secret-1")
-	assert.Contains(t, stdout, "key: (withheld)")
+	assert.Contains(t, stdout, "key: (redacted)")
 
 	// A value a template put into a Secret is Secret data: get values
 	// (user-supplied and --all, YAML and JSON) and get notes withhold it,

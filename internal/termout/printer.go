@@ -58,8 +58,16 @@ func NewProgressPrinter(w io.Writer, format ProgressFormat) (ProgressPrinter, er
 	return nil, fmt.Errorf("unknown progress format %q (want auto, plain or json)", format)
 }
 
-// IsTerminal reports whether w is a terminal.
+// IsTerminal reports whether w is a terminal, looking through writers
+// that wrap one (Unwrap, as the command's redacting streams have).
 func IsTerminal(w io.Writer) bool {
+	for {
+		u, ok := w.(interface{ Unwrap() io.Writer })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

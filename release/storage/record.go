@@ -140,45 +140,50 @@ type ControllerRevisionRef struct {
 
 // Release is one revision of a release: what the data key of its record
 // Secret holds, gzip-compressed. Chart files are never stored.
+//
+// Before a record is written, every string in it passes through the
+// operation's Redactor (diff.RedactCopy), except in the fields tagged
+// `redact:"keep"`: what the release is (names, chart, values, manifests),
+// stored as given. A field added without the tag is redacted.
 type Release struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace"`
+	Name      string `json:"name" redact:"keep"`
+	Namespace string `json:"namespace" redact:"keep"`
 	Revision  int    `json:"revision"`
-	Status    Status `json:"status"`
+	Status    Status `json:"status" redact:"keep"`
 	// Description says what happened, e.g. "Upgrade complete".
 	Description string `json:"description,omitempty"`
 	// Holder identifies who wrote the revision (user@host pid N); while the
 	// revision is pending it names the lock holder.
-	Holder string `json:"holder,omitempty"`
+	Holder string `json:"holder,omitempty" redact:"keep"`
 	// Lease and Renew are the lock's terms while the revision is pending,
 	// written by its holder: it rewrites the record every Renew, and
 	// another operation takes the lock over only once it has watched the
 	// record go unrenewed for Lease (never by comparing clocks).
 	Lease time.Duration `json:"lease,omitempty"`
 	Renew time.Duration `json:"renew,omitempty"`
-	Chart Chart         `json:"chart"`
+	Chart Chart         `json:"chart" redact:"keep"`
 	// Values are the user-supplied values (files then --set), not the
 	// chart defaults.
-	Values map[string]any `json:"values,omitempty"`
+	Values map[string]any `json:"values,omitempty" redact:"keep"`
 	// ComputedValues are the values the templates saw: the chart's
 	// defaults (subcharts' included) coalesced with Values, what Helm's
 	// `get values --all` prints and what deploy --reuse-values starts from.
 	// Absent in records written before vllmctl kept them.
-	ComputedValues map[string]any `json:"computedValues,omitempty"`
+	ComputedValues map[string]any `json:"computedValues,omitempty" redact:"keep"`
 	// Notes is the chart's rendered NOTES.txt, if it has one.
 	Notes string `json:"notes,omitempty"`
 	// Manifest is the rendered manifest, one YAML stream.
-	Manifest string `json:"manifest,omitempty"`
+	Manifest string `json:"manifest,omitempty" redact:"keep"`
 	// Hooks are the revision's hooks (objects annotated helm.sh/hook):
 	// not part of Manifest, run at their events (deploy, rollback,
 	// uninstall) and by `vllmctl test`.
-	Hooks []Hook `json:"hooks,omitempty"`
+	Hooks []Hook `json:"hooks,omitempty" redact:"keep"`
 	// PostRenderer is the post-renderer the manifest and hooks went
 	// through (--post-renderer, --post-renderer-args): its path and
 	// arguments as given, never the executable itself. A rollback
 	// restores the recorded manifest and keeps the field of the revision
 	// it restores.
-	PostRenderer *charts.PostRenderer `json:"postRenderer,omitempty"`
+	PostRenderer *charts.PostRenderer `json:"postRenderer,omitempty" redact:"keep"`
 	// RollbackOf is the revision whose manifest a rollback restored.
 	RollbackOf int `json:"rollbackOf,omitempty"`
 	// AdoptedFrom is the Helm revision `vllmctl adopt` made this record
@@ -186,18 +191,18 @@ type Release struct {
 	// field existed have only the description: see HelmRevision.
 	AdoptedFrom int `json:"adoptedFrom,omitempty"`
 	// ReplicaSets are the ReplicaSets this revision produced.
-	ReplicaSets []ReplicaSetRef `json:"replicaSets,omitempty"`
+	ReplicaSets []ReplicaSetRef `json:"replicaSets,omitempty" redact:"keep"`
 	// ControllerRevisions are the ControllerRevisions this revision's
 	// StatefulSets rolled out (grouped releases).
-	ControllerRevisions []ControllerRevisionRef `json:"controllerRevisions,omitempty"`
+	ControllerRevisions []ControllerRevisionRef `json:"controllerRevisions,omitempty" redact:"keep"`
 	// CRDs are the CustomResourceDefinitions (crds/ of the chart) this
 	// revision created, by name; vllmctl never updates or deletes them.
-	CRDs []string `json:"crds,omitempty"`
+	CRDs []string `json:"crds,omitempty" redact:"keep"`
 	// CRDManifest holds the CustomResourceDefinitions of the chart's crds/
 	// the revision was deployed with (one YAML stream; none with
 	// --skip-crds), so that a rollback to it creates the ones deleted
 	// since, as the deploy did (crds_rollback.go).
-	CRDManifest string `json:"crdManifest,omitempty"`
+	CRDManifest string `json:"crdManifest,omitempty" redact:"keep"`
 	// Failure is the diagnosis when the revision failed.
 	Failure *rollout.Diagnosis `json:"failure,omitempty"`
 	// Canary is what the revision's canary phase did (deploy --canary).
