@@ -20,6 +20,9 @@ const (
 	// RecordedValues is a values key vllmctl reads back from the record
 	// (serveCheck, analysis), which renders no object.
 	RecordedValues = "values"
+	// RecordedPostRenderer is the post-renderer the manifest and hooks
+	// went through (--post-renderer and its args; name "postRenderer").
+	RecordedPostRenderer = "post-renderer"
 )
 
 // Labels of the two sides of a recorded item's diff.
@@ -29,9 +32,11 @@ const (
 )
 
 // RecordedItem is one thing a revision records besides its objects: a
-// hook or a CRD of the chart's crds/ (Object set), or its notes (Text).
+// hook or a CRD of the chart's crds/ (Object set), or its notes, a
+// setting or its post-renderer (Text).
 type RecordedItem struct {
-	// What is RecordedHook, RecordedNotes or RecordedCRD.
+	// What is RecordedHook, RecordedNotes, RecordedCRD, RecordedValues or
+	// RecordedPostRenderer.
 	What string
 	// Name names it: a hook's or CRD's object ("batch/v1 Job ns/name"),
 	// "NOTES.txt" for the notes.
@@ -48,7 +53,7 @@ type RecordedItem struct {
 // deploy with such a change makes a new revision although no object
 // changes (Helm records a new revision on every upgrade).
 type RecordedChange struct {
-	// What is "hook", "notes" or "crd".
+	// What is "hook", "notes", "crd", "values" or "post-renderer".
 	What string `json:"what"`
 	// Name names it: "batch/v1 Job ns/name" for a hook or a CRD,
 	// "NOTES.txt" for the notes.

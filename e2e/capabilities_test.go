@@ -257,8 +257,10 @@ func TestLookupForbidden(t *testing.T) {
 
 // TestPostRendererDeploy: a deploy through a post-renderer applies what it
 // printed, with vllmctl's ownership keys, and records it (path and args,
-// shown by status); a failing one is exit 2 with nothing applied and no
-// record changed.
+// shown by status; the post-rendered manifest by get manifest); diff
+// through the same post-renderer reports no change, without it the
+// change; a failing one is exit 2 with nothing applied and no record
+// changed.
 func TestPostRendererDeploy(t *testing.T) {
 	f := newRelFixture(t)
 	ensureCRDs(t, f.env, capsCRDs)
@@ -286,6 +288,14 @@ func TestPostRendererDeploy(t *testing.T) {
 	st := f.run(t, "status", rel)
 	require.Equal(t, exitcode.OK, st.code, "%s", st)
 	assert.Contains(t, st.stdout, "POST-RENDERER: "+good+" yes")
+	man := f.run(t, "get", "manifest", rel)
+	require.Equal(t, exitcode.OK, man.code, "%s", man)
+	assert.Contains(t, man.stdout, "post-rendered: \"yes\"", "get manifest: the manifest as post-rendered and applied")
+	same := f.run(t, "diff", rel, capsChart, "--post-renderer", good, "--post-renderer-args", "yes")
+	assert.Equal(t, exitcode.OK, same.code, "diff through the same post-renderer: no change\n%s", same)
+	without := f.run(t, "diff", rel, capsChart)
+	assert.Equal(t, exitcode.Changes, without.code, "diff without it: its label would go\n%s", without)
+	assert.Contains(t, without.stdout, "post-rendered")
 
 	r = f.run(t, "deploy", rel, capsChart, "--progress", "plain", "--timeout", "2m", "--set", "replicas=2", "--post-renderer", bad)
 	assert.Equal(t, exitcode.Invalid, r.code, "%s", r)

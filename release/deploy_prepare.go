@@ -33,7 +33,7 @@ import (
 // discovered) goes to the progress of release name.
 func (e *Engine) RenderCluster(ctx context.Context, name string, withCRDs bool) (string, *charts.Cluster, error) {
 	if e.discovered == nil {
-		d, err := cluster.Discover(e.Client.Discovery())
+		d, err := cluster.Discover(ctx, e.Client.Discovery())
 		if err != nil {
 			return "", nil, fmt.Errorf("release %s: %w", name, err)
 		}
@@ -356,7 +356,7 @@ func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []storage
 	// cannot keep (too large) are compared as the record would keep them:
 	// none.
 	crds, _ := p.crdManifest()
-	recorded, err := d.recordedChanges(entries, recorded{hooks: p.hooks, notes: p.notes, crdManifest: crds, values: p.computed})
+	recorded, err := d.recordedChanges(entries, recorded{hooks: p.hooks, notes: p.notes, crdManifest: crds, values: p.computed, postRenderer: p.opts.Render.Options.PostRenderer})
 	if err != nil {
 		return err
 	}

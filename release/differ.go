@@ -99,6 +99,7 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	if err != nil {
 		return nil, err
 	}
+	next.postRenderer = opts.Render.Options.PostRenderer
 	changes, err := d.recordedChanges(entries, next)
 	if err != nil {
 		return nil, err

@@ -2,10 +2,10 @@ package release
 
 import (
 	"fmt"
-	"slices"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/release/cluster"
@@ -23,6 +23,10 @@ type recorded struct {
 	crdManifest string
 	// values are the computed values; only settingKeys of them count.
 	values map[string]any
+	// postRenderer is the post-renderer the manifest and hooks go
+	// through (nil: none): a change to it alone is a new revision that
+	// records it, so the record tells what the objects went through.
+	postRenderer *charts.PostRenderer
 }
 
 // settingKeys are the values that render no object but that vllmctl
@@ -34,7 +38,7 @@ func settingKeys() []string { return []string{"analysis", "serveCheck"} }
 
 // recordedOf is what rec records besides its objects.
 func recordedOf(rec *storage.Release) recorded {
-	return recorded{hooks: rec.Hooks, notes: rec.Notes, crdManifest: rec.CRDManifest, values: rec.ComputedValues}
+	return recorded{hooks: rec.Hooks, notes: rec.Notes, crdManifest: rec.CRDManifest, values: rec.ComputedValues, postRenderer: rec.PostRenderer}
 }
 
 // items returns r as diff compares it; hooks of namespaced kinds that
@@ -71,16 +75,17 @@ func (r recorded) items(namespace, what string) ([]diff.RecordedItem, error) {
 		}
 		out = append(out, diff.RecordedItem{What: diff.RecordedValues, Name: k, Text: string(text)})
 	}
+	if r.postRenderer != nil {
+		out = append(out, diff.RecordedItem{What: diff.RecordedPostRenderer, Name: "postRenderer", Text: r.postRenderer.String() + "\n"})
+	}
 	return out, nil
 }
 
 // deployedRecord returns the record of the deployed revision among
 // entries (the highest one; nil when none is deployed).
 func deployedRecord(entries []storage.Entry) (*storage.Release, error) {
-	for _, e := range slices.Backward(entries) {
-		if e.Status == storage.StatusDeployed {
-			return e.Release()
-		}
+	if e, ok := storage.DeployedAmong(entries); ok {
+		return e.Release()
 	}
 	return nil, nil
 }

@@ -3,6 +3,7 @@ package release
 import (
 	"fmt"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -60,4 +61,33 @@ func LearnRecord(red *diff.Redactor, rec *storage.Release) error {
 		learn("hook "+h.Kind+" "+h.Name, h.Manifest)
 	}
 	return first
+}
+
+// WithholdSecretValues returns manifest (a record's, or a hook's) with
+// the values of its Secrets' data and stringData replaced by
+// diff.Redacted, for printing (get manifest, get hooks); other objects
+// are kept as recorded, byte for byte when it holds no Secret.
+func WithholdSecretValues(manifest string) (string, error) {
+	objs, err := cluster.ParseManifest(manifest)
+	if err != nil {
+		return "", err
+	}
+	secrets := false
+	for _, o := range objs {
+		if o.GetKind() != "Secret" || o.GroupVersionKind().Group != "" {
+			continue
+		}
+		secrets = true
+		for _, field := range []string{"data", "stringData"} {
+			if m, ok := o.Object[field].(map[string]any); ok {
+				for k := range m {
+					m[k] = diff.Redacted
+				}
+			}
+		}
+	}
+	if !secrets {
+		return manifest, nil // as recorded
+	}
+	return charts.Manifest(objs)
 }

@@ -132,11 +132,11 @@ func (r *Rollbacker) target(ctx context.Context, entries []storage.Entry, opts R
 	}
 	var pick *storage.Entry
 	if opts.ToRevision > 0 {
-		i := slices.IndexFunc(entries, func(e storage.Entry) bool { return e.Revision == opts.ToRevision })
-		if i < 0 {
+		e, ok := storage.RevisionAmong(entries, opts.ToRevision)
+		if !ok {
 			return nil, &storage.NotFoundError{Namespace: r.Namespace(), Name: opts.Name, Revision: opts.ToRevision, Existing: existing}
 		}
-		pick = &entries[i]
+		pick = &e
 		if pick.Status.IsPending() {
 			return nil, invalid(pick.Revision, fmt.Sprintf("is %s: its operation has not finished", pick.Status))
 		}

@@ -20,12 +20,7 @@ func PreviousValues(ro charts.RenderOptions, plan storage.Plan, entries []storag
 	if ro.ResetValues || (!ro.ReuseValues && !ro.ResetThenReuseValues) || len(entries) == 0 {
 		return nil, nil
 	}
-	var current storage.Entry
-	for _, e := range entries {
-		if e.Status == storage.StatusDeployed && e.Revision > current.Revision {
-			current = e
-		}
-	}
+	current, _ := storage.DeployedAmong(entries)
 	if current.Revision == 0 && !plan.Upgrade {
 		// Nothing deployed: Helm's upgrade then takes the last revision
 		// when it failed or was superseded (all revisions failed).

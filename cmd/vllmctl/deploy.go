@@ -202,7 +202,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 	if err == nil && res != nil && res.Notes != "" && o.output.format == "table" && o.progress.format != string(termout.ProgressJSON) {
 		// As helm prints them after an install or upgrade; in the result
 		// document (-o json|yaml) they are its notes field.
-		fmt.Fprintf(o.g.Streams.ErrOut, "NOTES:\n%s\n", strings.TrimRight(printer.red.Text(res.Notes), "\n"))
+		fmt.Fprintf(o.g.Streams.ErrOut, "NOTES:\n%s\n", strings.TrimRight(res.Notes, "\n"))
 	}
 	return err
 }

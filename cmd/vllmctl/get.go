@@ -8,10 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/release"
-	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -132,29 +130,14 @@ func (o *getOptions) Run(ctx context.Context) error {
 }
 
 // record reads the record of --revision, else of the deployed revision,
-// else of the latest. An unknown release or revision is a
+// else of the latest (storage.Select). An unknown release or revision is a
 // *storage.NotFoundError (exit code 2), as for history.
 func (o *getOptions) record(ctx context.Context) (*storage.Release, error) {
-	entries, err := storage.HistoryEntries(ctx, o.store, o.release)
-	if err != nil {
-		return nil, err
-	}
+	rev := 0
 	if o.revisionGiven {
-		for _, e := range entries {
-			if e.Revision == o.revision {
-				return e.Release()
-			}
-		}
-		return nil, &storage.NotFoundError{Namespace: o.store.Namespace(), Name: o.release, Revision: o.revision,
-			Existing: storage.Revisions(entries)}
+		rev = o.revision
 	}
-	pick := entries[len(entries)-1]
-	for _, e := range entries {
-		if e.Status == storage.StatusDeployed {
-			pick = e
-		}
-	}
-	return pick.Release()
+	return storage.Select(ctx, o.store, o.release, rev)
 }
 
 // getValues is `get values`: the user-supplied values, or the computed
@@ -217,7 +200,7 @@ func getManifest() getSubcommand {
 			"that the values of Secrets (data, stringData) are withheld: each is printed as \"" + diff.Redacted + "\".",
 		example: "  vllmctl get manifest qwen --revision 2",
 		write: func(w, _ io.Writer, _ *getOptions, rec *storage.Release) error {
-			out, err := withholdSecrets(rec.Manifest)
+			out, err := release.WithholdSecretValues(rec.Manifest)
 			if err != nil {
 				return fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 			}
@@ -238,7 +221,7 @@ func getHooks() getSubcommand {
 		write: func(w, _ io.Writer, _ *getOptions, rec *storage.Release) error {
 			var b strings.Builder
 			for _, h := range rec.Hooks {
-				m, err := withholdSecrets(h.Manifest)
+				m, err := release.WithholdSecretValues(h.Manifest)
 				if err != nil {
 					return fmt.Errorf("release %s revision %d: hook %s %s: %w", rec.Name, rec.Revision, h.Kind, h.Name, err)
 				}
@@ -248,33 +231,6 @@ func getHooks() getSubcommand {
 			return err
 		},
 	}
-}
-
-// withholdSecrets returns manifest with the values of its Secrets
-// replaced by diff.Redacted; other objects are printed as recorded.
-func withholdSecrets(manifest string) (string, error) {
-	objs, err := cluster.ParseManifest(manifest)
-	if err != nil {
-		return "", err
-	}
-	secrets := false
-	for _, o := range objs {
-		if o.GetKind() != "Secret" || o.GroupVersionKind().Group != "" {
-			continue
-		}
-		secrets = true
-		for _, field := range []string{"data", "stringData"} {
-			if m, ok := o.Object[field].(map[string]any); ok {
-				for k := range m {
-					m[k] = diff.Redacted
-				}
-			}
-		}
-	}
-	if !secrets {
-		return manifest, nil // as recorded
-	}
-	return charts.Manifest(objs)
 }
 
 // getNotes is `get notes`: the chart's rendered NOTES.txt as recorded.

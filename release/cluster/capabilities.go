@@ -35,17 +35,19 @@ type Discovered struct {
 
 // Discover reads the server's version and API versions from dc, fresh
 // (not from a cache: a CRD created a moment ago counts, as Helm
-// invalidates its discovery cache first). It is Helm's GetVersionSet
-// (pkg/action): its package brings Helm's whole client for this one
-// function. A group that fails discovery is left out with a warning, as
-// Helm does; any other failure is an error (the cluster's, exit 6).
-func Discover(dc discovery.DiscoveryInterface) (*Discovered, error) {
-	v, err := dc.ServerVersion()
+// invalidates its discovery cache first), under ctx. It is Helm's
+// GetVersionSet (pkg/action): its package brings Helm's whole client for
+// this one function. A group that fails discovery is left out with a
+// warning, as Helm does; any other failure is an error (the cluster's,
+// exit 6).
+func Discover(ctx context.Context, dc discovery.DiscoveryInterface) (*Discovered, error) {
+	dcc := discovery.ToDiscoveryInterfaceWithContext(dc)
+	v, err := dcc.ServerVersionWithContext(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("server version: %w", err)
 	}
 	d := &Discovered{KubeVersion: v.GitVersion}
-	groups, resources, err := dc.ServerGroupsAndResources()
+	groups, resources, err := discovery.ServerGroupsAndResourcesWithContext(ctx, dcc)
 	if err != nil {
 		if !discovery.IsGroupDiscoveryFailedError(err) {
 			return nil, fmt.Errorf("discover the cluster's API versions: %w", err)

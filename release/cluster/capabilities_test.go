@@ -3,7 +3,10 @@ package cluster
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/discovery"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -24,7 +29,7 @@ func TestDiscover(t *testing.T) {
 		{GroupVersion: "monitoring.coreos.com/v1", APIResources: []metav1.APIResource{{Name: "servicemonitors", Kind: "ServiceMonitor"}}},
 	}}
 	dc := &fakediscovery.FakeDiscovery{Fake: fake, FakedServerVersion: &version.Info{GitVersion: "v1.36.3", Major: "1", Minor: "36"}}
-	d, err := Discover(dc)
+	d, err := Discover(context.Background(), dc)
 	require.NoError(t, err)
 	assert.Equal(t, "v1.36.3", d.KubeVersion)
 	assert.Equal(t, []string{
@@ -39,10 +44,32 @@ func TestDiscover(t *testing.T) {
 		f.AddReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewUnauthorized("no")
 		})
-		_, err := Discover(&fakediscovery.FakeDiscovery{Fake: f})
+		_, err := Discover(context.Background(), &fakediscovery.FakeDiscovery{Fake: f})
 		require.Error(t, err)
 		assert.True(t, apierrors.IsUnauthorized(err))
 	})
+}
+
+// TestDiscoverUnderContext: discovery reads under the command's context:
+// a command cancelled (Ctrl-C) does not wait for an API server that does
+// not answer.
+func TestDiscoverUnderContext(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"major":"1","minor":"37","gitVersion":"v1.37.2"}`))
+		}
+	}))
+	defer srv.Close()
+	dc, err := discovery.NewDiscoveryClientForConfig(&rest.Config{Host: srv.URL})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = Discover(ctx, dc)
+	require.Error(t, err, "a cancelled command does not read the cluster")
+	assert.ErrorIs(t, err, context.Canceled)
 }
 
 func TestLookupClients(t *testing.T) {

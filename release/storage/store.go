@@ -135,10 +135,8 @@ func Deployed(ctx context.Context, s Store, name string) (*Release, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range slices.Backward(entries) {
-		if e.Status == StatusDeployed {
-			return e.Release()
-		}
+	if e, ok := DeployedAmong(entries); ok {
+		return e.Release()
 	}
 	return nil, fmt.Errorf("release %s in namespace %s: %w", name, s.Namespace(), ErrNoDeployed)
 }
