@@ -108,6 +108,7 @@ func TestDiagnoseReleasePod(t *testing.T) {
 	assert.Equal(t, res.Failure.Evidence, d["evidence"], "the same line as the deploy's")
 	hints, _ := json.Marshal(d["hints"])
 	assert.Contains(t, string(hints), "--max-model-len", "the flag to change")
+	assert.Contains(t, string(hints), "model.maxModelLen", "the built-in chart's values path, from the release's record")
 
 	kubectl := os.Getenv("KUBECTL_BIN")
 	require.NotEmpty(t, kubectl, "KUBECTL_BIN is not set: run make e2e (or KUBECTL_BIN=$(hack/build-devcluster.sh)/kubectl)")

@@ -318,10 +318,15 @@ func (d *Deployer) settleChanges(ctx context.Context, p *deployPlan, entries []s
 	return nil
 }
 
-// withPreflight adds the preflight's report to a deploy's result.
+// withPreflight adds the preflights' reports to a deploy's result: the
+// capacity preflight's, and the model-fit check's when it found a vLLM
+// server.
 func (p *deployPlan) withPreflight(res *Result, err error) (*Result, error) {
 	if res != nil && p.preflight != nil {
 		res.Preflight = p.preflight
+	}
+	if res != nil && p.modelFit != nil && len(p.modelFit.Servers) > 0 {
+		res.ModelFit = p.modelFit
 	}
 	return res, err
 }

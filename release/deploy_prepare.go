@@ -156,6 +156,9 @@ func (p *deployPlan) build(ctx context.Context, plan storage.Plan, entries []sto
 	p.crdObjs = r.CRDs
 	p.chart = storage.Chart{Name: r.Chart.Name, Version: r.Chart.Version, AppVersion: r.Chart.AppVersion, Source: in.Source, Digest: in.Digest, Signer: in.Signer, SignedDigest: in.SignedDigest,
 		Builtin: in.Builtin}
+	if p.chart.ValuesMap, err = charts.ValuesMapOf(in.Chart); err != nil {
+		return err
+	}
 	p.values, p.computed, p.notes = r.UserValues, r.Values, r.Notes
 	if p.analysis, err = analysisOf(opts, in.Chart.Values, r.Values); err != nil {
 		return err

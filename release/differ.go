@@ -78,7 +78,11 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	}
 	if !opts.SkipPreflight && opts.ModelFit.Configured() {
 		// What deploy would refuse, diff refuses too (exit code 2).
-		if _, err := runModelFit(ctx, d.Engine, d.Client, opts.Name, r.Objects, r.Values, opts.ModelFit); err != nil {
+		vm, err := charts.ValuesMapOf(opts.Render.Chart)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := runModelFit(ctx, d.Engine, d.Client, opts.Name, r.Objects, r.Values, vm, opts.ModelFit); err != nil {
 			return nil, err
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -244,6 +245,10 @@ type Result struct {
 	Rollback *Result `json:"-"`
 	// Preflight is the capacity preflight's report, when one ran.
 	Preflight *preflight.Report `json:"preflight,omitempty"`
+	// ModelFit is the model-fit preflight's report, when it ran and the
+	// release serves a vLLM model: per server container, the verdict and
+	// its numbers, or why it was skipped.
+	ModelFit *modelfit.Report `json:"modelFit,omitempty"`
 	// Canary is what the canary phase did (deploy --canary).
 	Canary *storage.CanaryReport `json:"canary,omitempty"`
 	// Analysis is what the canary analysis measured and concluded.
@@ -566,6 +571,10 @@ func (e *Engine) waitWith(ctx context.Context, rec *storage.Release, objs []*uns
 		}
 	}()
 	wopts.Namespace, wopts.Events = e.Namespace(), events
+	if wopts.Values == nil {
+		// The failure hints name the values paths of the revision's chart.
+		wopts.Values = ChartValuesMap(rec.Chart)
+	}
 	res, err := e.Waiter.Wait(wctx, objs, wopts)
 	<-forwarded
 	if lost := hb.stop(); lost != nil {

@@ -7,7 +7,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/vllm"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
+	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // StatusModelFit is the status of the model-fit preflight's progress
@@ -24,18 +27,19 @@ func (d *Deployer) checkModelFit(ctx context.Context, p *deployPlan) error {
 	if p.modelFit != nil || !p.opts.ModelFit.Configured() {
 		return nil
 	}
-	rep, err := runModelFit(ctx, d.Engine, d.Client, p.opts.Name, p.objs, p.computed, p.opts.ModelFit)
+	rep, err := runModelFit(ctx, d.Engine, d.Client, p.opts.Name, p.objs, p.computed, p.chart.ValuesMap, p.opts.ModelFit)
 	p.modelFit = rep
 	return err
 }
 
 // runModelFit is the model-fit preflight of a release's rendered objects,
 // its notes emitted as preflight progress of release name.
-func runModelFit(ctx context.Context, e *Engine, client kubernetes.Interface, name string, objs []*unstructured.Unstructured, values map[string]any, src modelfit.Source) (*modelfit.Report, error) {
+func runModelFit(ctx context.Context, e *Engine, client kubernetes.Interface, name string, objs []*unstructured.Unstructured, values map[string]any, vm vllm.ValuesMap, src modelfit.Source) (*modelfit.Report, error) {
 	return modelfit.Check(ctx, client, objs, modelfit.Options{
 		Namespace:    e.Namespace(),
 		Source:       src,
 		GPUMemoryMiB: GPUMemoryOverride(values),
+		Values:       vm,
 		Progress: func(line string, warning bool) {
 			status := StatusModelFit
 			if warning {
@@ -44,6 +48,19 @@ func runModelFit(ctx context.Context, e *Engine, client kubernetes.Interface, na
 			e.emit(name, 0, PhasePreflight, "", status, line)
 		},
 	})
+}
+
+// ChartValuesMap is the values mapping of a recorded chart: the one it
+// declared, else, for a built-in chart recorded before records kept it,
+// the built-in chart's own (nil: the hints name flags only).
+func ChartValuesMap(c storage.Chart) vllm.ValuesMap {
+	if c.ValuesMap != nil {
+		return c.ValuesMap
+	}
+	if c.Builtin {
+		return charts.BuiltinValuesMap(c.Name)
+	}
+	return nil
 }
 
 // GPUMemoryOverride is the values' modelFit.gpuMemoryMiB (0 when unset):

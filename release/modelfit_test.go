@@ -2,6 +2,7 @@ package release_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -88,4 +89,61 @@ func TestDeployListsNodesOnce(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, lists)
+}
+
+// TestDeployResultModelFit: the deploy's result document carries the
+// model-fit report (modelFit): the verdict and numbers of each vLLM
+// server, or why it was skipped; none when no check ran.
+func TestDeployResultModelFit(t *testing.T) {
+	spec := func(config string) release.DeployOptions {
+		s := baseSpec()
+		s.args = []string{"--model=meta-llama/Llama-3.1-8B", "--max-model-len=8192"}
+		opts := s.options()
+		opts.Render.Options.SetString = append(opts.Render.Options.SetString, "modelFit.gpuMemoryMiB=81920")
+		opts.ModelFit = modelfit.Source{File: config}
+		return opts
+	}
+	t.Run("fits: the numbers", func(t *testing.T) {
+		f := newEngFixture(t)
+		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), spec("../testdata/modelfit/configs/meta-llama--Llama-3.1-8B.json"))
+		require.NoError(t, err)
+		require.NotNil(t, res.ModelFit)
+		require.Len(t, res.ModelFit.Servers, 1)
+		s := res.ModelFit.Servers[0]
+		assert.Equal(t, "meta-llama/Llama-3.1-8B", s.Model)
+		require.NotNil(t, s.Fit)
+		assert.Equal(t, modelfit.VerdictFits, s.Fit.Verdict)
+		assert.Equal(t, int64(8192), s.Fit.MaxModelLen)
+		assert.InDelta(t, 80.0, s.Fit.GPUMemoryGiB, 0.01)
+		assert.Greater(t, s.Fit.WeightsGiB, 14.0)
+		assert.Empty(t, s.Cause)
+
+		data, err := json.Marshal(res)
+		require.NoError(t, err)
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal(data, &doc))
+		mf, ok := doc["modelFit"].(map[string]any)
+		require.True(t, ok, "modelFit in the result document: %s", data)
+		servers, _ := mf["servers"].([]any)
+		require.Len(t, servers, 1)
+		assert.Equal(t, "fits", servers[0].(map[string]any)["fit"].(map[string]any)["verdict"])
+	})
+	t.Run("skipped: why", func(t *testing.T) {
+		f := newEngFixture(t)
+		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), spec("../testdata/modelfit/configs/no-such-config.json"))
+		require.NoError(t, err)
+		require.NotNil(t, res.ModelFit)
+		require.Len(t, res.ModelFit.Servers, 1)
+		assert.Nil(t, res.ModelFit.Servers[0].Fit)
+		assert.Contains(t, res.ModelFit.Servers[0].Skipped, "no-such-config.json")
+	})
+	t.Run("no check: no report", func(t *testing.T) {
+		f := newEngFixture(t)
+		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), spec(""))
+		require.NoError(t, err)
+		assert.Nil(t, res.ModelFit)
+		data, err := json.Marshal(res)
+		require.NoError(t, err)
+		assert.NotContains(t, string(data), `"modelFit"`)
+	})
 }

@@ -286,7 +286,8 @@ func (w *Watcher) watch(ctx context.Context, rec *storage.Release, objs []*unstr
 			}
 		}
 	}()
-	res, err := w.Waiter.Wait(ctx, objs, wait.Options{Timeout: timeout, Namespace: w.Namespace(), Events: events})
+	res, err := w.Waiter.Wait(ctx, objs, wait.Options{Timeout: timeout, Namespace: w.Namespace(), Events: events,
+		Values: ChartValuesMap(rec.Chart)})
 	<-forwarded
 	return res, err
 }

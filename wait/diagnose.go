@@ -67,6 +67,7 @@ func (g diagnoser) fromPod(ctx context.Context, v rollout.Verdict, object, names
 		d.Reason = string(v)
 	}
 	in := vllmcause.PodInput(f.Pod, f.Container, formatEvents(events, len(events)))
+	in.SetValues(g.opts.Values)
 	cls := vllmcause.NewClassifier()
 	switch {
 	case f.Container == "":

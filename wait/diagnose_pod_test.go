@@ -81,7 +81,7 @@ func TestDiagnosePod(t *testing.T) {
 	t.Run("a CUDA OOM in the previous log: gpu-oom, hints quote the pod's flags", func(t *testing.T) {
 		var reqs []*corev1.PodLogOptions
 		c := diagnoseClient(t, map[string]string{"server": "gpu-oom-weights.log"}, &reqs, crashingPod(), event, other)
-		d, err := DiagnosePod(context.Background(), c, ns, "chat-7557874574-jtdj8", "", RolloutOptions{})
+		d, err := DiagnosePod(context.Background(), c, ns, "chat-7557874574-jtdj8", "", RolloutOptions{Values: builtinValues(t)})
 		require.NoError(t, err)
 		assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 		assert.Equal(t, "CrashLoopBackOff", d.Reason)

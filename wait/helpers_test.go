@@ -30,4 +30,6 @@ var (
 	chartPod = vllmcausetest.ChartPod
 	setArg   = vllmcausetest.SetArg
 	fixture  = vllmcausetest.Fixture
+
+	builtinValues = vllmcausetest.BuiltinValues
 )

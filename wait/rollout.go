@@ -171,6 +171,9 @@ func (w *RolloutWatcher) Wait(ctx context.Context, objs []*unstructured.Unstruct
 		obs:    map[types.UID]int{},
 		ns:     map[string]*nsWatch{},
 	}
+	if opts.Values != nil {
+		r.o.Values = opts.Values
+	}
 	return r.wait(ctx, objs)
 }
 

@@ -15,6 +15,8 @@ import (
 	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 	"k8s.io/utils/clock"
 
+	"github.com/vllmctl/vllmctl/internal/vllm"
+
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
@@ -72,6 +74,10 @@ type RolloutOptions struct {
 	// Clock measures durations (the unschedulable timer, the timeout) and
 	// stamps events; default the wall clock.
 	Clock clock.WithTicker
+	// Values is the values mapping of the chart whose pods are diagnosed
+	// (nil: none known, so hints name flags and the pods' values only).
+	// A wait's Options.Values, when set, takes its place.
+	Values vllm.ValuesMap
 
 	// idle, when set (by tests), is called each time the run loop has
 	// evaluated and, the wait not over, is about to wait for news: a

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 // Waiter waits for objects to become Current.
@@ -42,6 +43,10 @@ type Options struct {
 	// canary rollout, ending at its goal (see CanaryGoal); other Waiters
 	// ignore it.
 	Canary *CanaryGoal
+	// Values is the values mapping of the chart whose objects are waited
+	// for: the failure hints name its values paths (nil: the watcher's
+	// RolloutOptions.Values).
+	Values vllm.ValuesMap
 }
 
 // Outcome is how a wait ended.

@@ -120,7 +120,10 @@ func (o *diagnoseOptions) diagnosePod(ctx context.Context) (*rollout.Diagnosis, 
 	if err != nil {
 		return nil, err
 	}
-	d, err := wait.DiagnosePod(ctx, client, o.namespace, o.pod, o.container, wait.RolloutOptions{})
+	// The hints name the values paths of the pod's chart where it maps
+	// them (a vllmctl release's recorded chart), else flags only.
+	values := podChartValues(ctx, client, o.namespace, o.pod)
+	d, err := wait.DiagnosePod(ctx, client, o.namespace, o.pod, o.container, wait.RolloutOptions{Values: values})
 	if err == nil {
 		// gpu-oom and kv-cache: what the model-fit arithmetic says of the
 		// pod's flags (best effort, from the Hub as deploy reads it).

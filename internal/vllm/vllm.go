@@ -1,7 +1,11 @@
 // Package vllm holds what vllmctl knows of the vLLM server that Kubernetes
-// does not: the extended resource its pods request GPUs as and how its
-// command line reads. The watcher's failure classifier, the lint rules, the
-// capacity preflight and the diff all take these from here.
+// does not: the extended resource its pods request GPUs as, how its
+// command line reads (Args; ContainerCommand for a container's command,
+// args and env, $(VAR) and `sh -c` included) and the settings a chart may
+// map to its values (ValuesMap, declared in Chart.yaml annotations). The
+// watcher's failure classifier and its hints, the model-fit preflight, the
+// lint rules, the capacity preflight and the diff all take these from
+// here.
 package vllm
 
 import (

@@ -61,6 +61,9 @@ type serverSpec struct {
 	// readiness probe's initialDelaySeconds.
 	startup        *corev1.Probe
 	readinessDelay time.Duration
+	// values is the chart's values mapping (nil: the hints name flags and
+	// the pod's values only; see causes_values.go).
+	values vllm.ValuesMap
 }
 
 // newServerSpec reads container name of pod (nil when pod or the
@@ -81,7 +84,7 @@ func newServerSpec(pod *corev1.Pod, name string) *serverSpec {
 		return nil
 	}
 	s := &serverSpec{name: c.Name, image: c.Image, flags: map[string]string{}}
-	s.parseArgs(append(append([]string(nil), c.Command...), c.Args...))
+	s.parseCommand(vllm.ContainerCommand(c))
 	s.gpus, s.gpuSet = containerGPUCount(c)
 	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 		s.memoryLimit = q.String()
@@ -108,18 +111,13 @@ func newServerSpec(pod *corev1.Pod, name string) *serverSpec {
 	return s
 }
 
-// parseArgs records the flags and the model of a vLLM command line.
-func (s *serverSpec) parseArgs(args []string) {
-	flags, model := vllm.Args(args)
-	for k, v := range flags {
+// parseCommand records the flags and the model of the container's vLLM
+// command line ($(VAR) expanded, `sh -c` scripts split).
+func (s *serverSpec) parseCommand(cmd vllm.Command) {
+	for k, v := range cmd.Flags {
 		s.flags[k] = v
 	}
-	if model != "" {
-		s.model = model
-	}
-	if m, ok := s.flags["model"]; ok && m != "" {
-		s.model = m
-	}
+	s.model = cmd.Model
 }
 
 // readShm finds what container c mounts at /dev/shm.

@@ -124,7 +124,7 @@ func TestClassifyFixtures(t *testing.T) {
 			pod:      chartPod(func(_ *corev1.Pod, c *corev1.Container) { setArg(c, "--tensor-parallel-size", "2") }),
 			cause:    CauseTensorParallel,
 			evidence: "Value error, World size (2) is larger than the number of available GPUs (1) in this node.",
-			hints:    []string{"needs 2 GPUs but the container sees 1 (`gpu`, resources.gpu, now 1)"}},
+			hints:    []string{"needs 2 GPUs but the container sees 1: set `gpu` (resources.gpu, now 1) to match"}},
 		{name: "no GPU requested", logs: []string{"gpu-not-visible.log"},
 			pod: chartPod(func(_ *corev1.Pod, c *corev1.Container) {
 				delete(c.Resources.Limits, vllm.GPUResource)
@@ -169,6 +169,7 @@ func TestClassifyFixtures(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			in := causeInput{events: tc.events, term: tc.term, spec: newServerSpec(tc.pod, "server")}
+			in.spec.values = builtinValues(t) // the pods are the built-in chart's
 			for _, f := range tc.logs {
 				in.logs = append(in.logs, fixture(t, f))
 			}
@@ -298,7 +299,9 @@ func TestEvidenceWithoutPrefix(t *testing.T) {
 func TestClassifyWithoutSpec(t *testing.T) {
 	cause, _, hints := newClassifier().classify(causeInput{logs: [][]string{fixture(t, "gpu-oom-weights.log")}})
 	assert.Equal(t, CauseGPUOOM, cause)
-	assert.Contains(t, strings.Join(hints, "\n"), "`--gpu-memory-utilization` (model.gpuMemoryUtilization, not set: 0.9)")
+	all := strings.Join(hints, "\n")
+	assert.Contains(t, all, "`--gpu-memory-utilization` (not set: 0.9)", "no pod, no chart: flags only")
+	assert.NotContains(t, all, "model.")
 }
 
 func TestEvidenceIsClipped(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 // Input is what the classifier reads about one failing container: its
@@ -23,6 +25,14 @@ type Input struct {
 // its spec. The logs are added with AddLog.
 func PodInput(pod *corev1.Pod, container string, events []string) *Input {
 	return &Input{in: podCauseInput(pod, container, events)}
+}
+
+// SetValues sets the values mapping of the chart that rendered the pod
+// (nil: none known), so that the hints name its values paths.
+func (i *Input) SetValues(values vllm.ValuesMap) {
+	if i.in.spec != nil {
+		i.in.spec.values = values
+	}
 }
 
 // LogInput is the input of log lines alone, with the termination they

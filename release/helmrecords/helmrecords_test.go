@@ -126,6 +126,18 @@ func TestToRecord(t *testing.T) {
 	unknown, err := ToRecord(Record{Release: helmRelease(1, common.StatusUnknown)}, "llm")
 	require.NoError(t, err)
 	assert.Equal(t, storage.StatusFailed, unknown.Status)
+
+	// A chart that declares where its values set vLLM's settings keeps
+	// the mapping in the record, for the failure hints.
+	mapped := helmRelease(4, common.StatusDeployed)
+	mapped.Chart.Metadata.Annotations = map[string]string{"vllmctl.io/values.max-model-len": "engine.maxModelLen", "category": "AI"}
+	rec, err = ToRecord(Record{Release: mapped}, "llm")
+	require.NoError(t, err)
+	assert.Equal(t, "engine.maxModelLen", rec.Chart.ValuesMap.Path("max-model-len"))
+	mapped.Chart.Metadata.Annotations = map[string]string{"vllmctl.io/values.nope": "x"}
+	rec, err = ToRecord(Record{Release: mapped}, "llm")
+	require.NoError(t, err, "a malformed mapping does not stop the adoption")
+	assert.Nil(t, rec.Chart.ValuesMap)
 }
 
 func TestMarkAdoptedAndUnmark(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/owner"
+	"github.com/vllmctl/vllmctl/internal/vllm"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
@@ -59,6 +60,9 @@ func ToRecord(r Record, ns string) (*storage.Release, error) {
 	rec.Updated = rec.Created
 	if ch := rel.Chart; ch != nil && ch.Metadata != nil {
 		rec.Chart = storage.Chart{Name: ch.Metadata.Name, Version: ch.Metadata.Version, AppVersion: ch.Metadata.AppVersion}
+		// The values mapping the chart declares, for the failure hints
+		// (best effort: a malformed one only costs the values paths).
+		rec.Chart.ValuesMap, _ = vllm.ParseValuesMap(ch.Metadata.Annotations)
 		if computed, err := util.CoalesceValues(ch, rel.Config); err == nil {
 			rec.ComputedValues = computed
 		}

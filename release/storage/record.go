@@ -16,6 +16,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 // Names, labels and the type of release record Secrets (contract: "Release
@@ -104,6 +105,11 @@ type Chart struct {
 	// Builtin is set when the chart is one of vllmctl's built-in charts
 	// (the serve check is on by default for them).
 	Builtin bool `json:"builtin,omitempty"`
+	// ValuesMap is the values mapping the chart declares in its Chart.yaml
+	// annotations (vllm.ValuesAnnotationPrefix): where its values set what
+	// the failure hints name. Kept so that a rollback's and diagnose's
+	// hints name the same values paths without the chart's files.
+	ValuesMap vllm.ValuesMap `json:"valuesMap,omitempty"`
 }
 
 // String returns name-version, as the history and list tables show it.

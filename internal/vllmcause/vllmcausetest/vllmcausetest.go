@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
@@ -94,4 +95,13 @@ func Lines(data []byte) []string {
 		}
 	}
 	return lines
+}
+
+// BuiltinValues is the built-in chart's values mapping, as its Chart.yaml
+// declares it.
+func BuiltinValues(t *testing.T) vllm.ValuesMap {
+	t.Helper()
+	m := charts.BuiltinValuesMap("vllm")
+	require.NotEmpty(t, m)
+	return m
 }

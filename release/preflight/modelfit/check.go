@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/vllm"
 	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
@@ -28,6 +29,9 @@ type Options struct {
 	// its numbers, a skip and why (warning false), a fit in the grey zone
 	// or on only some of the candidate GPUs (warning true).
 	Progress func(line string, warning bool)
+	// Values is the chart's values mapping: a refusal's hints name its
+	// values paths (nil: flags and the pod's values only).
+	Values vllm.ValuesMap
 }
 
 // Report is the model-fit preflight of a release: one entry per vLLM
@@ -196,7 +200,7 @@ func (c *checker) check(ctx context.Context, s Server) ServerFit {
 	case VerdictGPUOOM:
 		sf.Cause = string(vllmcause.CauseGPUOOM)
 		sf.Message = fmt.Sprintf("the weights alone exceed what vLLM may use of one GPU: %s%s", f.Summary(), minGPUs(f))
-		sf.Hints = vllmcause.FitHints(vllmcause.CauseGPUOOM, s.Pod, s.Container, 0)
+		sf.Hints = vllmcause.FitHints(vllmcause.CauseGPUOOM, s.Pod, s.Container, 0, c.opts.Values)
 	case VerdictKVCache:
 		sf.Cause = string(vllmcause.CauseKVCache)
 		fits := fmt.Sprintf("at most %d tokens do", f.MaxLenFits)
@@ -204,7 +208,7 @@ func (c *checker) check(ctx context.Context, s Server) ServerFit {
 			fits = "no memory is left for it"
 		}
 		sf.Message = fmt.Sprintf("one sequence of --max-model-len %d tokens does not fit the memory left for the KV cache (%s): %s", f.MaxModelLen, fits, f.Summary())
-		sf.Hints = vllmcause.FitHints(vllmcause.CauseKVCache, s.Pod, s.Container, f.MaxLenFits)
+		sf.Hints = vllmcause.FitHints(vllmcause.CauseKVCache, s.Pod, s.Container, f.MaxLenFits, c.opts.Values)
 	case VerdictTight:
 		sf.Message = "fits only if activations and CUDA graphs take less than the estimate (grey zone): " + f.Summary()
 		c.warn("model fit of %s (container %s, %s): %s", s.Object, s.Container, s.Model, sf.Message)

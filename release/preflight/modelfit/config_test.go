@@ -33,6 +33,8 @@ func TestParamsOfRealConfigs(t *testing.T) {
 		// experts: routed experts (0: dense).
 		kvHeads, headDim, experts int64
 		mla                       bool
+		// sliding is the sliding-window layers.
+		sliding int64
 	}{
 		{name: "meta-llama--Llama-3.1-8B", params: 8.03, kvHeads: 8, headDim: 128},
 		{name: "meta-llama--Llama-3.2-3B", params: 3.21, kvHeads: 8, headDim: 128},
@@ -47,6 +49,9 @@ func TestParamsOfRealConfigs(t *testing.T) {
 		{name: "Qwen--Qwen3-32B", params: 32.8, kvHeads: 8, headDim: 128},
 		{name: "Qwen--Qwen3-30B-A3B", params: 30.5, kvHeads: 4, headDim: 128, experts: 128},
 		{name: "moonshotai--Kimi-K2-Instruct", params: 1026, kvHeads: 64, headDim: 112, experts: 384, mla: true},
+		{name: "mistralai--Mixtral-8x7B-v0.1", params: 46.7, kvHeads: 8, headDim: 128, experts: 8},
+		{name: "openai--gpt-oss-20b", params: 20.9, kvHeads: 8, headDim: 64, experts: 32, sliding: 12},
+		{name: "openai--gpt-oss-120b", params: 116.8, kvHeads: 8, headDim: 64, experts: 128, sliding: 18},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := loadConfig(t, tc.name)
@@ -56,7 +61,7 @@ func TestParamsOfRealConfigs(t *testing.T) {
 			assert.Equal(t, tc.headDim, c.HeadDim)
 			assert.Equal(t, tc.experts, c.Experts)
 			assert.Equal(t, tc.mla, c.KVLoraRank > 0)
-			assert.Zero(t, c.SlidingLayers, "none of these uses sliding windows (Qwen's sliding_window is off)")
+			assert.Equal(t, tc.sliding, c.SlidingLayers, "sliding-window layers (Qwen's sliding_window is off; gpt-oss alternates)")
 			assert.Positive(t, c.MaxPosition)
 		})
 	}
@@ -93,4 +98,20 @@ func TestHostileConfigs(t *testing.T) {
 	assert.GreaterOrEqual(t, f.KVBytesPerToken, int64(0))
 	assert.Equal(t, VerdictFits, f.Verdict)
 	assert.Zero(t, indexTotal([]byte(`{"metadata": {"total_size": 1e308}}`)))
+}
+
+// TestWeightsOfRealMXFP4Configs: gpt-oss's experts are MXFP4 (4 bits and
+// a shared 8-bit scale per 32 values) and the rest bfloat16; the weight
+// bytes the config implies are within 5% of the checkpoint sizes OpenAI's
+// model card gives (gpt-oss-20b 12.8 GiB, gpt-oss-120b 60.8 GiB).
+func TestWeightsOfRealMXFP4Configs(t *testing.T) {
+	for name, gib := range map[string]float64{"openai--gpt-oss-20b": 12.8, "openai--gpt-oss-120b": 60.8} {
+		t.Run(name, func(t *testing.T) {
+			c := loadConfig(t, name)
+			assert.Equal(t, "mxfp4", c.Quant.Method)
+			assert.True(t, c.Quant.ExpertsOnly, "attention, router and embeddings stay bfloat16")
+			got := c.WeightBytes("", "") / (1 << 30)
+			assert.InEpsilon(t, gib, got, 0.05, "weights: %.2f GiB", got)
+		})
+	}
 }

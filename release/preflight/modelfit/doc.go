@@ -16,9 +16,10 @@
 //     dtype and quantization) and the arithmetic ([Fit]: weight bytes per
 //     GPU, KV-cache bytes per token per GPU, the activation reserve and
 //     the verdict, with a documented grey zone that only warns);
-//   - reading the vLLM server's settings from a rendered pod template's
-//     command, args and env ([Servers]), not from chart values, so that
-//     third-party charts are covered;
+//   - finding the vLLM servers of a render and their settings from each
+//     pod template's command, args and env ([Servers], read by
+//     internal/vllm.ContainerCommand, the reader the failure hints use
+//     too), not from chart values, so that third-party charts are covered;
 //   - the GPU memory per device of the nodes the pods may use (GPU
 //     Feature Discovery's nvidia.com/gpu.memory label, MiB), or an
 //     override;
@@ -28,7 +29,7 @@
 //
 // Files: config.go (config.json), weights.go (parameter and weight
 // bytes), fit.go (the arithmetic and verdicts), source.go (where a config
-// is read from), server.go (the vLLM command line of a pod template),
+// is read from), server.go (the vLLM servers of a render),
 // nodes.go (GPU memory of the candidate nodes), check.go (the entry point,
 // the report and the refusal).
 //

@@ -2,9 +2,7 @@ package modelfit
 
 import (
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -85,28 +83,15 @@ func templatePaths(kind string) [][]string {
 	return nil
 }
 
-// serverOf reads container c's vLLM command line, ok false when it runs
-// no vLLM server.
+// serverOf reads container c's vLLM command line (vllm.ContainerCommand),
+// ok false when it runs no vLLM server.
 func serverOf(c corev1.Container) (Server, bool) {
-	env := map[string]string{}
-	for _, e := range c.Env {
-		if e.ValueFrom == nil {
-			env[e.Name] = e.Value
-		}
-	}
-	var argv []string
-	for _, a := range append(append([]string(nil), c.Command...), c.Args...) {
-		argv = append(argv, expand(a, env))
-	}
-	argv = splitScripts(argv)
-	if !runsVLLM(argv, len(c.Command) == 0) {
+	cmd := vllm.ContainerCommand(&c)
+	if !cmd.Server {
 		return Server{}, false
 	}
-	flags, model := vllm.Args(argv)
-	if m := flags["model"]; m != "" {
-		model = m
-	}
-	s := Server{Container: c.Name, Model: model, Revision: flags["revision"], Flags: flags}
+	flags := cmd.Flags
+	s := Server{Container: c.Name, Model: cmd.Model, Revision: flags["revision"], Flags: flags}
 	s.Engine = Engine{
 		TensorParallel:       flagInt(flags, "tensor-parallel-size", 1),
 		PipelineParallel:     flagInt(flags, "pipeline-parallel-size", 1),
@@ -116,113 +101,12 @@ func serverOf(c corev1.Container) (Server, bool) {
 		KVCacheDtype:         flags["kv-cache-dtype"],
 		Quantization:         flags["quantization"],
 	}
-	if q, ok := c.Resources.Limits["nvidia.com/gpu"]; ok {
+	if q, ok := c.Resources.Limits[vllm.GPUResource]; ok {
 		s.GPUs = q.Value()
-	} else if q, ok := c.Resources.Requests["nvidia.com/gpu"]; ok {
+	} else if q, ok := c.Resources.Requests[vllm.GPUResource]; ok {
 		s.GPUs = q.Value()
 	}
 	return s, true
-}
-
-// runsVLLM reports whether argv starts a vLLM OpenAI server.
-func runsVLLM(argv []string, entrypoint bool) bool {
-	for i, a := range argv {
-		base := a[strings.LastIndex(a, "/")+1:]
-		if base == "vllm" && i+1 < len(argv) && argv[i+1] == "serve" {
-			return true
-		}
-		if strings.Contains(a, "vllm.entrypoints.openai.api_server") || strings.Contains(a, "vllm.entrypoints.api_server") {
-			return true
-		}
-	}
-	if entrypoint {
-		for _, a := range argv {
-			if a == "--model" || strings.HasPrefix(a, "--model=") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// expand replaces $(VAR) as the kubelet does ($$ escapes), and $VAR and
-// ${VAR} of shell scripts, from env; unknown references stay.
-func expand(s string, env map[string]string) string {
-	s = os.Expand(strings.ReplaceAll(s, "$$", "\x00"), func(name string) string {
-		if v, ok := env[name]; ok {
-			return v
-		}
-		return "${" + name + "}"
-	})
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '$' && i+1 < len(s) && s[i+1] == '(' {
-			if end := strings.IndexByte(s[i:], ')'); end > 0 {
-				if v, ok := env[s[i+2:i+end]]; ok {
-					b.WriteString(v)
-					i += end
-					continue
-				}
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return strings.ReplaceAll(b.String(), "\x00", "$")
-}
-
-// splitScripts replaces the script of `sh -c SCRIPT` (bash, /bin/sh) by
-// its words, quotes removed: enough to find vLLM's flags in it.
-func splitScripts(argv []string) []string {
-	var out []string
-	for i := 0; i < len(argv); i++ {
-		a := argv[i]
-		base := a[strings.LastIndex(a, "/")+1:]
-		if (base == "sh" || base == "bash") && i+2 < len(argv) && argv[i+1] == "-c" {
-			out = append(out, shellWords(argv[i+2])...)
-			out = append(out, argv[i+3:]...)
-			return out
-		}
-		out = append(out, a)
-	}
-	return out
-}
-
-// shellWords splits a script into words at blanks, ';', '&', '|' and
-// newlines, honouring single and double quotes and backslash-newline.
-func shellWords(s string) []string {
-	var words []string
-	var cur strings.Builder
-	in := false
-	var quote byte
-	flush := func() {
-		if in {
-			words = append(words, cur.String())
-			cur.Reset()
-			in = false
-		}
-	}
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case quote != 0:
-			if ch == quote {
-				quote = 0
-			} else {
-				cur.WriteByte(ch)
-			}
-		case ch == '\'' || ch == '"':
-			quote, in = ch, true
-		case ch == '\\' && i+1 < len(s) && s[i+1] == '\n':
-			i++
-		case ch == ' ' || ch == '\t' || ch == '\n' || ch == ';' || ch == '&' || ch == '|':
-			flush()
-		default:
-			cur.WriteByte(ch)
-			in = true
-		}
-	}
-	flush()
-	return words
 }
 
 // flagInt is an integer flag in 1..maxFlagInt, def when unset or out of

@@ -111,13 +111,6 @@ func TestServers(t *testing.T) {
 	assert.Equal(t, int64(4096), p.Engine.MaxModelLen)
 }
 
-func TestExpand(t *testing.T) {
-	env := map[string]string{"A": "x", "B": "y"}
-	assert.Equal(t, "x-$(C)", expand("$(A)-$(C)", env), "unknown references stay, as the kubelet leaves them")
-	assert.Equal(t, "$(A)", expand("$$(A)", env), "$$ escapes")
-	assert.Equal(t, "y y", expand("${B} $B", env), "shell references in scripts")
-}
-
 // TestFlagIntBounds: an absurd parallel size or --max-model-len is read as
 // unset, so TP × PP cannot overflow.
 func TestFlagIntBounds(t *testing.T) {
