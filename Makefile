@@ -1,5 +1,5 @@
 # vllmctl — see README.md. Cached tools (control-plane binary, helm, the
-# distribution registry, the LeaderWorkerSet controller) live outside the
+# distribution registry, the LeaderWorkerSet controller, Prometheus) live outside the
 # repo in $(CACHE), keyed by version.
 SHELL := /bin/bash
 CACHE ?= $(or $(VLLMCTL_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/vllmctl)
@@ -17,7 +17,7 @@ GOTESTFLAGS ?=
 # (cgo: gcc); `make test RACE=` runs them without it.
 RACE ?= -race
 
-.PHONY: all build test unit fuzz e2e lint cluster cluster-b fleet-kubeconfig cluster-down helm registry lws demo bench bench-peers clean
+.PHONY: all build test unit fuzz e2e lint cluster cluster-b fleet-kubeconfig cluster-down helm registry lws prometheus demo bench bench-peers clean
 
 all: build
 
@@ -43,11 +43,11 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -parallel 2 $${t##*:}; \
 	done
 
-e2e: cluster cluster-b helm registry lws
+e2e: cluster cluster-b helm registry lws prometheus
 	FLEET_KUBECONFIG=$(FLEET_KUBECONFIG) hack/fleet-kubeconfig.sh
 	VLLMCTL_RELEASE_TEST_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -count=1 -run TestStoreContract $(GOTESTFLAGS) ./release/storage/
 	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) VLLMCTL_E2E_FLEET_KUBECONFIG=$(FLEET_KUBECONFIG) HELM_BIN=$$(hack/install-helm.sh) REGISTRY_BIN=$$(hack/install-registry.sh) \
-	  LWS_BIN=$$(hack/install-lws.sh) KUBECTL_BIN=$$(hack/build-devcluster.sh)/kubectl $(GO) test $(RACE) -tags e2e -count=1 -p 1 -timeout 40m $(GOTESTFLAGS) ./e2e/...
+	  LWS_BIN=$$(hack/install-lws.sh) PROMETHEUS_BIN=$$(hack/install-prometheus.sh) KUBECTL_BIN=$$(hack/build-devcluster.sh)/kubectl $(GO) test $(RACE) -tags e2e -count=1 -p 1 -timeout 40m $(GOTESTFLAGS) ./e2e/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
@@ -85,6 +85,10 @@ registry:
 ## lws: the LeaderWorkerSet controller and its CRDs the LWS e2e tests start (built from its Go module)
 lws:
 	@hack/install-lws.sh >/dev/null
+
+## prometheus: the Prometheus server the analysis e2e tests start against the local cluster (built from its Go module)
+prometheus:
+	@hack/install-prometheus.sh >/dev/null
 
 ## demo: local cluster, a good deploy, a crashing upgrade caught and rolled back (hack/demo.sh)
 demo:

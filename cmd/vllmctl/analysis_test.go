@@ -24,12 +24,33 @@ func TestDeployAnalysisRefused(t *testing.T) {
 		require.NoError(t, os.WriteFile(p, []byte(spec), 0o600))
 		return p
 	}
+	dir := t.TempDir()
+	password, emptyPassword := filepath.Join(dir, "password"), filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(password, []byte("pw-never-printed\n"), 0o600))
+	require.NoError(t, os.WriteFile(emptyPassword, []byte("\n"), 0o600))
+	prom := []string{"--canary", "1", "--prometheus-url", "http://prometheus:9090"}
 	for _, tc := range []struct {
 		name, spec string
 		args       []string
 		want       string
 	}{
 		{"absurd count", "count: 1000000000\n", []string{"--canary", "1"}, "count: 1000000000: must be between 1 and 1000"},
+		{"password file without URL", "", []string{"--canary", "1", "--prometheus-username", "u", "--prometheus-password-file", password},
+			"--prometheus-username needs --prometheus-url"},
+		{"empty password file", "provider: prometheus\n", append([]string{"--prometheus-username", "u", "--prometheus-password-file", emptyPassword}, prom...),
+			"--prometheus-password-file: " + emptyPassword + ": the file is empty"},
+		{"no such password file", "provider: prometheus\n", append([]string{"--prometheus-username", "u", "--prometheus-password-file", "/nonexistent/pw"}, prom...),
+			"--prometheus-password-file: /nonexistent/pw"},
+		{"password file a directory", "provider: prometheus\n", append([]string{"--prometheus-username", "u", "--prometheus-password-file", dir}, prom...),
+			"--prometheus-password-file: " + dir},
+		{"username without password file", "provider: prometheus\n", append([]string{"--prometheus-username", "u"}, prom...),
+			"--prometheus-username: needs --prometheus-password-file"},
+		{"password file without username", "provider: prometheus\n", append([]string{"--prometheus-password-file", password}, prom...),
+			"--prometheus-password-file: needs --prometheus-username"},
+		{"basic auth and token", "provider: prometheus\n", append([]string{"--prometheus-username", "u", "--prometheus-password-file", password,
+			"--prometheus-token-file", password}, prom...), "basic auth and --prometheus-token-file exclude each other"},
+		{"credentials in the URL", "provider: prometheus\n", []string{"--canary", "1", "--prometheus-url", "http://u:pw-never-printed@prometheus:9090"},
+			"--prometheus-url: the URL holds credentials"},
 		{"zero interval", "interval: 0s\n", []string{"--canary", "1"}, "interval: 0s: must be positive"},
 		{"negative interval", "interval: -1m\n", []string{"--canary", "1"}, "interval: -1m: must be positive"},
 		{"unknown preset", "presets: {ttftP99: {max: 2}}\n", []string{"--canary", "1"}, "presets.ttftP99: unknown preset"},
@@ -60,6 +81,7 @@ func TestDeployAnalysisRefused(t *testing.T) {
 			stdout, stderr, code := f.run(t, args...)
 			assert.Equal(t, 2, code, "stderr: %s", stderr)
 			assert.Contains(t, stderr, tc.want)
+			assert.NotContains(t, stderr, "pw-never-printed", "the password is never printed")
 			assert.Empty(t, stdout)
 			assert.Equal(t, refs, f.cluster.Refs(), "nothing applied")
 			deps, err := f.cluster.Client.AppsV1().Deployments("").List(context.Background(), metav1.ListOptions{})

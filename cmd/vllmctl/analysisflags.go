@@ -8,13 +8,15 @@ import (
 
 // analysisFlags are the canary analysis of deploy, wait and fleet deploy:
 // --analysis FILE and the prometheus provider's endpoint
-// (--prometheus-url, --prometheus-token-file, --prometheus-ca-file).
+// (--prometheus-url, --prometheus-token-file or --prometheus-username
+// with --prometheus-password-file, --prometheus-ca-file).
 type analysisFlags struct {
 	// help is --analysis' help (default: deploy's).
 	help string
 
 	file                       string
 	promURL, promToken, promCA string
+	promUser, promPasswordFile string
 
 	cfg  *analysis.Config
 	prom *analysis.PrometheusEndpoint
@@ -36,6 +38,8 @@ func (a *analysisFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.file, "analysis", "", help)
 	fs.StringVar(&a.promURL, "prometheus-url", "", "Prometheus HTTP API the analysis' prometheus provider queries (e.g. http://prometheus.monitoring:9090)")
 	fs.StringVar(&a.promToken, "prometheus-token-file", "", "file holding a bearer token for --prometheus-url (read at every query)")
+	fs.StringVar(&a.promUser, "prometheus-username", "", "basic-auth user name for --prometheus-url (with --prometheus-password-file)")
+	fs.StringVar(&a.promPasswordFile, "prometheus-password-file", "", "file holding the basic-auth password for --prometheus-url (read at every query, never printed)")
 	fs.StringVar(&a.promCA, "prometheus-ca-file", "", "PEM CA bundle that signs --prometheus-url's certificate")
 }
 
@@ -44,13 +48,14 @@ func (a *analysisFlags) AddFlags(fs *pflag.FlagSet) {
 // compare with the stable pods are refused.
 func (a *analysisFlags) Validate(fs *pflag.FlagSet, canary bool) error {
 	if a.promURL == "" {
-		for _, name := range []string{"prometheus-token-file", "prometheus-ca-file"} {
+		for _, name := range []string{"prometheus-token-file", "prometheus-username", "prometheus-password-file", "prometheus-ca-file"} {
 			if fs.Changed(name) {
 				return newUsageError("--%s needs --prometheus-url", name)
 			}
 		}
 	} else {
-		a.prom = &analysis.PrometheusEndpoint{URL: a.promURL, TokenFile: a.promToken, CAFile: a.promCA}
+		a.prom = &analysis.PrometheusEndpoint{URL: a.promURL, TokenFile: a.promToken,
+			Username: a.promUser, PasswordFile: a.promPasswordFile, CAFile: a.promCA}
 		if err := a.prom.Check(); err != nil {
 			return err
 		}

@@ -121,8 +121,9 @@ func (o *diagnoseOptions) diagnosePod(ctx context.Context) (*rollout.Diagnosis, 
 		return nil, err
 	}
 	// The hints name the values paths of the pod's chart where it maps
-	// them (a vllmctl release's recorded chart), else flags only.
-	values := podChartValues(ctx, client, o.namespace, o.pod)
+	// them (a vllmctl release's recorded chart), else flags only; the
+	// release's Secrets are withheld from what the pod printed.
+	values := podChartValues(ctx, client, o.namespace, o.pod, o.g.Redactor)
 	d, err := wait.DiagnosePod(ctx, client, o.namespace, o.pod, o.container, wait.RolloutOptions{Values: values})
 	if err == nil {
 		// gpu-oom and kv-cache: what the model-fit arithmetic says of the

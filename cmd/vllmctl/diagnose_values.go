@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/owner"
 	"github.com/vllmctl/vllmctl/internal/vllm"
 	"github.com/vllmctl/vllmctl/release"
@@ -20,7 +21,7 @@ import (
 // the hints name flags and the pod's values only, when the pod belongs to
 // no release, to a chart that declares no mapping, or anything cannot be
 // read.
-func podChartValues(ctx context.Context, client kubernetes.Interface, namespace, pod string) vllm.ValuesMap {
+func podChartValues(ctx context.Context, client kubernetes.Interface, namespace, pod string, red *diff.Redactor) vllm.ValuesMap {
 	var obj metav1.Object
 	p, err := client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
 	if err != nil {
@@ -29,7 +30,7 @@ func podChartValues(ctx context.Context, client kubernetes.Interface, namespace,
 	obj = p
 	for range 4 {
 		if o, ok := owner.Of(obj); ok {
-			return releaseChartValues(ctx, client, orNamespace(o.Namespace, namespace), o.Release)
+			return releaseChartValues(ctx, client, orNamespace(o.Namespace, namespace), o.Release, red)
 		}
 		ref := metav1.GetControllerOf(obj)
 		if ref == nil {
@@ -55,11 +56,18 @@ func podChartValues(ctx context.Context, client kubernetes.Interface, namespace,
 }
 
 // releaseChartValues is the values mapping of the chart of release
-// name's latest record in namespace (nil when none can be read).
-func releaseChartValues(ctx context.Context, client kubernetes.Interface, namespace, name string) vllm.ValuesMap {
+// name's latest record in namespace (nil when none can be read). It
+// teaches red the Secrets of every record of the release: the pod's log
+// and messages may echo them.
+func releaseChartValues(ctx context.Context, client kubernetes.Interface, namespace, name string, red *diff.Redactor) vllm.ValuesMap {
 	entries, err := storage.NewSecrets(client, namespace).List(ctx, name)
 	if err != nil || len(entries) == 0 {
 		return nil
+	}
+	for _, e := range entries {
+		if rec, err := e.Release(); err == nil {
+			_ = release.LearnRecord(red, rec) // best effort: a record that does not parse teaches what it can
+		}
 	}
 	latest := slices.MaxFunc(entries, func(a, b storage.Entry) int { return a.Revision - b.Revision })
 	rec, err := latest.Release()

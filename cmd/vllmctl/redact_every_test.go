@@ -56,7 +56,7 @@ var noReleaseSecrets = map[string]string{
 	"repo update":           "repository credentials are masked",
 	"registry login":        "registry credentials are never printed (its tests)",
 	"registry logout":       "prints the host",
-	"diagnose":              "reads a pod or a log file, no release record: it knows no Secret to withhold",
+	"diagnose":              "--log reads no release; a POD of a release is run in TestDiagnoseReleasePodWithholdsItsSecrets",
 	"adopt":                 "prints Helm's revisions (numbers, statuses, descriptions) through the same output writers; e2e TestAdopt*",
 	"handover":              "as adopt; e2e TestHandover*",
 	"fleet deploy":          "one engine per target over the command's Redactor and output writers; e2e fleet gate redaction",

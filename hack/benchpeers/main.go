@@ -49,6 +49,11 @@
 //     in fresh namespaces, with the contexts of -fleet-kubeconfig (skipped
 //     when that file does not exist); each target talks to a proxy of its
 //     own, so the table also shows the requests per target.
+//   - vllmctl-canary-analysis (group analysis): vllmctl alone, the
+//     healthy upgrade through a 1-pod canary held 12 s without an
+//     analysis vs held 1 s with a 3 × 4 s analysis (scrape provider, the
+//     synthetic load): the note gives what the analysis adds beyond its
+//     window and its API requests per measurement.
 //
 // The release pods run on fake GPU nodes the benchmark adds (tainted and
 // labelled for it), so other users of the shared local cluster neither
@@ -128,7 +133,7 @@ func realMain() int {
 	flag.IntVar(&o.largeReplicas, "large-replicas", 1000, "replicas of the large scenario")
 	flag.BoolVar(&o.skipLarge, "skip-large", false, "skip the large scenario (also skipped when BENCH_QUICK=1)")
 	flag.BoolVar(&o.direct, "direct", false, "the tools talk to the API server directly with -kubeconfig's credentials, not through the counting proxy: wall and CPU times without the proxy's own cost, which grows with the bytes a tool reads and takes CPU from the control plane; requests and bytes are not counted (shown as -; the fleet scenarios keep their proxies)")
-	flag.StringVar(&only, "only", "", "run only the scenario groups matching this regexp (healthy, failure, stuck, diff, large, busy, releases, fleet)")
+	flag.StringVar(&only, "only", "", "run only the scenario groups matching this regexp (healthy, failure, stuck, diff, large, busy, releases, fleet, analysis)")
 	flag.StringVar(&o.out, "out", os.Getenv("BENCH_OUT"), "write the figures as JSON to this file (default $BENCH_OUT)")
 	flag.Parse()
 	if o.kubectl == "" || o.helm == "" {
@@ -348,6 +353,7 @@ func (b *bench) runAll(ctx context.Context) error {
 		{"busy", b.busy, b.o.quick},
 		{"releases", b.manyReleases, false},
 		{"fleet", b.fleet, false},
+		{"analysis", b.analysis, false},
 	}
 	for _, g := range groups {
 		if g.name == "fleet" && (b.o.only == nil || b.o.only.MatchString(g.name)) {

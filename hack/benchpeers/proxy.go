@@ -55,6 +55,15 @@ func startProxy(cfg *rest.Config) (*proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport to the API server: %w", err)
 	}
+	// Upgrades (the port-forward of the serve check and of the analysis,
+	// SPDY) need HTTP/1.1 to the API server: over the HTTP/2 connection
+	// the transport would pick, Go refuses the Upgrade header.
+	h1 := rest.CopyConfig(cfg)
+	h1.NextProtos = []string{"http/1.1"}
+	upgrades, err := rest.TransportFor(h1)
+	if err != nil {
+		return nil, fmt.Errorf("HTTP/1.1 transport to the API server: %w", err)
+	}
 	cert, err := selfSignedCert()
 	if err != nil {
 		return nil, err
@@ -65,7 +74,7 @@ func startProxy(cfg *rest.Config) (*proxy, error) {
 			pr.SetURL(target)
 			pr.Out.Header.Del("Authorization")
 		},
-		Transport:     transport,
+		Transport:     upgradeSplit{plain: transport, upgrades: upgrades},
 		FlushInterval: -1, // watches stream
 		ErrorLog:      log.New(os.Stderr, "proxy: ", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -90,6 +99,17 @@ func startProxy(cfg *rest.Config) (*proxy, error) {
 	}
 	go func() { _ = p.server.ServeTLS(ln, "", "") }()
 	return p, nil
+}
+
+// upgradeSplit sends requests that upgrade the connection over
+// upgrades, the others over plain.
+type upgradeSplit struct{ plain, upgrades http.RoundTripper }
+
+func (u upgradeSplit) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("Upgrade") != "" {
+		return u.upgrades.RoundTrip(r)
+	}
+	return u.plain.RoundTrip(r)
 }
 
 // isWatch reports whether r starts a watch.

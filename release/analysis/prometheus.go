@@ -21,12 +21,17 @@ import (
 )
 
 // PrometheusEndpoint is where the prometheus provider queries:
-// --prometheus-url, with a bearer token (--prometheus-token-file) and a CA
-// bundle (--prometheus-ca-file).
+// --prometheus-url, with a bearer token (--prometheus-token-file) or
+// basic auth (--prometheus-username and --prometheus-password-file), and
+// a CA bundle (--prometheus-ca-file).
 type PrometheusEndpoint struct {
 	URL       string
 	TokenFile string
-	CAFile    string
+	// Username and PasswordFile are HTTP basic auth's: both or neither,
+	// and not with TokenFile.
+	Username     string
+	PasswordFile string
+	CAFile       string
 }
 
 // maxPrometheusAnswer bounds one query's answer.
@@ -39,6 +44,9 @@ const (
 	maxCAFileBytes    = 4 << 20
 )
 
+// maxPasswordFileBytes caps a basic-auth password file.
+const maxPasswordFileBytes = 4 << 10
+
 // Check checks the endpoint before anything is applied: an absolute http
 // or https URL, and the files readable (exit code 2 otherwise).
 func (e *PrometheusEndpoint) Check() error {
@@ -46,9 +54,28 @@ func (e *PrometheusEndpoint) Check() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return &InputError{Field: "--prometheus-url", Msg: fmt.Sprintf("%q: want an http or https URL", e.URL)}
 	}
+	if u.User != nil {
+		// Credentials in the URL would be printed wherever the URL is.
+		return &InputError{Field: "--prometheus-url", Msg: "the URL holds credentials: use --prometheus-username and --prometheus-password-file"}
+	}
 	if e.TokenFile != "" {
 		if _, err := e.token(); err != nil {
 			return &InputError{Field: "--prometheus-token-file", Msg: err.Error()}
+		}
+	}
+	switch {
+	case e.Username == "" && e.PasswordFile != "":
+		return &InputError{Field: "--prometheus-password-file", Msg: "needs --prometheus-username"}
+	case e.Username != "" && e.PasswordFile == "":
+		return &InputError{Field: "--prometheus-username", Msg: "needs --prometheus-password-file"}
+	case e.PasswordFile != "" && e.TokenFile != "":
+		return &InputError{Field: "--prometheus-password-file", Msg: "basic auth and --prometheus-token-file exclude each other"}
+	case e.PasswordFile != "":
+		if strings.ContainsRune(e.Username, ':') {
+			return &InputError{Field: "--prometheus-username", Msg: "a basic-auth user name has no ':'"}
+		}
+		if _, err := e.password(); err != nil {
+			return &InputError{Field: "--prometheus-password-file", Msg: err.Error()}
 		}
 	}
 	if e.CAFile != "" {
@@ -71,6 +98,20 @@ func (e *PrometheusEndpoint) token() (string, error) {
 		return "", fmt.Errorf("%s: the file is empty", e.TokenFile)
 	}
 	return tok, nil
+}
+
+// password reads the basic-auth password file, capped; one trailing line
+// break (as an editor or `echo` leaves) is not part of the password.
+func (e *PrometheusEndpoint) password() (string, error) {
+	data, err := charts.ReadFileCapped(e.PasswordFile, maxPasswordFileBytes)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", e.PasswordFile, err)
+	}
+	pw := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+	if pw == "" {
+		return "", fmt.Errorf("%s: the file is empty", e.PasswordFile)
+	}
+	return pw, nil
 }
 
 // caPool reads the CA bundle, capped, into a pool.
@@ -183,8 +224,10 @@ func PresetQueries(sel, window string) map[string]string {
 	inference := `handler=~"/v1/.+",handler!="/v1/models"`
 	return map[string]string{
 		"requests": fmt.Sprintf(`sum(increase(http_requests_total{%s,%s}[%s]))`, sel, inference, window),
-		"errors": fmt.Sprintf(`(sum(increase(http_requests_total{%s,%s,status=~"5.."}[%s])) or vector(0)) + (sum(increase(vllm:request_success_total{%s,finished_reason=~"error|abort"}[%s])) or vector(0))`,
-			sel, inference, window, sel, window),
+		// The larger of the two counts of failed requests, as the scrape
+		// provider takes it (failedRequests): (a >= b) or b.
+		"errors": fmt.Sprintf(`((sum(increase(http_requests_total{%[1]s,%[2]s,status=~"5.."}[%[3]s])) or vector(0)) >= (sum(increase(vllm:request_success_total{%[1]s,finished_reason=~"error|abort"}[%[3]s])) or vector(0))) or (sum(increase(vllm:request_success_total{%[1]s,finished_reason=~"error|abort"}[%[3]s])) or vector(0))`,
+			sel, inference, window),
 		"preemptions": fmt.Sprintf(`sum(increase(vllm:num_preemptions_total{%s}[%s]))`, sel, window),
 		"ttftP95":     fmt.Sprintf(`histogram_quantile(0.95, sum by (le) (increase(vllm:time_to_first_token_seconds_bucket{%s}[%s])))`, sel, window),
 		"e2eP95":      fmt.Sprintf(`histogram_quantile(0.95, sum by (le) (increase(vllm:e2e_request_latency_seconds_bucket{%s}[%s])))`, sel, window),
@@ -305,6 +348,19 @@ func (p *Prometheus) query(ctx context.Context, q string) ([]float64, error) {
 			p.LearnSecret(tok)
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if p.endpoint.PasswordFile != "" {
+		// Read at every query, as the token: a mounted Secret changes.
+		pw, err := p.endpoint.password()
+		if err != nil {
+			return nil, fmt.Errorf("prometheus password file %w", err)
+		}
+		req.SetBasicAuth(p.endpoint.Username, pw)
+		if p.LearnSecret != nil {
+			// The password, and the header's encoding of it, which a
+			// proxy's error page may echo.
+			p.LearnSecret(pw, strings.TrimPrefix(req.Header.Get("Authorization"), "Basic "))
+		}
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {

@@ -228,3 +228,101 @@ func TestPrometheusLearnsItsToken(t *testing.T) {
 	require.NoError(t, p.Start(context.Background()))
 	assert.Equal(t, []string{"first-token-value", "rotated-token-value"}, learnt)
 }
+
+// TestPrometheusBasicAuth: with --prometheus-username and
+// --prometheus-password-file every query carries basic auth, read from
+// the file at every query (a changed Secret is used at once); a server
+// that refuses the credentials is a measurement error that names its
+// answer, never the password; the password (and the header's encoding of
+// it) is learnt by the redactor.
+func TestPrometheusBasicAuth(t *testing.T) {
+	const user, good = "vllmctl", "pa:ss w0rd"
+	var mu sync.Mutex
+	var refused int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || u != user || p != good {
+			mu.Lock()
+			refused++
+			mu.Unlock()
+			w.Header().Set("WWW-Authenticate", `Basic realm="prometheus"`)
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":` + vec("1") + `}}`))
+	}))
+	t.Cleanup(srv.Close)
+	pwFile := filepath.Join(t.TempDir(), "password")
+	for _, tc := range []struct {
+		name, user, password string
+		ok                   bool
+	}{
+		{"right credentials", user, good + "\n", true},
+		{"right credentials, no line break", user, good, true},
+		{"wrong password", user, "wrong-password", false},
+		{"wrong user", "someone", good, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, os.WriteFile(pwFile, []byte(tc.password), 0o600))
+			e := PrometheusEndpoint{URL: srv.URL, Username: tc.user, PasswordFile: pwFile}
+			require.NoError(t, e.Check())
+			p, err := NewPrometheus(e, Targets{Namespace: "ns", Canary: []Target{{"c1", 8000}}}, time.Minute, 0, testingclock.NewFakeClock(time.Now()))
+			require.NoError(t, err)
+			var learnt []string
+			p.LearnSecret = func(v ...string) { learnt = append(learnt, v...) }
+			err = p.Start(context.Background())
+			if tc.ok {
+				require.NoError(t, err)
+				got, err := p.Measure(context.Background(), []Check{{Name: PresetKVCacheUsage, Preset: PresetKVCacheUsage, Max: 0.9}})
+				require.NoError(t, err)
+				require.NotNil(t, got[0].Value)
+				assert.Equal(t, 1.0, *got[0].Value)
+				assert.Contains(t, learnt, good)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "401 Unauthorized")
+			assert.NotContains(t, err.Error(), strings.TrimSpace(tc.password))
+			assert.Contains(t, learnt, strings.TrimSpace(tc.password), "learnt, so that an echo of it is redacted")
+		})
+	}
+	assert.Equal(t, 2, refused, "the server saw the two wrong credentials, and refused nothing else")
+}
+
+// TestPrometheusEndpointBasicAuthCheck: basic auth needs both the user
+// name and a readable, non-empty password file, excludes the bearer
+// token, and the URL may not carry credentials of its own: each is an
+// input error (exit code 2) naming the flag, never the password.
+func TestPrometheusEndpointBasicAuthCheck(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "password")
+	require.NoError(t, os.WriteFile(pw, []byte("secret-password\n"), 0o600))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	huge := filepath.Join(dir, "huge")
+	require.NoError(t, os.WriteFile(huge, bytes.Repeat([]byte("a"), maxPasswordFileBytes+1), 0o600))
+	assert.NoError(t, (&PrometheusEndpoint{URL: "http://prom", Username: "u", PasswordFile: pw}).Check())
+	for _, tc := range []struct {
+		e     PrometheusEndpoint
+		field string
+		want  string
+	}{
+		{PrometheusEndpoint{URL: "http://prom", Username: "u"}, "--prometheus-username", "needs --prometheus-password-file"},
+		{PrometheusEndpoint{URL: "http://prom", PasswordFile: pw}, "--prometheus-password-file", "needs --prometheus-username"},
+		{PrometheusEndpoint{URL: "http://prom", Username: "u", PasswordFile: pw, TokenFile: pw}, "--prometheus-password-file", "exclude each other"},
+		{PrometheusEndpoint{URL: "http://prom", Username: "u:v", PasswordFile: pw}, "--prometheus-username", "no ':'"},
+		{PrometheusEndpoint{URL: "http://prom", Username: "u", PasswordFile: empty}, "--prometheus-password-file", "the file is empty"},
+		{PrometheusEndpoint{URL: "http://prom", Username: "u", PasswordFile: huge}, "--prometheus-password-file", "larger than the cap"},
+		{PrometheusEndpoint{URL: "http://prom", Username: "u", PasswordFile: dir}, "--prometheus-password-file", dir},
+		{PrometheusEndpoint{URL: "http://prom", Username: "u", PasswordFile: "/no/such/password"}, "--prometheus-password-file", "/no/such/password"},
+		{PrometheusEndpoint{URL: "http://u:secret-password@prom"}, "--prometheus-url", "the URL holds credentials"},
+	} {
+		err := tc.e.Check()
+		var ie *InputError
+		require.ErrorAs(t, err, &ie, "%+v", tc.e)
+		assert.Equal(t, exitcode.Invalid, ie.ExitCode())
+		assert.Equal(t, tc.field, ie.Field)
+		assert.Contains(t, err.Error(), tc.want)
+		assert.NotContains(t, err.Error(), "secret-password")
+	}
+}

@@ -280,7 +280,9 @@ func histogramQuantile(q float64, byLe map[float64]float64) float64 {
 
 // sideFigures are what one side's pods did during an interval.
 type sideFigures struct {
-	requests, errors, preemptions float64
+	// http5xx and failedFinishes are the two counts of failed requests
+	// (see failedRequests).
+	requests, http5xx, failedFinishes, preemptions float64
 	ttft, e2e                     map[float64]float64
 	kvMax                         float64
 	hasKV                         bool
@@ -296,10 +298,10 @@ func inference(labels map[string]string) bool {
 // figures adds one pod's interval to f.
 func (f *sideFigures) add(before, after snapshot) {
 	f.requests += increase(before, after, metricHTTPRequests, inference)
-	f.errors += increase(before, after, metricHTTPRequests, func(l map[string]string) bool {
+	f.http5xx += increase(before, after, metricHTTPRequests, func(l map[string]string) bool {
 		return inference(l) && strings.HasPrefix(l["status"], "5")
 	})
-	f.errors += increase(before, after, metricSuccess, func(l map[string]string) bool {
+	f.failedFinishes += increase(before, after, metricSuccess, func(l map[string]string) bool {
 		r := l["finished_reason"]
 		return r == "error" || r == "abort"
 	})
@@ -320,6 +322,16 @@ func (f *sideFigures) add(before, after snapshot) {
 	}
 }
 
+// failedRequests is a side's failed requests from its two counts: the
+// inference requests answered 5xx, and the requests vLLM finished with
+// reason error or abort. One failure the engine reports is often both (a
+// request the engine fails is finished "abort" and answered 500), and a
+// client's abort is only the second: the larger count, not their sum,
+// which would count an engine failure twice.
+func failedRequests(http5xx, failedFinishes float64) float64 {
+	return max(http5xx, failedFinishes)
+}
+
 // sideValues are one side's figures over an interval, however a provider
 // obtained them (NaN: none).
 type sideValues struct {
@@ -330,7 +342,7 @@ type sideValues struct {
 
 // values computes a side's figures from what its pods did.
 func (f *sideFigures) values() sideValues {
-	v := sideValues{requests: f.requests, errors: f.errors, preemptions: f.preemptions,
+	v := sideValues{requests: f.requests, errors: failedRequests(f.http5xx, f.failedFinishes), preemptions: f.preemptions,
 		ttftP95: histogramQuantile(0.95, f.ttft), e2eP95: histogramQuantile(0.95, f.e2e), kv: math.NaN()}
 	if f.hasKV {
 		v.kv = f.kvMax

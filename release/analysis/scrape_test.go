@@ -139,11 +139,12 @@ func TestScraperPresets(t *testing.T) {
 	s := NewScraper(targets, pods.client, time.Second, 5)
 	require.NoError(t, s.Start(context.Background()))
 
-	// Interval: the canary finished 20 requests (16 ok, 4 of them 5xx, 2 of
-	// the ok ones aborted), 6 preemptions, TTFT all in (0.1, 0.25]; the
+	// Interval: the canary finished 20 requests (4 of them 5xx, which vLLM
+	// also finishes "abort", and 2 more aborted by their clients: 6
+	// aborts), 6 preemptions, TTFT all in (0.1, 0.25]; the
 	// stable pods 15, TTFT all in (0.02, 0.04]. s2's process
 	// restarted: its counters count from 0.
-	pods.set("c1", metricsText(26, 4, 2, 6, 0.5, [4]int{10, 10, 10, 30}, 30))
+	pods.set("c1", metricsText(26, 4, 6, 6, 0.5, [4]int{10, 10, 10, 30}, 30))
 	pods.set("s1", metricsText(20, 0, 0, 0, 0.97, [4]int{10, 20, 20, 20}, 20))
 	pods.set("s2", metricsText(5, 0, 0, 0, 0.2, [4]int{0, 5, 5, 5}, 5))
 	got, err := s.Measure(context.Background(), checks)
@@ -154,7 +155,7 @@ func TestScraperPresets(t *testing.T) {
 	assert.Equal(t, 20.0, er.CanaryRequests)
 	assert.Equal(t, 15.0, er.StableRequests, "s1 +10, s2 restarted (its counters fell): 5")
 	require.NotNil(t, er.Value)
-	assert.InDelta(t, (4.0+2)/20, *er.Value, 1e-12, "5xx + aborts over requests; /v1/models not counted")
+	assert.InDelta(t, 6.0/20, *er.Value, 1e-12, "the larger count (6 aborts, not 4 + 6) over requests; /v1/models not counted")
 	assert.InDelta(t, 0, *er.Stable, 1e-12)
 	assert.Empty(t, er.Inconclusive)
 
@@ -240,4 +241,10 @@ func TestScrapeRefusesAnEndlessBody(t *testing.T) {
 	}
 	s := NewScraper(Targets{Namespace: "ns", Canary: []Target{{"c1", 8000}}}, client, 10*time.Second, 0)
 	require.ErrorContains(t, s.Start(context.Background()), "larger than its cap")
+}
+
+func TestFailedRequests(t *testing.T) {
+	assert.Equal(t, 6.0, failedRequests(4, 6), "an engine failure is a 5xx and an abort: counted once")
+	assert.Equal(t, 5.0, failedRequests(5, 0), "a proxy's 5xx the engine never saw")
+	assert.Equal(t, 0.0, failedRequests(0, 0))
 }

@@ -78,7 +78,7 @@ type presetInfo struct {
 
 // presets are the vLLM presets and their defaults.
 var presets = map[string]presetInfo{
-	PresetErrorRatio:         {max: 0.05, doc: "the canary's share of failed requests: (5xx + finished_reason error|abort) ÷ requests"},
+	PresetErrorRatio:         {max: 0.05, doc: "the canary's share of failed requests: max(5xx, finished_reason error|abort) ÷ requests"},
 	PresetTTFTP95Ratio:       {max: 1.5, baseline: true, doc: "time to first token p95, canary ÷ stable"},
 	PresetE2ELatencyP95Ratio: {max: 1.5, baseline: true, doc: "end-to-end request latency p95, canary ÷ stable"},
 	PresetPreemptionRate:     {max: 0.1, doc: "the canary's preemptions per finished request"},
