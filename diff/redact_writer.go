@@ -25,7 +25,7 @@ type Writer struct {
 func NewWriter(w io.Writer, red *Redactor) *Writer { return &Writer{w: w, red: red} }
 
 // Unwrap returns the underlying writer: what tells whether the output is
-// a terminal (wait.IsTerminal) looks through the Writer.
+// a terminal (termout.IsTerminal) looks through the Writer.
 func (w *Writer) Unwrap() io.Writer { return w.w }
 
 // Redactor is the writer's Redactor.

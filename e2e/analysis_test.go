@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // The canary analysis on the local cluster: revision 1 is 3 healthy
@@ -125,7 +125,7 @@ presets:
 `)
 	require.Equal(t, 3, r.code, "%s", r)
 	require.NotNil(t, res.Failure)
-	assert.Equal(t, wait.VerdictAnalysisFailed, res.Failure.Verdict)
+	assert.Equal(t, rollout.VerdictAnalysisFailed, res.Failure.Verdict)
 	assert.Equal(t, 1, res.RolledBackTo)
 	require.NotNil(t, res.Analysis)
 	assert.Equal(t, storage.AnalysisFailed, res.Analysis.Outcome)
@@ -162,7 +162,7 @@ presets:
   errorRatio: {max: 0.05}
 `)
 	require.Equal(t, 3, r.code, "%s", r)
-	assert.Equal(t, wait.VerdictAnalysisFailed, res.Failure.Verdict)
+	assert.Equal(t, rollout.VerdictAnalysisFailed, res.Failure.Verdict)
 	ms := measured(res.Analysis, "errorRatio")
 	require.NotEmpty(t, ms)
 	last := ms[len(ms)-1]
@@ -182,7 +182,7 @@ func TestAnalysisNoTrafficInconclusive(t *testing.T) {
 		f.canaryInstall(t)
 		r, res := f.analysisUpgrade(t, "v0.11.1", spec("fail"))
 		require.Equal(t, 3, r.code, "%s", r)
-		assert.Equal(t, wait.VerdictAnalysisInconclusive, res.Failure.Verdict)
+		assert.Equal(t, rollout.VerdictAnalysisInconclusive, res.Failure.Verdict)
 		assert.Equal(t, storage.AnalysisInconclusive, res.Analysis.Outcome)
 		assert.Contains(t, res.Analysis.Reason, "fewer than minRequests 1")
 		assert.Equal(t, 1, res.RolledBackTo)
@@ -192,7 +192,7 @@ func TestAnalysisNoTrafficInconclusive(t *testing.T) {
 		f.canaryInstall(t)
 		r, res := f.analysisUpgrade(t, "v0.11.1", spec("hold"))
 		require.Equal(t, 4, r.code, "%s", r)
-		assert.Equal(t, wait.VerdictAnalysisInconclusive, res.Failure.Verdict)
+		assert.Equal(t, rollout.VerdictAnalysisInconclusive, res.Failure.Verdict)
 		assert.Zero(t, res.RolledBackTo, "not rolled back")
 		d := f.deployment(t)
 		assert.Equal(t, "2", d.Annotations[release.CanaryAnnotation], "the canary is kept held")
@@ -235,7 +235,7 @@ func TestAnalysisChartValues(t *testing.T) {
 		"--set", "analysis.load.rps=6", "--set-json", `analysis.presets={"errorRatio":{"max":0.05}}`)...)
 	require.Equal(t, 3, r.code, "%s", r)
 	res := result(t, r)
-	assert.Equal(t, wait.VerdictAnalysisFailed, res.Failure.Verdict)
+	assert.Equal(t, rollout.VerdictAnalysisFailed, res.Failure.Verdict)
 	require.NotNil(t, res.Analysis)
 	assert.Equal(t, "3s", res.Analysis.Interval)
 	assert.NotEmpty(t, measured(res.Analysis, "errorRatio"))
@@ -269,7 +269,7 @@ func TestAnalysisBakeWithoutCanary(t *testing.T) {
 				assert.GreaterOrEqual(t, m.CanaryRequests, 3.0, "the load reached the new pods")
 			}
 			if tc.code == 3 {
-				assert.Equal(t, wait.VerdictAnalysisFailed, res.Failure.Verdict)
+				assert.Equal(t, rollout.VerdictAnalysisFailed, res.Failure.Verdict)
 				assert.Contains(t, res.Failure.Message, "the analysis after the rollout failed")
 				assert.Equal(t, 1, res.RolledBackTo)
 			}
@@ -316,7 +316,7 @@ func TestWaitAnalysis(t *testing.T) {
 	r, res = wait1()
 	require.Equal(t, 4, r.code, "%s", r)
 	require.NotNil(t, res.Failure, "%s", r)
-	assert.Equal(t, wait.VerdictAnalysisFailed, res.Failure.Verdict)
+	assert.Equal(t, rollout.VerdictAnalysisFailed, res.Failure.Verdict)
 	assert.Equal(t, storage.AnalysisFailed, res.Analysis.Outcome)
 	ms = measured(res.Analysis, "errorRatio")
 	require.NotEmpty(t, ms)
@@ -326,7 +326,7 @@ func TestWaitAnalysis(t *testing.T) {
 
 	r, res = wait1("--rollback-on-failure")
 	require.Equal(t, 3, r.code, "%s", r)
-	assert.Equal(t, wait.VerdictAnalysisFailed, res.Failure.Verdict)
+	assert.Equal(t, rollout.VerdictAnalysisFailed, res.Failure.Verdict)
 	assert.Equal(t, 1, res.RolledBackTo, "the revision below the refused one")
 	assert.NotContains(t, f.deployment(t).Spec.Template.Spec.Containers[0].Image, "serve-errors", "revision 1's image serves again")
 

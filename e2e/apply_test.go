@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/owner"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -409,8 +410,8 @@ func TestKstatusWaiterOnTheCluster(t *testing.T) {
 		objs = append(objs, ns)
 
 		w := wait.NewKstatusWaiter(f.applier.DynamicClient(), f.applier.RESTMapper())
-		events := make(chan wait.Event, 16)
-		var seen []wait.Event
+		events := make(chan rollout.Event, 16)
+		var seen []rollout.Event
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -424,11 +425,11 @@ func TestKstatusWaiterOnTheCluster(t *testing.T) {
 		assert.Equal(t, wait.OutcomeCurrent, result.Outcome)
 		assert.Empty(t, result.NotCurrent())
 		require.NotEmpty(t, seen)
-		last := map[string]wait.Status{}
+		last := map[string]rollout.Status{}
 		for _, e := range seen {
 			last[e.Object.Kind] = e.Status
 		}
-		assert.Equal(t, map[string]wait.Status{"ConfigMap": wait.StatusCurrent, "Service": wait.StatusCurrent, "Deployment": wait.StatusCurrent, "Namespace": wait.StatusCurrent}, last)
+		assert.Equal(t, map[string]rollout.Status{"ConfigMap": rollout.StatusCurrent, "Service": rollout.StatusCurrent, "Deployment": rollout.StatusCurrent, "Namespace": rollout.StatusCurrent}, last)
 	})
 
 	t.Run("a crashing Deployment times out", func(t *testing.T) {
@@ -445,7 +446,7 @@ func TestKstatusWaiterOnTheCluster(t *testing.T) {
 		notCurrent := result.NotCurrent()
 		require.Len(t, notCurrent, 1)
 		assert.Equal(t, "Deployment", notCurrent[0].Object.Kind)
-		assert.Equal(t, wait.StatusInProgress, notCurrent[0].Status)
+		assert.Equal(t, rollout.StatusInProgress, notCurrent[0].Status)
 		assert.NotEmpty(t, notCurrent[0].Message)
 		assert.Contains(t, err.Error(), "timed out after 15s")
 		assert.Contains(t, err.Error(), "apps/v1 Deployment "+f.namespace+"/chat")

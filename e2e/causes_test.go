@@ -10,9 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // causeFault is a fault class of the local cluster and what the diagnosis
@@ -153,19 +154,19 @@ func TestCausesFaultClasses(t *testing.T) {
 // the rollout at the first termination (verdict KnownCause, restartCount
 // at most 1, no warning of a restart waited for before the verdict);
 // others wait for --max-restarts (2).
-func checkRestartRule(t *testing.T, cause string, fl *wait.Diagnosis, pt progressTimes, stderr string) {
+func checkRestartRule(t *testing.T, cause string, fl *rollout.Diagnosis, pt progressTimes, stderr string) {
 	t.Helper()
-	if !wait.Cause(cause).Decisive() {
+	if !vllmcause.Cause(cause).Decisive() {
 		assert.Equal(t, "CrashLoopBackOff", fl.Reason)
-		assert.Equal(t, wait.VerdictCrashLoop, fl.Verdict)
+		assert.Equal(t, rollout.VerdictCrashLoop, fl.Verdict)
 		assert.GreaterOrEqual(t, fl.RestartCount, int32(2), "--max-restarts 2")
 		return
 	}
-	assert.Equal(t, wait.VerdictKnownCause, fl.Verdict)
+	assert.Equal(t, rollout.VerdictKnownCause, fl.Verdict)
 	assert.Contains(t, []string{"Error", "CrashLoopBackOff"}, fl.Reason)
 	assert.LessOrEqual(t, fl.RestartCount, int32(1), "failed at the first termination")
 	assert.Contains(t, fl.Message, "the log names cause "+cause)
-	assert.Equal(t, wait.VerdictKnownCause, pt.failed.Rollout.Verdict)
+	assert.Equal(t, rollout.VerdictKnownCause, pt.failed.Rollout.Verdict)
 	for _, ev := range progressEvents(stderr) {
 		if ev.Phase == release.PhaseWait && ev.Revision == 2 && ev.Rollout != nil {
 			assert.NotContains(t, ev.Rollout.Warning, "(restarts ", "no restart waited for: %s", ev.Rollout.Warning)
@@ -183,13 +184,13 @@ func TestCausesFailOnKnownCauseFalse(t *testing.T) {
 	require.Equal(t, 3, r.code, "%s", r)
 	fl := result(t, r).Failure
 	require.NotNil(t, fl)
-	assert.Equal(t, wait.VerdictCrashLoop, fl.Verdict)
+	assert.Equal(t, rollout.VerdictCrashLoop, fl.Verdict)
 	assert.Equal(t, "CrashLoopBackOff", fl.Reason)
 	assert.GreaterOrEqual(t, fl.RestartCount, int32(2), "--max-restarts 2")
 	assert.Equal(t, "gpu-oom", string(fl.Cause))
 	assert.Contains(t, fl.Evidence, "CUDA out of memory")
 	pt := readProgress(t, r.stderr)
-	assert.Equal(t, wait.VerdictCrashLoop, pt.failed.Rollout.Verdict)
+	assert.Equal(t, rollout.VerdictCrashLoop, pt.failed.Rollout.Verdict)
 }
 
 // TestCausesTextAndPhases: the plain progress shows a new pod's phases

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vllmctl/vllmctl/wait"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 // faultControllerStalled: kube-controller-manager killed mid-deploy. The
@@ -66,7 +66,7 @@ func faultControllerStalled(t *testing.T) {
 	assert.Less(t, took, 2*time.Minute, "reported well before --timeout")
 	res := result(t, r)
 	require.NotNil(t, res.Failure, "the failure is recorded")
-	assert.Equal(t, wait.VerdictControllerStalled, res.Failure.Verdict)
+	assert.Equal(t, rollout.VerdictControllerStalled, res.Failure.Verdict)
 	assert.Equal(t, "deployment/"+relName, res.Failure.Object)
 	assert.Contains(t, res.Failure.Message, "is kube-controller-manager running?")
 	assert.Contains(t, r.stderr, "is kube-controller-manager running?")

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vllmctl/vllmctl/fleet"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // TestFleetAnalysis: `fleet deploy --analysis` bakes each target's new
@@ -99,7 +99,7 @@ policy:
 	assert.Equal(t, fleet.FleetFailed, res.Outcome)
 	a := row(t, res, "a")
 	assert.Equal(t, fleet.RolledBack, a.Outcome, "%+v", a)
-	assert.Equal(t, string(wait.VerdictAnalysisFailed), a.Verdict, "%+v", a)
+	assert.Equal(t, string(rollout.VerdictAnalysisFailed), a.Verdict, "%+v", a)
 	assert.Equal(t, 1, a.RolledBackTo)
 	require.NotNil(t, a.Analysis)
 	assert.Equal(t, storage.AnalysisFailed, a.Analysis.Outcome)

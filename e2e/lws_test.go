@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -139,7 +141,7 @@ func TestLWSRelease(t *testing.T) {
 	res := result(t, r)
 	require.NotNil(t, res.Failure, "%s", r)
 	assert.Equal(t, "leaderworkerset.leaderworkerset.x-k8s.io/chat", res.Failure.Object, "%+v", res.Failure)
-	assert.Equal(t, string(wait.VerdictGroupRecreated), string(res.Failure.Verdict), "%+v", res.Failure)
+	assert.Equal(t, string(rollout.VerdictGroupRecreated), string(res.Failure.Verdict), "%+v", res.Failure)
 	assert.Equal(t, "RecreateGroup", res.Failure.Reason, "%+v", res.Failure)
 	assert.Contains(t, res.Failure.Pod, "chat-", "%+v", res.Failure)
 	assert.Equal(t, int32(1), res.Failure.ExitCode, "the crash's exit code: %+v", res.Failure)
@@ -180,8 +182,8 @@ func TestLWSKnownCauseRolledBack(t *testing.T) {
 	require.Equal(t, 3, r.code, "gpu-oom upgrade\n%s", r)
 	res := result(t, r)
 	require.NotNil(t, res.Failure, "%s", r)
-	assert.Equal(t, string(wait.VerdictKnownCause), string(res.Failure.Verdict), "%+v", res.Failure)
-	assert.Equal(t, wait.CauseGPUOOM, res.Failure.Cause, "%+v", res.Failure)
+	assert.Equal(t, string(rollout.VerdictKnownCause), string(res.Failure.Verdict), "%+v", res.Failure)
+	assert.Equal(t, vllmcause.CauseGPUOOM, res.Failure.Cause, "%+v", res.Failure)
 	assert.Equal(t, "leaderworkerset.leaderworkerset.x-k8s.io/chat", res.Failure.Object)
 	assert.Contains(t, res.Failure.Evidence, "CUDA out of memory", "%+v", res.Failure)
 	assert.NotEmpty(t, res.Failure.LogTail, "%+v", res.Failure)

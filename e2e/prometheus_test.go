@@ -25,9 +25,9 @@ import (
 	kwait "k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vllmctl/vllmctl/internal/podhttp"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // The canary analysis' prometheus provider against a real Prometheus
@@ -317,7 +317,7 @@ func TestPrometheusAnalysisServeErrorsRolledBack(t *testing.T) {
 	r, res := f.analysisUpgrade(t, "v0.11.0-serve-errors", promSpec+"  errorRatio: {max: 0.05}\n", "--prometheus-url", prom.url)
 	require.Equal(t, 3, r.code, "%s\nprometheus:\n%s", r, prom.out.tail(4<<10))
 	require.NotNil(t, res.Failure, "%s", r)
-	assert.Equal(t, wait.VerdictAnalysisFailed, res.Failure.Verdict)
+	assert.Equal(t, rollout.VerdictAnalysisFailed, res.Failure.Verdict)
 	assert.Contains(t, res.Failure.Evidence, "errorRatio")
 	assert.Equal(t, 1, res.RolledBackTo)
 	require.NotNil(t, res.Analysis)
@@ -378,7 +378,7 @@ func TestPrometheusAnalysisDown(t *testing.T) {
 			assert.Equal(t, tc.canary, res.Canary.Outcome)
 			if tc.code != 0 {
 				require.NotNil(t, res.Failure)
-				assert.Equal(t, wait.VerdictAnalysisInconclusive, res.Failure.Verdict)
+				assert.Equal(t, rollout.VerdictAnalysisInconclusive, res.Failure.Verdict)
 			} else {
 				assert.Nil(t, res.Failure)
 				assert.Equal(t, release.CanaryHolding, res.Canary.Phases[2].Name)

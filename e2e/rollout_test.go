@@ -28,10 +28,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // The rollout tests deploy the built-in vllm chart as release relName: two
@@ -58,7 +58,7 @@ type rolloutFault struct {
 	name   string
 	args   []string
 	reason string
-	check  func(t *testing.T, f *wait.Diagnosis)
+	check  func(t *testing.T, f *rollout.Diagnosis)
 }
 
 var rolloutFaults = []rolloutFault{
@@ -66,7 +66,7 @@ var rolloutFaults = []rolloutFault{
 		name:   "crash",
 		args:   []string{"--set", "image.tag=v0.9.1-crash"},
 		reason: "CrashLoopBackOff",
-		check: func(t *testing.T, f *wait.Diagnosis) {
+		check: func(t *testing.T, f *rollout.Diagnosis) {
 			assert.Equal(t, "server", f.Container)
 			assert.Equal(t, int32(1), f.ExitCode)
 			assert.GreaterOrEqual(t, f.RestartCount, int32(2), "--max-restarts 2")
@@ -77,7 +77,7 @@ var rolloutFaults = []rolloutFault{
 		name:   "oom",
 		args:   []string{"--set", "image.tag=v0.9.1-oom"},
 		reason: "OOMKilled",
-		check: func(t *testing.T, f *wait.Diagnosis) {
+		check: func(t *testing.T, f *rollout.Diagnosis) {
 			assert.Equal(t, "server", f.Container)
 			assert.Equal(t, int32(137), f.ExitCode)
 		},
@@ -86,9 +86,9 @@ var rolloutFaults = []rolloutFault{
 		name:   "pullerr",
 		args:   []string{"--set", "image.tag=v0.9.1-pullerr"},
 		reason: "ImagePullBackOff",
-		check: func(t *testing.T, f *wait.Diagnosis) {
+		check: func(t *testing.T, f *rollout.Diagnosis) {
 			assert.Equal(t, "server", f.Container)
-			assert.Equal(t, wait.VerdictImagePull, f.Verdict)
+			assert.Equal(t, rollout.VerdictImagePull, f.Verdict)
 			assert.Contains(t, f.Message, "vllm/vllm-openai:v0.9.1-pullerr")
 		},
 	},
@@ -98,7 +98,7 @@ var rolloutFaults = []rolloutFault{
 		name:   "unschedulable",
 		args:   []string{"--set", "resources.gpu=16", "--unschedulable-timeout", "5s", "--skip-preflight"},
 		reason: "Unschedulable",
-		check: func(t *testing.T, f *wait.Diagnosis) {
+		check: func(t *testing.T, f *rollout.Diagnosis) {
 			assert.Contains(t, f.Message, "Insufficient nvidia.com/gpu")
 			assert.Contains(t, f.Message, "unschedulable for 5s")
 		},

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -90,7 +92,7 @@ func TestRolloutWatcherJobsAndPods(t *testing.T) {
 		assert.Equal(t, wait.OutcomeFailed, r.res.Outcome)
 		d := r.res.Diagnosis
 		require.NotNil(t, d)
-		assert.Equal(t, wait.VerdictCrashLoop, d.Verdict)
+		assert.Equal(t, rollout.VerdictCrashLoop, d.Verdict)
 		assert.Equal(t, "job.batch/migrate-crash", d.Object)
 		assert.Contains(t, d.Pod, "migrate-crash-")
 		assert.Equal(t, "migrate", d.Container)
@@ -113,8 +115,8 @@ func TestRolloutWatcherJobsAndPods(t *testing.T) {
 			require.ErrorIs(t, r.err, wait.ErrFailed, "%s", policy)
 			d := r.res.Diagnosis
 			require.NotNil(t, d)
-			assert.Equal(t, wait.VerdictKnownCause, d.Verdict, "%s", policy)
-			assert.Equal(t, wait.CauseGPUOOM, d.Cause, "%s", policy)
+			assert.Equal(t, rollout.VerdictKnownCause, d.Verdict, "%s", policy)
+			assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause, "%s", policy)
 			assert.Contains(t, d.Evidence, "CUDA out of memory")
 			assert.LessOrEqual(t, d.RestartCount, int32(1), "%s: failed at the first crash", policy)
 			assert.Equal(t, "job.batch/"+name, d.Object)

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // The serve check on the local cluster: the built-in chart's pods serve
@@ -43,14 +43,14 @@ func serveResult(t *testing.T, r relRun) *release.Result {
 func requireNotServing(t *testing.T, res *release.Result, message string) {
 	t.Helper()
 	require.NotNil(t, res.Failure, "failure")
-	assert.Equal(t, wait.VerdictNotServing, res.Failure.Verdict)
+	assert.Equal(t, rollout.VerdictNotServing, res.Failure.Verdict)
 	assert.Equal(t, "NotServing", res.Failure.Reason)
 	assert.Equal(t, "deployment/"+relName, res.Failure.Object)
 	assert.NotEmpty(t, res.Failure.Pod)
 	assert.Contains(t, res.Failure.Message, message)
 	assert.NotEmpty(t, res.Failure.Evidence)
 	require.NotNil(t, res.ServeCheck, "the result keeps the serve check")
-	assert.Equal(t, wait.ServeFailed, res.ServeCheck.Outcome)
+	assert.Equal(t, rollout.ServeFailed, res.ServeCheck.Outcome)
 }
 
 // TestServeCheckCatchesWrongModel: a healthy deploy passes the serve check
@@ -63,17 +63,17 @@ func TestServeCheckCatchesWrongModel(t *testing.T) {
 	require.Equal(t, 0, r.code, "revision 1\n%s", r)
 	first := serveResult(t, r)
 	require.NotNil(t, first.ServeCheck)
-	assert.Equal(t, wait.ServePassed, first.ServeCheck.Outcome)
+	assert.Equal(t, rollout.ServePassed, first.ServeCheck.Outcome)
 	assert.Equal(t, "e2e-model", first.ServeCheck.Model)
 	require.Len(t, first.ServeCheck.Pods, 1)
 	pod := first.ServeCheck.Pods[0]
 	assert.Equal(t, 200, pod.Status)
-	assert.Equal(t, wait.ServePassed, pod.Outcome)
+	assert.Equal(t, rollout.ServePassed, pod.Outcome)
 	assert.True(t, strings.HasPrefix(pod.Pod, first.ReplicaSets[0].Name+"-"), "the new ReplicaSet's pod: %s", pod.Pod)
 	assert.Contains(t, r.stderr, "serve: Pod "+f.namespace+"/"+pod.Pod+": serving: e2e-model listed, completion 200 in ")
 	rec := f.history(t)[0]
 	require.NotNil(t, rec.ServeCheck, "the record keeps the check")
-	assert.Equal(t, wait.ServePassed, rec.ServeCheck.Outcome)
+	assert.Equal(t, rollout.ServePassed, rec.ServeCheck.Outcome)
 	st := f.run(t, "status", relName, "-o", "json")
 	require.Equal(t, 0, st.code, "%s", st)
 	requireSchemaValid(t, "status", st.stdout)
@@ -107,10 +107,10 @@ func TestServeCheckCatchesWrongModel(t *testing.T) {
 	revs := f.assertConsistent(t, 3)
 	assert.Equal(t, []storage.Status{storage.StatusSuperseded, storage.StatusFailed, storage.StatusDeployed}, statuses(revs))
 	require.NotNil(t, revs[1].ServeCheck)
-	assert.Equal(t, wait.ServeFailed, revs[1].ServeCheck.Outcome)
+	assert.Equal(t, rollout.ServeFailed, revs[1].ServeCheck.Outcome)
 	assert.Equal(t, 1, revs[2].RollbackOf)
 	require.NotNil(t, revs[2].ServeCheck, "the rollback checks the restored pods")
-	assert.Equal(t, wait.ServePassed, revs[2].ServeCheck.Outcome)
+	assert.Equal(t, rollout.ServePassed, revs[2].ServeCheck.Outcome)
 	f.assertServingWith(t, first.ReplicaSets[0], 1, releaseSelector)
 }
 
@@ -174,7 +174,7 @@ func TestServeCheckTestCommand(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(tr.stdout), &passed), "%s", tr)
 	assert.True(t, passed.Passed)
 	require.NotNil(t, passed.ServeCheck)
-	assert.Equal(t, wait.ServePassed, passed.ServeCheck.Outcome)
+	assert.Equal(t, rollout.ServePassed, passed.ServeCheck.Outcome)
 	assert.Len(t, passed.ServeCheck.Pods, 1)
 
 	r = f.serveDeploy(t, "v0.11.0-serve-wrongmodel", "--progress", "plain", "--no-rollback")
@@ -196,7 +196,7 @@ func TestServeCheckGroupLeaders(t *testing.T) {
 	require.Equal(t, 0, r.code, "%s", r)
 	res := serveResult(t, r)
 	require.NotNil(t, res.ServeCheck)
-	assert.Equal(t, wait.ServePassed, res.ServeCheck.Outcome)
+	assert.Equal(t, rollout.ServePassed, res.ServeCheck.Outcome)
 	var pods []string
 	for _, p := range res.ServeCheck.Pods {
 		pods = append(pods, p.Pod)

@@ -25,8 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // craftedLog is what a hostile image logs before it crashes: OSC 0 (window
@@ -114,9 +114,9 @@ func (f *relFixture) craftPods(t *testing.T, logPath string) <-chan error {
 }
 
 // textBound bounds a line of human output: one sanitised value
-// (wait.MaxLineBytes) after a timestamp, a label or an indent, or an error
+// (termout.MaxLineBytes) after a timestamp, a label or an indent, or an error
 // line made of a few of them.
-const textBound = wait.MaxLineBytes + 512
+const textBound = termout.MaxLineBytes + 512
 
 // assertSafeText checks human output: valid UTF-8, no raw ESC, CR or
 // other control character but tab, no bidi override, no line a GitHub
@@ -150,7 +150,7 @@ func assertSafeText(t *testing.T, what, text string, allowed ...string) {
 }
 
 // assertSafeJSON checks a JSON document: valid UTF-8, and every string in
-// it safe as text, the failure's within wait.MaxLineBytes.
+// it safe as text, the failure's within termout.MaxLineBytes.
 func assertSafeJSON(t *testing.T, what, doc string) {
 	t.Helper()
 	require.True(t, utf8.ValidString(doc), "%s: valid UTF-8", what)
@@ -170,7 +170,7 @@ func assertSafeJSON(t *testing.T, what, doc string) {
 		case string:
 			assertSafeText(t, what+" "+path, v)
 			if strings.Contains(path, "failure") {
-				assert.LessOrEqual(t, len(v), wait.MaxLineBytes, "%s %s: clipped", what, path)
+				assert.LessOrEqual(t, len(v), termout.MaxLineBytes, "%s %s: clipped", what, path)
 			}
 		}
 	}

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -123,7 +125,7 @@ func newWatcherFixture(t *testing.T, opts wait.RolloutOptions) *watcherFixture {
 type watchResult struct {
 	res    wait.Result
 	err    error
-	events []wait.Event
+	events []rollout.Event
 }
 
 // warnings returns the warnings the watch reported.
@@ -164,13 +166,13 @@ func (f *watcherFixture) watch(t *testing.T, ctx context.Context, name string, t
 // lines) to the test log.
 func (f *watcherFixture) watchObjects(t *testing.T, ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) watchResult {
 	t.Helper()
-	events := make(chan wait.Event)
+	events := make(chan rollout.Event)
 	var out watchResult
 	var log strings.Builder
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		p := wait.NewPlainPrinter(&log)
+		p := termout.NewPlainPrinter(&log)
 		for e := range events {
 			out.events = append(out.events, e)
 			_ = p.Print(e)
@@ -181,7 +183,7 @@ func (f *watcherFixture) watchObjects(t *testing.T, ctx context.Context, objs []
 	t.Logf("progress:\n%s", log.String())
 	if out.res.Diagnosis != nil {
 		var b strings.Builder
-		_ = wait.WriteDiagnosis(&b, out.res.Diagnosis)
+		_ = termout.WriteDiagnosis(&b, out.res.Diagnosis)
 		t.Logf("diagnosis:\n%s", b.String())
 	}
 	return out
@@ -221,16 +223,16 @@ func TestRolloutWatcherVerdictsOnTheCluster(t *testing.T) {
 	cases := []struct {
 		name    string
 		change  func(*corev1.PodTemplateSpec)
-		verdict wait.Verdict
+		verdict rollout.Verdict
 		within  time.Duration
-		check   func(t *testing.T, d *wait.Diagnosis)
+		check   func(t *testing.T, d *rollout.Diagnosis)
 	}{
 		{
 			name:    "crash",
 			change:  setImage("vllm/vllm-openai:v0.9.0-crash"),
-			verdict: wait.VerdictCrashLoop,
+			verdict: rollout.VerdictCrashLoop,
 			within:  45 * time.Second,
-			check: func(t *testing.T, d *wait.Diagnosis) {
+			check: func(t *testing.T, d *rollout.Diagnosis) {
 				assert.Equal(t, "CrashLoopBackOff", d.Reason)
 				assert.Equal(t, int32(1), d.ExitCode)
 				assert.GreaterOrEqual(t, d.RestartCount, int32(2))
@@ -244,9 +246,9 @@ func TestRolloutWatcherVerdictsOnTheCluster(t *testing.T) {
 		{
 			name:    "oom",
 			change:  setImage("vllm/vllm-openai:v0.9.0-oom"),
-			verdict: wait.VerdictOOMKilled,
+			verdict: rollout.VerdictOOMKilled,
 			within:  30 * time.Second,
-			check: func(t *testing.T, d *wait.Diagnosis) {
+			check: func(t *testing.T, d *rollout.Diagnosis) {
 				assert.Equal(t, "OOMKilled", d.Reason)
 				assert.Equal(t, int32(137), d.ExitCode)
 				assert.Contains(t, strings.Join(d.LogTail, "\n"), "Engine core initialization failed")
@@ -256,9 +258,9 @@ func TestRolloutWatcherVerdictsOnTheCluster(t *testing.T) {
 		{
 			name:    "pullerr",
 			change:  setImage("registry.invalid/vllm-pullerr:v1"),
-			verdict: wait.VerdictImagePull,
+			verdict: rollout.VerdictImagePull,
 			within:  30 * time.Second,
-			check: func(t *testing.T, d *wait.Diagnosis) {
+			check: func(t *testing.T, d *rollout.Diagnosis) {
 				assert.Contains(t, []string{"ErrImagePull", "ImagePullBackOff"}, d.Reason)
 				assert.Contains(t, d.Message, "registry.invalid/vllm-pullerr:v1")
 				assert.Empty(t, d.LogTail)
@@ -273,9 +275,9 @@ func TestRolloutWatcherVerdictsOnTheCluster(t *testing.T) {
 				r.Requests[gpu] = resource.MustParse("16")
 				r.Limits[gpu] = resource.MustParse("16")
 			},
-			verdict: wait.VerdictUnschedulable,
+			verdict: rollout.VerdictUnschedulable,
 			within:  30 * time.Second,
-			check: func(t *testing.T, d *wait.Diagnosis) {
+			check: func(t *testing.T, d *rollout.Diagnosis) {
 				assert.Equal(t, "Unschedulable", d.Reason)
 				assert.Contains(t, d.Message, "Insufficient nvidia.com/gpu")
 				assert.Empty(t, d.Node)
@@ -304,7 +306,7 @@ func TestRolloutWatcherVerdictsOnTheCluster(t *testing.T) {
 			newRS := r.newReplicaSet()
 			require.NotEmpty(t, newRS)
 			assert.True(t, strings.HasPrefix(d.Pod, newRS+"-"), "pod %s of the new ReplicaSet %s", d.Pod, newRS)
-			if tc.verdict != wait.VerdictUnschedulable {
+			if tc.verdict != rollout.VerdictUnschedulable {
 				assert.Equal(t, "vllm", d.Container)
 			}
 			tc.check(t, d)
@@ -328,14 +330,14 @@ func TestRolloutWatcherSlowButHealthy(t *testing.T) {
 	assert.Nil(t, r.res.Diagnosis)
 	assert.GreaterOrEqual(t, r.res.Elapsed, 8*time.Second, "it was slow")
 	for _, e := range r.events {
-		assert.NotEqual(t, wait.StatusFailed, e.Status)
+		assert.NotEqual(t, rollout.StatusFailed, e.Status)
 		if e.Rollout != nil {
 			assert.False(t, e.Rollout.Verdict.Failed(), "no false verdict: %+v", e.Rollout)
 		}
 	}
 	last := r.events[len(r.events)-1]
 	require.NotNil(t, last.Rollout)
-	assert.Equal(t, wait.VerdictRolledOut, last.Rollout.Verdict)
+	assert.Equal(t, rollout.VerdictRolledOut, last.Rollout.Verdict)
 	assert.Equal(t, int32(2), last.Rollout.Available)
 }
 

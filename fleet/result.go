@@ -5,9 +5,9 @@ import (
 
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // Outcome is what became of one target in a fleet deploy.
@@ -191,7 +191,7 @@ func Worst(codes ...int) int {
 
 // diagnosis finds the failure diagnosis of a deploy: the result's, else
 // the *release.RolloutError's.
-func diagnosis(res *release.Result, err error) *wait.Diagnosis {
+func diagnosis(res *release.Result, err error) *rollout.Diagnosis {
 	if res != nil && res.Failure != nil {
 		return res.Failure
 	}
@@ -203,7 +203,7 @@ func diagnosis(res *release.Result, err error) *wait.Diagnosis {
 }
 
 // note sets the row's failure fields from err and its diagnosis.
-func (t *TargetResult) note(phase string, f *wait.Diagnosis, err error) {
+func (t *TargetResult) note(phase string, f *rollout.Diagnosis, err error) {
 	t.Phase = phase
 	if f != nil {
 		t.Verdict, t.Reason, t.Cause = string(f.Verdict), f.Reason, string(f.Cause)

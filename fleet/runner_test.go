@@ -14,9 +14,10 @@ import (
 
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // codeErr is an error with an exit code (a refusal: 2, 5, 6).
@@ -124,7 +125,7 @@ func (f *fake) Status(context.Context) (*release.StatusReport, error) { return f
 // failRolledBack is a deploy that failed and rolled itself back (exit 3).
 func failRolledBack(f *fake) func(context.Context) (*release.Result, error) {
 	return func(context.Context) (*release.Result, error) {
-		d := &wait.Diagnosis{Reason: "CrashLoopBackOff", Verdict: "CrashLooping", Cause: wait.CauseGPUOOM}
+		d := &rollout.Diagnosis{Reason: "CrashLoopBackOff", Verdict: "CrashLooping", Cause: vllmcause.CauseGPUOOM}
 		res := &release.Result{Revision: f.current + 1, RolledBackTo: f.current, Failure: d,
 			Rollback: &release.Result{Revision: f.current + 2}}
 		return res, &release.RolloutError{Name: "r", Revision: f.current + 1, Failure: d, RolledBackTo: f.current}
@@ -134,7 +135,7 @@ func failRolledBack(f *fake) func(context.Context) (*release.Result, error) {
 // failStuck is a deploy that failed and could not roll back (exit 4).
 func failStuck(f *fake) func(context.Context) (*release.Result, error) {
 	return func(context.Context) (*release.Result, error) {
-		d := &wait.Diagnosis{Reason: "Timeout"}
+		d := &rollout.Diagnosis{Reason: "Timeout"}
 		return &release.Result{Revision: f.current + 1, Failure: d},
 			&release.RolloutError{Name: "r", Revision: f.current + 1, Failure: d, RollbackErr: errors.New("stuck")}
 	}
@@ -412,7 +413,7 @@ func TestSoak(t *testing.T) {
 	} {
 		t.Run(string(tt.policy), func(t *testing.T) {
 			r, fakes, j := fixture(t, Policy{Soak: time.Minute, OnFailure: tt.policy}, []string{"a", "b"}, []string{"c"})
-			fakes["b"].soakErr = &release.RolloutError{Name: "r", Failure: &wait.Diagnosis{Reason: "CrashLoopBackOff"}}
+			fakes["b"].soakErr = &release.RolloutError{Name: "r", Failure: &rollout.Diagnosis{Reason: "CrashLoopBackOff"}}
 			res, err := r.Deploy(context.Background())
 			assert.Equal(t, tt.code, exitcode.Of(err))
 			assert.Equal(t, tt.wantB, outcomes(res)["b"])
@@ -467,7 +468,7 @@ func TestGate(t *testing.T) {
 
 func TestPolicyRollbackFails(t *testing.T) {
 	r, fakes, _ := fixture(t, Policy{}, []string{"a"}, []string{"b"})
-	fakes["a"].rollbackErr = &release.RolloutError{Name: "r", Failure: &wait.Diagnosis{Reason: "Timeout"}}
+	fakes["a"].rollbackErr = &release.RolloutError{Name: "r", Failure: &rollout.Diagnosis{Reason: "Timeout"}}
 	fakes["b"].deploy = failRolledBack(fakes["b"])
 	res, err := r.Deploy(context.Background())
 	assert.Equal(t, 4, exitcode.Of(err))
@@ -542,7 +543,7 @@ func TestGateRunsWithTheFleetEnvironment(t *testing.T) {
 // (exit 4), carries the verdict into its row, and the onFailure policy
 // applies as to any other failure.
 func TestAnalysisVerdicts(t *testing.T) {
-	refused := &wait.Diagnosis{Reason: string(wait.VerdictAnalysisFailed), Verdict: wait.VerdictAnalysisFailed, Cause: "unknown",
+	refused := &rollout.Diagnosis{Reason: string(rollout.VerdictAnalysisFailed), Verdict: rollout.VerdictAnalysisFailed, Cause: "unknown",
 		Message: "the analysis after the rollout failed: errorRatio 0.25 > 0.05", Evidence: "errorRatio 0.25"}
 	t.Run("deploy, rollback-fleet", func(t *testing.T) {
 		r, fakes, _ := fixture(t, Policy{}, []string{"a"}, []string{"b"}, []string{"c"})
@@ -566,7 +567,7 @@ func TestAnalysisVerdicts(t *testing.T) {
 	})
 	t.Run("soak, rollback-target", func(t *testing.T) {
 		r, fakes, j := fixture(t, Policy{Soak: time.Minute, OnFailure: RollbackTarget}, []string{"a", "b"}, []string{"c"})
-		inconclusive := &wait.Diagnosis{Reason: string(wait.VerdictAnalysisInconclusive), Verdict: wait.VerdictAnalysisInconclusive}
+		inconclusive := &rollout.Diagnosis{Reason: string(rollout.VerdictAnalysisInconclusive), Verdict: rollout.VerdictAnalysisInconclusive}
 		fakes["b"].soakErr = fmt.Errorf("soak of release r in namespace ns: %w",
 			&release.RolloutError{Name: "r", Revision: 2, Op: release.OpWait, Failure: inconclusive})
 		res, err := r.Deploy(context.Background())

@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 const soakManifest = `apiVersion: apps/v1
@@ -69,7 +69,7 @@ func TestReleaseTargetSoakBakesTheAnalysis(t *testing.T) {
 	require.True(t, errors.As(err, &re), "%v", err)
 	f := diagnosis(nil, err)
 	require.NotNil(t, f)
-	assert.Equal(t, wait.VerdictAnalysisInconclusive, f.Verdict)
+	assert.Equal(t, rollout.VerdictAnalysisInconclusive, f.Verdict)
 	assert.Contains(t, f.Message, "no way to reach the pods")
 	var row TargetResult
 	row.note("soak", f, err)

@@ -6,9 +6,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // bake runs the analysis of a deploy without --canary once its rollout
@@ -21,7 +21,7 @@ import (
 // inconclusive: hold, exit 4 and the revision left as it is), nil
 // otherwise. Pods that crash during the bake are not watched: the next
 // `vllmctl wait` or deploy sees them.
-func (d *Deployer) bake(ctx context.Context, p *deployPlan, rec *storage.Release) (*wait.Diagnosis, error) {
+func (d *Deployer) bake(ctx context.Context, p *deployPlan, rec *storage.Release) (*rollout.Diagnosis, error) {
 	bctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hb := d.startHeartbeat(bctx, rec, cancel)

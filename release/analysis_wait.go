@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // waitAnalysisOf is the analysis a wait on rec bakes once the rollout is
@@ -52,7 +52,7 @@ func waitAnalysisOf(rec *storage.Release, opts WaitOptions) (cfg *analysis.Confi
 // *AnalysisHoldError under inconclusive: hold), nil otherwise; an
 // interrupt is the end of ctx, without a diagnosis.
 func (w *Watcher) bake(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint,
-	res *Result) (*wait.Diagnosis, error) {
+	res *Result) (*rollout.Diagnosis, error) {
 	if len(rec.ReplicaSets) == 0 {
 		w.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no Deployment's pods to analyse (engine groups are not analysed yet)")
 		return nil, nil

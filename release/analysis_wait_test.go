@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // bakeSpec is a one-measurement analysis of the error ratio, one second
@@ -38,22 +38,22 @@ func TestWaitAnalysis(t *testing.T) {
 		rollback            bool
 		exit                int
 		outcome             string
-		verdict             wait.Verdict
+		verdict             rollout.Verdict
 		statuses            map[int]storage.Status
 	}{
 		{name: "passed", image: "vllm/vllm-openai:v0.11.0", policy: analysis.InconclusiveFail, outcome: storage.AnalysisPassed,
 			statuses: map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusDeployed}},
 		{name: "failed", image: "vllm/vllm-openai:v0.11.0-serve-errors", policy: analysis.InconclusiveFail, exit: 4,
-			outcome: storage.AnalysisFailed, verdict: wait.VerdictAnalysisFailed,
+			outcome: storage.AnalysisFailed, verdict: rollout.VerdictAnalysisFailed,
 			statuses: map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusDeployed}},
 		{name: "failed, rolled back", image: "vllm/vllm-openai:v0.11.0-serve-errors", policy: analysis.InconclusiveFail, rollback: true, exit: 3,
-			outcome: storage.AnalysisFailed, verdict: wait.VerdictAnalysisFailed,
+			outcome: storage.AnalysisFailed, verdict: rollout.VerdictAnalysisFailed,
 			statuses: map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusSuperseded, 3: storage.StatusDeployed}},
 		{name: "inconclusive, fail", image: "vllm/vllm-openai:v0.11.0-serve-idle", policy: analysis.InconclusiveFail, exit: 4,
-			outcome: storage.AnalysisInconclusive, verdict: wait.VerdictAnalysisInconclusive,
+			outcome: storage.AnalysisInconclusive, verdict: rollout.VerdictAnalysisInconclusive,
 			statuses: map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusDeployed}},
 		{name: "inconclusive, hold: never rolled back", image: "vllm/vllm-openai:v0.11.0-serve-idle", policy: analysis.InconclusiveHold,
-			rollback: true, exit: 4, outcome: storage.AnalysisInconclusive, verdict: wait.VerdictAnalysisInconclusive,
+			rollback: true, exit: 4, outcome: storage.AnalysisInconclusive, verdict: rollout.VerdictAnalysisInconclusive,
 			statuses: map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusDeployed}},
 		{name: "inconclusive, pass", image: "vllm/vllm-openai:v0.11.0-serve-idle", policy: analysis.InconclusivePass, rollback: true,
 			outcome: storage.AnalysisInconclusive, statuses: map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusDeployed}},
@@ -71,7 +71,7 @@ func TestWaitAnalysis(t *testing.T) {
 			assert.Equal(t, tc.exit, exitCode(err), "%v", err)
 			require.NotNil(t, res)
 			require.NotNil(t, res.ServeCheck, "the serve check runs before the analysis")
-			assert.Equal(t, wait.ServePassed, res.ServeCheck.Outcome)
+			assert.Equal(t, rollout.ServePassed, res.ServeCheck.Outcome)
 			require.NotNil(t, res.Analysis, "the analysis report is the result's")
 			assert.Equal(t, tc.outcome, res.Analysis.Outcome, res.Analysis.Reason)
 			assert.Equal(t, analysis.ProviderScrape, res.Analysis.Provider)

@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // errAnalysisFailed is the error of a canary whose analysis failed (or
@@ -213,18 +213,18 @@ func targetNames(ts []analysis.Target) string {
 // nil to go on (passed, or inconclusive under the pass policy), else the
 // diagnosis and the error (errAnalysisFailed wrapped; an
 // *AnalysisHoldError under the hold policy).
-func analysisVerdict(subject, name string, revision int, r *storage.AnalysisReport) (*wait.Diagnosis, error) {
+func analysisVerdict(subject, name string, revision int, r *storage.AnalysisReport) (*rollout.Diagnosis, error) {
 	switch {
 	case r.Outcome == storage.AnalysisPassed:
 		return nil, nil
 	case r.Outcome == storage.AnalysisInconclusive && r.Inconclusive == analysis.InconclusivePass:
 		return nil, nil
 	}
-	f := &wait.Diagnosis{Reason: string(wait.VerdictAnalysisFailed), Verdict: wait.VerdictAnalysisFailed, Cause: "unknown",
+	f := &rollout.Diagnosis{Reason: string(rollout.VerdictAnalysisFailed), Verdict: rollout.VerdictAnalysisFailed, Cause: "unknown",
 		Message: subject + " failed: " + r.Reason}
 	f.Hints = []string{"every measurement is in analysis.measurements (-o json) and in `vllmctl status`; compare the canary's figures with the stable pods'"}
 	if r.Outcome != storage.AnalysisFailed {
-		f.Reason, f.Verdict = string(wait.VerdictAnalysisInconclusive), wait.VerdictAnalysisInconclusive
+		f.Reason, f.Verdict = string(rollout.VerdictAnalysisInconclusive), rollout.VerdictAnalysisInconclusive
 		f.Message = subject + " was inconclusive: " + r.Reason
 		f.Hints = []string{"send traffic to the pods during the analysis (the spec's load: {rps: …}), lower minRequests, or choose inconclusive: pass|hold"}
 	}

@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // withAnalysis makes h's canary analysed: the analysis runs until finish
@@ -80,19 +80,19 @@ func TestCanaryAnalysisHoldLongerThanAnalysis(t *testing.T) {
 func TestCanaryAnalysisRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name, policy, outcome string
-		verdict               wait.Verdict
+		verdict               rollout.Verdict
 		hold                  bool
 		promoted              bool
 	}{
-		{"failed", analysis.InconclusivePass, storage.AnalysisFailed, wait.VerdictAnalysisFailed, false, false},
-		{"inconclusive, fail", analysis.InconclusiveFail, storage.AnalysisInconclusive, wait.VerdictAnalysisInconclusive, false, false},
-		{"inconclusive, hold", analysis.InconclusiveHold, storage.AnalysisInconclusive, wait.VerdictAnalysisInconclusive, true, false},
+		{"failed", analysis.InconclusivePass, storage.AnalysisFailed, rollout.VerdictAnalysisFailed, false, false},
+		{"inconclusive, fail", analysis.InconclusiveFail, storage.AnalysisInconclusive, rollout.VerdictAnalysisInconclusive, false, false},
+		{"inconclusive, hold", analysis.InconclusiveHold, storage.AnalysisInconclusive, rollout.VerdictAnalysisInconclusive, true, false},
 		{"inconclusive, pass", analysis.InconclusivePass, storage.AnalysisInconclusive, "", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newCanaryHarness(CanaryOptions{Count: intstr.FromInt32(1), Hold: 10 * time.Minute, Gate: "smoke", GateTimeout: time.Minute})
 			finish, started := withAnalysis(h, tc.policy)
-			var f *wait.Diagnosis
+			var f *rollout.Diagnosis
 			var err error
 			done := make(chan struct{})
 			go func() { defer close(done); _, f, err = h.run.run(context.Background()) }()

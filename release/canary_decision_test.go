@@ -16,6 +16,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -165,7 +166,7 @@ func TestRecordsNeverHoldSecretValues(t *testing.T) {
 
 	b64 := base64.StdEncoding.EncodeToString([]byte(secret))
 	rec := &storage.Release{Name: "chat", Revision: 1, Status: storage.StatusFailed, Description: "Upgrade failed: got " + secret,
-		Failure: &wait.Diagnosis{Reason: "CanaryGateFailed", Message: "gate said " + secret, Evidence: "got " + b64,
+		Failure: &rollout.Diagnosis{Reason: "CanaryGateFailed", Message: "gate said " + secret, Evidence: "got " + b64,
 			LogTail: []string{"token=" + secret}, Events: []string{secret}, Hints: []string{secret}, LogNote: secret},
 		Canary: &storage.CanaryReport{Reason: "exited 1: " + secret, Gate: &storage.GateResult{Command: "curl -H 'Authorization: " + secret + "'",
 			OutputTail: []string{"got " + secret, "base64 " + b64}}}}

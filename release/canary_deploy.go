@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -129,7 +130,7 @@ func (c *canaryDeploy) applied(objs []*unstructured.Unstructured) []*unstructure
 // have their own durations). It returns the failure, if any, as the
 // rollout does: the wait's result and error, and the diagnosis when the
 // canary found it itself (a refusing gate).
-func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Release, c *canaryDeploy, applyOpts cluster.ApplyOptions, remaining func() time.Duration) (wait.Result, *wait.Diagnosis, error) {
+func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Release, c *canaryDeploy, applyOpts cluster.ApplyOptions, remaining func() time.Duration) (wait.Result, *rollout.Diagnosis, error) {
 	o := *p.opts.Canary
 	ns := d.Namespace()
 	goal := wait.CanaryGoal{Pods: map[string]int32{}, MaxRestarts: o.MaxRestarts}
@@ -187,11 +188,11 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Re
 	}
 	serve, err := d.serveCheckOf(rec)
 	if err != nil {
-		return wait.Result{}, &wait.Diagnosis{Reason: "ServeCheckError", Message: err.Error()}, err
+		return wait.Result{}, &rollout.Diagnosis{Reason: "ServeCheckError", Message: err.Error()}, err
 	}
 	if serve != nil {
 		c.run.serveTimeout = serve.spec.Timeout
-		c.run.serve = func(ctx context.Context, pods []string) (*wait.ServeReport, *wait.Diagnosis, error) {
+		c.run.serve = func(ctx context.Context, pods []string) (*rollout.ServeReport, *rollout.Diagnosis, error) {
 			// The watch keeps the lock fresh meanwhile.
 			return d.runServeCheck(ctx, rec, p.objs, serve, serveScope{pods: pods})
 		}

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // gateTailLines is how many of the gate command's last output lines a
@@ -155,7 +155,7 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// lines returns the last n non-empty lines, sanitised (wait.SanitizeLine):
+// lines returns the last n non-empty lines, sanitised (termout.SanitizeLine):
 // the gate's output is untrusted text bound for the record and terminals.
 func (b *tailBuffer) lines(n int) []string {
 	b.mu.Lock()
@@ -169,5 +169,5 @@ func (b *tailBuffer) lines(n int) []string {
 	if len(out) > n {
 		out = out[len(out)-n:]
 	}
-	return wait.SanitizeLines(out)
+	return termout.SanitizeLines(out)
 }

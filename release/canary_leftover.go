@@ -9,9 +9,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // A canary left behind: a Deployment that still carries a canary's
@@ -122,8 +122,8 @@ func (e *Engine) liveCanaryLeftovers(ctx context.Context, objs []*unstructured.U
 
 // canaryLeftoverFailure is the diagnosis of a wait on a revision whose
 // Deployment holds a canary that was never promoted.
-func canaryLeftoverFailure(release string, l CanaryLeftover) *wait.Diagnosis {
-	return &wait.Diagnosis{
+func canaryLeftoverFailure(release string, l CanaryLeftover) *rollout.Diagnosis {
+	return &rollout.Diagnosis{
 		Reason: VerdictCanaryNotPromoted, Verdict: VerdictCanaryNotPromoted, Cause: "unknown",
 		Object:  "deployment/" + nameOf(l.Deployment),
 		Message: l.String(),

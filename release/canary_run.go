@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -51,9 +52,9 @@ type canaryRun struct {
 	revision int
 	// serve, when set, runs the serve check on the Ready canary pods
 	// (within serveTimeout), before the hold; served is its report.
-	serve        func(ctx context.Context, pods []string) (*wait.ServeReport, *wait.Diagnosis, error)
+	serve        func(ctx context.Context, pods []string) (*rollout.ServeReport, *rollout.Diagnosis, error)
 	serveTimeout time.Duration
-	served       *wait.ServeReport
+	served       *rollout.ServeReport
 
 	phaseStart time.Time
 	// held is how long holding and the gate took: not counted against the
@@ -86,7 +87,7 @@ func (c *canaryRun) end() time.Duration {
 // returns the watch's result and error, and the failure when the machine
 // itself diagnosed it (a gate that refused); the report's outcome says
 // failed or interrupted.
-func (c *canaryRun) run(ctx context.Context) (wait.Result, *wait.Diagnosis, error) {
+func (c *canaryRun) run(ctx context.Context) (wait.Result, *rollout.Diagnosis, error) {
 	c.begin(CanaryStarting, fmt.Sprintf("waiting for %d canary pod(s) to be Ready", c.pods))
 	res, err := c.watch(ctx, nil)
 	c.end()
@@ -177,9 +178,9 @@ func (c *canaryRun) run(ctx context.Context) (wait.Result, *wait.Diagnosis, erro
 // checkServing runs the serve check on the canary pods while they are
 // still watched; a pod that does not serve fails the canary
 // (VerdictNotServing) before the hold and the gate.
-func (c *canaryRun) checkServing(ctx context.Context) (wait.Result, *wait.Diagnosis, error) {
+func (c *canaryRun) checkServing(ctx context.Context) (wait.Result, *rollout.Diagnosis, error) {
 	c.begin(CanaryServeCheck, "checking that the canary pods serve: "+joinPods(c.report.Pods))
-	var f *wait.Diagnosis
+	var f *rollout.Diagnosis
 	var serr error
 	pods := c.report.Pods
 	res, err := c.watchWhile(ctx, func(ctx context.Context) { c.served, f, serr = c.serve(ctx, pods) })
@@ -281,8 +282,8 @@ func gateMessage(g *storage.GateResult) string {
 }
 
 // gateFailure is the diagnosis of a gate that refused the canary.
-func gateFailure(g *storage.GateResult) *wait.Diagnosis {
-	f := &wait.Diagnosis{Reason: "CanaryGateFailed", Verdict: "CanaryGateFailed", Cause: "unknown", Message: gateMessage(g), LogTail: g.OutputTail,
+func gateFailure(g *storage.GateResult) *rollout.Diagnosis {
+	f := &rollout.Diagnosis{Reason: "CanaryGateFailed", Verdict: "CanaryGateFailed", Cause: "unknown", Message: gateMessage(g), LogTail: g.OutputTail,
 		ExitCode: int32(g.ExitCode)}
 	if g.TimedOut {
 		f.Reason, f.Verdict = "CanaryGateTimeout", "CanaryGateTimeout"

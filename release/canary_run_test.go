@@ -14,6 +14,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -77,12 +78,12 @@ func newCanaryHarness(o CanaryOptions) *canaryHarness {
 }
 
 // start runs the machine in the background.
-func (h *canaryHarness) start(ctx context.Context) <-chan *wait.Diagnosis {
-	out := make(chan *wait.Diagnosis, 1)
+func (h *canaryHarness) start(ctx context.Context) <-chan *rollout.Diagnosis {
+	out := make(chan *rollout.Diagnosis, 1)
 	go func() {
 		_, f, err := h.run.run(ctx)
 		if err != nil && f == nil {
-			f = &wait.Diagnosis{Reason: "watch", Message: err.Error()}
+			f = &rollout.Diagnosis{Reason: "watch", Message: err.Error()}
 		}
 		out <- f
 	}()
@@ -250,13 +251,13 @@ func TestCanaryServeCheck(t *testing.T) {
 			h := newCanaryHarness(opts)
 			var checked []string
 			h.run.serveTimeout = 5 * time.Second
-			h.run.serve = func(ctx context.Context, pods []string) (*wait.ServeReport, *wait.Diagnosis, error) {
+			h.run.serve = func(ctx context.Context, pods []string) (*rollout.ServeReport, *rollout.Diagnosis, error) {
 				checked = append(checked, pods...)
 				if tc.serving {
-					return &wait.ServeReport{Outcome: wait.ServePassed, Pods: []wait.ServePod{{Pod: pods[0], Outcome: wait.ServePassed, Status: 200}}}, nil, nil
+					return &rollout.ServeReport{Outcome: rollout.ServePassed, Pods: []rollout.ServePod{{Pod: pods[0], Outcome: rollout.ServePassed, Status: 200}}}, nil, nil
 				}
-				f := &wait.Diagnosis{Reason: "NotServing", Verdict: wait.VerdictNotServing, Pod: pods[0], Message: "pod chat-new-a is Ready but does not serve: GET /v1/models lists x, not m"}
-				return &wait.ServeReport{Outcome: wait.ServeFailed, Pods: []wait.ServePod{{Pod: pods[0], Outcome: wait.ServeFailed}}}, f, errors.New(f.Message)
+				f := &rollout.Diagnosis{Reason: "NotServing", Verdict: rollout.VerdictNotServing, Pod: pods[0], Message: "pod chat-new-a is Ready but does not serve: GET /v1/models lists x, not m"}
+				return &rollout.ServeReport{Outcome: rollout.ServeFailed, Pods: []rollout.ServePod{{Pod: pods[0], Outcome: rollout.ServeFailed}}}, f, errors.New(f.Message)
 			}
 			done := h.start(context.Background())
 			if tc.serving {
@@ -266,12 +267,12 @@ func TestCanaryServeCheck(t *testing.T) {
 				require.Nil(t, <-done)
 				assert.True(t, h.gateRan)
 				assert.Equal(t, storage.CanaryPromoted, h.run.report.Outcome)
-				assert.Equal(t, wait.ServePassed, h.run.served.Outcome)
+				assert.Equal(t, rollout.ServePassed, h.run.served.Outcome)
 				return
 			}
 			f := <-done
 			require.NotNil(t, f)
-			assert.Equal(t, wait.VerdictNotServing, f.Verdict)
+			assert.Equal(t, rollout.VerdictNotServing, f.Verdict)
 			assert.Equal(t, []string{"chat-new-a"}, checked)
 			assert.Equal(t, []string{CanaryStarting, CanaryServeCheck}, h.phases(), "no hold, no gate")
 			assert.False(t, h.gateRan)
@@ -279,7 +280,7 @@ func TestCanaryServeCheck(t *testing.T) {
 			assert.Equal(t, storage.CanaryFailed, h.run.report.Outcome)
 			assert.Contains(t, h.run.report.Reason, "does not serve")
 			assert.Equal(t, 2, h.watches, "the canary pods stay watched during the check")
-			assert.Equal(t, wait.ServeFailed, h.run.served.Outcome)
+			assert.Equal(t, rollout.ServeFailed, h.run.served.Outcome)
 		})
 	}
 }

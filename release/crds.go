@@ -16,9 +16,9 @@ import (
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // The CustomResourceDefinitions of a chart's crds/ directory (Helm's
@@ -484,7 +484,7 @@ func (d *Deployer) crdsFailed(ctx context.Context, p *deployPlan, rec *storage.R
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}
-	f := &wait.Diagnosis{Reason: ReasonCRDRefused, Message: err.Error()}
+	f := &rollout.Diagnosis{Reason: ReasonCRDRefused, Message: err.Error()}
 	var ce *CRDError
 	if errors.As(err, &ce) {
 		f.Reason, f.Object = ce.Reason, objectName(cluster.CRDKind, ce.CRD)

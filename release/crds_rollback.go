@@ -14,9 +14,9 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // CustomResourceDefinitions on a rollback (see crds.go for the deploy):
@@ -149,7 +149,7 @@ func (r *Rollbacker) restoreCRDsFailed(ctx context.Context, rec *storage.Release
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}
-	f := &wait.Diagnosis{Reason: ReasonCRDRefused, Message: err.Error()}
+	f := &rollout.Diagnosis{Reason: ReasonCRDRefused, Message: err.Error()}
 	var ce *CRDError
 	if errors.As(err, &ce) {
 		f.Reason, f.Object = ce.Reason, objectName(cluster.CRDKind, ce.CRD)

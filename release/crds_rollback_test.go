@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -202,9 +203,9 @@ func TestRollbackRefusesKindsItCannotCreate(t *testing.T) {
 
 // deletesCRDAndFails is a wait script: a revision without the LoraAdapter
 // fails, and its CRD is deleted meanwhile; one with it is ready.
-func deletesCRDAndFails(c *crdCluster) func(context.Context, []wait.ObjectStatus, wait.Options) (wait.Result, error) {
+func deletesCRDAndFails(c *crdCluster) func(context.Context, []rollout.ObjectStatus, wait.Options) (wait.Result, error) {
 	fail := releasetest.FailKind("ConfigMap", wait.OutcomeFailed, "broken")
-	return func(ctx context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+	return func(ctx context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
 		for _, o := range objs {
 			if o.Object.Kind == "LoraAdapter" {
 				return wait.Result{Outcome: wait.OutcomeCurrent, Objects: objs}, nil

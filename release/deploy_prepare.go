@@ -16,12 +16,12 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // RenderCluster is what a render for the engine's cluster takes from
@@ -507,7 +507,7 @@ func (e *Engine) healthyDeployed(ctx context.Context, entries []storage.Entry) (
 		return nil, err
 	}
 	for _, o := range status.Objects {
-		if o.Status != string(wait.StatusCurrent) {
+		if o.Status != string(rollout.StatusCurrent) {
 			return nil, nil
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -179,7 +180,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 	previous, err := d.previousObjects(ctx, p, rec)
 	if err != nil {
 		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(),
-			&wait.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
+			&rollout.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
 	}
 
 	applyOpts := p.applyOptions(rec.Name)
@@ -196,7 +197,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 	canary, err := d.planCanary(p, rec, res, install, waves)
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
-		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(), &wait.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
+		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(), &rollout.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
 	}
 	if err := d.createCRDs(ctx, p.crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
 		return d.crdsFailed(ctx, p, rec, res, start, install, err)
@@ -272,7 +273,7 @@ func (d *Deployer) deployHooks(ctx context.Context, rec *storage.Release, res *R
 		// Interrupted before anything of the release was applied:
 		// nothing to roll back. The revision is finished as
 		// interrupted (the lock released) and the exit code is 130.
-		f := &wait.Diagnosis{Reason: "Interrupted", Object: hookFailure(err).Object,
+		f := &rollout.Diagnosis{Reason: "Interrupted", Object: hookFailure(err).Object,
 			Message: "the deploy was interrupted during its " + string(event) + " hooks, before anything of the release was applied"}
 		ierr := &InterruptedError{Name: rec.Name, Revision: rec.Revision, During: string(event) + " hooks", Err: err}
 		return d.finishFailed(ctx, rec, res, storage.Stamp(d.clock()), opts.withNote(opts.verb(install)+" interrupted"), f, ierr)
@@ -351,7 +352,7 @@ func (d *Deployer) applyFailed(ctx context.Context, rec *storage.Release, res *R
 // wait's result and failure (werr; f, when already known). A lock taken
 // over during the discovery is werr as it is.
 func (d *Deployer) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, canary *canaryDeploy, waves wavePlan, applyOpts cluster.ApplyOptions,
-	applied []cluster.ApplyResult, start time.Time, opts *DeployOptions) (wres wait.Result, f *wait.Diagnosis, werr error) {
+	applied []cluster.ApplyResult, start time.Time, opts *DeployOptions) (wres wait.Result, f *rollout.Diagnosis, werr error) {
 	objs, clk := waves.first, d.clock()
 	deadline := start.Add(opts.Timeout)
 	remaining := func() time.Duration { return max(deadline.Sub(storage.Stamp(clk)), time.Millisecond) }
@@ -395,13 +396,13 @@ func (d *Deployer) awaitRollout(ctx context.Context, p *deployPlan, rec *storage
 // waitFailed finishes a rollout whose ReplicaSet discovery, canary or wait
 // failed (werr; f, when already known).
 func (d *Deployer) waitFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
-	wres wait.Result, werr error, f *wait.Diagnosis, install bool) (*Result, error) {
+	wres wait.Result, werr error, f *rollout.Diagnosis, install bool) (*Result, error) {
 	if ctx.Err() != nil {
 		// Interrupted mid-rollout: the new revision never became
 		// healthy, so it is rolled back like a failed one when that is
 		// enabled (the rescue runs on its own context); otherwise the
 		// record is finished as interrupted.
-		f := &wait.Diagnosis{Reason: "Interrupted", Message: "the deploy was interrupted before the rollout completed: " + werr.Error()}
+		f := &rollout.Diagnosis{Reason: "Interrupted", Message: "the deploy was interrupted before the rollout completed: " + werr.Error()}
 		if opts.RollbackOnFailure {
 			return d.rolloutFailed(ctx, rec, res, start, opts, wres, werr, f, install)
 		}
@@ -455,7 +456,7 @@ func lockLost(err error) error {
 }
 
 // finishFailed marks rec failed and returns the result with err.
-func (d *Deployer) finishFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *wait.Diagnosis, err error) (*Result, error) {
+func (d *Deployer) finishFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *rollout.Diagnosis, err error) (*Result, error) {
 	if merr := d.markFailed(ctx, rec, desc, f); merr != nil {
 		err = errors.Join(err, merr)
 	}
@@ -467,7 +468,7 @@ func (d *Deployer) finishFailed(ctx context.Context, rec *storage.Release, res *
 // (f, when already known), the automatic rollback while the lock is held,
 // then the failed record.
 func (d *Deployer) rolloutFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
-	wres wait.Result, werr error, f *wait.Diagnosis, install bool) (*Result, error) {
+	wres wait.Result, werr error, f *rollout.Diagnosis, install bool) (*Result, error) {
 	if f == nil {
 		f = waitFailure(wres, werr)
 	}

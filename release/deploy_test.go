@@ -22,6 +22,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/internal/owner"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
@@ -210,7 +211,7 @@ func TestDeployOnFailureRollsBackWhileHoldingTheLock(t *testing.T) {
 	first := f.deploy(t, baseSpec())
 	calls := 0
 	fail := releasetest.FailKind("Deployment", wait.OutcomeFailed, "CrashLoopBackOff")
-	f.waiter.Script = func(ctx context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+	f.waiter.Script = func(ctx context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
 		calls++
 		if calls == 1 {
 			return fail(ctx, objs, opts)
@@ -365,7 +366,7 @@ func TestDeployLosesItsLockWhileWaiting(t *testing.T) {
 	f.engine.Heartbeat = 50 * time.Millisecond // several beats, but not back to back under -race
 	waiting := make(chan struct{})
 	takeoverFailed := make(chan error, 1)
-	f.waiter.Script = func(ctx context.Context, objs []wait.ObjectStatus, _ wait.Options) (wait.Result, error) {
+	f.waiter.Script = func(ctx context.Context, objs []rollout.ObjectStatus, _ wait.Options) (wait.Result, error) {
 		close(waiting)
 		select {
 		case <-ctx.Done():
@@ -393,7 +394,7 @@ func TestDeployLosesItsLockWhileWaiting(t *testing.T) {
 func TestDeployInterrupted(t *testing.T) {
 	f := newEngFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	f.waiter.Script = func(wctx context.Context, objs []wait.ObjectStatus, _ wait.Options) (wait.Result, error) {
+	f.waiter.Script = func(wctx context.Context, objs []rollout.ObjectStatus, _ wait.Options) (wait.Result, error) {
 		cancel()
 		<-wctx.Done()
 		return wait.Result{Outcome: wait.OutcomeCanceled, Objects: objs}, wctx.Err()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -48,7 +49,7 @@ type waitTimeouts struct {
 	got []time.Duration
 }
 
-func (w *waitTimeouts) script(_ context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+func (w *waitTimeouts) script(_ context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.got = append(w.got, opts.Timeout)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
@@ -218,8 +219,8 @@ type Result struct {
 	// of a rollback, or of the automatic rollback after a failed deploy.
 	RolledBackTo int `json:"rolledBackTo,omitempty"`
 	// Failure is the diagnosis of a failed rollout.
-	Failure         *wait.Diagnosis `json:"failure,omitempty"`
-	DurationSeconds float64         `json:"durationSeconds"`
+	Failure         *rollout.Diagnosis `json:"failure,omitempty"`
+	DurationSeconds float64            `json:"durationSeconds"`
 
 	// Description is the revision's record description.
 	Description string `json:"description,omitempty"`
@@ -253,7 +254,7 @@ type Result struct {
 	// Analysis is what the canary analysis measured and concluded.
 	Analysis *storage.AnalysisReport `json:"analysis,omitempty"`
 	// ServeCheck is the revision's serve check, when one ran.
-	ServeCheck *wait.ServeReport `json:"serveCheck,omitempty"`
+	ServeCheck *rollout.ServeReport `json:"serveCheck,omitempty"`
 	// Notes is the chart's rendered NOTES.txt after a successful deploy
 	// (a dry run and "up to date" included), as Helm prints it.
 	Notes string `json:"notes,omitempty"`
@@ -301,7 +302,7 @@ type RolloutError struct {
 	Revision  int
 	// Op is what failed: "deploy" or "rollback".
 	Op      storage.Operation
-	Failure *wait.Diagnosis
+	Failure *rollout.Diagnosis
 	// Err is the underlying error (often a *wait.NotReadyError).
 	Err error
 	// RolledBackTo is the revision an automatic rollback restored (0:
@@ -558,7 +559,7 @@ func (e *Engine) waitWith(ctx context.Context, rec *storage.Release, objs []*uns
 		hb = e.startHeartbeat(wctx, rec, cancel)
 	}
 
-	events := make(chan wait.Event)
+	events := make(chan rollout.Event)
 	forwarded := make(chan struct{})
 	go func() {
 		defer close(forwarded)
@@ -585,7 +586,7 @@ func (e *Engine) waitWith(ctx context.Context, rec *storage.Release, objs []*uns
 // waitFailure turns a failed wait into a failure diagnosis: the
 // Waiter's own diagnosis when it gives one, else the first object that was
 // not Current.
-func waitFailure(res wait.Result, err error) *wait.Diagnosis {
+func waitFailure(res wait.Result, err error) *rollout.Diagnosis {
 	if d := res.Diagnosis; d != nil {
 		f := *d
 		if f.Reason == "" {
@@ -593,7 +594,7 @@ func waitFailure(res wait.Result, err error) *wait.Diagnosis {
 		}
 		return &f
 	}
-	f := &wait.Diagnosis{Reason: "WaitFailed", Message: err.Error()}
+	f := &rollout.Diagnosis{Reason: "WaitFailed", Message: err.Error()}
 	var nre *wait.NotReadyError
 	if errors.As(err, &nre) {
 		switch nre.Outcome {
@@ -619,7 +620,7 @@ func waitFailure(res wait.Result, err error) *wait.Diagnosis {
 }
 
 // markFailed finishes rec as failed, even when ctx has ended.
-func (e *Engine) markFailed(ctx context.Context, rec *storage.Release, description string, f *wait.Diagnosis) error {
+func (e *Engine) markFailed(ctx context.Context, rec *storage.Release, description string, f *rollout.Diagnosis) error {
 	fctx, cancel := storage.FinishContext(ctx)
 	defer cancel()
 	err := storage.MarkFailed(fctx, e.Store, rec, e.clock(), description, f)
@@ -631,8 +632,8 @@ func (e *Engine) markFailed(ctx context.Context, rec *storage.Release, descripti
 }
 
 // applyFailure is the diagnosis of an apply the cluster refused.
-func applyFailure(err error) *wait.Diagnosis {
-	f := &wait.Diagnosis{Reason: "ApplyFailed", Message: err.Error()}
+func applyFailure(err error) *rollout.Diagnosis {
+	f := &rollout.Diagnosis{Reason: "ApplyFailed", Message: err.Error()}
 	var ce *cluster.FieldConflictError
 	var uk *cluster.UnknownKindError
 	switch {

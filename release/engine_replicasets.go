@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -30,12 +31,12 @@ func (e *Engine) controllerStallTimeout() time.Duration {
 // replicaSetFailure is the diagnosis of a failed ReplicaSet discovery: a
 // stalled controller's (verdict ControllerStalled), a timeout, or else
 // ReplicaSetNotFound.
-func replicaSetFailure(err error) *wait.Diagnosis {
+func replicaSetFailure(err error) *rollout.Diagnosis {
 	var stalled *wait.ControllerStalledError
 	if errors.As(err, &stalled) {
 		return stalled.Diagnosis()
 	}
-	f := &wait.Diagnosis{Reason: "ReplicaSetNotFound", Message: err.Error()}
+	f := &rollout.Diagnosis{Reason: "ReplicaSetNotFound", Message: err.Error()}
 	if errors.Is(err, context.DeadlineExceeded) {
 		f.Reason = "Timeout"
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -29,7 +30,7 @@ type HookRun struct {
 	StartedAt   time.Time `json:"startedAt"`
 	CompletedAt time.Time `json:"completedAt"`
 	// Failure is the diagnosis of a failed hook.
-	Failure *wait.Diagnosis `json:"failure,omitempty"`
+	Failure *rollout.Diagnosis `json:"failure,omitempty"`
 }
 
 // The phases of a hook run.
@@ -44,7 +45,7 @@ type HookError struct {
 	Revision int
 	Event    charts.HookEvent
 	Hook     string // its object, "Kind name"
-	Failure  *wait.Diagnosis
+	Failure  *rollout.Diagnosis
 	Err      error
 }
 
@@ -132,14 +133,14 @@ func (e *Engine) runHook(ctx context.Context, rec *storage.Release, h charts.Hoo
 	ref := refIn(h.Object, e.Namespace())
 	kind, name := h.Object.GetKind(), h.Object.GetName()
 	run := HookRun{Name: name, Kind: kind, Event: event, StartedAt: storage.Stamp(e.clock())}
-	fail := func(f *wait.Diagnosis, err error) (HookRun, error) {
+	fail := func(f *rollout.Diagnosis, err error) (HookRun, error) {
 		run.Phase, run.CompletedAt, run.Failure = HookFailed, storage.Stamp(e.clock()), f
 		e.emit(rec.Name, rec.Revision, PhaseHook, ref.String(), HookFailed, string(event)+": "+f.Summary())
 		return run, &HookError{Name: rec.Name, Revision: rec.Revision, Event: event, Hook: objectName(kind, name), Failure: f, Err: err}
 	}
 	if h.HasPolicy(charts.HookBeforeHookCreation) {
 		if _, err := e.deleteHook(ctx, rec, h); err != nil {
-			return fail(&wait.Diagnosis{Reason: "DeleteFailed", Object: objectName(kind, name), Message: err.Error()}, err)
+			return fail(&rollout.Diagnosis{Reason: "DeleteFailed", Object: objectName(kind, name), Message: err.Error()}, err)
 		}
 	}
 	if waitsForCompletion(kind) && !h.HasPolicy(charts.HookBeforeHookCreation) {
@@ -147,10 +148,10 @@ func (e *Engine) runHook(ctx context.Context, rec *storage.Release, h charts.Hoo
 		// run's outcome: Helm refuses to create it again, and so does this.
 		switch _, err := e.Objects.Get(ctx, h.Object, e.Namespace()); {
 		case err == nil:
-			return fail(&wait.Diagnosis{Reason: "AlreadyExists", Object: objectName(kind, name),
+			return fail(&rollout.Diagnosis{Reason: "AlreadyExists", Object: objectName(kind, name),
 				Message: "it exists from an earlier run; delete it, or give it helm.sh/hook-delete-policy before-hook-creation"}, nil)
 		case !apierrors.IsNotFound(err):
-			return fail(&wait.Diagnosis{Reason: "GetFailed", Object: objectName(kind, name), Message: err.Error()}, err)
+			return fail(&rollout.Diagnosis{Reason: "GetFailed", Object: objectName(kind, name), Message: err.Error()}, err)
 		}
 	}
 	e.emit(rec.Name, rec.Revision, PhaseHook, ref.String(), "running", string(event))
@@ -160,7 +161,7 @@ func (e *Engine) runHook(ctx context.Context, rec *storage.Release, h charts.Hoo
 	}
 	if waitsForCompletion(kind) {
 		if e.Waiter == nil {
-			return fail(&wait.Diagnosis{Reason: "Internal", Message: "no waiter configured"}, errors.New("release engine: no waiter configured"))
+			return fail(&rollout.Diagnosis{Reason: "Internal", Message: "no waiter configured"}, errors.New("release engine: no waiter configured"))
 		}
 		wres, werr := e.waitWith(ctx, rec, []*unstructured.Unstructured{obj}, wait.Options{Timeout: timeout})
 		if werr != nil {
@@ -212,10 +213,10 @@ func (e *Engine) deleteHook(ctx context.Context, rec *storage.Release, h charts.
 }
 
 // hookFailure returns the diagnosis of a failed hook run.
-func hookFailure(err error) *wait.Diagnosis {
+func hookFailure(err error) *rollout.Diagnosis {
 	var he *HookError
 	if errors.As(err, &he) && he.Failure != nil {
 		return he.Failure
 	}
-	return &wait.Diagnosis{Reason: "HookFailed", Message: err.Error()}
+	return &rollout.Diagnosis{Reason: "HookFailed", Message: err.Error()}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -45,15 +46,15 @@ func hookSpec(s spec, hooks ...*unstructured.Unstructured) release.DeployOptions
 
 // failJob fails every wait that holds a Job named name, as the rollout
 // watcher fails a hook Job whose pod crash-loops.
-func failJob(name string) func(context.Context, []wait.ObjectStatus, wait.Options) (wait.Result, error) {
-	return func(_ context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+func failJob(name string) func(context.Context, []rollout.ObjectStatus, wait.Options) (wait.Result, error) {
+	return func(_ context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
 		for _, o := range objs {
 			if o.Object.Kind == "Job" && o.Object.Name == name {
-				d := &wait.Diagnosis{Verdict: wait.VerdictCrashLoop, Reason: "CrashLoopBackOff", Object: "Job " + name,
+				d := &rollout.Diagnosis{Verdict: rollout.VerdictCrashLoop, Reason: "CrashLoopBackOff", Object: "Job " + name,
 					Pod: name + "-x7k2p", Container: "migrate", ExitCode: 1, Message: "back-off restarting failed container"}
-				o.Status = wait.StatusFailed
-				return wait.Result{Outcome: wait.OutcomeFailed, Objects: []wait.ObjectStatus{o}, Diagnosis: d},
-					&wait.NotReadyError{Outcome: wait.OutcomeFailed, Objects: []wait.ObjectStatus{o}}
+				o.Status = rollout.StatusFailed
+				return wait.Result{Outcome: wait.OutcomeFailed, Objects: []rollout.ObjectStatus{o}, Diagnosis: d},
+					&wait.NotReadyError{Outcome: wait.OutcomeFailed, Objects: []rollout.ObjectStatus{o}}
 			}
 		}
 		return wait.Result{Outcome: wait.OutcomeCurrent, Objects: objs}, nil
@@ -298,7 +299,7 @@ func TestHookSecretsAreWithheld(t *testing.T) {
 	f.engine.UseRedactor(red)
 	secret := hookObj("Secret", "db", "pre-install,test", "-1", "")
 	secret.Object["stringData"] = map[string]any{"password": value}
-	echo := func(_ context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+	echo := func(_ context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
 		res, err := failJob("migrate")(context.Background(), objs, opts)
 		if res.Diagnosis != nil {
 			res.Diagnosis.LogTail = []string{"connecting with password " + value}
@@ -460,7 +461,7 @@ func TestInterruptDuringPreUpgradeHook(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			f.waiter.Script = func(wctx context.Context, objs []wait.ObjectStatus, _ wait.Options) (wait.Result, error) {
+			f.waiter.Script = func(wctx context.Context, objs []rollout.ObjectStatus, _ wait.Options) (wait.Result, error) {
 				for _, o := range objs {
 					if o.Object.Kind == "Job" {
 						cancel() // SIGINT while the hook runs

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -52,7 +53,7 @@ func TestWaitLockedNamesTheRecordsLease(t *testing.T) {
 		f := newEngFixture(t)
 		f.deploy(t, baseSpec())
 		fail := releasetest.FailKind("Deployment", wait.OutcomeFailed, "CrashLoopBackOff")
-		f.waiter.Script = func(ctx context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+		f.waiter.Script = func(ctx context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
 			acquire(ctx, f)
 			return fail(ctx, objs, opts)
 		}

@@ -6,9 +6,10 @@ import (
 	"time"
 
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // Phase names the step of an operation a progress event belongs to.
@@ -49,10 +50,10 @@ type ProgressEvent struct {
 	Message string `json:"message,omitempty"`
 	// Rollout is where a Deployment's rollout stands (wait phase, when the
 	// Waiter reports it).
-	Rollout *wait.RolloutProgress `json:"rollout,omitempty"`
+	Rollout *rollout.RolloutProgress `json:"rollout,omitempty"`
 	// Wait is the Waiter's own event (wait phase), for printers that
-	// render rollouts (wait.ProgressPrinter).
-	Wait *wait.Event `json:"-"`
+	// render rollouts (termout.ProgressPrinter).
+	Wait *rollout.Event `json:"-"`
 	// Preflight is the capacity preflight's report (preflight phase).
 	Preflight *preflight.Report `json:"preflight,omitempty"`
 	// Diff is what the deploy changes (diff phase), for printers that
@@ -78,16 +79,16 @@ func (ev ProgressEvent) String() string {
 	fmt.Fprintf(&b, " %s:", ev.Phase)
 	// Object, status and message may quote the cluster: sanitised.
 	if ev.Object != "" {
-		b.WriteString(" " + wait.SanitizeLine(ev.Object) + ":")
+		b.WriteString(" " + termout.SanitizeLine(ev.Object) + ":")
 	}
 	if ev.Status != "" {
-		b.WriteString(" " + wait.SanitizeLine(ev.Status))
+		b.WriteString(" " + termout.SanitizeLine(ev.Status))
 	}
 	if ev.Message != "" {
 		if ev.Status != "" {
 			b.WriteString(":")
 		}
-		b.WriteString(" " + wait.SanitizeLine(strings.Join(strings.Fields(ev.Message), " ")))
+		b.WriteString(" " + termout.SanitizeLine(strings.Join(strings.Fields(ev.Message), " ")))
 	}
 	return strings.TrimSuffix(b.String(), ":")
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // RollbackOptions are the inputs of a rollback.
@@ -194,7 +194,7 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 
 	previous, err := r.previousObjects(ctx, rec)
 	if err != nil {
-		return r.failed(ctx, rec, res, start, desc, &wait.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
+		return r.failed(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
 	}
 
 	r.Redactor.AddObjects(objs...)
@@ -218,7 +218,7 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 	pruned, err := r.pruneObjects(ctx, rec, previous, objs)
 	res.Pruned = pruned
 	if err != nil {
-		return r.failed(ctx, rec, res, start, desc, &wait.Diagnosis{Reason: "PruneFailed", Message: err.Error()}, err)
+		return r.failed(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "PruneFailed", Message: err.Error()}, err)
 	}
 
 	deadline := start.Add(opts.Timeout)
@@ -236,7 +236,7 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 	}
 	if werr != nil {
 		if ctx.Err() != nil {
-			return r.failed(ctx, rec, res, start, desc, &wait.Diagnosis{Reason: "Interrupted", Message: werr.Error()}, werr)
+			return r.failed(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "Interrupted", Message: werr.Error()}, werr)
 		}
 		return r.failed(ctx, rec, res, start, desc, waitFailure(wres, werr), werr)
 	}
@@ -282,7 +282,7 @@ func (r *Rollbacker) lock(ctx context.Context, target, held *storage.Release, op
 // failed finishes a rollback that failed under the lock with the
 // diagnosis f: the revision rec is marked failed and a *RolloutError
 // returned with the result.
-func (r *Rollbacker) failed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *wait.Diagnosis, err error) (*Result, error) {
+func (r *Rollbacker) failed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *rollout.Diagnosis, err error) (*Result, error) {
 	rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: storage.OpRollback, Failure: f, Err: err}
 	d := fmt.Sprintf("%s failed: %s", desc, f.Reason)
 	if f.Object != "" {
@@ -336,7 +336,7 @@ func (r *Rollbacker) applyObjects(ctx context.Context, rec *storage.Release, res
 // returned with its diagnosis; a lock taken over meanwhile is its
 // *storage.ConflictError, without one.
 func (r *Rollbacker) checkRestored(ctx context.Context, rec, target *storage.Release, objs []*unstructured.Unstructured,
-	applied []cluster.ApplyResult, timeout time.Duration) (*wait.Diagnosis, error) {
+	applied []cluster.ApplyResult, timeout time.Duration) (*rollout.Diagnosis, error) {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	err := r.discoverReplicaSets(rctx, rec, objs, applied)
 	cancel()
@@ -354,7 +354,7 @@ func (r *Rollbacker) checkRestored(ctx context.Context, rec, target *storage.Rel
 	defer cancel()
 	if err := r.rescue(rctx, rec, objs); err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
-		return &wait.Diagnosis{Reason: "RescueFailed", Message: err.Error()}, err
+		return &rollout.Diagnosis{Reason: "RescueFailed", Message: err.Error()}, err
 	}
 	return nil, nil
 }
@@ -431,7 +431,7 @@ func controllerRevisionRefs(refs []storage.ControllerRevisionRef) []templateRef 
 // ControllerRevision found now has the hash target recorded (the
 // controller reuses it and gives it a new revision number). It returns
 // the failure when one does not.
-func (r *Rollbacker) verify(rec, target *storage.Release) *wait.Diagnosis {
+func (r *Rollbacker) verify(rec, target *storage.Release) *rollout.Diagnosis {
 	deploymentTemplates := templateKind{"Deployment", "serves", "ReplicaSet", "pod-template-hash", "Deployment revision"}
 	statefulSetTemplates := templateKind{"StatefulSet", "updates to", "ControllerRevision", "hash", "revision"}
 	if f := r.verifyTemplates(rec, target, deploymentTemplates, replicaSetRefs(rec.ReplicaSets), replicaSetRefs(target.ReplicaSets)); f != nil {
@@ -441,7 +441,7 @@ func (r *Rollbacker) verify(rec, target *storage.Release) *wait.Diagnosis {
 }
 
 // verifyTemplates is verify for the workloads of one kind k.
-func (r *Rollbacker) verifyTemplates(rec, target *storage.Release, k templateKind, found, recorded []templateRef) *wait.Diagnosis {
+func (r *Rollbacker) verifyTemplates(rec, target *storage.Release, k templateKind, found, recorded []templateRef) *rollout.Diagnosis {
 	for _, want := range recorded {
 		i := slices.IndexFunc(found, func(got templateRef) bool { return got.owner == want.owner })
 		if i < 0 {
@@ -449,7 +449,7 @@ func (r *Rollbacker) verifyTemplates(rec, target *storage.Release, k templateKin
 		}
 		got := found[i]
 		if got.hash != want.hash {
-			return &wait.Diagnosis{
+			return &rollout.Diagnosis{
 				Reason: "PodTemplateMismatch",
 				Object: objectName(k.kind, want.owner),
 				Message: fmt.Sprintf("%s %s %s %s %s (%s %s), but revision %d ran %s (%s %s): "+

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -292,7 +293,7 @@ type serveScope struct {
 // does not serve, the failure (VerdictNotServing) with an error saying
 // so. A failure to find the pods is an error with no diagnosis.
 func (e *Engine) runServeCheck(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, cfg *serveConfig,
-	scope serveScope) (*wait.ServeReport, *wait.Diagnosis, error) {
+	scope serveScope) (*rollout.ServeReport, *rollout.Diagnosis, error) {
 	targets, owners, err := e.serveTargets(ctx, rec, objs, cfg, scope)
 	if err != nil {
 		return nil, nil, fmt.Errorf("release %s revision %d: serve check: %w", rec.Name, rec.Revision, err)
@@ -302,31 +303,31 @@ func (e *Engine) runServeCheck(ctx context.Context, rec *storage.Release, objs [
 		model = "the first model listed"
 	}
 	if len(targets) == 0 {
-		rep := &wait.ServeReport{Outcome: wait.ServeSkipped, Reason: "no Ready pod to check", Model: cfg.spec.Model, Pods: []wait.ServePod{}}
-		e.emit(rec.Name, rec.Revision, PhaseServe, "", wait.ServeSkipped, rep.Reason)
+		rep := &rollout.ServeReport{Outcome: rollout.ServeSkipped, Reason: "no Ready pod to check", Model: cfg.spec.Model, Pods: []rollout.ServePod{}}
+		e.emit(rec.Name, rec.Revision, PhaseServe, "", rollout.ServeSkipped, rep.Reason)
 		return rep, nil, nil
 	}
 	e.emit(rec.Name, rec.Revision, PhaseServe, "", "checking", fmt.Sprintf("%d pod(s): %s on /v1/models and one completion, timeout %s",
 		len(targets), model, cfg.spec.Timeout))
 	ns := e.Namespace()
-	rep, f := wait.CheckServing(ctx, wait.PodHTTPFunc(e.PodHTTP), ns, targets, cfg.spec, func(p wait.ServePod) {
-		if p.Outcome == wait.ServePassed {
+	rep, f := wait.CheckServing(ctx, wait.PodHTTPFunc(e.PodHTTP), ns, targets, cfg.spec, func(p rollout.ServePod) {
+		if p.Outcome == rollout.ServePassed {
 			e.emit(rec.Name, rec.Revision, PhaseServe, "Pod "+ns+"/"+p.Pod, "serving",
 				fmt.Sprintf("%s listed, completion %d in %dms", p.Model, p.Status, p.LatencyMs))
 			return
 		}
 		e.emit(rec.Name, rec.Revision, PhaseServe, "Pod "+ns+"/"+p.Pod, "not serving", p.Message)
 	})
-	if f == nil && rep.Outcome == wait.ServeSkipped {
-		e.emit(rec.Name, rec.Revision, PhaseServe, "", wait.ServeSkipped, rep.Reason)
+	if f == nil && rep.Outcome == rollout.ServeSkipped {
+		e.emit(rec.Name, rec.Revision, PhaseServe, "", rollout.ServeSkipped, rep.Reason)
 		return rep, nil, nil
 	}
 	if f == nil {
-		e.emit(rec.Name, rec.Revision, PhaseServe, "", wait.ServePassed, fmt.Sprintf("%d pod(s) serve %s", len(rep.Pods), model))
+		e.emit(rec.Name, rec.Revision, PhaseServe, "", rollout.ServePassed, fmt.Sprintf("%d pod(s) serve %s", len(rep.Pods), model))
 		return rep, nil, nil
 	}
 	f.Object = owners[f.Pod]
-	e.emit(rec.Name, rec.Revision, PhaseServe, "", wait.ServeFailed, f.Message)
+	e.emit(rec.Name, rec.Revision, PhaseServe, "", rollout.ServeFailed, f.Message)
 	return rep, f, errors.New(f.Message) // the rollout's error names the release
 }
 
@@ -336,10 +337,10 @@ func (e *Engine) runServeCheck(ctx context.Context, rec *storage.Release, objs [
 // (VerdictNotServing, or ServeCheckError when the pods could not be
 // listed) with its error; a lock lost meanwhile is its
 // *storage.ConflictError, without a diagnosis.
-func (e *Engine) checkServing(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, scope serveScope) (*wait.Diagnosis, error) {
+func (e *Engine) checkServing(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, scope serveScope) (*rollout.Diagnosis, error) {
 	cfg, err := e.serveCheckOf(rec)
 	if err != nil {
-		return &wait.Diagnosis{Reason: "ServeCheckError", Message: err.Error()}, err
+		return &rollout.Diagnosis{Reason: "ServeCheckError", Message: err.Error()}, err
 	}
 	if cfg == nil {
 		return nil, nil
@@ -356,7 +357,7 @@ func (e *Engine) checkServing(ctx context.Context, rec *storage.Release, objs []
 	}
 	rec.ServeCheck = rep
 	if err != nil && f == nil {
-		f = &wait.Diagnosis{Reason: "ServeCheckError", Message: err.Error()}
+		f = &rollout.Diagnosis{Reason: "ServeCheckError", Message: err.Error()}
 	}
 	return f, err
 }

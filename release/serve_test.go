@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -146,7 +147,7 @@ func runPods(ctx context.Context, client kubernetes.Interface) error {
 // built-in one), the model m, and a Secret in the chart.
 func serveFixture(t *testing.T) *engFixture {
 	f := newEngFixture(t)
-	f.waiter.Script = func(ctx context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+	f.waiter.Script = func(ctx context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
 		if err := runPods(ctx, f.cluster.Client); err != nil {
 			return wait.Result{}, err
 		}
@@ -201,7 +202,7 @@ func TestDeployServeCheck(t *testing.T) {
 			first, err := release.NewDeployer(f.engine).Deploy(ctx, serveOptions("vllm/vllm-openai:v0.10.0"))
 			require.NoError(t, err)
 			require.NotNil(t, first.ServeCheck)
-			assert.Equal(t, wait.ServePassed, first.ServeCheck.Outcome)
+			assert.Equal(t, rollout.ServePassed, first.ServeCheck.Outcome)
 
 			opts := serveOptions(tc.image)
 			opts.RollbackOnFailure, opts.RollbackTimeout = tc.rollback, time.Minute
@@ -214,8 +215,8 @@ func TestDeployServeCheck(t *testing.T) {
 			assert.Equal(t, rec.ReplicaSets[0].Name+"-p", pod.Pod)
 			if tc.exit == 0 {
 				require.NoError(t, err)
-				assert.Equal(t, wait.ServePassed, res.ServeCheck.Outcome)
-				assert.Equal(t, wait.ServePod{Pod: pod.Pod, Model: "m", Status: 200, LatencyMs: pod.LatencyMs, Outcome: wait.ServePassed}, pod)
+				assert.Equal(t, rollout.ServePassed, res.ServeCheck.Outcome)
+				assert.Equal(t, rollout.ServePod{Pod: pod.Pod, Model: "m", Status: 200, LatencyMs: pod.LatencyMs, Outcome: rollout.ServePassed}, pod)
 				assert.Equal(t, "m", rec.ServeCheck.Model)
 				assert.Equal(t, "5s", rec.ServeCheck.Timeout)
 				return
@@ -223,20 +224,20 @@ func TestDeployServeCheck(t *testing.T) {
 			require.Error(t, err)
 			assert.Equal(t, tc.exit, exitCode(err))
 			require.NotNil(t, res.Failure)
-			assert.Equal(t, wait.VerdictNotServing, res.Failure.Verdict)
+			assert.Equal(t, rollout.VerdictNotServing, res.Failure.Verdict)
 			assert.Equal(t, "NotServing", res.Failure.Reason)
 			assert.Equal(t, pod.Pod, res.Failure.Pod)
 			assert.Equal(t, "deployment/chat", res.Failure.Object)
 			assert.Contains(t, res.Failure.Message, tc.message)
 			assert.Contains(t, res.Failure.Evidence, "HTTP ")
-			assert.Equal(t, wait.ServeFailed, rec.ServeCheck.Outcome)
-			assert.Equal(t, wait.ServeFailed, pod.Outcome)
+			assert.Equal(t, rollout.ServeFailed, rec.ServeCheck.Outcome)
+			assert.Equal(t, rollout.ServeFailed, pod.Outcome)
 			assert.Contains(t, rec.Description, "failed: NotServing (deployment/chat)")
 			if tc.rollback {
 				assert.Equal(t, 1, res.RolledBackTo)
 				rb := f.record(t, 3)
 				require.NotNil(t, rb.ServeCheck, "the rollback checks the restored pods too")
-				assert.Equal(t, wait.ServePassed, rb.ServeCheck.Outcome)
+				assert.Equal(t, rollout.ServePassed, rb.ServeCheck.Outcome)
 				assert.Equal(t, first.ReplicaSets[0].Name+"-p", rb.ServeCheck.Pods[0].Pod, "the old ReplicaSet serves again")
 			}
 			// Nothing written or returned holds the Secret (the record's
@@ -305,9 +306,9 @@ func TestWaitServeCheck(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, 4, exitCode(err))
 	require.NotNil(t, res.Failure)
-	assert.Equal(t, wait.VerdictNotServing, res.Failure.Verdict)
+	assert.Equal(t, rollout.VerdictNotServing, res.Failure.Verdict)
 	require.NotNil(t, res.ServeCheck)
-	assert.Equal(t, wait.ServeFailed, res.ServeCheck.Outcome)
+	assert.Equal(t, rollout.ServeFailed, res.ServeCheck.Outcome)
 	assert.Nil(t, f.record(t, 1).ServeCheck, "wait writes no record")
 }
 
@@ -334,7 +335,7 @@ func TestTestServeCheck(t *testing.T) {
 			require.Len(t, res.ServeCheck.Pods, 1)
 			if tc.exit == 0 {
 				assert.True(t, res.Passed)
-				assert.Equal(t, wait.ServePassed, res.ServeCheck.Outcome)
+				assert.Equal(t, rollout.ServePassed, res.ServeCheck.Outcome)
 				return
 			}
 			assert.False(t, res.Passed)

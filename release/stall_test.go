@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // stallBudget is the engine's controller stall budget in these tests: the
@@ -33,7 +33,7 @@ func TestDeployControllerStalledInstall(t *testing.T) {
 	assert.Equal(t, 4, exitCode(err), "%v", err)
 	require.NotNil(t, res)
 	require.NotNil(t, res.Failure)
-	assert.Equal(t, wait.VerdictControllerStalled, res.Failure.Verdict)
+	assert.Equal(t, rollout.VerdictControllerStalled, res.Failure.Verdict)
 	assert.Equal(t, "deployment/chat", res.Failure.Object)
 	assert.Contains(t, res.Failure.Message, "Deployment "+engNS+"/chat: its controller has not observed generation 1")
 	assert.Contains(t, err.Error(), "is kube-controller-manager running?")
@@ -61,7 +61,7 @@ func TestDeployControllerStalledUpgradeRollsBack(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, 3, exitCode(err), "%v", err)
 	require.NotNil(t, res.Failure)
-	assert.Equal(t, wait.VerdictControllerStalled, res.Failure.Verdict)
+	assert.Equal(t, rollout.VerdictControllerStalled, res.Failure.Verdict)
 	assert.Equal(t, 1, res.RolledBackTo)
 	st := f.statuses(t)
 	assert.Equal(t, storage.StatusFailed, st[2])

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -45,7 +46,7 @@ type StatusReport struct {
 	PostRenderer *charts.PostRenderer `json:"postRenderer,omitempty"`
 	Updated      time.Time            `json:"updated"`
 	RollbackOf   int                  `json:"rollbackOf,omitempty"`
-	Failure      *wait.Diagnosis      `json:"failure,omitempty"`
+	Failure      *rollout.Diagnosis   `json:"failure,omitempty"`
 	// CRDs are the CustomResourceDefinitions the revision created.
 	CRDs []string `json:"crds,omitempty"`
 	// Canary is what the revision's canary phase did, if it had one.
@@ -56,7 +57,7 @@ type StatusReport struct {
 	Analysis         *storage.AnalysisReport `json:"analysis,omitempty"`
 	AnalysisRevision int                     `json:"analysisRevision,omitempty"`
 	// ServeCheck is the revision's last serve check, if one ran.
-	ServeCheck *wait.ServeReport `json:"serveCheck,omitempty"`
+	ServeCheck *rollout.ServeReport `json:"serveCheck,omitempty"`
 	// CanaryLeftovers are the revision's Deployments that still carry a
 	// canary's transient strategy (see canary_leftover.go).
 	CanaryLeftovers []CanaryLeftover `json:"canaryLeftovers,omitempty"`

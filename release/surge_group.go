@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vllmctl/vllmctl/internal/owner"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -160,7 +161,7 @@ func surgeRefused(err error, surge []*unstructured.Unstructured) bool {
 // replaces a group, within timeout. It returns as the wait does, with the
 // diagnosis when already known (a refused apply).
 func (d *Deployer) addSurge(ctx context.Context, rec *storage.Release, res *Result, surge []*unstructured.Unstructured,
-	applyOpts cluster.ApplyOptions, timeout time.Duration) (wait.Result, *wait.Diagnosis, error) {
+	applyOpts cluster.ApplyOptions, timeout time.Duration) (wait.Result, *rollout.Diagnosis, error) {
 	d.emit(rec.Name, rec.Revision, PhaseApply, "", "surge",
 		fmt.Sprintf("temporary group(s) %s on the new revision first (--max-surge), deleted once the upgrade ended", groupNames(surge)))
 	applied, err := d.Objects.Apply(ctx, surge, applyOpts)

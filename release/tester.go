@@ -8,9 +8,9 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // TestOptions tune [Tester.Test].
@@ -33,7 +33,7 @@ type TestResult struct {
 	// ServeCheck is the serve check of the pods the release's Services
 	// select (the built-in chart's, or with --serve-check), run before
 	// the test hooks.
-	ServeCheck *wait.ServeReport `json:"serveCheck,omitempty"`
+	ServeCheck *rollout.ServeReport `json:"serveCheck,omitempty"`
 	// Passed says whether the serve check and every test hook passed.
 	Passed          bool    `json:"passed"`
 	DurationSeconds float64 `json:"durationSeconds"`
@@ -47,7 +47,7 @@ type TestFailedError struct {
 	// Err is the test hook that failed; NotServing, when set instead, the
 	// failure of the serve check.
 	Err        *HookError
-	NotServing *wait.Diagnosis
+	NotServing *rollout.Diagnosis
 }
 
 func (e *TestFailedError) Error() string {
@@ -126,7 +126,7 @@ func (t *Tester) Test(ctx context.Context, opts TestOptions) (*TestResult, error
 // testServing runs the serve check of rec (when it is on for it) on the
 // Ready pods its Services select now, of any revision: what serves the
 // release, as the chart's test hook reaches it through the Service.
-func (t *Tester) testServing(ctx context.Context, rec *storage.Release) (*wait.ServeReport, *wait.Diagnosis, error) {
+func (t *Tester) testServing(ctx context.Context, rec *storage.Release) (*rollout.ServeReport, *rollout.Diagnosis, error) {
 	cfg, err := t.serveCheckOf(rec)
 	if err != nil || cfg == nil {
 		return nil, nil, err

@@ -11,9 +11,9 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // UninstallOptions are the inputs of an uninstall.
@@ -181,7 +181,7 @@ func (u *Uninstaller) deleteObjects(ctx context.Context, rec *storage.Release, r
 // returns the error, with the failure to mark it when there is one.
 func (u *Uninstaller) deleteFailed(ctx context.Context, rec *storage.Release, res *UninstallResult, err error) error {
 	err = fmt.Errorf("uninstall release %s: %w", rec.Name, err)
-	if merr := u.markFailed(ctx, rec, "Uninstall failed: "+err.Error(), &wait.Diagnosis{Reason: "DeleteFailed", Message: err.Error()}); merr != nil {
+	if merr := u.markFailed(ctx, rec, "Uninstall failed: "+err.Error(), &rollout.Diagnosis{Reason: "DeleteFailed", Message: err.Error()}); merr != nil {
 		err = errors.Join(err, merr)
 	}
 	res.Status = rec.Status

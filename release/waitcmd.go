@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -157,7 +158,7 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 // than a timeout on pods that never count as available. werr is the
 // wait's failure; err is a failure to look for the leftovers.
 func (w *Watcher) await(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured,
-	timeout time.Duration) (wres wait.Result, f *wait.Diagnosis, werr, err error) {
+	timeout time.Duration) (wres wait.Result, f *rollout.Diagnosis, werr, err error) {
 	leftovers, err := w.liveCanaryLeftovers(ctx, objs)
 	if err != nil {
 		return wait.Result{}, nil, nil, fmt.Errorf("wait on release %s revision %d: %w", rec.Name, rec.Revision, err)
@@ -189,7 +190,7 @@ func (w *Watcher) reportHealthy(rec *storage.Release) {
 // interrupt, another operation started meanwhile, or the *RolloutError,
 // after the automatic rollback with opts.RollbackOnFailure.
 func (w *Watcher) failed(ctx context.Context, rec *storage.Release, entries []storage.Entry, res *Result,
-	wres wait.Result, werr error, f *wait.Diagnosis, opts WaitOptions) error {
+	wres wait.Result, werr error, f *rollout.Diagnosis, opts WaitOptions) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("wait on release %s revision %d: interrupted: %w", rec.Name, rec.Revision, werr)
 	}
@@ -219,7 +220,7 @@ func (w *Watcher) failed(ctx context.Context, rec *storage.Release, entries []st
 // on rec and returns rerr with the rollback's outcome; a rollback that
 // cannot take the lock is its own error.
 func (w *Watcher) rollbackFailed(ctx context.Context, rec *storage.Release, entries []storage.Entry, res *Result,
-	f *wait.Diagnosis, rerr *RolloutError, opts WaitOptions) error {
+	f *rollout.Diagnosis, rerr *RolloutError, opts WaitOptions) error {
 	rb, err := w.rollback(ctx, rec, entries, f, opts)
 	if rb != nil {
 		res.Rollback = rb
@@ -268,7 +269,7 @@ func (w *Watcher) current(ctx context.Context, entries []storage.Entry, opts Wai
 // being rolled out is not the one rec recorded (another manager changed
 // it). Nothing is written: the wait holds no lock.
 func (w *Watcher) watch(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, timeout time.Duration) (wait.Result, error) {
-	events := make(chan wait.Event)
+	events := make(chan rollout.Event)
 	forwarded := make(chan struct{})
 	go func() {
 		defer close(forwarded)
@@ -294,7 +295,7 @@ func (w *Watcher) watch(ctx context.Context, rec *storage.Release, objs []*unstr
 // drift describes a Deployment event whose new ReplicaSet (a StatefulSet
 // event whose update revision) is not the one rec recorded for it, or
 // returns "".
-func drift(rec *storage.Release, ev wait.Event) string {
+func drift(rec *storage.Release, ev rollout.Event) string {
 	p := ev.Rollout
 	if p != nil && p.StatefulSet != "" && p.UpdateRevision != "" {
 		i := slices.IndexFunc(rec.ControllerRevisions, func(cr storage.ControllerRevisionRef) bool { return cr.StatefulSet == p.StatefulSet })
@@ -345,13 +346,13 @@ func (w *Watcher) changedMeanwhile(ctx context.Context, rec *storage.Release, op
 // rollback restores the newest good revision at or below rec, on a
 // context of its own (an interrupt stops the wait, never the rescue)
 // bounded by opts.RollbackTimeout.
-func (w *Watcher) rollback(ctx context.Context, rec *storage.Release, entries []storage.Entry, f *wait.Diagnosis, opts WaitOptions) (*Result, error) {
+func (w *Watcher) rollback(ctx context.Context, rec *storage.Release, entries []storage.Entry, f *rollout.Diagnosis, opts WaitOptions) (*Result, error) {
 	// An analysis judged the waited revision's own manifest: restoring it
 	// would change nothing, so the rollback goes below it. Other failures
 	// may come from changes made outside vllmctl, which restoring the
 	// waited revision undoes.
 	below := rec.Revision
-	if f.Verdict == wait.VerdictAnalysisFailed || f.Verdict == wait.VerdictAnalysisInconclusive {
+	if f.Verdict == rollout.VerdictAnalysisFailed || f.Verdict == rollout.VerdictAnalysisInconclusive {
 		below--
 	}
 	target := 0

@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 func TestWaitDrift(t *testing.T) {
@@ -17,19 +17,19 @@ func TestWaitDrift(t *testing.T) {
 	dep := object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ml", Name: "chat"}
 	tests := []struct {
 		name string
-		ev   wait.Event
+		ev   rollout.Event
 		want string
 	}{
-		{"no rollout progress", wait.Event{Object: dep}, ""},
-		{"new ReplicaSet not known yet", wait.Event{Object: dep, Rollout: &wait.RolloutProgress{Deployment: "chat"}}, ""},
-		{"the recorded ReplicaSet", wait.Event{Object: dep, Rollout: &wait.RolloutProgress{NewReplicaSet: "chat-aaa", PodTemplateHash: "aaa"}}, ""},
-		{"another Deployment", wait.Event{Object: object.Ref{Kind: "Deployment", Name: "other"},
-			Rollout: &wait.RolloutProgress{NewReplicaSet: "other-bbb", PodTemplateHash: "bbb"}}, ""},
-		{"changed outside vllmctl", wait.Event{Object: dep, Rollout: &wait.RolloutProgress{NewReplicaSet: "chat-bbb", PodTemplateHash: "bbb"}},
+		{"no rollout progress", rollout.Event{Object: dep}, ""},
+		{"new ReplicaSet not known yet", rollout.Event{Object: dep, Rollout: &rollout.RolloutProgress{Deployment: "chat"}}, ""},
+		{"the recorded ReplicaSet", rollout.Event{Object: dep, Rollout: &rollout.RolloutProgress{NewReplicaSet: "chat-aaa", PodTemplateHash: "aaa"}}, ""},
+		{"another Deployment", rollout.Event{Object: object.Ref{Kind: "Deployment", Name: "other"},
+			Rollout: &rollout.RolloutProgress{NewReplicaSet: "other-bbb", PodTemplateHash: "bbb"}}, ""},
+		{"changed outside vllmctl", rollout.Event{Object: dep, Rollout: &rollout.RolloutProgress{NewReplicaSet: "chat-bbb", PodTemplateHash: "bbb"}},
 			"rolling out ReplicaSet chat-bbb (pod-template-hash bbb), not revision 3's chat-aaa (pod-template-hash aaa): the pod template was changed outside vllmctl"},
-		{"the recorded ControllerRevision", wait.Event{Object: sts, Rollout: &wait.RolloutProgress{StatefulSet: "chat-g0", UpdateRevision: "chat-g0-ccc"}}, ""},
-		{"a StatefulSet not recorded", wait.Event{Object: sts, Rollout: &wait.RolloutProgress{StatefulSet: "chat-g9", UpdateRevision: "chat-g9-ddd"}}, ""},
-		{"StatefulSet changed outside vllmctl", wait.Event{Object: sts, Rollout: &wait.RolloutProgress{StatefulSet: "chat-g0", UpdateRevision: "chat-g0-ddd"}},
+		{"the recorded ControllerRevision", rollout.Event{Object: sts, Rollout: &rollout.RolloutProgress{StatefulSet: "chat-g0", UpdateRevision: "chat-g0-ccc"}}, ""},
+		{"a StatefulSet not recorded", rollout.Event{Object: sts, Rollout: &rollout.RolloutProgress{StatefulSet: "chat-g9", UpdateRevision: "chat-g9-ddd"}}, ""},
+		{"StatefulSet changed outside vllmctl", rollout.Event{Object: sts, Rollout: &rollout.RolloutProgress{StatefulSet: "chat-g0", UpdateRevision: "chat-g0-ddd"}},
 			"rolling out ControllerRevision chat-g0-ddd, not revision 3's chat-g0-ccc (hash ccc): the pod template was changed outside vllmctl"},
 	}
 	for _, tt := range tests {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -180,7 +181,7 @@ func groupNames(wave []*unstructured.Unstructured) string {
 // diagnosis when it is already known (a refused apply, a revision not
 // found).
 func (d *Deployer) rollWaves(ctx context.Context, rec *storage.Release, res *Result, w wavePlan, applyOpts cluster.ApplyOptions,
-	timeout time.Duration) (wait.Result, *wait.Diagnosis, error) {
+	timeout time.Duration) (wait.Result, *rollout.Diagnosis, error) {
 	clk := d.clock()
 	for i, wave := range w.later {
 		deadline := storage.Stamp(clk).Add(timeout)

@@ -8,11 +8,10 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-)
 
-// VerdictCanaryRestarted: a container of a canary pod restarted more often
-// than CanaryGoal.MaxRestarts allows.
-const VerdictCanaryRestarted Verdict = "CanaryRestarted"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
+)
 
 // CanaryGoal makes a [RolloutWatcher]'s Wait one phase of a canary
 // rollout. Every verdict applies to the pods of each Deployment's new
@@ -52,7 +51,7 @@ func (g *CanaryGoal) canaryRestart(pod *corev1.Pod) *podFinding {
 		if cs.RestartCount <= g.MaxRestarts {
 			continue
 		}
-		f := &podFinding{Verdict: VerdictCanaryRestarted, Reason: "Restarted", Pod: pod, Container: cs.Name, RestartCount: cs.RestartCount,
+		f := &podFinding{Verdict: rollout.VerdictCanaryRestarted, Reason: "Restarted", Pod: pod, Container: cs.Name, RestartCount: cs.RestartCount,
 			restarted: true, ran: true, crashed: true,
 			Message: fmt.Sprintf("canary container %s restarted %d times (--canary-max-restarts %d)", cs.Name, cs.RestartCount, g.MaxRestarts)}
 		if t := cs.LastTerminationState.Terminated; t != nil {
@@ -60,7 +59,7 @@ func (g *CanaryGoal) canaryRestart(pod *corev1.Pod) *podFinding {
 			if t.Reason != "" {
 				f.Reason = t.Reason
 			}
-			if m := terminationMessage(t); m != "" {
+			if m := vllmcause.TerminationMessage(t); m != "" {
 				f.Message += ": " + m
 			}
 		}

@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 func readyPod(p *corev1.Pod) *corev1.Pod {
@@ -31,8 +34,8 @@ func TestCanaryGoal(t *testing.T) {
 		h.createPod(p)
 		h.progressed()
 		h.updatePod(readyPod(p))
-		h.awaitIdleAfter("the pod Ready", func(e Event) bool {
-			return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == PhaseReady
+		h.awaitIdleAfter("the pod Ready", func(e rollout.Event) bool {
+			return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == rollout.PhaseReady
 		})
 		assert.True(t, h.running(), "held until Until is closed")
 		close(until)
@@ -43,7 +46,7 @@ func TestCanaryGoal(t *testing.T) {
 		require.Len(t, res.Objects, 1, "a canary phase waits for Deployments only")
 		for _, e := range h.eventsCopy() {
 			if e.Rollout != nil {
-				assert.NotEqual(t, VerdictRolledOut, e.Rollout.Verdict, "a canary phase never reports the rollout done")
+				assert.NotEqual(t, rollout.VerdictRolledOut, e.Rollout.Verdict, "a canary phase never reports the rollout done")
 			}
 		}
 	})
@@ -52,8 +55,8 @@ func TestCanaryGoal(t *testing.T) {
 		a := testPod(h.newRS, "a", running("vllm", 0))
 		h.createPod(readyPod(a))
 		h.progressed()
-		h.awaitIdleAfter("pod a Ready", func(e Event) bool {
-			return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == PhaseReady
+		h.awaitIdleAfter("pod a Ready", func(e rollout.Event) bool {
+			return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == rollout.PhaseReady
 		})
 		assert.True(t, h.running(), "1 of 2 canary pods Ready")
 		h.createPod(readyPod(testPod(h.newRS, "b", running("vllm", 0))))
@@ -72,7 +75,7 @@ func TestCanaryGoal(t *testing.T) {
 			LastTerminationState: corev1.ContainerState{Terminated: terminated("Error", 1, "sim://c/1")}}}
 		h.updatePod(p)
 		res, err := h.result()
-		d := requireFailure(t, res, err, VerdictCanaryRestarted)
+		d := requireFailure(t, res, err, rollout.VerdictCanaryRestarted)
 		assert.Equal(t, "chat-new-a", d.Pod)
 		assert.Equal(t, int32(1), d.RestartCount)
 		assert.Equal(t, int32(1), d.ExitCode)
@@ -100,8 +103,8 @@ func TestCanaryGoal(t *testing.T) {
 			LastTerminationState: corev1.ContainerState{Terminated: terminated("Error", 1, "sim://c/1")}}}
 		h.updatePod(p)
 		res, err := h.result()
-		d := requireFailure(t, res, err, VerdictKnownCause)
-		assert.Equal(t, CauseGPUOOM, d.Cause)
+		d := requireFailure(t, res, err, rollout.VerdictKnownCause)
+		assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 		assert.Equal(t, int32(1), d.RestartCount)
 	})
 }

@@ -1,5 +1,6 @@
-// Diagnosis: why a rollout failed, as the user and the release record see
-// it, built from a pod's statuses, events and log tail, with hints.
+// The diagnosis of a failure (a rollout.Diagnosis: why a rollout failed,
+// as the user and the release record see it), built from a pod's
+// statuses, events and log tail, with hints.
 
 package wait
 
@@ -16,103 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/internal/vllm"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
-
-// Diagnosis explains why a rollout failed: the reason, the cause in
-// vLLM's terms (see causes.go) and its evidence, the object, pod and
-// container concerned, what the cluster said, and hints. It is vllmctl's
-// one failure type: the watcher returns it, the release record stores it
-// as its failure (docs/release-record.md) and the result of deploy,
-// rollback and wait reports it. The JSON fields keep the record's order.
-type Diagnosis struct {
-	// Reason is Kubernetes' reason: the container's waiting or terminated
-	// reason (CrashLoopBackOff, OOMKilled, ErrImagePull, ...), the
-	// condition's reason (Unschedulable, ProgressDeadlineExceeded), the
-	// event's reason (FailedCreate), or Timeout; or vllmctl's own when no
-	// rollout was watched (ApplyFailed, CanaryGateFailed, ...).
-	Reason string `json:"reason"`
-	// Cause is why the server failed in vLLM's terms (gpu-oom, kv-cache,
-	// ...; unknown when no rule of the classifier matched), and Evidence
-	// the log line or event that decided it.
-	Cause    Cause  `json:"cause,omitempty"`
-	Evidence string `json:"evidence,omitempty"`
-	// Object is the object that failed, as kind/name: "deployment/chat".
-	Object string `json:"object,omitempty"`
-	// Namespace is the object's namespace.
-	Namespace string `json:"namespace,omitempty"`
-	// Pod and Container name the pod of the new ReplicaSet concerned and
-	// its container.
-	Pod       string `json:"pod,omitempty"`
-	Container string `json:"container,omitempty"`
-	// ExitCode and RestartCount are the container's last exit code and its
-	// restart count.
-	ExitCode     int32 `json:"exitCode,omitempty"`
-	RestartCount int32 `json:"restartCount,omitempty"`
-	// Message says what happened, in the cluster's words where it has any
-	// (the scheduler's, the kubelet's, the controller's).
-	Message string `json:"message,omitempty"`
-	// Events are the pod's (or the ReplicaSet's) most recent events, oldest
-	// first, as "Warning BackOff: Back-off restarting failed container".
-	Events []string `json:"events,omitempty"`
-	// LogTail holds the last lines of the log of the container's previous
-	// instance (kubectl logs --previous).
-	LogTail []string `json:"logTail,omitempty"`
-	// Verdict is the watcher's verdict (or vllmctl's, as
-	// CanaryNotPromoted); Node the node the pod runs on (empty when
-	// unscheduled).
-	Verdict Verdict `json:"verdict,omitempty"`
-	Node    string  `json:"node,omitempty"`
-	// LogNote says why LogTail is empty, or where it comes from when not
-	// from the previous instance.
-	LogNote string `json:"logNote,omitempty"`
-	// Hints suggest what to check: for a known cause, the settings to
-	// change.
-	Hints []string `json:"hints,omitempty"`
-}
-
-// Summary is a one-line account: "OOMKilled: pod chat-7d9f-x (node
-// gpu-node-1) container vllm, exit code 137, 1 restart: OOMKilled, exit code
-// 137"; a known cause follows the reason: "CrashLoopBackOff (cause
-// gpu-oom): pod ...".
-func (d *Diagnosis) Summary() string {
-	if d == nil {
-		return ""
-	}
-	var where []string
-	if d.Pod != "" {
-		p := "pod " + d.Pod
-		if d.Node != "" {
-			p += " (node " + d.Node + ")"
-		}
-		where = append(where, p)
-	}
-	if d.Container != "" {
-		where = append(where, "container "+d.Container)
-	}
-	if d.ExitCode != 0 {
-		where = append(where, fmt.Sprintf("exit code %d", d.ExitCode))
-	}
-	if d.RestartCount == 1 {
-		where = append(where, "1 restart")
-	} else if d.RestartCount > 1 {
-		where = append(where, fmt.Sprintf("%d restarts", d.RestartCount))
-	}
-	s := d.Reason
-	if s == "" {
-		s = string(d.Verdict)
-	}
-	if d.Cause != "" && d.Cause != CauseUnknown {
-		s += " (cause " + string(d.Cause) + ")"
-	}
-	if len(where) > 0 {
-		s += ": " + strings.Join(where, ", ")
-	}
-	if d.Message != "" {
-		s += ": " + d.Message
-	}
-	return s
-}
 
 // sanitize makes every text of d safe to print and to record, at its
 // source: log lines, event and termination messages, what the classifier
@@ -120,14 +29,14 @@ func (d *Diagnosis) Summary() string {
 // the cluster, so each goes through SanitizeLine (controls escaped, valid
 // UTF-8, clipped to MaxLineBytes). Every Diagnosis a wait returns is
 // sanitised.
-func (d *Diagnosis) sanitize() {
+func sanitize(d *rollout.Diagnosis) {
 	if d == nil {
 		return
 	}
-	d.Reason, d.Object, d.Namespace = SanitizeLine(d.Reason), SanitizeLine(d.Object), SanitizeLine(d.Namespace)
-	d.Pod, d.Node, d.Container = SanitizeLine(d.Pod), SanitizeLine(d.Node), SanitizeLine(d.Container)
-	d.Message, d.Evidence, d.LogNote = SanitizeLine(d.Message), SanitizeLine(d.Evidence), SanitizeLine(d.LogNote)
-	d.Events, d.LogTail, d.Hints = SanitizeLines(d.Events), SanitizeLines(d.LogTail), SanitizeLines(d.Hints)
+	d.Reason, d.Object, d.Namespace = termout.SanitizeLine(d.Reason), termout.SanitizeLine(d.Object), termout.SanitizeLine(d.Namespace)
+	d.Pod, d.Node, d.Container = termout.SanitizeLine(d.Pod), termout.SanitizeLine(d.Node), termout.SanitizeLine(d.Container)
+	d.Message, d.Evidence, d.LogNote = termout.SanitizeLine(d.Message), termout.SanitizeLine(d.Evidence), termout.SanitizeLine(d.LogNote)
+	d.Events, d.LogTail, d.Hints = termout.SanitizeLines(d.Events), termout.SanitizeLines(d.LogTail), termout.SanitizeLines(d.Hints)
 }
 
 // diagnoser turns findings into Diagnoses, reading logs from the cluster.
@@ -139,9 +48,9 @@ type diagnoser struct {
 // fromPod diagnoses a finding on a pod of object's new ReplicaSet. events
 // are the pod's events (any order). Logs are read (with ctx, within
 // logReadTimeout) when the container has run, and the cause classified.
-func (g diagnoser) fromPod(ctx context.Context, v Verdict, object, namespace string, f *podFinding, events []*corev1.Event) *Diagnosis {
+func (g diagnoser) fromPod(ctx context.Context, v rollout.Verdict, object, namespace string, f *podFinding, events []*corev1.Event) *rollout.Diagnosis {
 	f = g.withSpec(ctx, f)
-	d := &Diagnosis{
+	d := &rollout.Diagnosis{
 		Verdict:      v,
 		Reason:       f.Reason,
 		Object:       object,
@@ -157,11 +66,9 @@ func (g diagnoser) fromPod(ctx context.Context, v Verdict, object, namespace str
 	if d.Reason == "" {
 		d.Reason = string(v)
 	}
-	in := podCauseInput(f.Pod, f.Container, formatEvents(events, len(events)))
-	if in.spec != nil {
-		in.spec.values = g.opts.Values
-	}
-	cls := newClassifier()
+	in := vllmcause.PodInput(f.Pod, f.Container, formatEvents(events, len(events)))
+	in.SetValues(g.opts.Values)
+	cls := vllmcause.NewClassifier()
 	switch {
 	case f.Container == "":
 		if f.Pod.Spec.NodeName == "" {
@@ -173,18 +80,18 @@ func (g diagnoser) fromPod(ctx context.Context, v Verdict, object, namespace str
 		d.LogNote = fmt.Sprintf("container %s never started: there are no logs", f.Container)
 	case f.log != nil:
 		d.LogTail, d.LogNote = f.log.shown(g.opts.LogTailLines)
-		in.logs = append(in.logs, f.log.lines)
+		in.AddLog(f.log.lines)
 	default:
-		d.LogTail, d.LogNote = g.readLogs(ctx, f.Pod, f.Container, f.crashed, &in, cls)
+		d.LogTail, d.LogNote = g.readLogs(ctx, f.Pod, f.Container, f.crashed, in, cls)
 	}
-	d.Cause, d.Evidence, d.Hints = cls.classify(in)
+	d.Cause, d.Evidence, d.Hints = cls.Classify(in)
 	if f.cause.Decisive() && d.Cause != f.cause {
 		// The verdict's cause, from the log of the termination it judged
 		// (the container may have restarted since).
 		d.Cause, d.Evidence = f.cause, f.evidence
-		_, _, d.Hints = cls.classify(causeInput{logs: [][]string{{f.evidence}}, spec: in.spec})
+		_, _, d.Hints = cls.Classify(in.Line(f.evidence))
 	}
-	if d.Cause == CauseUnknown {
+	if d.Cause == vllmcause.CauseUnknown {
 		d.Hints = hints(d, f.Pod, f.Reason)
 	}
 	return d
@@ -230,7 +137,7 @@ const (
 // log is read as well (for the classifier only). The note says when the
 // lines shown are not the previous instance's, and says plainly when the
 // cluster served no logs. It returns the last LogTailLines lines.
-func (g diagnoser) readLogs(ctx context.Context, pod *corev1.Pod, container string, previous bool, in *causeInput, cls *classifier) ([]string, string) {
+func (g diagnoser) readLogs(ctx context.Context, pod *corev1.Pod, container string, previous bool, in *vllmcause.Input, cls *vllmcause.Classifier) ([]string, string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), logReadTimeout)
 	defer cancel()
 	read := func(previous bool) ([]string, error) {
@@ -254,11 +161,11 @@ func (g diagnoser) readLogs(ctx context.Context, pod *corev1.Pod, container stri
 	instance := map[bool]string{true: "previous", false: "current"}
 	lines, firstErr := read(previous)
 	if firstErr == nil {
-		in.logs = append(in.logs, lines)
+		in.AddLog(lines)
 		if previous {
-			if c, _, _ := cls.classify(*in); c == CauseUnknown {
+			if c, _, _ := cls.Classify(in); c == vllmcause.CauseUnknown {
 				if cur, err := read(false); err == nil {
-					in.logs = append(in.logs, cur)
+					in.AddLog(cur)
 				}
 			}
 		}
@@ -272,7 +179,7 @@ func (g diagnoser) readLogs(ctx context.Context, pod *corev1.Pod, container stri
 	}
 	if previous {
 		if lines, err := read(false); err == nil && len(lines) > 0 {
-			in.logs = append(in.logs, lines)
+			in.AddLog(lines)
 			return shown(lines), fmt.Sprintf("no log of a previous instance of container %s (%v): the log of its current instance", container, firstErr)
 		}
 	}
@@ -358,7 +265,7 @@ func formatEvents(events []*corev1.Event, max int) []string {
 // OOMKilled → memory limit, weight-loading peak and /dev/shm, ...). cause is
 // the reason behind the verdict (for a timeout: what the most suspect pod
 // showed).
-func hints(d *Diagnosis, pod *corev1.Pod, cause string) []string {
+func hints(d *rollout.Diagnosis, pod *corev1.Pod, cause string) []string {
 	ns := ""
 	if d.Namespace != "" {
 		ns = " -n " + d.Namespace
@@ -372,7 +279,7 @@ func hints(d *Diagnosis, pod *corev1.Pod, cause string) []string {
 		container = " -c " + d.Container
 	}
 	reason := cause
-	if d.Verdict == VerdictOOMKilled {
+	if d.Verdict == rollout.VerdictOOMKilled {
 		reason = reasonOOMKilled
 	}
 	switch {
@@ -382,7 +289,7 @@ func hints(d *Diagnosis, pod *corev1.Pod, cause string) []string {
 			"size the limit for the peak while vLLM loads the weights, which is well above its steady-state use",
 			"vLLM uses /dev/shm for inter-process communication and the default is only 64Mi: mount an emptyDir with medium: Memory (and a sizeLimit) at /dev/shm",
 		}
-	case reason == reasonCrashLoopBackOff || d.Verdict == VerdictCrashLoop || reason == "Error" || reason == "Restarted":
+	case reason == reasonCrashLoopBackOff || d.Verdict == rollout.VerdictCrashLoop || reason == "Error" || reason == "Restarted":
 		return []string{
 			fmt.Sprintf("read why the previous instance exited: kubectl logs %s%s --previous%s", podName, container, ns),
 			"check the container's args: the model name, --tensor-parallel-size against the GPUs requested, flags this vLLM version knows",
@@ -409,7 +316,7 @@ func hints(d *Diagnosis, pod *corev1.Pod, cause string) []string {
 		return []string{
 			fmt.Sprintf("the container runtime could not create or start the container: check command, args, volume mounts and securityContext (kubectl describe pod %s%s)", podName, ns),
 		}
-	case reason == reasonUnschedulable || d.Verdict == VerdictUnschedulable:
+	case reason == reasonUnschedulable || d.Verdict == rollout.VerdictUnschedulable:
 		if requestsGPU(pod) || strings.Contains(d.Message, string(vllm.GPUResource)) {
 			return []string{
 				"GPU capacity: the cluster lacks free nvidia.com/gpu for this pod; compare its request with the nodes' allocatable GPUs (kubectl describe nodes); a rolling update with maxSurge > 0 needs a spare GPU for the surge pod — with full GPUs use maxSurge 0, maxUnavailable 1",

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 // PodNotFoundError says the pod to diagnose does not exist (exit code 2).
@@ -53,7 +55,7 @@ func (e *ContainerNotFoundError) ExitCode() int { return exitcode.Invalid }
 // containers first) or else the first container. The Diagnosis has no
 // Object; its Verdict is set only when the rollout verdicts (opts) would
 // fail the pod.
-func DiagnosePod(ctx context.Context, client kubernetes.Interface, namespace, pod, container string, opts RolloutOptions) (*Diagnosis, error) {
+func DiagnosePod(ctx context.Context, client kubernetes.Interface, namespace, pod, container string, opts RolloutOptions) (*rollout.Diagnosis, error) {
 	opts = opts.withDefaults()
 	p, err := client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -71,7 +73,7 @@ func DiagnosePod(ctx context.Context, client kubernetes.Interface, namespace, po
 	if !d.Verdict.Failed() {
 		d.Verdict = ""
 	}
-	d.sanitize()
+	sanitize(d)
 	return d, nil
 }
 
@@ -107,7 +109,7 @@ func findingFor(pod *corev1.Pod, container string, opts RolloutOptions) (*podFin
 		}
 	}
 	if f == nil {
-		f = &podFinding{Verdict: VerdictProgressing, Pod: pod, Container: container}
+		f = &podFinding{Verdict: rollout.VerdictProgressing, Pod: pod, Container: container}
 		for _, cs := range append(append([]corev1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
 			if cs.Name != container {
 				continue
@@ -196,15 +198,15 @@ const (
 // no Reason. Input is bounded: a seekable input (a file) is read from its
 // last MaxDiagnoseLogBytes; a stream is read up to 64 MiB, keeping its last
 // MaxDiagnoseLogBytes.
-func DiagnoseLog(r io.Reader, opts RolloutOptions) (*Diagnosis, error) {
+func DiagnoseLog(r io.Reader, opts RolloutOptions) (*rollout.Diagnosis, error) {
 	opts = opts.withDefaults()
 	raw, note, err := readLogTail(r)
 	if err != nil {
 		return nil, err
 	}
 	lines := splitLogLines(raw, diagnoseLogLines)
-	d := &Diagnosis{LogNote: note}
-	d.Cause, d.Evidence, d.Hints = newClassifier().classify(causeInput{logs: [][]string{lines}})
+	d := &rollout.Diagnosis{LogNote: note}
+	d.Cause, d.Evidence, d.Hints = vllmcause.NewClassifier().Classify(vllmcause.LogInput(lines, nil))
 	if n := int(opts.LogTailLines); len(lines) > n {
 		d.LogTail = append([]string(nil), lines[len(lines)-n:]...)
 	} else {
@@ -213,7 +215,7 @@ func DiagnoseLog(r io.Reader, opts RolloutOptions) (*Diagnosis, error) {
 	if len(lines) == 0 {
 		d.LogNote = joinNonEmpty("; ", d.LogNote, "the log is empty")
 	}
-	d.sanitize()
+	sanitize(d)
 	return d, nil
 }
 

@@ -18,6 +18,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 // crashingPod is chartPod (a bare pod, as kubectl run makes) crash-looping
@@ -57,7 +60,7 @@ func diagnoseClient(t *testing.T, logs map[string]string, reqs *[]*corev1.PodLog
 		if name == "" {
 			return true, &runtime.Unknown{Raw: []byte("INFO all is well\n")}, nil
 		}
-		data, err := os.ReadFile(filepath.Join("testdata", "causes", name))
+		data, err := os.ReadFile(filepath.Join("..", "internal", "vllmcause", "testdata", "causes", name))
 		require.NoError(t, err)
 		return true, &runtime.Unknown{Raw: data}, nil
 	})
@@ -80,9 +83,9 @@ func TestDiagnosePod(t *testing.T) {
 		c := diagnoseClient(t, map[string]string{"server": "gpu-oom-weights.log"}, &reqs, crashingPod(), event, other)
 		d, err := DiagnosePod(context.Background(), c, ns, "chat-7557874574-jtdj8", "", RolloutOptions{Values: builtinValues(t)})
 		require.NoError(t, err)
-		assert.Equal(t, CauseGPUOOM, d.Cause)
+		assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 		assert.Equal(t, "CrashLoopBackOff", d.Reason)
-		assert.Equal(t, VerdictCrashLoop, d.Verdict)
+		assert.Equal(t, rollout.VerdictCrashLoop, d.Verdict)
 		assert.Equal(t, "server", d.Container, "the failing container, not the init container nor the first")
 		assert.Equal(t, int32(2), d.RestartCount)
 		assert.Equal(t, int32(1), d.ExitCode)
@@ -95,7 +98,7 @@ func TestDiagnosePod(t *testing.T) {
 		assert.NotEmpty(t, d.LogTail)
 
 		var b bytes.Buffer
-		require.NoError(t, WriteDiagnosisOnDemand(&b, d))
+		require.NoError(t, termout.WriteDiagnosisOnDemand(&b, d))
 		assert.True(t, strings.HasPrefix(b.String(), "diagnosis: CrashLoopBackOff (cause gpu-oom)\n") || strings.HasPrefix(b.String(), "diagnosis: CrashLoopBackOff\n"), b.String())
 		assert.Contains(t, b.String(), "  cause:     gpu-oom\n")
 	})
@@ -104,7 +107,7 @@ func TestDiagnosePod(t *testing.T) {
 		c := diagnoseClient(t, map[string]string{"server": "unknown-keyerror.log"}, &reqs, crashingPod())
 		d, err := DiagnosePod(context.Background(), c, ns, "chat-7557874574-jtdj8", "", RolloutOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, CauseUnknown, d.Cause)
+		assert.Equal(t, vllmcause.CauseUnknown, d.Cause)
 		assert.Empty(t, d.Evidence)
 		assert.Contains(t, strings.Join(d.Hints, "\n"), "kubectl logs chat-7557874574-jtdj8 -c server --previous -n "+ns)
 	})
@@ -116,7 +119,7 @@ func TestDiagnosePod(t *testing.T) {
 		assert.Equal(t, "sidecar", d.Container)
 		assert.Equal(t, "Running", d.Reason)
 		assert.Empty(t, d.Verdict)
-		assert.Equal(t, CauseUnknown, d.Cause)
+		assert.Equal(t, vllmcause.CauseUnknown, d.Cause)
 		require.NotEmpty(t, reqs)
 		assert.False(t, reqs[0].Previous)
 	})
@@ -148,18 +151,18 @@ func TestDiagnosePod(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "Pending", d.Reason)
 		assert.Equal(t, "server", d.Container)
-		assert.Equal(t, CauseUnknown, d.Cause)
+		assert.Equal(t, vllmcause.CauseUnknown, d.Cause)
 		assert.Empty(t, reqs)
 	})
 }
 
 func TestDiagnoseLog(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "causes", "gpu-oom-weights.log"))
+	data, err := os.ReadFile(filepath.Join("..", "internal", "vllmcause", "testdata", "causes", "gpu-oom-weights.log"))
 	require.NoError(t, err)
 	t.Run("a known cause from a stream", func(t *testing.T) {
 		d, err := DiagnoseLog(bytes.NewBuffer(data), RolloutOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, CauseGPUOOM, d.Cause)
+		assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 		assert.Empty(t, d.Reason)
 		assert.Contains(t, d.Evidence, "CUDA out of memory")
 		assert.NotEmpty(t, d.Hints)
@@ -175,29 +178,29 @@ func TestDiagnoseLog(t *testing.T) {
 		defer f.Close()
 		d, err := DiagnoseLog(f, RolloutOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, CauseGPUOOM, d.Cause)
+		assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 		assert.Contains(t, d.LogNote, "read the last 4 MiB")
 	})
 	t.Run("a huge stream with one huge line: bounded, still classified", func(t *testing.T) {
 		huge := append([]byte(strings.Repeat("y", 9<<20)+"\n"), data...)
 		d, err := DiagnoseLog(bytes.NewBuffer(huge), RolloutOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, CauseGPUOOM, d.Cause)
+		assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 		assert.Contains(t, d.LogNote, "read the last 4 MiB")
 		for _, l := range d.LogTail {
-			assert.LessOrEqual(t, len(l), MaxLineBytes+8)
+			assert.LessOrEqual(t, len(l), termout.MaxLineBytes+8)
 		}
 	})
 	t.Run("unknown and empty", func(t *testing.T) {
 		d, err := DiagnoseLog(strings.NewReader("\n\n"), RolloutOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, CauseUnknown, d.Cause)
+		assert.Equal(t, vllmcause.CauseUnknown, d.Cause)
 		assert.Equal(t, "the log is empty", d.LogNote)
 	})
 	t.Run("hostile text is sanitised", func(t *testing.T) {
 		d, err := DiagnoseLog(strings.NewReader("torch.OutOfMemoryError: CUDA out of memory \x1b[31mred\x1b]0;title\x07\n"), RolloutOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, CauseGPUOOM, d.Cause)
+		assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 		assert.NotContains(t, d.Evidence, "\x1b")
 		assert.NotContains(t, strings.Join(d.LogTail, ""), "\x1b")
 	})

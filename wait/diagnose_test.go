@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 func TestFormatEvents(t *testing.T) {
@@ -46,23 +48,23 @@ func TestHints(t *testing.T) {
 	cpuPod.Spec.Containers = []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:v0.9.0"}}
 	cases := []struct {
 		name  string
-		d     Diagnosis
+		d     rollout.Diagnosis
 		pod   *corev1.Pod
 		cause string
 		want  []string
 	}{
-		{"oom", Diagnosis{Verdict: VerdictOOMKilled}, gpuPod, "OOMKilled", []string{"memory limit", "loads the weights", "/dev/shm"}},
-		{"crash loop", Diagnosis{Verdict: VerdictCrashLoop, Pod: "p", Container: "vllm", Namespace: "llm"}, gpuPod, "CrashLoopBackOff",
+		{"oom", rollout.Diagnosis{Verdict: rollout.VerdictOOMKilled}, gpuPod, "OOMKilled", []string{"memory limit", "loads the weights", "/dev/shm"}},
+		{"crash loop", rollout.Diagnosis{Verdict: rollout.VerdictCrashLoop, Pod: "p", Container: "vllm", Namespace: "llm"}, gpuPod, "CrashLoopBackOff",
 			[]string{"kubectl logs p -c vllm --previous -n llm", "args", "model path"}},
-		{"image pull", Diagnosis{Verdict: VerdictImagePull, Container: "vllm"}, gpuPod, "ErrImagePull", []string{"vllm/vllm-openai:v0.9.0", "registry credentials"}},
-		{"unschedulable GPU", Diagnosis{Verdict: VerdictUnschedulable, Namespace: "llm"}, gpuPod, "Unschedulable",
+		{"image pull", rollout.Diagnosis{Verdict: rollout.VerdictImagePull, Container: "vllm"}, gpuPod, "ErrImagePull", []string{"vllm/vllm-openai:v0.9.0", "registry credentials"}},
+		{"unschedulable GPU", rollout.Diagnosis{Verdict: rollout.VerdictUnschedulable, Namespace: "llm"}, gpuPod, "Unschedulable",
 			[]string{"GPU capacity", "taints and tolerations", "kubectl describe quota -n llm"}},
-		{"unschedulable GPU by message", Diagnosis{Verdict: VerdictUnschedulable, Message: "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}, nil, "Unschedulable",
+		{"unschedulable GPU by message", rollout.Diagnosis{Verdict: rollout.VerdictUnschedulable, Message: "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}, nil, "Unschedulable",
 			[]string{"GPU capacity"}},
-		{"unschedulable without GPUs", Diagnosis{Verdict: VerdictUnschedulable}, cpuPod, "Unschedulable", []string{"FailedScheduling"}},
-		{"config error", Diagnosis{Verdict: VerdictContainerError}, gpuPod, "CreateContainerConfigError", []string{"ConfigMap, Secret or key"}},
-		{"quota", Diagnosis{Verdict: VerdictFailedCreate, Message: "exceeded quota: gpu"}, nil, "FailedCreate", []string{"ResourceQuota"}},
-		{"not ready", Diagnosis{Verdict: VerdictTimeout}, gpuPod, "ContainersNotReady", []string{"readiness probe"}},
+		{"unschedulable without GPUs", rollout.Diagnosis{Verdict: rollout.VerdictUnschedulable}, cpuPod, "Unschedulable", []string{"FailedScheduling"}},
+		{"config error", rollout.Diagnosis{Verdict: rollout.VerdictContainerError}, gpuPod, "CreateContainerConfigError", []string{"ConfigMap, Secret or key"}},
+		{"quota", rollout.Diagnosis{Verdict: rollout.VerdictFailedCreate, Message: "exceeded quota: gpu"}, nil, "FailedCreate", []string{"ResourceQuota"}},
+		{"not ready", rollout.Diagnosis{Verdict: rollout.VerdictTimeout}, gpuPod, "ContainersNotReady", []string{"readiness probe"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,6 +75,6 @@ func TestHints(t *testing.T) {
 		})
 	}
 	t.Run("unschedulable without GPUs says nothing of GPUs", func(t *testing.T) {
-		assert.NotContains(t, strings.Join(hints(&Diagnosis{Verdict: VerdictUnschedulable}, cpuPod, "Unschedulable"), "\n"), "GPU")
+		assert.NotContains(t, strings.Join(hints(&rollout.Diagnosis{Verdict: rollout.VerdictUnschedulable}, cpuPod, "Unschedulable"), "\n"), "GPU")
 	})
 }

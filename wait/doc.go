@@ -2,7 +2,7 @@
 //
 // A [Waiter] watches a set of objects until every one is Current (ready, in
 // kstatus terms), one fails, or a timeout passes. While it waits it sends
-// progress as [Event] values on the channel given in [Options], and closes
+// progress as [rollout.Event] values on the channel given in [Options], and closes
 // that channel when it returns. The [Result] says which objects were not
 // Current, and why.
 //
@@ -11,14 +11,14 @@
 // statuses. Implementations that detect failures earlier (a crash-looping
 // pod, say) satisfy the same interface.
 //
-// [RolloutWatcher] is one: its [Diagnosis] of a failed vLLM server names
+// [RolloutWatcher] is one: its [rollout.Diagnosis] of a failed vLLM server names
 // the cause Kubernetes cannot name (GPU memory, KV cache, Hugging Face
-// token, /dev/shm, NCCL, ...; see [Cause]) from the container's log, its
+// token, /dev/shm, NCCL, ...; see [vllmcause.Cause], named by that package's classifier) from the container's log, its
 // last termination, the pod's events and spec, with hints naming the
 // setting to change; its progress shows each new pod's phase, with the
 // startup probe's budget left while the weights load. A container's
 // termination whose log (read once per termination) names a cause no
-// restart cures fails at once ([VerdictKnownCause], see [Cause.Decisive]);
+// restart cures fails at once ([rollout.VerdictKnownCause], see [vllmcause.Cause.Decisive]);
 // other crashes wait for RolloutOptions.MaxRestarts. It follows
 // StatefulSets as Deployments: Current by kubectl rollout status' rules
 // (see [StatefulSetRolledOut]), failed when a pod of the update revision
@@ -30,7 +30,7 @@
 // the verdicts judge the pods of the current template revision (the
 // leader StatefulSet's label [LeaderWorkerSetRevisionLabel]), and since
 // the LWS controller recreates a whole group at a container's restart, a
-// group recreated MaxRestarts times fails ([VerdictGroupRecreated]), with
+// group recreated MaxRestarts times fails ([rollout.VerdictGroupRecreated]), with
 // the log of its last crash read while the pod existed. It judges Jobs and
 // Pods that run to completion (restartPolicy Never or OnFailure: Helm's
 // hooks and tests) too: Current once complete (a Job's condition
@@ -46,4 +46,12 @@
 // long (at most 500ms), so judging takes at most a thousandth of a core; a
 // Deployment or StatefulSet that rolled out, or a Deployment that failed,
 // is judged at once.
+//
+// What it reports lives below it, so that the release record and the
+// printers need not import the watcher: the events, verdicts, diagnosis
+// and serve report in package rollout (internal/rollout), the cause
+// classifier and its hints in package vllmcause (internal/vllmcause), the
+// progress printers and the sanitiser of untrusted text (SanitizeLine, which
+// every Diagnosis a wait returns has been through) in package termout
+// (internal/termout).
 package wait

@@ -1,18 +1,35 @@
 package wait
 
-// PrintProgress prints the events received on events with p until the
-// channel is closed, then closes p. It keeps receiving after a write error
-// (so the producer never blocks) and returns the first error.
-func PrintProgress(p ProgressPrinter, events <-chan Event) error {
-	var first error
-	for ev := range events {
-		if first != nil {
-			continue
-		}
-		first = p.Print(ev)
+import (
+	"strings"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause/vllmcausetest"
+)
+
+// eventLine is ev's line as the plain printer prints it, without its
+// timestamp (and without the line of its warning, if any).
+func eventLine(ev rollout.Event) string {
+	if ev.Rollout != nil {
+		p := *ev.Rollout
+		p.Warning = ""
+		ev.Rollout = &p
 	}
-	if err := p.Close(); first == nil {
-		first = err
+	var b strings.Builder
+	if err := termout.NewPlainPrinter(&b).Print(ev); err != nil {
+		return err.Error()
 	}
-	return first
+	line, _, _ := strings.Cut(b.String(), "\n")
+	_, line, _ = strings.Cut(line, " ")
+	return line
 }
+
+// The classifier's test helpers, by the names the tests use.
+var (
+	chartPod = vllmcausetest.ChartPod
+	setArg   = vllmcausetest.SetArg
+	fixture  = vllmcausetest.Fixture
+
+	builtinValues = vllmcausetest.BuiltinValues
+)

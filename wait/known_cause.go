@@ -10,27 +10,16 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-)
 
-// Decisive reports whether c fails a rollout at the first termination
-// whose log names it: gpu-oom, kv-cache, model-auth, model-not-found,
-// dtype-unsupported, tensor-parallel, gpu-not-visible and cuda-driver,
-// which a restart does not cure. shm, nccl, startup-probe and unknown
-// can be transient: they wait for RolloutOptions.MaxRestarts.
-func (c Cause) Decisive() bool {
-	switch c {
-	case CauseGPUOOM, CauseKVCache, CauseModelAuth, CauseModelNotFound,
-		CauseDtypeUnsupported, CauseTensorParallel, CauseGPUNotVisible, CauseCUDADriver:
-		return true
-	}
-	return false
-}
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
+)
 
 // knownCause is what the log of one termination named, and that log
 // (the diagnosis of a decisive cause shows it instead of reading it
 // again).
 type knownCause struct {
-	cause    Cause
+	cause    vllmcause.Cause
 	evidence string
 	log      *capturedLog
 }
@@ -72,7 +61,7 @@ func (j *podJudge) judgeKnownCause(pod *corev1.Pod, cs *corev1.ContainerStatus, 
 	if !k.cause.Decisive() {
 		return
 	}
-	f.Verdict, f.cause, f.evidence, f.log = VerdictKnownCause, k.cause, k.evidence, k.log
+	f.Verdict, f.cause, f.evidence, f.log = rollout.VerdictKnownCause, k.cause, k.evidence, k.log
 	f.ExitCode, f.crashed, f.ran = t.ExitCode, true, true
 	if f.Reason == "" {
 		f.Reason = "Error"
@@ -97,7 +86,7 @@ func (r *rolloutRun) newJudge() *podJudge {
 func (r *rolloutRun) classifyTermination(pod *corev1.Pod, container string, previous bool, t *corev1.ContainerStateTerminated) knownCause {
 	lines, err := r.readTerminationLog(pod, container, previous, max(int64(causeLogLines), r.o.LogTailLines))
 	if err != nil {
-		return knownCause{cause: CauseUnknown}
+		return knownCause{cause: vllmcause.CauseUnknown}
 	}
 	k := r.classifyLines(lines, t)
 	if !k.cause.Decisive() {
@@ -141,8 +130,8 @@ func (r *rolloutRun) classifyLines(lines []string, t *corev1.ContainerStateTermi
 		lines = lines[len(lines)-causeLogLines:]
 	}
 	if r.cls == nil {
-		r.cls = newClassifier()
+		r.cls = vllmcause.NewClassifier()
 	}
-	cause, evidence, _ := r.cls.classify(causeInput{logs: [][]string{lines}, term: t})
+	cause, evidence, _ := r.cls.Classify(vllmcause.LogInput(lines, t))
 	return knownCause{cause: cause, evidence: evidence}
 }

@@ -11,9 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
-// fixtureLog returns a fixture of testdata/causes as a log.
+// fixtureLog returns a fixture of internal/vllmcause/testdata/causes as a
+// log.
 func fixtureLog(t *testing.T, name string) func(*corev1.PodLogOptions) (string, error) {
 	t.Helper()
 	log := strings.Join(fixture(t, name), "\n") + "\n"
@@ -26,15 +30,6 @@ func (h *harness) logReads() int {
 	return len(h.logs)
 }
 
-func TestCauseDecisive(t *testing.T) {
-	for _, c := range []Cause{CauseGPUOOM, CauseKVCache, CauseModelAuth, CauseModelNotFound, CauseDtypeUnsupported, CauseTensorParallel, CauseGPUNotVisible, CauseCUDADriver} {
-		assert.True(t, c.Decisive(), c)
-	}
-	for _, c := range []Cause{CauseShm, CauseNCCL, CauseStartupProbe, CauseUnknown, "", "new-cause"} {
-		assert.False(t, c.Decisive(), c)
-	}
-}
-
 // TestKnownCauseFailsAtFirstCrash: a new pod whose container terminated
 // once, with a vLLM CUDA OOM in its previous log, fails the rollout at
 // once with the cause and the restart count at that moment.
@@ -44,8 +39,8 @@ func TestKnownCauseFailsAtFirstCrash(t *testing.T) {
 	p := testPod(h.newRS, "a", crashLoopStatus(1))
 	h.createPod(p)
 	res, err := h.result()
-	d := requireFailure(t, res, err, VerdictKnownCause)
-	assert.Equal(t, CauseGPUOOM, d.Cause)
+	d := requireFailure(t, res, err, rollout.VerdictKnownCause)
+	assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 	assert.Contains(t, d.Evidence, "CUDA out of memory")
 	assert.Equal(t, int32(1), d.RestartCount)
 	assert.Equal(t, int32(1), d.ExitCode)
@@ -68,8 +63,8 @@ func TestKnownCauseFailsAtFirstCrash(t *testing.T) {
 	}
 	last := h.eventsCopy()[len(h.eventsCopy())-1]
 	require.NotNil(t, last.Rollout)
-	assert.Equal(t, VerdictKnownCause, last.Rollout.Verdict)
-	assert.Equal(t, CauseGPUOOM, last.Rollout.Cause)
+	assert.Equal(t, rollout.VerdictKnownCause, last.Rollout.Verdict)
+	assert.Equal(t, vllmcause.CauseGPUOOM, last.Rollout.Cause)
 }
 
 // TestKnownCauseTerminatedNotRestarted: a container terminated and not
@@ -79,8 +74,8 @@ func TestKnownCauseTerminatedNotRestarted(t *testing.T) {
 	h.progressed()
 	h.createPod(testPod(h.newRS, "a", corev1.ContainerStatus{Name: "vllm", State: corev1.ContainerState{Terminated: terminated("Error", 1, "sim://c/0")}}))
 	res, err := h.result()
-	d := requireFailure(t, res, err, VerdictKnownCause)
-	assert.Equal(t, CauseModelAuth, d.Cause)
+	d := requireFailure(t, res, err, rollout.VerdictKnownCause)
+	assert.Equal(t, vllmcause.CauseModelAuth, d.Cause)
 	assert.Equal(t, "Error", d.Reason)
 	assert.Equal(t, int32(0), d.RestartCount)
 	require.Len(t, h.logs, 1)
@@ -96,11 +91,11 @@ func TestKnownCauseNotDecisiveWaits(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		log   string
-		cause Cause
+		cause vllmcause.Cause
 	}{
-		{"nccl", "nccl-p2p.log", CauseNCCL},
-		{"unknown", "unknown-keyerror.log", CauseUnknown},
-		{"shm", "shm-nccl-segment.log", CauseShm},
+		{"nccl", "nccl-p2p.log", vllmcause.CauseNCCL},
+		{"unknown", "unknown-keyerror.log", vllmcause.CauseUnknown},
+		{"shm", "shm-nccl-segment.log", vllmcause.CauseShm},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := startHarness(t, harnessOptions{logs: fixtureLog(t, tc.log)})
@@ -120,7 +115,7 @@ func TestKnownCauseNotDecisiveWaits(t *testing.T) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(2)}
 			h.updatePod(p)
 			res, err := h.result()
-			d := requireFailure(t, res, err, VerdictCrashLoop)
+			d := requireFailure(t, res, err, rollout.VerdictCrashLoop)
 			assert.Equal(t, tc.cause, d.Cause)
 			assert.Equal(t, int32(2), d.RestartCount)
 		})
@@ -141,8 +136,8 @@ func TestKnownCauseWaitOnKnownCause(t *testing.T) {
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(2)}
 	h.updatePod(p)
 	res, err := h.result()
-	d := requireFailure(t, res, err, VerdictCrashLoop)
-	assert.Equal(t, CauseGPUOOM, d.Cause)
+	d := requireFailure(t, res, err, rollout.VerdictCrashLoop)
+	assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 	assert.Equal(t, int32(2), d.RestartCount)
 }
 
@@ -163,8 +158,8 @@ func TestKnownCauseJobPod(t *testing.T) {
 			h := startRunHarness(t, testJob(tc.policy), func(*corev1.PodLogOptions) (string, error) { return gpuOOMLog, nil })
 			tc.pod.Spec.Containers[0].Name = "vllm"
 			h.createPod(tc.pod)
-			d := requireRunFailure(t, h, VerdictKnownCause, "job.batch/migrate")
-			assert.Equal(t, CauseGPUOOM, d.Cause)
+			d := requireRunFailure(t, h, rollout.VerdictKnownCause, "job.batch/migrate")
+			assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 			assert.Equal(t, "migrate-a", d.Pod)
 			assert.Equal(t, tc.pod.Status.ContainerStatuses[0].RestartCount, d.RestartCount)
 			assert.Contains(t, d.Evidence, "CUDA out of memory")
@@ -178,7 +173,7 @@ func TestKnownCauseBarePod(t *testing.T) {
 	pod := testBarePod(corev1.RestartPolicyOnFailure)
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("test", "CrashLoopBackOff", 1, terminated("Error", 1, "sim://t/0"))}
 	h := startRunHarness(t, pod, fixtureLog(t, "kv-cache-no-blocks.log"))
-	d := requireRunFailure(t, h, VerdictKnownCause, "pod/chat-test")
-	assert.Equal(t, CauseKVCache, d.Cause)
+	d := requireRunFailure(t, h, rollout.VerdictKnownCause, "pod/chat-test")
+	assert.Equal(t, vllmcause.CauseKVCache, d.Cause)
 	assert.Equal(t, int32(1), d.RestartCount)
 }

@@ -20,6 +20,8 @@ import (
 	clobject "sigs.k8s.io/cli-utils/pkg/object"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
 )
 
 // KstatusWaiter waits with the kstatus status watcher of cli-utils: shared
@@ -138,7 +140,7 @@ type kstatusRun struct {
 	cancel  context.CancelFunc
 	res     *Result
 	index   map[object.ID]int
-	events  chan<- Event
+	events  chan<- rollout.Event
 	now     func() time.Time
 	outcome Outcome
 	stopped bool // an outcome or a fatal error ended the wait
@@ -158,8 +160,8 @@ func (r *kstatusRun) observe(c *collector.ResourceStatusCollector, ev event.Even
 	case event.SyncEvent:
 		// Informers are synced: objects not reported do not exist.
 		for i := range r.res.Objects {
-			if r.res.Objects[i].Status == StatusUnknown {
-				r.set(i, StatusNotFound, "not found")
+			if r.res.Objects[i].Status == rollout.StatusUnknown {
+				r.set(i, rollout.StatusNotFound, "not found")
 			}
 		}
 	case event.ResourceUpdateEvent:
@@ -192,12 +194,12 @@ func (r *kstatusRun) update(rs *event.ResourceStatus) bool {
 	if !ok {
 		return false
 	}
-	st, msg := Status(rs.Status), rs.Message
+	st, msg := rollout.Status(rs.Status), rs.Message
 	if rs.Error != nil {
-		st, msg = StatusUnknown, rs.Error.Error()
+		st, msg = rollout.StatusUnknown, rs.Error.Error()
 	}
 	// The message quotes the object's conditions: untrusted.
-	r.set(i, st, SanitizeLine(msg))
+	r.set(i, st, termout.SanitizeLine(msg))
 	return true
 }
 
@@ -209,7 +211,7 @@ func (r *kstatusRun) stop(outcome Outcome) {
 
 // set records object i's status and message, sending an Event when
 // either changed.
-func (r *kstatusRun) set(i int, st Status, msg string) {
+func (r *kstatusRun) set(i int, st rollout.Status, msg string) {
 	cur := &r.res.Objects[i]
 	if cur.Status == st && cur.Message == msg {
 		return
@@ -219,7 +221,7 @@ func (r *kstatusRun) set(i int, st Status, msg string) {
 		return
 	}
 	select {
-	case r.events <- Event{Time: r.now(), Object: cur.Object, Status: st, Message: msg}:
+	case r.events <- rollout.Event{Time: r.now(), Object: cur.Object, Status: st, Message: msg}:
 	case <-r.done:
 	}
 }
@@ -257,22 +259,22 @@ func (w *KstatusWaiter) identify(ctx context.Context, objs []*unstructured.Unstr
 		}
 		index[id] = len(res.Objects)
 		ids = append(ids, id)
-		res.Objects = append(res.Objects, ObjectStatus{Object: ref, Status: StatusUnknown})
+		res.Objects = append(res.Objects, rollout.ObjectStatus{Object: ref, Status: rollout.StatusUnknown})
 	}
 	return ids, index, nil
 }
 
 // failedFirst orders failed objects before the others, keeping the order
 // within each group.
-func failedFirst(objs []ObjectStatus) []ObjectStatus {
-	out := make([]ObjectStatus, 0, len(objs))
+func failedFirst(objs []rollout.ObjectStatus) []rollout.ObjectStatus {
+	out := make([]rollout.ObjectStatus, 0, len(objs))
 	for _, s := range objs {
-		if s.Status == StatusFailed {
+		if s.Status == rollout.StatusFailed {
 			out = append(out, s)
 		}
 	}
 	for _, s := range objs {
-		if s.Status != StatusFailed {
+		if s.Status != rollout.StatusFailed {
 			out = append(out, s)
 		}
 	}

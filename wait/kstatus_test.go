@@ -20,6 +20,7 @@ import (
 	clobject "sigs.k8s.io/cli-utils/pkg/object"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 const ns = "llm"
@@ -98,7 +99,7 @@ func TestKstatusWaiter(t *testing.T) {
 		timeout     time.Duration
 		wantOutcome Outcome
 		wantErrIs   error
-		wantNot     []ObjectStatus
+		wantNot     []rollout.ObjectStatus
 		wantEvents  []string
 	}{
 		{
@@ -126,9 +127,9 @@ func TestKstatusWaiter(t *testing.T) {
 			},
 			wantOutcome: OutcomeFailed,
 			wantErrIs:   ErrFailed,
-			wantNot: []ObjectStatus{
-				{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: StatusFailed, Message: "Progress deadline exceeded"},
-				{Object: object.Ref{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: "cfg"}, Status: StatusInProgress},
+			wantNot: []rollout.ObjectStatus{
+				{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: rollout.StatusFailed, Message: "Progress deadline exceeded"},
+				{Object: object.Ref{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: "cfg"}, Status: rollout.StatusInProgress},
 			},
 		},
 		{
@@ -140,8 +141,8 @@ func TestKstatusWaiter(t *testing.T) {
 			timeout:     100 * time.Millisecond,
 			wantOutcome: OutcomeTimeout,
 			wantErrIs:   ErrTimeout,
-			wantNot: []ObjectStatus{
-				{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: StatusInProgress, Message: "Available: 0/1"},
+			wantNot: []rollout.ObjectStatus{
+				{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: rollout.StatusInProgress, Message: "Available: 0/1"},
 			},
 		},
 		{
@@ -150,8 +151,8 @@ func TestKstatusWaiter(t *testing.T) {
 			timeout:     100 * time.Millisecond,
 			wantOutcome: OutcomeTimeout,
 			wantErrIs:   ErrTimeout,
-			wantNot: []ObjectStatus{
-				{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: StatusNotFound, Message: "not found"},
+			wantNot: []rollout.ObjectStatus{
+				{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: rollout.StatusNotFound, Message: "not found"},
 			},
 		},
 		{
@@ -161,9 +162,9 @@ func TestKstatusWaiter(t *testing.T) {
 			timeout:     100 * time.Millisecond,
 			wantOutcome: OutcomeTimeout,
 			wantErrIs:   ErrTimeout,
-			wantNot: []ObjectStatus{
-				{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: StatusUnknown, Message: "boom"},
-				{Object: object.Ref{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: "cfg"}, Status: StatusUnknown},
+			wantNot: []rollout.ObjectStatus{
+				{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"}, Status: rollout.StatusUnknown, Message: "boom"},
+				{Object: object.Ref{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: "cfg"}, Status: rollout.StatusUnknown},
 			},
 		},
 	}
@@ -171,14 +172,14 @@ func TestKstatusWaiter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sw := &scriptedWatcher{events: tc.events}
 			w := NewKstatusWaiterWithWatcher(sw, testMapper())
-			events := make(chan Event)
+			events := make(chan rollout.Event)
 			var got []string
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				for e := range events {
 					assert.False(t, e.Time.IsZero())
-					got = append(got, ObjectStatus{Object: e.Object, Status: e.Status, Message: e.Message}.String())
+					got = append(got, rollout.ObjectStatus{Object: e.Object, Status: e.Status, Message: e.Message}.String())
 				}
 			}()
 			res, err := w.Wait(context.Background(), objects(), Options{Timeout: tc.timeout, Namespace: ns, Events: events})
@@ -209,7 +210,7 @@ func TestKstatusWaiter(t *testing.T) {
 
 func TestKstatusWaiterEnds(t *testing.T) {
 	t.Run("no objects", func(t *testing.T) {
-		events := make(chan Event)
+		events := make(chan rollout.Event)
 		res, err := NewKstatusWaiterWithWatcher(&scriptedWatcher{}, testMapper()).Wait(context.Background(), nil, Options{Events: events})
 		require.NoError(t, err)
 		assert.Equal(t, OutcomeCurrent, res.Outcome)

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 // The LeaderWorkerSet API's names (sigs.k8s.io/lws api/leaderworkerset/v1).
@@ -166,8 +167,8 @@ type lwsWatch struct {
 
 func (r *rolloutRun) newLWSWatch(idx int, ref object.Ref) *lwsWatch {
 	lw := &lwsWatch{
-		rolloutState: rolloutState{idx: idx, ref: ref, progress: RolloutProgress{LeaderWorkerSet: ref.Name, Verdict: VerdictProgressing}},
-		namespace:    ref.Namespace, name: ref.Name, object: objectName(ref),
+		rolloutState: rolloutState{idx: idx, ref: ref, progress: rollout.RolloutProgress{LeaderWorkerSet: ref.Name, Verdict: rollout.VerdictProgressing}},
+		namespace:    ref.Namespace, name: ref.Name, object: rollout.ObjectName(ref),
 		oldJudge: newPodJudge(r.o), warned: map[string]bool{},
 	}
 	lw.reset(r)
@@ -212,7 +213,7 @@ func (r *rolloutRun) startLWSPods(lw *lwsWatch) {
 func (r *rolloutRun) currentLWS(lw *lwsWatch) *leaderWorkerSet {
 	obj := watchedObject(lw.lws, lw.namespace+"/"+lw.name, &lw.uid, func() {
 		lw.done = false
-		r.set(lw, StatusNotFound, "not found", "")
+		r.set(lw, rollout.StatusNotFound, "not found", "")
 	}, func() {
 		if lw.pods != nil {
 			lw.pods.cancel()
@@ -226,7 +227,7 @@ func (r *rolloutRun) currentLWS(lw *lwsWatch) *leaderWorkerSet {
 	}
 	l, err := parseLeaderWorkerSet(u)
 	if err != nil {
-		r.set(lw, StatusUnknown, err.Error(), "")
+		r.set(lw, rollout.StatusUnknown, err.Error(), "")
 		return nil
 	}
 	lw.l = l
@@ -264,7 +265,7 @@ func (r *rolloutRun) evaluateLWS(lw *lwsWatch, now time.Time) (*failure, time.Ti
 	lw.progress.UpdateRevision = lw.revision
 	if lw.done {
 		lw.progress.Pods = nil
-		r.set(lw, StatusCurrent, lw.msg, "")
+		r.set(lw, rollout.StatusCurrent, lw.msg, "")
 		return nil, time.Time{}
 	}
 	if lw.pods == nil {
@@ -287,10 +288,10 @@ func (r *rolloutRun) evaluateLWS(lw *lwsWatch, now time.Time) (*failure, time.Ti
 	if fail != nil {
 		recheck = time.Time{}
 	}
-	r.set(lw, StatusInProgress, lw.msg, "")
+	r.set(lw, rollout.StatusInProgress, lw.msg, "")
 	for _, w := range warnings {
 		if w != "" {
-			r.set(lw, StatusInProgress, lw.msg, w)
+			r.set(lw, rollout.StatusInProgress, lw.msg, w)
 		}
 	}
 	return fail, recheck
@@ -303,9 +304,9 @@ func (lw *lwsWatch) observeStatus(l *leaderWorkerSet) {
 	p := &lw.progress
 	p.Desired = ptr.Deref(l.Spec.Replicas, 1)
 	p.Updated, p.Ready, p.Available = l.Status.UpdatedReplicas, l.Status.ReadyReplicas, l.Status.ReadyReplicas
-	p.Verdict = VerdictProgressing
+	p.Verdict = rollout.VerdictProgressing
 	if lw.done {
-		p.Verdict = VerdictRolledOut
+		p.Verdict = rollout.VerdictRolledOut
 	}
 }
 
@@ -416,10 +417,10 @@ func (r *rolloutRun) recreations(lw *lwsWatch, l *leaderWorkerSet, current []*co
 	if l.recreatesGroups() {
 		msg += ": the LWS controller recreates the whole group when a container restarts"
 	}
-	f := &failure{verdict: VerdictGroupRecreated, lws: lw, reason: reasonRecreateGroup, message: msg}
+	f := &failure{verdict: rollout.VerdictGroupRecreated, lws: lw, reason: reasonRecreateGroup, message: msg}
 	if c := lw.crashes[worst]; c != nil {
 		cp := *c
-		cp.Verdict = VerdictGroupRecreated
+		cp.Verdict = rollout.VerdictGroupRecreated
 		f.finding = &cp
 	}
 	return f

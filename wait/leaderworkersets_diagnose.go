@@ -14,6 +14,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 // capturedLog is the log of a container's termination, read while its
@@ -67,7 +70,7 @@ func (r *rolloutRun) captureTermination(lw *lwsWatch) terminationClassifier {
 	return func(pod *corev1.Pod, container string, previous bool, t *corev1.ContainerStateTerminated) knownCause {
 		c := r.captureOnce(lw, pod, container, previous, t)
 		if c.err != nil || r.o.WaitOnKnownCause {
-			return knownCause{cause: CauseUnknown}
+			return knownCause{cause: vllmcause.CauseUnknown}
 		}
 		k := r.classifyLines(c.lines, t)
 		k.log = c
@@ -137,8 +140,8 @@ func (lw *lwsWatch) capture(pod *corev1.Pod, container string, previous bool, t 
 		prev.log != nil && prev.log.err == nil && len(prev.log.lines) > 0 {
 		return
 	}
-	f := &podFinding{Verdict: VerdictProgressing, Reason: t.Reason, Pod: pod, Container: container, ExitCode: t.ExitCode,
-		Message: "last termination: " + terminationMessage(t), ran: true, crashed: true, restarted: previous, log: log}
+	f := &podFinding{Verdict: rollout.VerdictProgressing, Reason: t.Reason, Pod: pod, Container: container, ExitCode: t.ExitCode,
+		Message: "last termination: " + vllmcause.TerminationMessage(t), ran: true, crashed: true, restarted: previous, log: log}
 	if f.Reason == "" {
 		f.Reason = "Error"
 	}
@@ -208,10 +211,10 @@ func (r *rolloutRun) refreshLWS(ctx context.Context, lw *lwsWatch) {
 // diagnoseLWS explains the failure of a LeaderWorkerSet: from its failed
 // pod, as a Deployment's, or from the last crash of the group recreated
 // too often (the log captured at its termination).
-func (r *rolloutRun) diagnoseLWS(ctx context.Context, f *failure) *Diagnosis {
+func (r *rolloutRun) diagnoseLWS(ctx context.Context, f *failure) *rollout.Diagnosis {
 	lw := f.lws
 	if f.finding == nil {
-		d := &Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: lw.object, Namespace: lw.namespace, Message: f.message}
+		d := &rollout.Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: lw.object, Namespace: lw.namespace, Message: f.message}
 		d.Hints = hints(d, nil, f.reason)
 		return d
 	}
@@ -221,7 +224,7 @@ func (r *rolloutRun) diagnoseLWS(ctx context.Context, f *failure) *Diagnosis {
 		d.Reason = f.reason
 		d.Message = joinNonEmpty("; ", f.message, d.Message)
 	}
-	if f.verdict == VerdictGroupRecreated {
+	if f.verdict == rollout.VerdictGroupRecreated {
 		d.Hints = recreatedHints(d, lw)
 	}
 	return d
@@ -231,7 +234,7 @@ func (r *rolloutRun) diagnoseLWS(ctx context.Context, f *failure) *Diagnosis {
 // that crashed is gone (its log was read at its termination), so the
 // hint to read its previous instance's log gives way to the LWS
 // controller's events.
-func recreatedHints(d *Diagnosis, lw *lwsWatch) []string {
+func recreatedHints(d *rollout.Diagnosis, lw *lwsWatch) []string {
 	out := []string{
 		fmt.Sprintf("the group's pods were deleted and recreated under the same names: the log shown was read when the container ended; kubectl describe %s%s lists the controller's RecreateGroup events", lw.object, nsFlag(lw.namespace)),
 	}
@@ -245,9 +248,9 @@ func recreatedHints(d *Diagnosis, lw *lwsWatch) []string {
 
 // lwsTimeout explains a timeout on a LeaderWorkerSet not rolled out, with
 // its most suspect pod of the current revision.
-func (r *rolloutRun) lwsTimeout(ctx context.Context, lw *lwsWatch) *Diagnosis {
+func (r *rolloutRun) lwsTimeout(ctx context.Context, lw *lwsWatch) *rollout.Diagnosis {
 	r.refreshLWS(ctx, lw)
-	lw.progress.Verdict = VerdictTimeout
+	lw.progress.Verdict = rollout.VerdictTimeout
 	msg := lw.msg
 	if msg == "" {
 		msg = r.res.Objects[lw.idx].Message

@@ -25,6 +25,9 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 const lwsUID = types.UID("lws-uid")
@@ -147,7 +150,7 @@ func (h *lwsHarness) deletePod(name string) {
 
 // awaitIdleAfterNth waits until the run loop went idle after the nth event
 // that satisfies pred (or Wait returned).
-func (h *lwsHarness) awaitIdleAfterNth(what string, n int, pred func(Event) bool) {
+func (h *lwsHarness) awaitIdleAfterNth(what string, n int, pred func(rollout.Event) bool) {
 	h.t.Helper()
 	require.Eventually(h.t, func() bool {
 		if !h.running() {
@@ -170,7 +173,7 @@ func (h *lwsHarness) awaitIdleAfterNth(what string, n int, pred func(Event) bool
 
 // requireLWSFailure checks a failed wait on the LeaderWorkerSet: its
 // outcome, error and a diagnosis of llm with verdict v.
-func requireLWSFailure(t *testing.T, res Result, err error, v Verdict) *Diagnosis {
+func requireLWSFailure(t *testing.T, res Result, err error, v rollout.Verdict) *rollout.Diagnosis {
 	t.Helper()
 	var rfe *RolloutFailedError
 	require.ErrorAs(t, err, &rfe)
@@ -180,21 +183,21 @@ func requireLWSFailure(t *testing.T, res Result, err error, v Verdict) *Diagnosi
 	assert.Equal(t, v, res.Diagnosis.Verdict)
 	assert.Equal(t, "leaderworkerset.leaderworkerset.x-k8s.io/llm", res.Diagnosis.Object)
 	require.Len(t, res.Objects, 2)
-	assert.Equal(t, StatusFailed, res.Objects[1].Status)
+	assert.Equal(t, rollout.StatusFailed, res.Objects[1].Status)
 	assert.Contains(t, err.Error(), "rollout of leaderworkerset.leaderworkerset.x-k8s.io/llm failed: ")
 	return res.Diagnosis
 }
 
 // isLLM selects the events of the LeaderWorkerSet.
-func isLLM(pred func(Event) bool) func(Event) bool {
-	return func(e Event) bool { return e.Object.Kind == "LeaderWorkerSet" && e.Rollout != nil && pred(e) }
+func isLLM(pred func(rollout.Event) bool) func(rollout.Event) bool {
+	return func(e rollout.Event) bool { return e.Object.Kind == "LeaderWorkerSet" && e.Rollout != nil && pred(e) }
 }
 
 // watchedLWS waits until the watcher judged the LeaderWorkerSet's pods of
 // revision rev once.
 func (h *lwsHarness) watchedLWS(rev string) {
 	h.t.Helper()
-	h.awaitIdleAfter("the LeaderWorkerSet at "+rev, isLLM(func(e Event) bool { return e.Rollout.UpdateRevision == rev }))
+	h.awaitIdleAfter("the LeaderWorkerSet at "+rev, isLLM(func(e rollout.Event) bool { return e.Rollout.UpdateRevision == rev }))
 }
 
 func TestLeaderWorkerSetRolledOut(t *testing.T) {
@@ -259,11 +262,11 @@ func TestRolloutWatcherLWSSucceeds(t *testing.T) {
 		testLWSPod("0", "0", "old", "a", running("vllm", 0)), testLWSPod("0", "1", "old", "a", running("vllm", 0)),
 		testLWSPod("1", "0", "new", "a", running("vllm", 0)), testLWSPod("1", "1", "new", "a", running("vllm", 0)))
 	h.watchedLWS("new")
-	first := h.await("the pods", isLLM(func(e Event) bool { return len(e.Rollout.Pods) == 2 }))
+	first := h.await("the pods", isLLM(func(e rollout.Event) bool { return len(e.Rollout.Pods) == 2 }))
 	assert.Equal(t, []string{"llm-1", "llm-1-1"}, []string{first.Rollout.Pods[0].Pod, first.Rollout.Pods[1].Pod}, "the current revision's pods only")
 	assert.Equal(t, "Waiting for rolling update to finish: 1 out of 2 groups updated...", first.Message)
-	assert.Equal(t, &RolloutProgress{LeaderWorkerSet: "llm", UpdateRevision: "new",
-		Desired: 2, Updated: 1, Ready: 1, Available: 1, Verdict: VerdictProgressing, Pods: first.Rollout.Pods}, first.Rollout)
+	assert.Equal(t, &rollout.RolloutProgress{LeaderWorkerSet: "llm", UpdateRevision: "new",
+		Desired: 2, Updated: 1, Ready: 1, Available: 1, Verdict: rollout.VerdictProgressing, Pods: first.Rollout.Pods}, first.Rollout)
 	assert.True(t, h.running())
 
 	h.updateLWS(lwsAvailableNow)
@@ -271,9 +274,9 @@ func TestRolloutWatcherLWSSucceeds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, OutcomeCurrent, res.Outcome)
 	require.Len(t, res.Objects, 2)
-	assert.Equal(t, StatusCurrent, res.Objects[1].Status)
+	assert.Equal(t, rollout.StatusCurrent, res.Objects[1].Status)
 	assert.Equal(t, "leaderworkerset rolled out: 2 groups updated and ready", res.Objects[1].Message)
-	last := h.await("rolled out", isLLM(func(e Event) bool { return e.Rollout.Verdict == VerdictRolledOut }))
+	last := h.await("rolled out", isLLM(func(e rollout.Event) bool { return e.Rollout.Verdict == rollout.VerdictRolledOut }))
 	assert.Contains(t, eventLine(last), "leaderworkerset.leaderworkerset.x-k8s.io/llm: 2/2 updated, 2 ready, 2 available (update revision new): rolled out")
 }
 
@@ -311,7 +314,7 @@ func TestRolloutWatcherLWSGroupRecreated(t *testing.T) {
 	// The group's third leader: its second recreation.
 	h.createPod(testLWSPod("1", "0", "new", "c", running("vllm", 0)))
 	res, err := h.result()
-	d := requireLWSFailure(t, res, err, VerdictGroupRecreated)
+	d := requireLWSFailure(t, res, err, rollout.VerdictGroupRecreated)
 	assert.Equal(t, "leaderworkerset.leaderworkerset.x-k8s.io/llm", d.Object)
 	assert.Equal(t, "RecreateGroup", d.Reason)
 	assert.Equal(t, "llm-1-1", d.Pod)
@@ -345,8 +348,8 @@ func TestRolloutWatcherLWSVerdicts(t *testing.T) {
 		h := startLWSHarness(t, RolloutOptions{}, testLWS(), logs, testLeaderSts("new"),
 			testLWSPod("1", "0", "new", "a", crashed), testLWSPod("1", "1", "new", "a", running("vllm", 0)))
 		res, err := h.result()
-		d := requireLWSFailure(t, res, err, VerdictKnownCause)
-		assert.Equal(t, CauseGPUOOM, d.Cause)
+		d := requireLWSFailure(t, res, err, rollout.VerdictKnownCause)
+		assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 		assert.Equal(t, "llm-1", d.Pod)
 		assert.Equal(t, "leaderworkerset.leaderworkerset.x-k8s.io/llm", d.Object)
 	})
@@ -363,7 +366,7 @@ func TestRolloutWatcherLWSVerdicts(t *testing.T) {
 		h := startLWSHarness(t, RolloutOptions{}, testLWS(), logs, testLeaderSts("new"),
 			testLWSPod("1", "0", "new", "a", running("vllm", 0)), testLWSPod("1", "1", "new", "a", oom))
 		res, err := h.result()
-		d := requireLWSFailure(t, res, err, VerdictOOMKilled)
+		d := requireLWSFailure(t, res, err, rollout.VerdictOOMKilled)
 		assert.Equal(t, "llm-1-1", d.Pod)
 		assert.Equal(t, []string{"INFO loading weights"}, d.LogTail)
 		assert.Contains(t, d.LogNote, "read at its termination")
@@ -382,7 +385,7 @@ func TestRolloutWatcherLWSVerdicts(t *testing.T) {
 		lws.SetGeneration(3)
 		h := startLWSHarness(t, RolloutOptions{}, lws, nil, testLeaderSts("new"),
 			testLWSPod("1", "0", "new", "a", crashLoopStatus(3)))
-		h.awaitIdleAfter("the first progress", isLLM(func(e Event) bool {
+		h.awaitIdleAfter("the first progress", isLLM(func(e rollout.Event) bool {
 			return strings.Contains(e.Message, "spec update to be observed")
 		}))
 		assert.True(t, h.running(), "the leader StatefulSet's revision may be the previous generation's")
@@ -390,7 +393,7 @@ func TestRolloutWatcherLWSVerdicts(t *testing.T) {
 			_ = unstructured.SetNestedField(u.Object, int64(3), "status", "observedGeneration")
 		})
 		res, err := h.result()
-		d := requireLWSFailure(t, res, err, VerdictCrashLoop)
+		d := requireLWSFailure(t, res, err, rollout.VerdictCrashLoop)
 		assert.Equal(t, "llm-1", d.Pod)
 	})
 }
@@ -401,14 +404,14 @@ func TestRolloutWatcherLWSTimeout(t *testing.T) {
 	p := testLWSPod("1", "0", "new", "a", running("vllm", 0))
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"}}
 	h := startLWSHarnessWait(t, RolloutOptions{}, Options{Timeout: 30 * time.Second}, testLWS(), nil, testLeaderSts("new"), p)
-	h.awaitIdleAfter("the pod starting", isLLM(func(e Event) bool { return len(e.Rollout.Pods) == 1 }))
+	h.awaitIdleAfter("the pod starting", isLLM(func(e rollout.Event) bool { return len(e.Rollout.Pods) == 1 }))
 	require.Eventually(t, func() bool { return h.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
 	h.clock.Step(31 * time.Second)
 	res, err := h.result()
 	require.ErrorIs(t, err, ErrTimeout)
 	require.NotNil(t, res.Diagnosis)
 	d := res.Diagnosis
-	assert.Equal(t, VerdictTimeout, d.Verdict)
+	assert.Equal(t, rollout.VerdictTimeout, d.Verdict)
 	assert.Equal(t, "leaderworkerset.leaderworkerset.x-k8s.io/llm", d.Object)
 	assert.Equal(t, "llm-1", d.Pod)
 	assert.Contains(t, d.Message, "waiting for rollout to finish: Waiting for rolling update to finish: 1 out of 2 groups updated...")

@@ -7,7 +7,6 @@ package wait
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,41 +14,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-)
 
-// The phases of a new pod, in the order a pod goes through them. A pod
-// whose container waits for another reason (CrashLoopBackOff,
-// ErrImagePull, ...) has that reason as its phase.
-const (
-	PhasePending      = "Pending"      // not scheduled yet
-	PhaseScheduled    = "Scheduled"    // on a node, containers not created yet
-	PhasePulling      = "Pulling"      // the kubelet is pulling an image
-	PhaseInitializing = "Initializing" // init containers are running
-	PhaseStarting     = "Starting"     // running, not Ready yet
-	PhaseLoading      = "Loading"      // running under its startup probe
-	PhaseExited       = "Exited"       // a container ended, not restarted yet
-	PhaseReady        = "Ready"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
-
-// PodPhase is where one pod of the new ReplicaSet stands.
-type PodPhase struct {
-	Pod   string `json:"pod"`
-	Phase string `json:"phase"`
-	// StartupDeadline, for a Loading pod, is when its startup probe's
-	// budget runs out and the kubelet kills the container.
-	StartupDeadline time.Time `json:"startupDeadline,omitzero"`
-}
 
 // podPhases returns the phase of every pod. pulling (nil: none) returns
 // the pods the kubelet reported pulling an image for (a Pulling event not
 // followed by Pulled); it is called at most once, and only when a pod
 // would otherwise be Scheduled, the one phase that tells apart.
-func podPhases(pods []*corev1.Pod, pulling func() map[string]bool) []PodPhase {
-	out := make([]PodPhase, 0, len(pods))
+func podPhases(pods []*corev1.Pod, pulling func() map[string]bool) []rollout.PodPhase {
+	out := make([]rollout.PodPhase, 0, len(pods))
 	var pull map[string]bool
 	for _, p := range pods {
 		ph := podPhase(p, false)
-		if ph.Phase == PhaseScheduled && pulling != nil {
+		if ph.Phase == rollout.PhaseScheduled && pulling != nil {
 			if pull == nil {
 				pull = pulling()
 				pulling = nil
@@ -62,14 +41,14 @@ func podPhases(pods []*corev1.Pod, pulling func() map[string]bool) []PodPhase {
 }
 
 // podPhase returns where pod stands.
-func podPhase(pod *corev1.Pod, pulling bool) PodPhase {
-	ph := PodPhase{Pod: pod.Name}
+func podPhase(pod *corev1.Pod, pulling bool) rollout.PodPhase {
+	ph := rollout.PodPhase{Pod: pod.Name}
 	switch {
 	case podReady(pod):
-		ph.Phase = PhaseReady
+		ph.Phase = rollout.PhaseReady
 		return ph
 	case pod.Spec.NodeName == "":
-		ph.Phase = PhasePending
+		ph.Phase = rollout.PhasePending
 		return ph
 	}
 	for _, cs := range pod.Status.InitContainerStatuses {
@@ -81,7 +60,7 @@ func podPhase(pod *corev1.Pod, pulling bool) PodPhase {
 			return ph
 		}
 		if cs.State.Running != nil {
-			ph.Phase = PhaseInitializing
+			ph.Phase = rollout.PhaseInitializing
 			return ph
 		}
 	}
@@ -92,7 +71,7 @@ func podPhase(pod *corev1.Pod, pulling bool) PodPhase {
 			return ph
 		}
 		if cs.State.Terminated != nil {
-			ph.Phase = PhaseExited
+			ph.Phase = rollout.PhaseExited
 			return ph
 		}
 		if cs.State.Running == nil {
@@ -103,18 +82,18 @@ func podPhase(pod *corev1.Pod, pulling bool) PodPhase {
 			continue
 		}
 		if probe := startupProbeOf(pod, cs.Name); probe != nil {
-			ph.Phase = PhaseLoading
-			ph.StartupDeadline = cs.State.Running.StartedAt.Add(startupBudget(probe))
+			ph.Phase = rollout.PhaseLoading
+			ph.StartupDeadline = cs.State.Running.StartedAt.Add(vllmcause.StartupBudget(probe))
 			return ph
 		}
 	}
 	switch {
 	case running:
-		ph.Phase = PhaseStarting
+		ph.Phase = rollout.PhaseStarting
 	case pulling:
-		ph.Phase = PhasePulling
+		ph.Phase = rollout.PhasePulling
 	default:
-		ph.Phase = PhaseScheduled
+		ph.Phase = rollout.PhaseScheduled
 	}
 	return ph
 }
@@ -149,46 +128,10 @@ func pullingPods(events []*corev1.Event) map[string]bool {
 	return out
 }
 
-// phasesLine summarises the pods' phases for a progress line at now:
-// "pods: 1 Loading (startup probe: 29m10s left), 1 Ready".
-func phasesLine(phases []PodPhase, now time.Time) string {
-	order := []string{PhasePending, PhaseScheduled, PhasePulling, PhaseInitializing, PhaseStarting, PhaseLoading, PhaseExited, PhaseReady}
-	counts := map[string]int{}
-	var others []string
-	var deadline time.Time
-	for _, p := range phases {
-		if counts[p.Phase] == 0 && !slices.Contains(order, p.Phase) {
-			others = append(others, p.Phase)
-		}
-		counts[p.Phase]++
-		if p.Phase == PhaseLoading && !p.StartupDeadline.IsZero() && (deadline.IsZero() || p.StartupDeadline.Before(deadline)) {
-			deadline = p.StartupDeadline
-		}
-	}
-	var parts []string
-	for _, name := range append(order, others...) {
-		n := counts[name]
-		if n == 0 {
-			continue
-		}
-		part := fmt.Sprintf("%d %s", n, name)
-		if name == PhaseLoading && !deadline.IsZero() {
-			left := deadline.Sub(now).Round(time.Second)
-			if left > 0 {
-				part += fmt.Sprintf(" (startup probe: %s left)", left)
-			} else {
-				part += " (startup probe budget spent)"
-			}
-		}
-		parts = append(parts, part)
-	}
-	return "pods: " + strings.Join(parts, ", ")
-}
-
 // podPhasesIn returns the phases of pods in namespace; the events of the
 // namespace (as far as its informer has synced: it never waits) tell the
 // pods pulling an image from the merely scheduled ones.
-func (r *rolloutRun) podPhasesIn(namespace string, pods []*corev1.Pod) []PodPhase {
+func (r *rolloutRun) podPhasesIn(namespace string, pods []*corev1.Pod) []rollout.PodPhase {
 	nw := r.ns[namespace]
 	if nw == nil || !nw.events.synced() {
 		return podPhases(pods, nil)
@@ -228,7 +171,7 @@ func StartupWarnings(objs []*unstructured.Unstructured, timeout time.Duration) [
 		}
 		out = append(out, fmt.Sprintf(
 			"%s container %s: --timeout %s is shorter than the startup probe's budget of %s%s: a pod still loading its weights when the timeout passes fails the rollout as Timeout, though the kubelet would let it load; raise --timeout to %s or more, or lower probes.startup.failureThreshold",
-			workload, c.Name, timeout, describeStartupBudget(c.StartupProbe), readiness, need))
+			workload, c.Name, timeout, vllmcause.DescribeStartupBudget(c.StartupProbe), readiness, need))
 	})
 	return out
 }
@@ -269,7 +212,7 @@ func startupNeeds(objs []*unstructured.Unstructured, fn func(workload string, c 
 			if c.ReadinessProbe != nil {
 				ready = time.Duration(c.ReadinessProbe.InitialDelaySeconds) * time.Second
 			}
-			fn(workload, c, ready, startupBudget(c.StartupProbe)+ready)
+			fn(workload, c, ready, vllmcause.StartupBudget(c.StartupProbe)+ready)
 		}
 	}
 }

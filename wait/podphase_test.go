@@ -4,8 +4,6 @@
 package wait
 
 import (
-	"bytes"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 func TestPodPhase(t *testing.T) {
@@ -29,38 +29,38 @@ func TestPodPhase(t *testing.T) {
 		name    string
 		pod     *corev1.Pod
 		pulling bool
-		want    PodPhase
+		want    rollout.PodPhase
 	}{
-		{"unscheduled", withStatus(func(p *corev1.Pod) { p.Spec.NodeName = "" }), false, PodPhase{Phase: PhasePending}},
+		{"unscheduled", withStatus(func(p *corev1.Pod) { p.Spec.NodeName = "" }), false, rollout.PodPhase{Phase: rollout.PhasePending}},
 		{"scheduled", withStatus(func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("server", "ContainerCreating", 0, nil)}
-		}), false, PodPhase{Phase: PhaseScheduled}},
+		}), false, rollout.PodPhase{Phase: rollout.PhaseScheduled}},
 		{"pulling", withStatus(func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("server", "ContainerCreating", 0, nil)}
-		}), true, PodPhase{Phase: PhasePulling}},
+		}), true, rollout.PodPhase{Phase: rollout.PhasePulling}},
 		{"init container running", withStatus(func(p *corev1.Pod) {
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{running("fetch-weights", 0)}
-		}), false, PodPhase{Phase: PhaseInitializing}},
+		}), false, rollout.PodPhase{Phase: rollout.PhaseInitializing}},
 		{"loading under the startup probe", withStatus(func(p *corev1.Pod) {
 			cs := running("server", 0)
 			cs.State.Running.StartedAt = started
 			cs.Started = ptr.To(false)
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-		}), false, PodPhase{Phase: PhaseLoading, StartupDeadline: t0.Add(30 * time.Minute)}},
+		}), false, rollout.PodPhase{Phase: rollout.PhaseLoading, StartupDeadline: t0.Add(30 * time.Minute)}},
 		{"started, not ready", withStatus(func(p *corev1.Pod) {
 			cs := running("server", 0)
 			cs.Started = ptr.To(true)
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-		}), false, PodPhase{Phase: PhaseStarting}},
+		}), false, rollout.PodPhase{Phase: rollout.PhaseStarting}},
 		{"exited", withStatus(func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "server", State: corev1.ContainerState{Terminated: terminated("Error", 137, "c1")}}}
-		}), false, PodPhase{Phase: PhaseExited}},
+		}), false, rollout.PodPhase{Phase: rollout.PhaseExited}},
 		{"crash loop", withStatus(func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(1)}
-		}), false, PodPhase{Phase: "CrashLoopBackOff"}},
+		}), false, rollout.PodPhase{Phase: "CrashLoopBackOff"}},
 		{"ready", withStatus(func(p *corev1.Pod) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-		}), false, PodPhase{Phase: PhaseReady}},
+		}), false, rollout.PodPhase{Phase: rollout.PhaseReady}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,18 +81,6 @@ func TestPullingPods(t *testing.T) {
 	assert.Equal(t, map[string]bool{"a": true}, got)
 }
 
-func TestPhasesLine(t *testing.T) {
-	phases := []PodPhase{
-		{Pod: "a", Phase: PhaseReady},
-		{Pod: "b", Phase: PhaseLoading, StartupDeadline: t0.Add(30 * time.Minute)},
-		{Pod: "c", Phase: PhaseLoading, StartupDeadline: t0.Add(20 * time.Minute)},
-		{Pod: "d", Phase: "ErrImagePull"},
-		{Pod: "e", Phase: PhasePulling},
-	}
-	assert.Equal(t, "pods: 1 Pulling, 2 Loading (startup probe: 19m50s left), 1 Ready, 1 ErrImagePull", phasesLine(phases, t0.Add(10*time.Second)))
-	assert.Equal(t, "pods: 1 Pulling, 2 Loading (startup probe budget spent), 1 Ready, 1 ErrImagePull", phasesLine(phases, t0.Add(time.Hour)))
-}
-
 func TestStartupWarnings(t *testing.T) {
 	dep := testDeployment("vllm/vllm-openai:v0.11.0")
 	dep.Spec.Template.Spec = chartPod(nil).Spec
@@ -107,33 +95,6 @@ func TestStartupWarnings(t *testing.T) {
 	assert.Empty(t, StartupWarnings(objsOf(obj), 0), "no timeout")
 	dep.Spec.Template.Spec.Containers[0].StartupProbe = nil
 	assert.Empty(t, StartupWarnings(objsOf(toUnstructured(t, dep)), time.Minute), "no startup probe")
-}
-
-func TestFailureProgressLines(t *testing.T) {
-	ev := Event{Time: t0, Object: depRef, Status: StatusFailed,
-		Message: "CrashLoopBackOff (cause gpu-oom): pod chat-7d9f8c6b5-abcde",
-		Rollout: &RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-7d9f8c6b5", Desired: 2, Updated: 1, Ready: 2, Available: 2,
-			Verdict: VerdictCrashLoop, Cause: CauseGPUOOM, Evidence: "torch.OutOfMemoryError: CUDA out of memory.",
-			Hints: []string{"lower `--gpu-memory-utilization`", "or shard"}}}
-	var b bytes.Buffer
-	require.NoError(t, NewPlainPrinter(&b).Print(ev))
-	assert.Equal(t, `2026-11-30T01:02:03Z deployment/chat: 1/2 updated, 2 ready, 2 available (new rs chat-7d9f8c6b5): failed: CrashLoopBackOff (cause gpu-oom): pod chat-7d9f8c6b5-abcde
-2026-11-30T01:02:03Z deployment/chat: cause: gpu-oom: torch.OutOfMemoryError: CUDA out of memory.
-2026-11-30T01:02:03Z deployment/chat: hint: lower `+"`--gpu-memory-utilization`"+`
-2026-11-30T01:02:03Z deployment/chat: hint: or shard
-`, b.String())
-
-	b.Reset()
-	require.NoError(t, NewLivePrinter(&b).Print(ev))
-	assert.Contains(t, b.String(), "deployment/chat: cause: gpu-oom: torch.OutOfMemoryError")
-
-	b.Reset()
-	require.NoError(t, WriteDiagnosis(&b, &Diagnosis{Verdict: VerdictCrashLoop, Reason: "CrashLoopBackOff", Cause: CauseGPUOOM, Evidence: "torch.OutOfMemoryError: CUDA out of memory."}))
-	assert.Contains(t, b.String(), "  cause:     gpu-oom\n  evidence:  torch.OutOfMemoryError: CUDA out of memory.\n")
-
-	progressing := Event{Time: t0, Object: depRef, Status: StatusInProgress, Rollout: &RolloutProgress{Deployment: "chat", Desired: 1,
-		Verdict: VerdictProgressing, Pods: []PodPhase{{Pod: "a", Phase: PhaseLoading, StartupDeadline: t0.Add(time.Minute)}}}}
-	assert.True(t, strings.HasSuffix(eventLine(progressing), ": 0/1 updated, 0 ready, 0 available, new pods: 1 Loading (startup probe: 1m0s left)"), eventLine(progressing))
 }
 
 func objsOf(objs ...*unstructured.Unstructured) []*unstructured.Unstructured { return objs }

@@ -23,12 +23,15 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 // RolloutWatcher waits for Deployments, StatefulSets and LeaderWorkerSets
 // to roll out, and
 // for Jobs and Pods to run to completion, and detects failures early,
-// with a [Diagnosis].
+// with a [rollout.Diagnosis].
 //
 // It watches, never polls: per Deployment, informers (list, then watch from
 // the list's resourceVersion; re-listed on 410 Gone, re-established after
@@ -51,7 +54,7 @@ import (
 // revision). It succeeds by [LeaderWorkerSetRolledOut]; it fails on the
 // pod verdicts about the pods of the current revision, or when one group
 // was recreated (its leader replaced by a new pod of the same revision)
-// RolloutOptions.MaxRestarts times ([VerdictGroupRecreated]): with
+// RolloutOptions.MaxRestarts times ([rollout.VerdictGroupRecreated]): with
 // restartPolicy RecreateGroupOnPodRestart the controller deletes the
 // group at a container's first restart, so CrashLoopBackOff never shows.
 // The log of each termination of a container of the current revision is
@@ -195,14 +198,14 @@ type rolloutRun struct {
 	// otherIdx are the Result indexes of the other objects.
 	otherIdx []int
 	ns       map[string]*nsWatch
-	ctx      context.Context // the informers' context
-	wg       sync.WaitGroup  // the informers' goroutines
-	kick     chan struct{}   // something changed
-	turned   chan struct{}   // a Deployment changed (see settle)
-	alarm    chan struct{}   // a change that may be a verdict (see settle)
-	fatal    chan error      // an informer cannot watch
-	sendTo   context.Context // bounds sends on opts.Events
-	cls      *classifier     // classifies terminations' logs (newJudge)
+	ctx      context.Context       // the informers' context
+	wg       sync.WaitGroup        // the informers' goroutines
+	kick     chan struct{}         // something changed
+	turned   chan struct{}         // a Deployment changed (see settle)
+	alarm    chan struct{}         // a change that may be a verdict (see settle)
+	fatal    chan error            // an informer cannot watch
+	sendTo   context.Context       // bounds sends on opts.Events
+	cls      *vllmcause.Classifier // classifies terminations' logs (newJudge)
 
 	mu       sync.Mutex
 	obs      map[types.UID]int // observations of new pods, by the informers
@@ -224,8 +227,8 @@ type rolloutRun struct {
 type rolloutState struct {
 	idx      int
 	ref      object.Ref
-	progress RolloutProgress
-	lastSent RolloutProgress // the progress last sent
+	progress rollout.RolloutProgress
+	lastSent rollout.RolloutProgress // the progress last sent
 	sent     bool
 }
 
@@ -267,7 +270,7 @@ type deployWatch struct {
 
 // failure is a failure verdict reached on the cluster, before diagnosis.
 type failure struct {
-	verdict Verdict
+	verdict rollout.Verdict
 	dw      *deployWatch // nil for another object
 	sts     *stsWatch    // a StatefulSet's failure
 	lws     *lwsWatch    // a LeaderWorkerSet's failure
@@ -298,7 +301,7 @@ func (r *rolloutRun) raise() {
 }
 
 // emit sends ev on opts.Events, stamped, unless the wait is over.
-func (r *rolloutRun) emit(ev Event) {
+func (r *rolloutRun) emit(ev rollout.Event) {
 	if r.opts.Events == nil {
 		return
 	}
@@ -314,11 +317,11 @@ func (r *rolloutRun) emit(ev Event) {
 // set records a Deployment's or StatefulSet's status and sends an event
 // when it, or the rollout's progress, changed; warning, when set, is sent
 // in any case.
-func (r *rolloutRun) set(w rolloutWatch, st Status, msg, warning string) {
+func (r *rolloutRun) set(w rolloutWatch, st rollout.Status, msg, warning string) {
 	dw := w.state()
 	// Both may quote the cluster (conditions, events, termination
 	// messages): sanitised here, the one way into the events and results.
-	msg, warning = SanitizeLine(msg), SanitizeLine(warning)
+	msg, warning = termout.SanitizeLine(msg), termout.SanitizeLine(warning)
 	cur := &r.res.Objects[dw.idx]
 	p := dw.progress
 	p.OldReplicaSets = append([]string(nil), p.OldReplicaSets...)
@@ -329,5 +332,5 @@ func (r *rolloutRun) set(w rolloutWatch, st Status, msg, warning string) {
 	}
 	dw.sent, dw.lastSent = true, p
 	p.Warning = warning
-	r.emit(Event{Object: dw.ref, Status: st, Message: msg, Rollout: &p})
+	r.emit(rollout.Event{Object: dw.ref, Status: st, Message: msg, Rollout: &p})
 }

@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 // podEvents returns the events of pod: one list of them, since the
@@ -43,7 +45,7 @@ func (r *rolloutRun) eventsOf(ctx context.Context, i *informer, kind, name strin
 }
 
 // diagnose explains a failure.
-func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *Diagnosis {
+func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *rollout.Diagnosis {
 	if f.stalled != nil {
 		return f.stalled.Diagnosis()
 	}
@@ -59,8 +61,8 @@ func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *Diagnosis {
 	g := diagnoser{client: r.client, opts: r.o}
 	if f.dw == nil {
 		s := r.res.Objects[f.other]
-		return &Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: objectName(s.Object), Namespace: s.Object.Namespace, Message: f.message,
-			Hints: []string{fmt.Sprintf("kubectl describe %s%s shows its conditions and events", objectName(s.Object), nsFlag(s.Object.Namespace))}}
+		return &rollout.Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: rollout.ObjectName(s.Object), Namespace: s.Object.Namespace, Message: f.message,
+			Hints: []string{fmt.Sprintf("kubectl describe %s%s shows its conditions and events", rollout.ObjectName(s.Object), nsFlag(s.Object.Namespace))}}
 	}
 	dw := f.dw
 	if f.finding != nil {
@@ -69,10 +71,10 @@ func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *Diagnosis {
 	if f.rs == nil {
 		r.refresh(ctx, dw)
 	}
-	var d *Diagnosis
+	var d *rollout.Diagnosis
 	switch {
 	case f.rs != nil:
-		d = &Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: dw.object, Namespace: dw.namespace, Message: fmt.Sprintf("ReplicaSet %s: %s", f.rs.Name, f.message)}
+		d = &rollout.Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: dw.object, Namespace: dw.namespace, Message: fmt.Sprintf("ReplicaSet %s: %s", f.rs.Name, f.message)}
 		if nw := r.ns[dw.namespace]; nw != nil {
 			d.Events = formatEvents(r.eventsOf(ctx, nw.events, "ReplicaSet", f.rs.Name, f.rs.UID), r.o.MaxEvents)
 		}
@@ -84,7 +86,7 @@ func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *Diagnosis {
 		d.Reason = f.reason
 		d.Message = joinNonEmpty("; ", f.message, suspectMessage(dw.suspect))
 	default:
-		d = &Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: dw.object, Namespace: dw.namespace, Message: f.message}
+		d = &rollout.Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: dw.object, Namespace: dw.namespace, Message: f.message}
 		d.Hints = hints(d, nil, f.reason)
 	}
 	return d
@@ -103,13 +105,13 @@ func (r *rolloutRun) refresh(ctx context.Context, dw *deployWatch) {
 // with its most suspect pod, or else the first StatefulSet not rolled
 // out, likewise, or else the first Job or Pod not completed, or else the
 // first other object not Current.
-func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *Diagnosis {
+func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *rollout.Diagnosis {
 	for _, dw := range r.deps {
 		if dw.done {
 			continue
 		}
 		r.refresh(ctx, dw)
-		dw.progress.Verdict = VerdictTimeout
+		dw.progress.Verdict = rollout.VerdictTimeout
 		msg := dw.msg
 		if msg == "" {
 			msg = r.res.Objects[dw.idx].Message
@@ -135,28 +137,28 @@ func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *Diagnosis {
 	}
 	for _, i := range r.otherIdx {
 		s := r.res.Objects[i]
-		if s.Status == StatusCurrent {
+		if s.Status == rollout.StatusCurrent {
 			continue
 		}
-		return &Diagnosis{Verdict: VerdictTimeout, Reason: reasonTimeout, Object: objectName(s.Object), Namespace: s.Object.Namespace,
+		return &rollout.Diagnosis{Verdict: rollout.VerdictTimeout, Reason: reasonTimeout, Object: rollout.ObjectName(s.Object), Namespace: s.Object.Namespace,
 			Message: fmt.Sprintf("%s: %s", s.Status, s.Message),
-			Hints:   []string{fmt.Sprintf("kubectl describe %s%s shows its conditions and events", objectName(s.Object), nsFlag(s.Object.Namespace))}}
+			Hints:   []string{fmt.Sprintf("kubectl describe %s%s shows its conditions and events", rollout.ObjectName(s.Object), nsFlag(s.Object.Namespace))}}
 	}
-	return &Diagnosis{Verdict: VerdictTimeout, Reason: reasonTimeout, Message: "timed out"}
+	return &rollout.Diagnosis{Verdict: rollout.VerdictTimeout, Reason: reasonTimeout, Message: "timed out"}
 }
 
 // suspectTimeout explains a timeout on the Deployment or StatefulSet
 // object, whose rollout status says msg, with its most suspect pod (nil:
 // none).
-func (r *rolloutRun) suspectTimeout(ctx context.Context, object, namespace, msg string, suspect *podFinding) *Diagnosis {
+func (r *rolloutRun) suspectTimeout(ctx context.Context, object, namespace, msg string, suspect *podFinding) *rollout.Diagnosis {
 	if suspect == nil {
-		d := &Diagnosis{Verdict: VerdictTimeout, Reason: reasonTimeout, Object: object, Namespace: namespace, Message: msg}
+		d := &rollout.Diagnosis{Verdict: rollout.VerdictTimeout, Reason: reasonTimeout, Object: object, Namespace: namespace, Message: msg}
 		d.Hints = hints(d, nil, reasonTimeout)
 		return d
 	}
 	g := diagnoser{client: r.client, opts: r.o}
-	d := g.fromPod(ctx, VerdictTimeout, object, namespace, suspect, r.podEvents(ctx, namespace, suspect.Pod))
-	if ph := podPhase(suspect.Pod, false); ph.Phase == PhaseLoading && ph.StartupDeadline.After(r.clk.Now()) {
+	d := g.fromPod(ctx, rollout.VerdictTimeout, object, namespace, suspect, r.podEvents(ctx, namespace, suspect.Pod))
+	if ph := podPhase(suspect.Pod, false); ph.Phase == rollout.PhaseLoading && ph.StartupDeadline.After(r.clk.Now()) {
 		d.Hints = append([]string{fmt.Sprintf("pod %s was still loading under its startup probe, which lets it load for %s more: raise --timeout above the probe's budget, or keep waiting with vllmctl wait --timeout",
 			suspect.Pod.Name, ph.StartupDeadline.Sub(r.clk.Now()).Round(time.Second))}, d.Hints...)
 	}

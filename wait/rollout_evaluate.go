@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 // evaluate brings every Deployment's, StatefulSet's, Job's and Pod's state
@@ -75,7 +77,7 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 	}
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
-		return &failure{verdict: VerdictFailedCreate, dw: dw, reason: "InvalidSelector", message: fmt.Sprintf("invalid selector: %v", err)}, time.Time{}
+		return &failure{verdict: rollout.VerdictFailedCreate, dw: dw, reason: "InvalidSelector", message: fmt.Sprintf("invalid selector: %v", err)}, time.Time{}
 	}
 	if dw.rs == nil {
 		r.startReplicaSets(dw, sel)
@@ -85,7 +87,7 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 		dw.syncReplicaSets(d, sel)
 	}
 	if err := r.followNewPods(dw, sel); err != nil {
-		return &failure{verdict: VerdictFailedCreate, dw: dw, reason: "InvalidSelector", message: err.Error()}, time.Time{}
+		return &failure{verdict: rollout.VerdictFailedCreate, dw: dw, reason: "InvalidSelector", message: err.Error()}, time.Time{}
 	}
 	if dw.done && r.opts.Canary != nil {
 		dw.canaryReady = nil
@@ -97,7 +99,7 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 	}
 	if dw.done {
 		dw.progress.Pods = nil
-		r.set(dw, StatusCurrent, dw.msg, "")
+		r.set(dw, rollout.StatusCurrent, dw.msg, "")
 		return nil, time.Time{}
 	}
 
@@ -112,9 +114,9 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 			recheck = again
 		}
 	}
-	status := StatusInProgress
+	status := rollout.StatusInProgress
 	if fail == nil && deadline {
-		status = StatusFailed
+		status = rollout.StatusFailed
 		fail = deadlineFailure(dw, d)
 	}
 	if fail == nil && dw.newRS != nil {
@@ -139,7 +141,7 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 func (r *rolloutRun) currentDeployment(dw *deployWatch) *appsv1.Deployment {
 	obj := watchedObject(dw.dep, dw.namespace+"/"+dw.name, &dw.uid, func() {
 		dw.done = false
-		r.set(dw, StatusNotFound, "not found", "")
+		r.set(dw, rollout.StatusNotFound, "not found", "")
 	}, func() {
 		for _, i := range []*informer{dw.rs, dw.pods} {
 			if i != nil {
@@ -189,9 +191,9 @@ func (dw *deployWatch) observeStatus(d *appsv1.Deployment) (deadline bool) {
 		p.Desired = *d.Spec.Replicas
 	}
 	p.Updated, p.Ready, p.Available = d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas
-	p.Verdict = VerdictProgressing
+	p.Verdict = rollout.VerdictProgressing
 	if done {
-		p.Verdict = VerdictRolledOut
+		p.Verdict = rollout.VerdictRolledOut
 	}
 	return deadline
 }
@@ -301,7 +303,7 @@ func (r *rolloutRun) observations(pods []*corev1.Pod) []int {
 
 // deadlineFailure is d exceeding its progress deadline.
 func deadlineFailure(dw *deployWatch, d *appsv1.Deployment) *failure {
-	f := &failure{verdict: VerdictProgressDeadlineExceeded, dw: dw, reason: reasonProgressDeadline, message: dw.msg}
+	f := &failure{verdict: rollout.VerdictProgressDeadlineExceeded, dw: dw, reason: reasonProgressDeadline, message: dw.msg}
 	if c := deploymentutil.GetDeploymentCondition(d.Status, appsv1.DeploymentProgressing); c != nil && c.Message != "" {
 		f.message = c.Message
 	}
@@ -330,7 +332,7 @@ func (r *rolloutRun) newPods(dw *deployWatch) []*corev1.Pod {
 // notReadyFinding describes a pod that is not Ready without a container
 // problem: the first container not ready.
 func notReadyFinding(pod *corev1.Pod) *podFinding {
-	f := &podFinding{Verdict: VerdictProgressing, Reason: reasonContainersNotReady, Pod: pod, Message: "pod is not Ready"}
+	f := &podFinding{Verdict: rollout.VerdictProgressing, Reason: reasonContainersNotReady, Pod: pod, Message: "pod is not Ready"}
 	if c := podCondition(pod, corev1.PodReady); c != nil && c.Message != "" {
 		f.Message = c.Message
 	}
@@ -401,12 +403,12 @@ func (r *rolloutRun) failedCreate(dw *deployWatch, d *appsv1.Deployment) *failur
 	var fail *failure
 	for _, c := range rs.Status.Conditions {
 		if c.Type == appsv1.ReplicaSetReplicaFailure && c.Status == corev1.ConditionTrue {
-			fail = &failure{verdict: VerdictFailedCreate, dw: dw, rs: rs, reason: reasonFailedCreate, message: c.Message}
+			fail = &failure{verdict: rollout.VerdictFailedCreate, dw: dw, rs: rs, reason: reasonFailedCreate, message: c.Message}
 			break
 		}
 	}
 	if fail == nil && e != nil && lacking {
-		fail = &failure{verdict: VerdictFailedCreate, dw: dw, rs: rs, reason: reasonFailedCreate, message: e.Message}
+		fail = &failure{verdict: rollout.VerdictFailedCreate, dw: dw, rs: rs, reason: reasonFailedCreate, message: e.Message}
 	}
 	if fail == nil || !strings.Contains(fail.message, "exceeded quota") {
 		return fail

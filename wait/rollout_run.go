@@ -16,16 +16,18 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 // loop is the state of the run loop of one Wait.
 type loop struct {
-	otherEvents   chan Event       // the other waiter's events; nil once closed
-	otherDone     chan otherResult // the other waiter's result; nil once received
-	othersCurrent bool             // every other object is Current
-	timeout       <-chan time.Time // opts.Timeout passed
-	until         <-chan struct{}  // a canary phase's hold; nil once closed
-	recheck       clock.Timer      // evaluate again without news
+	otherEvents   chan rollout.Event // the other waiter's events; nil once closed
+	otherDone     chan otherResult   // the other waiter's result; nil once received
+	othersCurrent bool               // every other object is Current
+	timeout       <-chan time.Time   // opts.Timeout passed
+	until         <-chan struct{}    // a canary phase's hold; nil once closed
+	recheck       clock.Timer        // evaluate again without news
 
 	// How the loop ended.
 	fail     *failure
@@ -130,7 +132,7 @@ func (r *rolloutRun) startOthers(wctx context.Context, l *loop) (stop func()) {
 	if len(r.other) == 0 {
 		return func() {}
 	}
-	events := make(chan Event)
+	events := make(chan rollout.Event)
 	l.otherEvents = events
 	l.otherDone = make(chan otherResult, 1)
 	done := l.otherDone
@@ -380,21 +382,21 @@ func (r *rolloutRun) conclude(ctx, wctx context.Context, l *loop) (Result, error
 		return r.finish(OutcomeCurrent, nil)
 	case !l.timedOut && ctx.Err() == nil && wctx.Err() == nil:
 		for _, dw := range r.deps {
-			if dw.progress.Verdict != VerdictRolledOut {
-				dw.progress.Verdict = VerdictRolledOut
-				r.set(dw, StatusCurrent, dw.msg, "")
+			if dw.progress.Verdict != rollout.VerdictRolledOut {
+				dw.progress.Verdict = rollout.VerdictRolledOut
+				r.set(dw, rollout.StatusCurrent, dw.msg, "")
 			}
 		}
 		for _, sw := range r.stss {
-			if sw.progress.Verdict != VerdictRolledOut {
-				sw.progress.Verdict = VerdictRolledOut
-				r.set(sw, StatusCurrent, sw.msg, "")
+			if sw.progress.Verdict != rollout.VerdictRolledOut {
+				sw.progress.Verdict = rollout.VerdictRolledOut
+				r.set(sw, rollout.StatusCurrent, sw.msg, "")
 			}
 		}
 		for _, lw := range r.lwss {
-			if lw.progress.Verdict != VerdictRolledOut {
-				lw.progress.Verdict = VerdictRolledOut
-				r.set(lw, StatusCurrent, lw.msg, "")
+			if lw.progress.Verdict != rollout.VerdictRolledOut {
+				lw.progress.Verdict = rollout.VerdictRolledOut
+				r.set(lw, rollout.StatusCurrent, lw.msg, "")
 			}
 		}
 		return r.finish(OutcomeCurrent, nil)
@@ -407,28 +409,28 @@ func (r *rolloutRun) conclude(ctx, wctx context.Context, l *loop) (Result, error
 // failed ends the wait on failure f, with its diagnosis.
 func (r *rolloutRun) failed(ctx context.Context, f *failure) (Result, error) {
 	d := r.diagnose(ctx, f)
-	d.sanitize()
+	sanitize(d)
 	if d.Cause == "" {
-		d.Cause = CauseUnknown
+		d.Cause = vllmcause.CauseUnknown
 	}
 	r.res.Diagnosis = d
 	switch {
 	case f.dw != nil:
 		f.dw.progress.Verdict = f.verdict
 		f.dw.progress.Cause, f.dw.progress.Evidence, f.dw.progress.Hints = d.Cause, d.Evidence, d.Hints
-		r.set(f.dw, StatusFailed, d.Summary(), "")
+		r.set(f.dw, rollout.StatusFailed, d.Summary(), "")
 	case f.sts != nil:
 		f.sts.progress.Verdict = f.verdict
 		f.sts.progress.Cause, f.sts.progress.Evidence, f.sts.progress.Hints = d.Cause, d.Evidence, d.Hints
-		r.set(f.sts, StatusFailed, d.Summary(), "")
+		r.set(f.sts, rollout.StatusFailed, d.Summary(), "")
 	case f.lws != nil:
 		f.lws.progress.Verdict = f.verdict
 		f.lws.progress.Cause, f.lws.progress.Evidence, f.lws.progress.Hints = d.Cause, d.Evidence, d.Hints
-		r.set(f.lws, StatusFailed, d.Summary(), "")
+		r.set(f.lws, rollout.StatusFailed, d.Summary(), "")
 	case f.run != nil:
-		r.setRun(f.run, StatusFailed, d.Summary())
+		r.setRun(f.run, rollout.StatusFailed, d.Summary())
 	default:
-		r.res.Objects[f.other].Status, r.res.Objects[f.other].Message = StatusFailed, d.Summary()
+		r.res.Objects[f.other].Status, r.res.Objects[f.other].Message = rollout.StatusFailed, d.Summary()
 	}
 	res, _ := r.finish(OutcomeFailed, nil)
 	nre := &NotReadyError{Outcome: OutcomeFailed, Objects: failedFirst(res.NotCurrent())}
@@ -439,9 +441,9 @@ func (r *rolloutRun) failed(ctx context.Context, f *failure) (Result, error) {
 // ctx's deadline), with a diagnosis.
 func (r *rolloutRun) timedOut(ctx context.Context, timer bool) (Result, error) {
 	d := r.diagnoseTimeout(ctx)
-	d.sanitize()
+	sanitize(d)
 	if d.Cause == "" {
-		d.Cause = CauseUnknown
+		d.Cause = vllmcause.CauseUnknown
 	}
 	r.res.Diagnosis = d
 	res, _ := r.finish(OutcomeTimeout, nil)
@@ -481,7 +483,7 @@ func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 			continue // a canary phase waits for Deployments and StatefulSets only
 		}
 		idx := len(r.res.Objects)
-		r.res.Objects = append(r.res.Objects, ObjectStatus{Object: ref, Status: StatusUnknown})
+		r.res.Objects = append(r.res.Objects, rollout.ObjectStatus{Object: ref, Status: rollout.StatusUnknown})
 		switch {
 		case isRun:
 			r.runs = append(r.runs, newRunWatch(idx, ref, isJob, r.newJudge()))
@@ -494,8 +496,8 @@ func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 			r.otherIdx = append(r.otherIdx, idx)
 		default:
 			r.deps = append(r.deps, &deployWatch{
-				rolloutState: rolloutState{idx: idx, ref: ref, progress: RolloutProgress{Deployment: ref.Name, Verdict: VerdictProgressing}},
-				namespace:    ref.Namespace, name: ref.Name, object: objectName(ref),
+				rolloutState: rolloutState{idx: idx, ref: ref, progress: rollout.RolloutProgress{Deployment: ref.Name, Verdict: rollout.VerdictProgressing}},
+				namespace:    ref.Namespace, name: ref.Name, object: rollout.ObjectName(ref),
 				judge: r.newJudge(), warned: map[string]bool{},
 			})
 		}
@@ -515,7 +517,7 @@ func (r *rolloutRun) findOther(ref object.Ref) int {
 	return -1
 }
 
-func (r *rolloutRun) setOther(s ObjectStatus) int {
+func (r *rolloutRun) setOther(s rollout.ObjectStatus) int {
 	i := r.findOther(s.Object)
 	if i >= 0 {
 		r.res.Objects[i] = s
@@ -524,17 +526,17 @@ func (r *rolloutRun) setOther(s ObjectStatus) int {
 }
 
 // otherEvent records and forwards an event of the other waiter.
-func (r *rolloutRun) otherEvent(ev Event) {
-	r.setOther(ObjectStatus{Object: ev.Object, Status: ev.Status, Message: ev.Message})
+func (r *rolloutRun) otherEvent(ev rollout.Event) {
+	r.setOther(rollout.ObjectStatus{Object: ev.Object, Status: ev.Status, Message: ev.Message})
 	r.emit(ev)
 }
 
 // otherFailure is the failure of the first other object that failed.
 func (r *rolloutRun) otherFailure() *failure {
 	for _, i := range r.otherIdx {
-		if s := r.res.Objects[i]; s.Status == StatusFailed {
-			return &failure{verdict: VerdictObjectFailed, other: i, reason: reasonObjectFailed, message: s.Message}
+		if s := r.res.Objects[i]; s.Status == rollout.StatusFailed {
+			return &failure{verdict: rollout.VerdictObjectFailed, other: i, reason: reasonObjectFailed, message: s.Message}
 		}
 	}
-	return &failure{verdict: VerdictObjectFailed, other: r.otherIdx[0], reason: reasonObjectFailed}
+	return &failure{verdict: rollout.VerdictObjectFailed, other: r.otherIdx[0], reason: reasonObjectFailed}
 }

@@ -32,6 +32,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 const depUID = types.UID("dep-uid")
@@ -107,7 +109,7 @@ type harness struct {
 	oldRS  *appsv1.ReplicaSet
 
 	mu     sync.Mutex
-	events []Event
+	events []rollout.Event
 	// idles records, for each time the run loop went idle (evaluated,
 	// and waiting for news), how many events it had sent by then.
 	idles  []int
@@ -183,7 +185,7 @@ func startHarness(t *testing.T, o harnessOptions) *harness {
 	if o.dyn != nil {
 		w.WithDynamicClient(o.dyn)
 	}
-	events := make(chan Event)
+	events := make(chan rollout.Event)
 	o.wait.Events = events
 	if o.wait.Namespace == "" {
 		o.wait.Namespace = ns
@@ -224,9 +226,9 @@ func startHarness(t *testing.T, o harnessOptions) *harness {
 }
 
 // await waits until an event satisfies pred.
-func (h *harness) await(what string, pred func(Event) bool) Event {
+func (h *harness) await(what string, pred func(rollout.Event) bool) rollout.Event {
 	h.t.Helper()
-	var found Event
+	var found rollout.Event
 	require.Eventually(h.t, func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -245,7 +247,7 @@ func (h *harness) await(what string, pred func(Event) bool) Event {
 // satisfies pred, went idle (the evaluation that sent it did not end the
 // wait, and the loop waits for news), or until Wait returned (which the
 // caller's check of h.running() then reports).
-func (h *harness) awaitIdleAfter(what string, pred func(Event) bool) {
+func (h *harness) awaitIdleAfter(what string, pred func(rollout.Event) bool) {
 	h.t.Helper()
 	require.Eventually(h.t, func() bool {
 		if !h.running() {
@@ -270,14 +272,14 @@ func (h *harness) eventLines() string {
 	return b.String()
 }
 
-func (h *harness) eventsCopy() []Event {
+func (h *harness) eventsCopy() []rollout.Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]Event(nil), h.events...)
+	return append([]rollout.Event(nil), h.events...)
 }
 
-func (h *harness) warned(substr string) func(Event) bool {
-	return func(e Event) bool { return e.Rollout != nil && strings.Contains(e.Rollout.Warning, substr) }
+func (h *harness) warned(substr string) func(rollout.Event) bool {
+	return func(e rollout.Event) bool { return e.Rollout != nil && strings.Contains(e.Rollout.Warning, substr) }
 }
 
 // result waits for Wait to return.
@@ -357,7 +359,7 @@ func (h *harness) awaitWatch(resource string) {
 // (its pods are being watched from then on).
 func (h *harness) progressed() {
 	h.t.Helper()
-	h.await("the new ReplicaSet", func(e Event) bool { return e.Rollout != nil && e.Rollout.NewReplicaSet == "chat-new" })
+	h.await("the new ReplicaSet", func(e rollout.Event) bool { return e.Rollout != nil && e.Rollout.NewReplicaSet == "chat-new" })
 }
 
 func rolledOut(d *appsv1.Deployment) {
@@ -369,7 +371,7 @@ func crashLoopStatus(restarts int32) corev1.ContainerStatus {
 }
 
 // requireFailure checks a failed wait's outcome, error and diagnosis.
-func requireFailure(t *testing.T, res Result, err error, v Verdict) *Diagnosis {
+func requireFailure(t *testing.T, res Result, err error, v rollout.Verdict) *rollout.Diagnosis {
 	t.Helper()
 	require.Error(t, err)
 	var rfe *RolloutFailedError
@@ -383,7 +385,7 @@ func requireFailure(t *testing.T, res Result, err error, v Verdict) *Diagnosis {
 	assert.Equal(t, v, res.Diagnosis.Verdict)
 	assert.Equal(t, "deployment/chat", res.Diagnosis.Object)
 	require.Len(t, res.Objects, 1)
-	assert.Equal(t, StatusFailed, res.Objects[0].Status)
+	assert.Equal(t, rollout.StatusFailed, res.Objects[0].Status)
 	assert.Contains(t, err.Error(), "rollout of deployment/chat failed: ")
 	return res.Diagnosis
 }
@@ -395,8 +397,8 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 		name    string
 		opts    harnessOptions
 		drive   func(h *harness)
-		verdict Verdict
-		check   func(t *testing.T, h *harness, d *Diagnosis)
+		verdict rollout.Verdict
+		check   func(t *testing.T, h *harness, d *rollout.Diagnosis)
 	}{
 		{
 			name: "CrashLoopBackOff after 2 restarts, with events and the previous log",
@@ -413,8 +415,8 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				p.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(2)}
 				h.updatePod(p)
 			},
-			verdict: VerdictCrashLoop,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictCrashLoop,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "CrashLoopBackOff", d.Reason)
 				assert.Equal(t, "chat-new-a", d.Pod)
 				assert.Equal(t, "gpu-node-1", d.Node)
@@ -431,7 +433,7 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				assert.Equal(t, int64(causeLogLines), *h.logs[1].TailLines, "more lines than shown, for the classifier")
 				assert.Equal(t, causeLogBytes, *h.logs[1].LimitBytes)
 				assert.Equal(t, "vllm", h.logs[1].Container)
-				assert.Equal(t, CauseUnknown, d.Cause)
+				assert.Equal(t, vllmcause.CauseUnknown, d.Cause)
 				assert.Empty(t, d.Evidence)
 				assert.Contains(t, strings.Join(d.Hints, "\n"), "--previous", "the generic hints")
 			},
@@ -446,16 +448,16 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 			drive: func(h *harness) {
 				h.createPod(testPod(h.newRS, "a", crashLoopStatus(2)))
 			},
-			verdict: VerdictCrashLoop,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
-				assert.Equal(t, CauseGPUOOM, d.Cause)
+			verdict: rollout.VerdictCrashLoop,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
+				assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 				assert.Equal(t, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB.", d.Evidence)
 				assert.Contains(t, d.Hints[0], "`--gpu-memory-utilization`")
 				assert.NotContains(t, strings.Join(d.Hints, "\n"), "kubectl logs", "the cause's hints replace the generic ones")
 				assert.Contains(t, d.Summary(), "CrashLoopBackOff (cause gpu-oom): pod chat-new-a")
 				require.Len(t, h.logs, 1, "the previous log named the cause: nothing more is read")
 				last := h.events[len(h.events)-1].Rollout // h.mu is held
-				assert.Equal(t, CauseGPUOOM, last.Cause)
+				assert.Equal(t, vllmcause.CauseGPUOOM, last.Cause)
 				assert.Equal(t, d.Evidence, last.Evidence)
 				assert.Equal(t, d.Hints, last.Hints)
 			},
@@ -465,8 +467,8 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 			drive: func(h *harness) {
 				h.createPod(testPod(h.newRS, "a", corev1.ContainerStatus{Name: "vllm", State: corev1.ContainerState{Terminated: terminated("OOMKilled", 137, "c0")}}))
 			},
-			verdict: VerdictOOMKilled,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictOOMKilled,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "OOMKilled", d.Reason)
 				assert.Equal(t, int32(137), d.ExitCode)
 				assert.Equal(t, "vllm", d.Container)
@@ -487,8 +489,8 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				p.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("vllm", "ImagePullBackOff", 0, nil)}
 				h.updatePod(p)
 			},
-			verdict: VerdictImagePull,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictImagePull,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "ImagePullBackOff", d.Reason)
 				assert.Empty(t, d.LogTail)
 				assert.Equal(t, "container vllm never started: there are no logs", d.LogNote)
@@ -503,8 +505,8 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 			drive: func(h *harness) {
 				h.createPod(testPod(h.newRS, "a", waiting("vllm", "CreateContainerConfigError", 0, nil)))
 			},
-			verdict: VerdictContainerError,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictContainerError,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "CreateContainerConfigError", d.Reason)
 				assert.Equal(t, "CreateContainerConfigError message", d.Message)
 			},
@@ -524,8 +526,8 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				require.Eventually(h.t, h.clock.HasWaiters, 5*time.Second, time.Millisecond)
 				h.clock.Step(6 * time.Second)
 			},
-			verdict: VerdictUnschedulable,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictUnschedulable,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "chat-new-a", d.Pod)
 				assert.Contains(t, d.Message, "Insufficient cpu")
 				assert.Contains(t, strings.Join(d.Hints, "\n"), "GPU capacity")
@@ -554,8 +556,8 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				assert.True(h.t, h.running(), "4s of 5s is not a verdict")
 				h.clock.Step(2 * time.Second)
 			},
-			verdict: VerdictUnschedulable,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictUnschedulable,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "Unschedulable", d.Reason)
 				assert.Equal(t, "chat-new-a", d.Pod)
 				assert.Empty(t, d.Node)
@@ -576,14 +578,14 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				h.progressed()
 				// The pods' and the Deployment's informers deliver in no
 				// set order: the condition comes once the pod is known.
-				h.await("the pod", func(e Event) bool { return e.Rollout != nil && len(e.Rollout.Pods) == 1 })
+				h.await("the pod", func(e rollout.Event) bool { return e.Rollout != nil && len(e.Rollout.Pods) == 1 })
 				h.updateDeployment(func(d *appsv1.Deployment) {
 					d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
 						Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "chat-new" has timed out progressing.`}}
 				})
 			},
-			verdict: VerdictProgressDeadlineExceeded,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictProgressDeadlineExceeded,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "ProgressDeadlineExceeded", d.Reason)
 				assert.Contains(t, d.Message, `ReplicaSet "chat-new" has timed out progressing.`)
 				assert.Contains(t, d.Message, "pod chat-new-a container vllm: ContainersNotReady")
@@ -601,8 +603,8 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 						Message: `pods "chat-new-x" is forbidden: error looking up service account llm/vllm: serviceaccount "vllm" not found`}}
 				})
 			},
-			verdict: VerdictFailedCreate,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictFailedCreate,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "FailedCreate", d.Reason)
 				assert.Contains(t, d.Message, "ReplicaSet chat-new: ")
 				assert.Contains(t, d.Message, `serviceaccount "vllm" not found`)
@@ -626,8 +628,8 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				h.createEvent(testEvent("ev2", "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate",
 					`Error creating: pods "chat-new-y" is forbidden: exceeded quota: gpu`, t0.Add(quotaSettle)))
 			},
-			verdict: VerdictFailedCreate,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictFailedCreate,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Contains(t, d.Message, `"chat-new-y" is forbidden: exceeded quota`)
 				assert.Contains(t, strings.Join(d.Hints, "\n"), "kubectl describe quota -n llm")
 				assert.Contains(t, d.Events, `Warning FailedCreate: Error creating: pods "chat-new-y" is forbidden: exceeded quota: gpu`)
@@ -661,7 +663,7 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				// watcher reports the new ReplicaSet's next revision, it
 				// has the old one's update too.
 				h.updateReplicaSet("chat-new", func(rs *appsv1.ReplicaSet) { rs.Annotations[deploymentRevisionAnnotKey] = "3" })
-				h.awaitIdleAfter("the old ReplicaSet's update", func(e Event) bool { return e.Rollout != nil && e.Rollout.Revision == "3" })
+				h.awaitIdleAfter("the old ReplicaSet's update", func(e rollout.Event) bool { return e.Rollout != nil && e.Rollout.Revision == "3" })
 				h.clock.Step(quotaSettle - time.Second)
 				refuse("ev3", 3)
 				assert.True(h.t, h.running(), "the quota may not be recomputed yet")
@@ -669,8 +671,8 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 				h.createEvent(testEvent("ev4", "ReplicaSet", "chat-new", "rs-new", "Warning", "FailedCreate",
 					`Error creating: pods "chat-new-4" is forbidden: exceeded quota: gpu`, h.clock.Now()))
 			},
-			verdict: VerdictFailedCreate,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictFailedCreate,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Contains(t, d.Message, `"chat-new-4" is forbidden: exceeded quota`)
 			},
 		},
@@ -682,8 +684,8 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 			drive: func(h *harness) {
 				h.createPod(testPod(h.newRS, "a", crashLoopStatus(2)))
 			},
-			verdict: VerdictCrashLoop,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictCrashLoop,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Empty(t, d.LogTail)
 				assert.Contains(t, d.LogNote, "the cluster did not serve the log of container vllm in pod chat-new-a")
 				assert.Len(t, h.logs, 2, "previous, then current")
@@ -700,7 +702,7 @@ func TestRolloutWatcherVerdicts(t *testing.T) {
 			last := h.eventsCopy()[len(h.eventsCopy())-1]
 			require.NotNil(t, last.Rollout)
 			assert.Equal(t, tc.verdict, last.Rollout.Verdict, "the last event carries the verdict")
-			assert.Equal(t, StatusFailed, last.Status)
+			assert.Equal(t, rollout.StatusFailed, last.Status)
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			tc.check(t, h, d)
@@ -717,19 +719,19 @@ func TestRolloutWatcherSucceeds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, OutcomeCurrent, res.Outcome)
 	assert.Nil(t, res.Diagnosis)
-	assert.Equal(t, []ObjectStatus{{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "chat"},
-		Status: StatusCurrent, Message: "successfully rolled out"}}, res.Objects)
+	assert.Equal(t, []rollout.ObjectStatus{{Object: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "chat"},
+		Status: rollout.StatusCurrent, Message: "successfully rolled out"}}, res.Objects)
 
 	events := h.eventsCopy()
 	first := events[0]
 	require.NotNil(t, first.Rollout)
 	last := events[len(events)-1]
-	assert.Equal(t, StatusCurrent, last.Status)
-	assert.Equal(t, &RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-new", PodTemplateHash: "new", Revision: "2",
-		OldReplicaSets: []string{"chat-old"}, Desired: 2, Updated: 2, Ready: 2, Available: 2, Verdict: VerdictRolledOut}, last.Rollout)
+	assert.Equal(t, rollout.StatusCurrent, last.Status)
+	assert.Equal(t, &rollout.RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-new", PodTemplateHash: "new", Revision: "2",
+		OldReplicaSets: []string{"chat-old"}, Desired: 2, Updated: 2, Ready: 2, Available: 2, Verdict: rollout.VerdictRolledOut}, last.Rollout)
 	for _, e := range events {
 		assert.False(t, e.Time.IsZero())
-		assert.NotEqual(t, StatusFailed, e.Status)
+		assert.NotEqual(t, rollout.StatusFailed, e.Status)
 	}
 }
 
@@ -758,8 +760,8 @@ func TestRolloutWatcherTimeout(t *testing.T) {
 	h.createPod(p)
 	h.progressed()
 	// Stepped while idle, not during an evaluation.
-	h.awaitIdleAfter("the pod starting", func(e Event) bool {
-		return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == PhaseStarting
+	h.awaitIdleAfter("the pod starting", func(e rollout.Event) bool {
+		return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == rollout.PhaseStarting
 	})
 	require.Eventually(t, func() bool { return h.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
 	h.clock.Step(31 * time.Second)
@@ -774,7 +776,7 @@ func TestRolloutWatcherTimeout(t *testing.T) {
 	assert.Equal(t, 31*time.Second, res.Elapsed, "measured by the clock")
 	require.NotNil(t, res.Diagnosis)
 	d := res.Diagnosis
-	assert.Equal(t, VerdictTimeout, d.Verdict)
+	assert.Equal(t, rollout.VerdictTimeout, d.Verdict)
 	assert.Equal(t, "Timeout", d.Reason)
 	assert.Equal(t, "chat-new-a", d.Pod)
 	assert.Contains(t, d.Message, "waiting for rollout to finish: 1 out of 2 new replicas have been updated")
@@ -800,15 +802,15 @@ func TestRolloutWatcherTimeoutWhileLoading(t *testing.T) {
 	p.Spec.Containers[0].StartupProbe = &corev1.Probe{PeriodSeconds: 10, FailureThreshold: 180}
 	h.createPod(p)
 	h.progressed()
-	h.awaitIdleAfter("the pod loading", func(e Event) bool {
-		return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == PhaseLoading
+	h.awaitIdleAfter("the pod loading", func(e rollout.Event) bool {
+		return e.Rollout != nil && len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == rollout.PhaseLoading
 	})
 	require.Eventually(t, func() bool { return h.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
 	h.clock.Step(31 * time.Second)
 	res, err := h.result()
 	require.ErrorIs(t, err, ErrTimeout)
 	require.NotNil(t, res.Diagnosis)
-	assert.Equal(t, CauseUnknown, res.Diagnosis.Cause)
+	assert.Equal(t, vllmcause.CauseUnknown, res.Diagnosis.Cause)
 	assert.Equal(t, "pod chat-new-a was still loading under its startup probe, which lets it load for 29m29s more: raise --timeout above the probe's budget, or keep waiting with vllmctl wait --timeout",
 		res.Diagnosis.Hints[0])
 }
@@ -825,7 +827,7 @@ func TestRolloutWatcherCanceled(t *testing.T) {
 
 // stubWaiter plays a result for the objects other than Deployments.
 type stubWaiter struct {
-	status  Status
+	status  rollout.Status
 	outcome Outcome
 	delay   chan struct{}
 	got     []*unstructured.Unstructured
@@ -842,12 +844,12 @@ func (s *stubWaiter) Wait(ctx context.Context, objs []*unstructured.Unstructured
 		}
 	}
 	ref := object.Ref{Version: "v1", Kind: "Service", Namespace: opts.Namespace, Name: "chat"}
-	st := ObjectStatus{Object: ref, Status: s.status, Message: "msg"}
+	st := rollout.ObjectStatus{Object: ref, Status: s.status, Message: "msg"}
 	select {
-	case opts.Events <- Event{Time: t0, Object: ref, Status: s.status, Message: "msg"}:
+	case opts.Events <- rollout.Event{Time: t0, Object: ref, Status: s.status, Message: "msg"}:
 	case <-ctx.Done():
 	}
-	res := Result{Outcome: s.outcome, Objects: []ObjectStatus{st}}
+	res := Result{Outcome: s.outcome, Objects: []rollout.ObjectStatus{st}}
 	if s.outcome == OutcomeFailed {
 		return res, &NotReadyError{Outcome: OutcomeFailed, Objects: res.Objects}
 	}
@@ -857,28 +859,28 @@ func (s *stubWaiter) Wait(ctx context.Context, objs []*unstructured.Unstructured
 func TestRolloutWatcherOtherObjects(t *testing.T) {
 	svc := obj("v1", "Service", "", "chat")
 	t.Run("success needs the others Current too", func(t *testing.T) {
-		sw := &stubWaiter{status: StatusCurrent, outcome: OutcomeCurrent, delay: make(chan struct{})}
+		sw := &stubWaiter{status: rollout.StatusCurrent, outcome: OutcomeCurrent, delay: make(chan struct{})}
 		h := startHarness(t, harnessOptions{others: sw, extra: []*unstructured.Unstructured{svc}})
 		h.updateDeployment(rolledOut)
-		h.awaitIdleAfter("rolled out", func(e Event) bool { return e.Rollout != nil && e.Rollout.Verdict == VerdictRolledOut })
+		h.awaitIdleAfter("rolled out", func(e rollout.Event) bool { return e.Rollout != nil && e.Rollout.Verdict == rollout.VerdictRolledOut })
 		assert.True(t, h.running(), "the Service is not Current yet")
 		close(sw.delay)
 		res, err := h.result()
 		require.NoError(t, err)
 		assert.Equal(t, OutcomeCurrent, res.Outcome)
 		require.Len(t, res.Objects, 2)
-		assert.Equal(t, StatusCurrent, res.Objects[1].Status)
+		assert.Equal(t, rollout.StatusCurrent, res.Objects[1].Status)
 		assert.Equal(t, ns, res.Objects[1].Object.Namespace)
 		assert.Equal(t, []*unstructured.Unstructured{svc}, sw.got)
 	})
 	t.Run("another object failing fails the wait", func(t *testing.T) {
-		sw := &stubWaiter{status: StatusFailed, outcome: OutcomeFailed}
+		sw := &stubWaiter{status: rollout.StatusFailed, outcome: OutcomeFailed}
 		h := startHarness(t, harnessOptions{others: sw, extra: []*unstructured.Unstructured{svc}})
 		res, err := h.result()
 		require.ErrorIs(t, err, ErrFailed)
 		assert.Equal(t, OutcomeFailed, res.Outcome)
 		require.NotNil(t, res.Diagnosis)
-		assert.Equal(t, VerdictObjectFailed, res.Diagnosis.Verdict)
+		assert.Equal(t, rollout.VerdictObjectFailed, res.Diagnosis.Verdict)
 		assert.Equal(t, "service/chat", res.Diagnosis.Object)
 		assert.Equal(t, "msg", res.Diagnosis.Message)
 	})
@@ -907,12 +909,12 @@ func TestRolloutWatcherNewReplicaSetChanges(t *testing.T) {
 		d.Status.ObservedGeneration = 3
 		d.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.9.2"
 	})
-	h.await("the next ReplicaSet", func(e Event) bool { return e.Rollout != nil && e.Rollout.NewReplicaSet == "chat-next" })
+	h.await("the next ReplicaSet", func(e rollout.Event) bool { return e.Rollout != nil && e.Rollout.NewReplicaSet == "chat-next" })
 	// A crash in the previous new ReplicaSet is an old one's now.
 	h.createPod(testPod(h.newRS, "a", crashLoopStatus(3)))
 	h.createPod(testPod(next, "b", crashLoopStatus(2)))
 	res, err := h.result()
-	d := requireFailure(t, res, err, VerdictCrashLoop)
+	d := requireFailure(t, res, err, rollout.VerdictCrashLoop)
 	assert.Equal(t, "chat-next-b", d.Pod)
 }
 
@@ -1017,7 +1019,7 @@ func TestSlim(t *testing.T) {
 		Containers:     []corev1.Container{{Name: "vllm", StartupProbe: want.Spec.Containers[0].StartupProbe}},
 		InitContainers: []corev1.Container{{Name: "fetch"}},
 	}, got.Spec)
-	assert.Equal(t, PhaseReady, podPhase(got, false).Phase)
+	assert.Equal(t, rollout.PhaseReady, podPhase(got, false).Phase)
 
 	rsOut, err := slim(rs.DeepCopy())
 	require.NoError(t, err)

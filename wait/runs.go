@@ -22,6 +22,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 // runWatch follows a Job, or a bare Pod that runs to completion.
@@ -65,20 +68,20 @@ func runsToCompletion(obj *unstructured.Unstructured) (ok, isJob bool) {
 }
 
 func newRunWatch(idx int, ref object.Ref, isJob bool, judge *podJudge) *runWatch {
-	return &runWatch{idx: idx, ref: ref, namespace: ref.Namespace, name: ref.Name, object: objectName(ref), isJob: isJob, judge: judge}
+	return &runWatch{idx: idx, ref: ref, namespace: ref.Namespace, name: ref.Name, object: rollout.ObjectName(ref), isJob: isJob, judge: judge}
 }
 
 // setRun records the status of a Job or Pod and sends an event when it
 // changed.
-func (r *rolloutRun) setRun(rw *runWatch, st Status, msg string) {
-	msg = SanitizeLine(msg)
+func (r *rolloutRun) setRun(rw *runWatch, st rollout.Status, msg string) {
+	msg = termout.SanitizeLine(msg)
 	cur := &r.res.Objects[rw.idx]
 	if rw.sent && cur.Status == st && cur.Message == msg {
 		return
 	}
 	rw.sent = true
 	cur.Status, cur.Message = st, msg
-	r.emit(Event{Object: rw.ref, Status: st, Message: msg})
+	r.emit(rollout.Event{Object: rw.ref, Status: st, Message: msg})
 }
 
 // startRun starts the informer of a Job or a Pod (field selector on its
@@ -119,7 +122,7 @@ func (r *rolloutRun) startJobPods(rw *runWatch, job *batchv1.Job) error {
 func (r *rolloutRun) current(rw *runWatch) metav1.Object {
 	obj := watchedObject(rw.self, rw.namespace+"/"+rw.name, &rw.uid, func() {
 		rw.done = false
-		r.setRun(rw, StatusNotFound, "not found")
+		r.setRun(rw, rollout.StatusNotFound, "not found")
 	}, func() {
 		if rw.pods != nil {
 			rw.pods.cancel()
@@ -149,18 +152,18 @@ func (r *rolloutRun) evaluateJob(rw *runWatch, now time.Time) (*failure, time.Ti
 	}
 	if rw.pods == nil {
 		if err := r.startJobPods(rw, job); err != nil {
-			return &failure{verdict: VerdictJobFailed, run: rw, reason: "InvalidSelector", message: err.Error()}, time.Time{}
+			return &failure{verdict: rollout.VerdictJobFailed, run: rw, reason: "InvalidSelector", message: err.Error()}, time.Time{}
 		}
 	}
 	if c := jobCondition(job, batchv1.JobComplete); c != nil {
 		rw.done = true
-		r.setRun(rw, StatusCurrent, fmt.Sprintf("job completed: %d succeeded", job.Status.Succeeded))
+		r.setRun(rw, rollout.StatusCurrent, fmt.Sprintf("job completed: %d succeeded", job.Status.Succeeded))
 		return nil, time.Time{}
 	}
 	rw.done = false
 	if !rw.pods.synced() {
 		// Its pods tell why it fails: wait for them.
-		r.setRun(rw, StatusInProgress, jobProgress(job))
+		r.setRun(rw, rollout.StatusInProgress, jobProgress(job))
 		return nil, time.Time{}
 	}
 	fail, recheck := r.judgeRunPods(rw, r.runPods(rw), now)
@@ -177,7 +180,7 @@ func (r *rolloutRun) evaluateJob(rw *runWatch, now time.Time) (*failure, time.Ti
 		}
 	}
 	if c := jobCondition(job, batchv1.JobFailed); c != nil {
-		return &failure{verdict: VerdictJobFailed, run: rw, finding: rw.suspect, reason: c.Reason,
+		return &failure{verdict: rollout.VerdictJobFailed, run: rw, finding: rw.suspect, reason: c.Reason,
 			message: joinNonEmpty(": ", "job failed", c.Reason, c.Message)}, time.Time{}
 	}
 	if fail != nil {
@@ -187,7 +190,7 @@ func (r *rolloutRun) evaluateJob(rw *runWatch, now time.Time) (*failure, time.Ti
 	if rw.suspect != nil {
 		msg += "; " + suspectMessage(rw.suspect)
 	}
-	r.setRun(rw, StatusInProgress, msg)
+	r.setRun(rw, rollout.StatusInProgress, msg)
 	return nil, recheck
 }
 
@@ -201,7 +204,7 @@ func (r *rolloutRun) evaluatePod(rw *runWatch, now time.Time) (*failure, time.Ti
 	}
 	if pod.Status.Phase == corev1.PodSucceeded {
 		rw.done = true
-		r.setRun(rw, StatusCurrent, "pod succeeded")
+		r.setRun(rw, rollout.StatusCurrent, "pod succeeded")
 		return nil, time.Time{}
 	}
 	rw.done = false
@@ -210,14 +213,14 @@ func (r *rolloutRun) evaluatePod(rw *runWatch, now time.Time) (*failure, time.Ti
 		return fail, time.Time{}
 	}
 	if pod.Status.Phase == corev1.PodFailed {
-		return &failure{verdict: VerdictPodFailed, run: rw, finding: rw.suspect, reason: string(corev1.PodFailed),
+		return &failure{verdict: rollout.VerdictPodFailed, run: rw, finding: rw.suspect, reason: string(corev1.PodFailed),
 			message: joinNonEmpty(": ", "pod failed", pod.Status.Reason, pod.Status.Message)}, time.Time{}
 	}
 	msg := "pod is " + podPhase(pod, false).Phase
 	if rw.suspect != nil {
 		msg += "; " + suspectMessage(rw.suspect)
 	}
-	r.setRun(rw, StatusInProgress, msg)
+	r.setRun(rw, rollout.StatusInProgress, msg)
 	return nil, recheck
 }
 
@@ -292,7 +295,7 @@ func failedPodFinding(pod *corev1.Pod) *podFinding {
 				continue
 			}
 			f := newContainerFinding(pod, cs)
-			f.Verdict, f.Reason, f.ExitCode, f.Message = VerdictProgressing, t.Reason, t.ExitCode, terminationMessage(t)
+			f.Verdict, f.Reason, f.ExitCode, f.Message = rollout.VerdictProgressing, t.Reason, t.ExitCode, vllmcause.TerminationMessage(t)
 			if f.Reason == "" {
 				f.Reason = "Error"
 			}
@@ -303,7 +306,7 @@ func failedPodFinding(pod *corev1.Pod) *podFinding {
 	if reason == "" {
 		reason = string(corev1.PodFailed)
 	}
-	return &podFinding{Verdict: VerdictProgressing, Reason: reason, Pod: pod, Message: pod.Status.Message}
+	return &podFinding{Verdict: rollout.VerdictProgressing, Reason: reason, Pod: pod, Message: pod.Status.Message}
 }
 
 // jobProgress counts a Job's pods: "1 active, 0 succeeded, 2 failed".
@@ -323,10 +326,10 @@ func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCond
 // diagnoseRun explains the failure of a Job or Pod: from its failed (or
 // most suspect) pod, with the pod's events, log tail and cause, as a
 // Deployment's.
-func (r *rolloutRun) diagnoseRun(ctx context.Context, f *failure) *Diagnosis {
+func (r *rolloutRun) diagnoseRun(ctx context.Context, f *failure) *rollout.Diagnosis {
 	rw := f.run
 	if f.finding == nil {
-		d := &Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: rw.object, Namespace: rw.namespace, Message: f.message}
+		d := &rollout.Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: rw.object, Namespace: rw.namespace, Message: f.message}
 		d.Hints = []string{fmt.Sprintf("kubectl describe %s%s shows its conditions and events", rw.object, nsFlag(rw.namespace))}
 		return d
 	}
@@ -337,15 +340,15 @@ func (r *rolloutRun) diagnoseRun(ctx context.Context, f *failure) *Diagnosis {
 }
 
 // runTimeout explains a timeout on a Job or Pod not done yet.
-func (r *rolloutRun) runTimeout(ctx context.Context, rw *runWatch) *Diagnosis {
+func (r *rolloutRun) runTimeout(ctx context.Context, rw *runWatch) *rollout.Diagnosis {
 	msg := "waiting for " + rw.object + " to complete: " + r.res.Objects[rw.idx].Message
 	if rw.suspect == nil {
-		d := &Diagnosis{Verdict: VerdictTimeout, Reason: reasonTimeout, Object: rw.object, Namespace: rw.namespace, Message: msg}
+		d := &rollout.Diagnosis{Verdict: rollout.VerdictTimeout, Reason: reasonTimeout, Object: rw.object, Namespace: rw.namespace, Message: msg}
 		d.Hints = []string{fmt.Sprintf("kubectl describe %s%s shows its conditions and events", rw.object, nsFlag(rw.namespace))}
 		return d
 	}
 	g := diagnoser{client: r.client, opts: r.o}
-	d := g.fromPod(ctx, VerdictTimeout, rw.object, rw.namespace, rw.suspect, r.podEvents(ctx, rw.namespace, rw.suspect.Pod))
+	d := g.fromPod(ctx, rollout.VerdictTimeout, rw.object, rw.namespace, rw.suspect, r.podEvents(ctx, rw.namespace, rw.suspect.Pod))
 	d.Reason = reasonTimeout
 	d.Message = msg
 	return d

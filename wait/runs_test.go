@@ -17,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 const jobUID = types.UID("job-uid")
@@ -102,7 +105,7 @@ func (h *harness) updateJob(mutate func(j *batchv1.Job)) {
 
 // requireRunFailure checks a failed wait on a Job or Pod: its outcome,
 // error, and a diagnosis of object with verdict v.
-func requireRunFailure(t *testing.T, h *harness, v Verdict, object string) *Diagnosis {
+func requireRunFailure(t *testing.T, h *harness, v rollout.Verdict, object string) *rollout.Diagnosis {
 	t.Helper()
 	res, err := h.result()
 	require.Error(t, err)
@@ -116,12 +119,12 @@ func requireRunFailure(t *testing.T, h *harness, v Verdict, object string) *Diag
 	assert.Equal(t, object, d.Object)
 	assert.Equal(t, ns, d.Namespace)
 	require.Len(t, res.Objects, 2)
-	assert.NotEqual(t, StatusFailed, res.Objects[0].Status, "the Deployment did not fail (it may not be judged yet when the run fails)")
-	assert.Equal(t, StatusFailed, res.Objects[1].Status)
+	assert.NotEqual(t, rollout.StatusFailed, res.Objects[0].Status, "the Deployment did not fail (it may not be judged yet when the run fails)")
+	assert.Equal(t, rollout.StatusFailed, res.Objects[1].Status)
 	assert.Contains(t, err.Error(), "rollout of "+object+" failed: ")
 	last := h.eventsCopy()
 	require.NotEmpty(t, last)
-	assert.Equal(t, StatusFailed, last[len(last)-1].Status, "the last event is the failure")
+	assert.Equal(t, rollout.StatusFailed, last[len(last)-1].Status, "the last event is the failure")
 	return d
 }
 
@@ -130,7 +133,7 @@ const gpuOOMLog = "INFO loading\n(EngineCore_DP0 pid=1) ERROR [linear.py:210] Fa
 func TestRolloutWatcherJobCompletes(t *testing.T) {
 	h := startRunHarness(t, testJob(corev1.RestartPolicyNever), nil)
 	h.createPod(testJobPod("a", corev1.PodRunning, running("migrate", 0)))
-	h.awaitIdleAfter("the Job in progress", func(e Event) bool { return e.Object.Kind == "Job" && e.Status == StatusInProgress })
+	h.awaitIdleAfter("the Job in progress", func(e rollout.Event) bool { return e.Object.Kind == "Job" && e.Status == rollout.StatusInProgress })
 	assert.True(t, h.running(), "the Job has not completed")
 	h.updateJob(func(j *batchv1.Job) {
 		j.Status = batchv1.JobStatus{Succeeded: 1, Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}
@@ -139,10 +142,12 @@ func TestRolloutWatcherJobCompletes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, OutcomeCurrent, res.Outcome)
 	require.Len(t, res.Objects, 2)
-	assert.Equal(t, ObjectStatus{Object: res.Objects[1].Object, Status: StatusCurrent, Message: "job completed: 1 succeeded"}, res.Objects[1])
+	assert.Equal(t, rollout.ObjectStatus{Object: res.Objects[1].Object, Status: rollout.StatusCurrent, Message: "job completed: 1 succeeded"}, res.Objects[1])
 	assert.Equal(t, "batch", res.Objects[1].Object.Group)
 	assert.Equal(t, ns, res.Objects[1].Object.Namespace)
-	h.await("the Job's progress", func(e Event) bool { return e.Object.Kind == "Job" && e.Message == "1 active, 0 succeeded, 0 failed" })
+	h.await("the Job's progress", func(e rollout.Event) bool {
+		return e.Object.Kind == "Job" && e.Message == "1 active, 0 succeeded, 0 failed"
+	})
 }
 
 func TestRolloutWatcherJobFailed(t *testing.T) {
@@ -153,7 +158,7 @@ func TestRolloutWatcherJobFailed(t *testing.T) {
 		State: corev1.ContainerState{Terminated: terminated("Error", 1, "sim://a/0")}})
 	ev := testEvent("ev-a", "Pod", failed.Name, failed.UID, "Normal", "Started", "Started container migrate", t0)
 	h := startRunHarness(t, job, nil, failed, ev)
-	d := requireRunFailure(t, h, VerdictJobFailed, "job.batch/migrate")
+	d := requireRunFailure(t, h, rollout.VerdictJobFailed, "job.batch/migrate")
 	assert.Equal(t, "Error", d.Reason)
 	assert.Equal(t, "migrate-a", d.Pod)
 	assert.Equal(t, "migrate", d.Container)
@@ -169,23 +174,23 @@ func TestRolloutWatcherJobPodCrashLoopFailsFast(t *testing.T) {
 	pod := testJobPod("a", corev1.PodRunning, crashLoopStatus(1))
 	pod.Spec.Containers[0].Name = "vllm"
 	h.createPod(pod)
-	h.awaitIdleAfter("one restart", func(e Event) bool { return e.Object.Kind == "Job" && e.Status == StatusInProgress })
+	h.awaitIdleAfter("one restart", func(e rollout.Event) bool { return e.Object.Kind == "Job" && e.Status == rollout.StatusInProgress })
 	assert.True(t, h.running(), "one restart is not a crash loop yet")
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(2)}
 	h.updatePod(pod)
-	d := requireRunFailure(t, h, VerdictCrashLoop, "job.batch/migrate")
+	d := requireRunFailure(t, h, rollout.VerdictCrashLoop, "job.batch/migrate")
 	assert.Equal(t, "CrashLoopBackOff", d.Reason)
 	assert.Equal(t, "migrate-a", d.Pod)
 	assert.Equal(t, "vllm", d.Container)
 	assert.Equal(t, int32(2), d.RestartCount)
-	assert.Equal(t, CauseGPUOOM, d.Cause)
+	assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 	assert.NotEmpty(t, d.LogTail)
 }
 
 func TestRolloutWatcherJobPodOOMKilled(t *testing.T) {
 	h := startRunHarness(t, testJob(corev1.RestartPolicyOnFailure), nil)
 	h.createPod(testJobPod("a", corev1.PodRunning, waiting("migrate", "CrashLoopBackOff", 1, terminated("OOMKilled", 137, "sim://a/0"))))
-	d := requireRunFailure(t, h, VerdictOOMKilled, "job.batch/migrate")
+	d := requireRunFailure(t, h, rollout.VerdictOOMKilled, "job.batch/migrate")
 	assert.Equal(t, "OOMKilled", d.Reason)
 	assert.Equal(t, "migrate-a", d.Pod)
 	assert.Equal(t, int32(137), d.ExitCode)
@@ -194,7 +199,7 @@ func TestRolloutWatcherJobPodOOMKilled(t *testing.T) {
 func TestRolloutWatcherPodSucceeds(t *testing.T) {
 	pod := testBarePod(corev1.RestartPolicyNever)
 	h := startRunHarness(t, pod, nil)
-	h.awaitIdleAfter("the Pod running", func(e Event) bool { return e.Object.Kind == "Pod" && e.Status == StatusInProgress })
+	h.awaitIdleAfter("the Pod running", func(e rollout.Event) bool { return e.Object.Kind == "Pod" && e.Status == rollout.StatusInProgress })
 	assert.True(t, h.running(), "the Pod has not succeeded")
 	pod.Status.Phase = corev1.PodSucceeded
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "test", State: corev1.ContainerState{Terminated: terminated("Completed", 0, "sim://t/0")}}}
@@ -202,7 +207,7 @@ func TestRolloutWatcherPodSucceeds(t *testing.T) {
 	res, err := h.result()
 	require.NoError(t, err)
 	require.Len(t, res.Objects, 2)
-	assert.Equal(t, StatusCurrent, res.Objects[1].Status)
+	assert.Equal(t, rollout.StatusCurrent, res.Objects[1].Status)
 	assert.Equal(t, "pod succeeded", res.Objects[1].Message)
 }
 
@@ -211,13 +216,13 @@ func TestRolloutWatcherPodFailed(t *testing.T) {
 	pod.Status.Phase = corev1.PodFailed
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "test", State: corev1.ContainerState{Terminated: terminated("Error", 1, "sim://t/0")}}}
 	h := startRunHarnessWith(t, RolloutOptions{WaitOnKnownCause: true}, pod, func(*corev1.PodLogOptions) (string, error) { return gpuOOMLog, nil })
-	d := requireRunFailure(t, h, VerdictPodFailed, "pod/chat-test")
+	d := requireRunFailure(t, h, rollout.VerdictPodFailed, "pod/chat-test")
 	assert.Equal(t, "Error", d.Reason)
 	assert.Equal(t, "chat-test", d.Pod)
 	assert.Equal(t, "test", d.Container)
 	assert.Equal(t, int32(1), d.ExitCode)
 	assert.Contains(t, d.Summary(), "exit code 1")
-	assert.Equal(t, CauseGPUOOM, d.Cause)
+	assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 }
 
 // TestRolloutWatcherPodAlwaysIsOther: a Pod with restartPolicy Always is

@@ -22,6 +22,9 @@ import (
 	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
 )
 
 // Defaults of [ServeSpec].
@@ -50,13 +53,6 @@ const (
 	serveParallel = 8
 	// serveReadLimit bounds what the check reads of an answer.
 	serveReadLimit = 1 << 20
-)
-
-// The outcomes of a serve check, of the whole and of each pod.
-const (
-	ServePassed  = "passed"
-	ServeFailed  = "failed"
-	ServeSkipped = "skipped"
 )
 
 // PodHTTP opens HTTP clients to pods' ports (podhttp.Forwarder: through
@@ -107,63 +103,15 @@ type ServeTarget struct {
 	Node string
 }
 
-// ServePod is the serve check of one pod.
-type ServePod struct {
-	Pod string `json:"pod"`
-	// Model is the model checked (the one listed, when the spec named
-	// none).
-	Model string `json:"model,omitempty"`
-	// Status is the HTTP status of the last answer (0: none).
-	Status int `json:"status"`
-	// LatencyMs is how long the completion took (or the request that
-	// failed the check).
-	LatencyMs int64 `json:"latencyMs"`
-	// Outcome is passed or failed.
-	Outcome string `json:"outcome"`
-	// Message says why the pod failed the check.
-	Message string `json:"message,omitempty"`
-	// Body is a sanitised excerpt of the answer that failed the check.
-	Body string `json:"body,omitempty"`
-	// refusedBy is the API server's refusal of the port-forward, when
-	// that is why the pod could not be checked.
-	refusedBy error
-}
-
-// ServeReport is a serve check of a revision's pods, as the release
-// record and the result document keep it.
-type ServeReport struct {
-	// Outcome is passed, failed or skipped.
-	Outcome string `json:"outcome"`
-	// Reason says why the check was skipped (or failed before any pod).
-	Reason string `json:"reason,omitempty"`
-	// Model is the model asked for ("" when any listed model).
-	Model string `json:"model,omitempty"`
-	// Timeout is the check's timeout per pod.
-	Timeout string     `json:"timeout,omitempty"`
-	Pods    []ServePod `json:"pods"`
-}
-
-// Failed returns the first pod that failed the check, or nil.
-func (r *ServeReport) Failed() *ServePod {
-	if r == nil {
-		return nil
-	}
-	for i := range r.Pods {
-		if r.Pods[i].Outcome == ServeFailed {
-			return &r.Pods[i]
-		}
-	}
-	return nil
-}
-
 // CheckServing runs the serve check of spec on every target (at most a few
 // at once), each through a client of clients, and reports each pod's
 // result to progress (when set; never concurrently) as it is known. It
 // returns the report and, when a pod failed, the diagnosis
 // (VerdictNotServing) of the first that failed, in targets' order.
-func CheckServing(ctx context.Context, clients PodHTTP, namespace string, targets []ServeTarget, spec ServeSpec, progress func(ServePod)) (*ServeReport, *Diagnosis) {
+func CheckServing(ctx context.Context, clients PodHTTP, namespace string, targets []ServeTarget, spec ServeSpec, progress func(rollout.ServePod)) (*rollout.ServeReport, *rollout.Diagnosis) {
 	spec = spec.withDefaults()
-	rep := &ServeReport{Outcome: ServePassed, Model: spec.Model, Timeout: spec.Timeout.String(), Pods: make([]ServePod, len(targets))}
+	rep := &rollout.ServeReport{Outcome: rollout.ServePassed, Model: spec.Model, Timeout: spec.Timeout.String(), Pods: make([]rollout.ServePod, len(targets))}
+	refusals := make([]error, len(targets))
 	var mu sync.Mutex
 	sem := make(chan struct{}, serveParallel)
 	var wg sync.WaitGroup
@@ -176,29 +124,26 @@ func CheckServing(ctx context.Context, clients PodHTTP, namespace string, target
 			p := checkPod(ctx, clients, namespace, t, spec)
 			mu.Lock()
 			defer mu.Unlock()
-			rep.Pods[i] = p
+			rep.Pods[i], refusals[i] = p.ServePod, p.refusedBy
 			if progress != nil {
-				progress(p)
+				progress(p.ServePod)
 			}
 		}()
 	}
 	wg.Wait()
-	for _, p := range rep.Pods {
-		if p.refusedBy != nil {
+	for _, refusedBy := range refusals {
+		if refusedBy != nil {
 			// Not the pods' doing: the check cannot run. It is skipped,
 			// said in the report, rather than failing a rollout (and its
 			// rollback) that Kubernetes judged healthy.
-			rep.Outcome = ServeSkipped
-			rep.Reason = fmt.Sprintf("the API server refused the port-forward to the pods (%v): the serve check needs create on pods/portforward in namespace %s (deploy/rbac/role.yaml); --serve-check=false turns it off", p.refusedBy, namespace)
-			for i := range rep.Pods {
-				rep.Pods[i].refusedBy = nil
-			}
+			rep.Outcome = rollout.ServeSkipped
+			rep.Reason = fmt.Sprintf("the API server refused the port-forward to the pods (%v): the serve check needs create on pods/portforward in namespace %s (deploy/rbac/role.yaml); --serve-check=false turns it off", refusedBy, namespace)
 			return rep, nil
 		}
 	}
 	for i, p := range rep.Pods {
-		if p.Outcome == ServeFailed {
-			rep.Outcome = ServeFailed
+		if p.Outcome == rollout.ServeFailed {
+			rep.Outcome = rollout.ServeFailed
 			return rep, notServing(namespace, targets[i], p, spec)
 		}
 	}
@@ -206,7 +151,7 @@ func CheckServing(ctx context.Context, clients PodHTTP, namespace string, target
 }
 
 // notServing is the diagnosis of pod p that failed the check.
-func notServing(namespace string, t ServeTarget, p ServePod, spec ServeSpec) *Diagnosis {
+func notServing(namespace string, t ServeTarget, p rollout.ServePod, spec ServeSpec) *rollout.Diagnosis {
 	evidence := fmt.Sprintf("HTTP %d in %dms", p.Status, p.LatencyMs)
 	if p.Status == 0 {
 		evidence = fmt.Sprintf("no answer (%dms)", p.LatencyMs)
@@ -223,8 +168,8 @@ func notServing(namespace string, t ServeTarget, p ServePod, spec ServeSpec) *Di
 		fmt.Sprintf("a pod that needs longer than %s to answer its first request: raise --serve-check-timeout (or serveCheck.timeout)", spec.Timeout),
 		"--serve-check=false (or serveCheck.enabled: false) turns the check off",
 	}
-	return &Diagnosis{Reason: string(VerdictNotServing), Verdict: VerdictNotServing, Namespace: namespace, Pod: p.Pod, Node: t.Node,
-		Message: fmt.Sprintf("pod %s is Ready but does not serve: %s", p.Pod, p.Message), Evidence: SanitizeLine(evidence), Hints: hints}
+	return &rollout.Diagnosis{Reason: string(rollout.VerdictNotServing), Verdict: rollout.VerdictNotServing, Namespace: namespace, Pod: p.Pod, Node: t.Node,
+		Message: fmt.Sprintf("pod %s is Ready but does not serve: %s", p.Pod, p.Message), Evidence: termout.SanitizeLine(evidence), Hints: hints}
 }
 
 // serveAttempt is the outcome of one request of a check.
@@ -249,20 +194,27 @@ func refused(err error) bool {
 	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
 }
 
+// checkedPod is the check of one pod and, when that is why the pod could
+// not be checked, the API server's refusal of the port-forward.
+type checkedPod struct {
+	rollout.ServePod
+	refusedBy error
+}
+
 // checkPod runs the check of one pod within spec.Timeout.
-func checkPod(ctx context.Context, clients PodHTTP, namespace string, t ServeTarget, spec ServeSpec) ServePod {
-	p := ServePod{Pod: t.Pod, Model: spec.Model}
+func checkPod(ctx context.Context, clients PodHTTP, namespace string, t ServeTarget, spec ServeSpec) checkedPod {
+	p := checkedPod{ServePod: rollout.ServePod{Pod: t.Pod, Model: spec.Model}}
 	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
 	client, done := clients.Client(namespace, t.Pod, t.Port, 0)
 	defer done()
 
-	fail := func(a serveAttempt, msg string) ServePod {
-		p.Outcome, p.Status, p.LatencyMs = ServeFailed, a.status, a.latency.Milliseconds()
-		p.Message, p.Body = SanitizeLine(msg), BodyExcerpt(a.body)
+	fail := func(a serveAttempt, msg string) checkedPod {
+		p.Outcome, p.Status, p.LatencyMs = rollout.ServeFailed, a.status, a.latency.Milliseconds()
+		p.Message, p.Body = termout.SanitizeLine(msg), BodyExcerpt(a.body)
 		return p
 	}
-	unanswered := func(what string, a serveAttempt) ServePod {
+	unanswered := func(what string, a serveAttempt) checkedPod {
 		if a.err != nil && refused(a.err) {
 			p = fail(a, fmt.Sprintf("%s: %v", what, a.err))
 			p.refusedBy = a.err
@@ -299,7 +251,7 @@ func checkPod(ctx context.Context, clients PodHTTP, namespace string, t ServeTar
 	if err := completed(a.body); err != nil {
 		return fail(a, "POST /v1/completions: "+err.Error())
 	}
-	p.Outcome, p.Status, p.LatencyMs = ServePassed, a.status, a.latency.Milliseconds()
+	p.Outcome, p.Status, p.LatencyMs = rollout.ServePassed, a.status, a.latency.Milliseconds()
 	return p
 }
 
@@ -438,5 +390,5 @@ func BodyExcerpt(b []byte) string {
 	if clipped {
 		s += " …"
 	}
-	return SanitizeLine(s)
+	return termout.SanitizeLine(s)
 }

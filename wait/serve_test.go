@@ -18,6 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
 )
 
 // fakePods serves each pod by a handler of an httptest server; a pod's
@@ -101,43 +104,43 @@ func TestCheckServing(t *testing.T) {
 		outcome, message, body string
 		status                 int
 	}{
-		{name: "serving", handler: engine([]string{"m"}, nil), spec: ServeSpec{Model: "m"}, outcome: ServePassed, status: 200},
-		{name: "any model when none named", handler: engine([]string{"other"}, nil), outcome: ServePassed, status: 200},
+		{name: "serving", handler: engine([]string{"m"}, nil), spec: ServeSpec{Model: "m"}, outcome: rollout.ServePassed, status: 200},
+		{name: "any model when none named", handler: engine([]string{"other"}, nil), outcome: rollout.ServePassed, status: 200},
 		{name: "wrong model listed", handler: engine([]string{"facebook/opt-125m"}, nil), spec: ServeSpec{Model: "m"},
-			outcome: ServeFailed, status: 200, message: "GET /v1/models lists facebook/opt-125m, not m", body: `"id":"facebook/opt-125m"`},
+			outcome: rollout.ServeFailed, status: 200, message: "GET /v1/models lists facebook/opt-125m, not m", body: `"id":"facebook/opt-125m"`},
 		{name: "completion 404", handler: engine([]string{"m"}, answer(404, `{"message":"The model `+"`m`"+` does not exist."}`)), spec: ServeSpec{Model: "m"},
-			outcome: ServeFailed, status: 404, message: "POST /v1/completions answered 404 Not Found", body: "does not exist"},
+			outcome: rollout.ServeFailed, status: 404, message: "POST /v1/completions answered 404 Not Found", body: "does not exist"},
 		{name: "completion 500 after retries", handler: engine([]string{"m"}, answer(500, `{"message":"EngineCore encountered an issue"}`)), spec: ServeSpec{Model: "m"},
-			outcome: ServeFailed, status: 500, message: "POST /v1/completions answered 500 Internal Server Error", body: "EngineCore"},
+			outcome: rollout.ServeFailed, status: 500, message: "POST /v1/completions answered 500 Internal Server Error", body: "EngineCore"},
 		{name: "one 500 then ok", handler: engine([]string{"m"}, func(w http.ResponseWriter, r *http.Request) {
 			if flaky.Add(1) == 1 {
 				w.WriteHeader(500)
 				return
 			}
 			fmt.Fprint(w, `{"choices":[{"text":"hi"}]}`)
-		}), spec: ServeSpec{Model: "m"}, outcome: ServePassed, status: 200},
+		}), spec: ServeSpec{Model: "m"}, outcome: rollout.ServePassed, status: 200},
 		{name: "models 404", handler: http.NotFoundHandler(), spec: ServeSpec{Model: "m"},
-			outcome: ServeFailed, status: 404, message: "GET /v1/models answered 404 Not Found"},
+			outcome: rollout.ServeFailed, status: 404, message: "GET /v1/models answered 404 Not Found"},
 		{name: "not a model list", handler: answer(200, "<html>welcome</html>"), spec: ServeSpec{Model: "m"},
-			outcome: ServeFailed, status: 200, message: "the answer is not an OpenAI model list", body: "<html>welcome</html>"},
+			outcome: rollout.ServeFailed, status: 200, message: "the answer is not an OpenAI model list", body: "<html>welcome</html>"},
 		{name: "no choices", handler: engine([]string{"m"}, answer(200, `{"choices":[]}`)), spec: ServeSpec{Model: "m"},
-			outcome: ServeFailed, status: 200, message: "the completion has no choices"},
+			outcome: rollout.ServeFailed, status: 200, message: "the completion has no choices"},
 		{name: "connection refused then ok", handler: engine([]string{"m"}, nil), refuse: 3, spec: ServeSpec{Model: "m", Timeout: 10 * time.Second},
-			outcome: ServePassed, status: 200},
+			outcome: rollout.ServePassed, status: 200},
 		{name: "refused until the timeout", handler: engine([]string{"m"}, nil), refuse: 1000, spec: ServeSpec{Model: "m", Timeout: 1200 * time.Millisecond},
-			outcome: ServeFailed, status: 0, message: "GET /v1/models: no answer within 1.2s (last error: "},
+			outcome: rollout.ServeFailed, status: 0, message: "GET /v1/models: no answer within 1.2s (last error: "},
 		{name: "503 until the timeout", handler: answer(503, "loading"), spec: ServeSpec{Model: "m", Timeout: 1200 * time.Millisecond},
-			outcome: ServeFailed, status: 503, message: "GET /v1/models answered 503", body: "loading"},
+			outcome: rollout.ServeFailed, status: 503, message: "GET /v1/models answered 503", body: "loading"},
 		{name: "hang", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }),
-			spec: ServeSpec{Model: "m", Timeout: 700 * time.Millisecond}, outcome: ServeFailed, status: 0, message: "GET /v1/models: no answer within 700ms"},
+			spec: ServeSpec{Model: "m", Timeout: 700 * time.Millisecond}, outcome: rollout.ServeFailed, status: 0, message: "GET /v1/models: no answer within 700ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pods := newFakePods(t, map[string]http.Handler{"p-1": tc.handler})
 			pods.refuse["p-1"] = tc.refuse
-			var seen []ServePod
+			var seen []rollout.ServePod
 			start := time.Now()
 			rep, f := CheckServing(context.Background(), pods, "ns", []ServeTarget{{Pod: "p-1", Port: 8000, Node: "n1"}}, tc.spec,
-				func(p ServePod) { seen = append(seen, p) })
+				func(p rollout.ServePod) { seen = append(seen, p) })
 			require.Len(t, rep.Pods, 1)
 			require.Equal(t, rep.Pods, seen, "one progress report per pod")
 			p := rep.Pods[0]
@@ -147,13 +150,13 @@ func TestCheckServing(t *testing.T) {
 			if tc.spec.Timeout > 0 {
 				assert.Less(t, time.Since(start), tc.spec.Timeout+2*time.Second, "bounded by the timeout")
 			}
-			if tc.outcome == ServePassed {
+			if tc.outcome == rollout.ServePassed {
 				require.Nil(t, f)
 				assert.NotEmpty(t, p.Model)
 				return
 			}
 			require.NotNil(t, f)
-			assert.Equal(t, VerdictNotServing, f.Verdict)
+			assert.Equal(t, rollout.VerdictNotServing, f.Verdict)
 			assert.Equal(t, "NotServing", f.Reason)
 			assert.Equal(t, "p-1", f.Pod)
 			assert.Equal(t, "n1", f.Node)
@@ -179,12 +182,12 @@ func TestCheckServingSeveralPods(t *testing.T) {
 	rep, f := CheckServing(context.Background(), pods, "ns", targets, ServeSpec{Model: "m"}, nil)
 	require.NotNil(t, f)
 	assert.Equal(t, "b", f.Pod)
-	assert.Equal(t, ServeFailed, rep.Outcome)
+	assert.Equal(t, rollout.ServeFailed, rep.Outcome)
 	outcomes := map[string]string{}
 	for _, p := range rep.Pods {
 		outcomes[p.Pod] = p.Outcome
 	}
-	assert.Equal(t, map[string]string{"a": ServePassed, "b": ServeFailed, "c": ServePassed}, outcomes)
+	assert.Equal(t, map[string]string{"a": rollout.ServePassed, "b": rollout.ServeFailed, "c": rollout.ServePassed}, outcomes)
 	assert.Equal(t, "b", rep.Failed().Pod)
 }
 
@@ -195,7 +198,7 @@ func TestCheckServingCancelled(t *testing.T) {
 	cancel()
 	rep, f := CheckServing(ctx, pods, "ns", []ServeTarget{{Pod: "p", Port: 8000}}, ServeSpec{Timeout: time.Hour}, nil)
 	require.NotNil(t, f)
-	assert.Equal(t, ServeFailed, rep.Outcome)
+	assert.Equal(t, rollout.ServeFailed, rep.Outcome)
 	assert.Contains(t, rep.Pods[0].Message, "GET /v1/models")
 	assert.Less(t, rep.Pods[0].LatencyMs, int64(5000), "not held for the timeout")
 }
@@ -218,7 +221,7 @@ func TestBodyExcerpt(t *testing.T) {
 			got := BodyExcerpt([]byte(tc.in))
 			assert.Equal(t, tc.want, got)
 			assert.LessOrEqual(t, len(got), ServeBodyExcerptBytes+16)
-			assert.Equal(t, got, SanitizeLine(got), "sanitised")
+			assert.Equal(t, got, termout.SanitizeLine(got), "sanitised")
 		})
 	}
 }
@@ -245,11 +248,8 @@ func TestCheckServingForbidden(t *testing.T) {
 	rep, f := CheckServing(context.Background(), pods, "ns", []ServeTarget{{Pod: "a", Port: 8000}, {Pod: "b", Port: 8000}},
 		ServeSpec{Model: "m", Timeout: time.Hour}, nil)
 	assert.Nil(t, f, "no NotServing")
-	assert.Equal(t, ServeSkipped, rep.Outcome)
+	assert.Equal(t, rollout.ServeSkipped, rep.Outcome)
 	assert.Contains(t, rep.Reason, "create on pods/portforward in namespace ns")
 	assert.Contains(t, rep.Reason, "--serve-check=false")
 	assert.Equal(t, int32(2), pods.dials.Load(), "one dial per pod: not retried")
-	for _, p := range rep.Pods {
-		assert.Nil(t, p.refusedBy, "nothing internal left in the report")
-	}
 }

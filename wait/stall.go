@@ -8,6 +8,9 @@ package wait
 import (
 	"fmt"
 	"time"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 // reasonControllerStalled is the Diagnosis reason of VerdictControllerStalled.
@@ -52,13 +55,13 @@ func (e *ControllerStalledError) message() string {
 
 // Diagnosis is the failure diagnosis of the stall: verdict
 // ControllerStalled, naming the object.
-func (e *ControllerStalledError) Diagnosis() *Diagnosis {
+func (e *ControllerStalledError) Diagnosis() *rollout.Diagnosis {
 	controller := e.Controller
 	if controller == "" {
 		controller = "kube-controller-manager"
 	}
-	return &Diagnosis{
-		Verdict: VerdictControllerStalled, Reason: reasonControllerStalled, Cause: CauseUnknown,
+	return &rollout.Diagnosis{
+		Verdict: rollout.VerdictControllerStalled, Reason: reasonControllerStalled, Cause: vllmcause.CauseUnknown,
 		Object: e.Ref, Namespace: e.Namespace, Message: e.Error(),
 		LogNote: "its controller created no pod: there are no logs",
 		Hints: []string{
@@ -113,5 +116,5 @@ func (r *rolloutRun) noteUnreachable() {
 
 // stallFailure is the failure of a stalled controller.
 func stallFailure(e *ControllerStalledError) *failure {
-	return &failure{verdict: VerdictControllerStalled, reason: reasonControllerStalled, message: e.message(), stalled: e}
+	return &failure{verdict: rollout.VerdictControllerStalled, reason: reasonControllerStalled, message: e.message(), stalled: e}
 }

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 // unobserved makes the Deployment of the harness one generation ahead of
@@ -39,23 +41,23 @@ func TestControllerStalledDeployment(t *testing.T) {
 		wait:    Options{Timeout: 10 * time.Minute},
 		setup:   unobserved(t),
 	})
-	h.awaitIdleAfter("the unobserved Deployment", func(e Event) bool {
+	h.awaitIdleAfter("the unobserved Deployment", func(e rollout.Event) bool {
 		return e.Rollout != nil && e.Message == "waiting for the deployment spec update to be observed"
 	})
 	require.Eventually(t, h.clock.HasWaiters, 5*time.Second, time.Millisecond, "the stall recheck is armed")
 	h.clock.Step(9 * time.Second)
-	h.awaitIdleAfter("the recheck before the stall timeout", func(e Event) bool { return true })
+	h.awaitIdleAfter("the recheck before the stall timeout", func(e rollout.Event) bool { return true })
 	require.True(t, h.running(), "not stalled before ControllerStallTimeout; events:\n%s", h.eventLines())
 	h.clock.Step(2 * time.Second)
 	res, err := h.result()
-	d := requireFailure(t, res, err, VerdictControllerStalled)
+	d := requireFailure(t, res, err, rollout.VerdictControllerStalled)
 	assert.Equal(t, "ControllerStalled", d.Reason)
 	assert.Contains(t, d.Message, "Deployment "+ns+"/chat: its controller has not observed generation 3 (status.observedGeneration 2)")
 	assert.Contains(t, d.Message, "its controller is not acting (is kube-controller-manager running?)")
 	assert.Contains(t, err.Error(), "is kube-controller-manager running?")
 	last := h.eventsCopy()[len(h.eventsCopy())-1]
 	require.NotNil(t, last.Rollout)
-	assert.Equal(t, VerdictControllerStalled, last.Rollout.Verdict)
+	assert.Equal(t, rollout.VerdictControllerStalled, last.Rollout.Verdict)
 }
 
 // TestControllerActingIsNotStalled: a controller that observes the
@@ -65,11 +67,11 @@ func TestControllerActingIsNotStalled(t *testing.T) {
 		rollout: RolloutOptions{ControllerStallTimeout: 10 * time.Second},
 		setup:   unobserved(t),
 	})
-	h.awaitIdleAfter("the unobserved Deployment", func(e Event) bool {
+	h.awaitIdleAfter("the unobserved Deployment", func(e rollout.Event) bool {
 		return e.Rollout != nil && e.Message == "waiting for the deployment spec update to be observed"
 	})
 	h.clock.Step(8 * time.Second)
-	observed := func(e Event) bool {
+	observed := func(e rollout.Event) bool {
 		return e.Rollout != nil && e.Message == "1 out of 2 new replicas have been updated"
 	}
 	h.updateDeployment(func(d *appsv1.Deployment) { d.Status.ObservedGeneration = 3 })
@@ -90,13 +92,13 @@ func TestControllerStalledJob(t *testing.T) {
 	job := testJob(corev1.RestartPolicyNever)
 	job.Status = batchv1.JobStatus{}
 	h := startRunHarnessWith(t, RolloutOptions{ControllerStallTimeout: 10 * time.Second}, job, nil)
-	h.awaitIdleAfter("the Job", func(e Event) bool { return e.Object.Kind == "Job" })
+	h.awaitIdleAfter("the Job", func(e rollout.Event) bool { return e.Object.Kind == "Job" })
 	require.Eventually(t, h.clock.HasWaiters, 5*time.Second, time.Millisecond, "the stall recheck is armed")
 	h.clock.Step(11 * time.Second)
 	res, err := h.result()
 	require.Error(t, err)
 	require.NotNil(t, res.Diagnosis)
-	assert.Equal(t, VerdictControllerStalled, res.Diagnosis.Verdict)
+	assert.Equal(t, rollout.VerdictControllerStalled, res.Diagnosis.Verdict)
 	assert.Equal(t, "job.batch/migrate", res.Diagnosis.Object)
 	assert.Contains(t, res.Diagnosis.Message, "Job "+ns+"/migrate: its controller has not started it")
 }

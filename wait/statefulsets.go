@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 // PodRevision returns the StatefulSet revision pod belongs to: its label
@@ -112,8 +113,8 @@ type stsWatch struct {
 
 func (r *rolloutRun) newStatefulSetWatch(idx int, ref object.Ref) *stsWatch {
 	return &stsWatch{
-		rolloutState: rolloutState{idx: idx, ref: ref, progress: RolloutProgress{StatefulSet: ref.Name, Verdict: VerdictProgressing}},
-		namespace:    ref.Namespace, name: ref.Name, object: objectName(ref),
+		rolloutState: rolloutState{idx: idx, ref: ref, progress: rollout.RolloutProgress{StatefulSet: ref.Name, Verdict: rollout.VerdictProgressing}},
+		namespace:    ref.Namespace, name: ref.Name, object: rollout.ObjectName(ref),
 		judge: r.newJudge(), oldJudge: newPodJudge(r.o), warned: map[string]bool{},
 	}
 }
@@ -168,7 +169,7 @@ func (r *rolloutRun) startStatefulSetPods(sw *stsWatch, sel labels.Selector) {
 func (r *rolloutRun) currentStatefulSet(sw *stsWatch) *appsv1.StatefulSet {
 	obj := watchedObject(sw.sts, sw.namespace+"/"+sw.name, &sw.uid, func() {
 		sw.done = false
-		r.set(sw, StatusNotFound, "not found", "")
+		r.set(sw, rollout.StatusNotFound, "not found", "")
 	}, func() {
 		if sw.pods != nil {
 			sw.pods.cancel()
@@ -195,13 +196,13 @@ func (r *rolloutRun) evaluateStatefulSet(sw *stsWatch, now time.Time) (*failure,
 	sw.observeStatus(s)
 	if sw.done && r.opts.Canary == nil {
 		sw.progress.Pods = nil
-		r.set(sw, StatusCurrent, sw.msg, "")
+		r.set(sw, rollout.StatusCurrent, sw.msg, "")
 		return nil, time.Time{}
 	}
 	if sw.pods == nil {
 		sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
 		if err != nil {
-			return &failure{verdict: VerdictFailedCreate, sts: sw, reason: "InvalidSelector", message: fmt.Sprintf("invalid selector: %v", err)}, time.Time{}
+			return &failure{verdict: rollout.VerdictFailedCreate, sts: sw, reason: "InvalidSelector", message: fmt.Sprintf("invalid selector: %v", err)}, time.Time{}
 		}
 		r.startStatefulSetPods(sw, sel)
 	}
@@ -222,14 +223,14 @@ func (r *rolloutRun) evaluateStatefulSet(sw *stsWatch, now time.Time) (*failure,
 	if fail != nil {
 		recheck = time.Time{}
 	}
-	status := StatusInProgress
+	status := rollout.StatusInProgress
 	if sw.done { // a canary phase: its pods are judged while it holds
-		status = StatusCurrent
+		status = rollout.StatusCurrent
 	}
 	r.set(sw, status, sw.msg, "")
 	for _, w := range warnings {
 		if w != "" {
-			r.set(sw, StatusInProgress, sw.msg, w)
+			r.set(sw, rollout.StatusInProgress, sw.msg, w)
 		}
 	}
 	return fail, recheck
@@ -243,9 +244,9 @@ func (sw *stsWatch) observeStatus(s *appsv1.StatefulSet) {
 	p.Desired = ptr.Deref(s.Spec.Replicas, 1)
 	p.Updated, p.Ready, p.Available = s.Status.UpdatedReplicas, s.Status.ReadyReplicas, s.Status.AvailableReplicas
 	p.UpdateRevision, p.CurrentRevision = s.Status.UpdateRevision, s.Status.CurrentRevision
-	p.Verdict = VerdictProgressing
+	p.Verdict = rollout.VerdictProgressing
 	if sw.done {
-		p.Verdict = VerdictRolledOut
+		p.Verdict = rollout.VerdictRolledOut
 	}
 }
 
@@ -343,7 +344,7 @@ func (r *rolloutRun) statefulSetFailedCreate(sw *stsWatch, s *appsv1.StatefulSet
 		r.mu.Unlock()
 		return nil
 	}
-	fail := &failure{verdict: VerdictFailedCreate, sts: sw, reason: reasonFailedCreate, message: e.Message}
+	fail := &failure{verdict: rollout.VerdictFailedCreate, sts: sw, reason: reasonFailedCreate, message: e.Message}
 	if !strings.Contains(e.Message, "exceeded quota") {
 		return fail
 	}
@@ -458,13 +459,13 @@ func (r *rolloutRun) refreshStatefulSet(ctx context.Context, sw *stsWatch) {
 
 // diagnoseStatefulSet explains the failure of a StatefulSet: from its
 // failed pod, as a Deployment's, or from its FailedCreate event.
-func (r *rolloutRun) diagnoseStatefulSet(ctx context.Context, f *failure) *Diagnosis {
+func (r *rolloutRun) diagnoseStatefulSet(ctx context.Context, f *failure) *rollout.Diagnosis {
 	sw := f.sts
 	if f.finding != nil {
 		g := diagnoser{client: r.client, opts: r.o}
 		return g.fromPod(ctx, f.verdict, sw.object, sw.namespace, f.finding, r.podEvents(ctx, sw.namespace, f.finding.Pod))
 	}
-	d := &Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: sw.object, Namespace: sw.namespace, Message: fmt.Sprintf("StatefulSet %s: %s", sw.name, f.message)}
+	d := &rollout.Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: sw.object, Namespace: sw.namespace, Message: fmt.Sprintf("StatefulSet %s: %s", sw.name, f.message)}
 	if nw := r.ns[sw.namespace]; nw != nil && f.reason == reasonFailedCreate {
 		d.Events = formatEvents(r.eventsOf(ctx, nw.events, "StatefulSet", sw.name, sw.uid), r.o.MaxEvents)
 		d.LogNote = "no pod was created: there are no logs"
@@ -475,9 +476,9 @@ func (r *rolloutRun) diagnoseStatefulSet(ctx context.Context, f *failure) *Diagn
 
 // statefulSetTimeout explains a timeout on a StatefulSet not rolled out,
 // with its most suspect pod of the update revision.
-func (r *rolloutRun) statefulSetTimeout(ctx context.Context, sw *stsWatch) *Diagnosis {
+func (r *rolloutRun) statefulSetTimeout(ctx context.Context, sw *stsWatch) *rollout.Diagnosis {
 	r.refreshStatefulSet(ctx, sw)
-	sw.progress.Verdict = VerdictTimeout
+	sw.progress.Verdict = rollout.VerdictTimeout
 	msg := sw.msg
 	if msg == "" {
 		msg = r.res.Objects[sw.idx].Message

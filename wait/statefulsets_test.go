@@ -21,6 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 const stsUID = types.UID("sts-uid")
@@ -77,15 +80,15 @@ func stsRolledOut(s *appsv1.StatefulSet) {
 }
 
 // isWeb selects the events of the StatefulSet.
-func isWeb(pred func(Event) bool) func(Event) bool {
-	return func(e Event) bool { return e.Object.Kind == "StatefulSet" && e.Rollout != nil && pred(e) }
+func isWeb(pred func(rollout.Event) bool) func(rollout.Event) bool {
+	return func(e rollout.Event) bool { return e.Object.Kind == "StatefulSet" && e.Rollout != nil && pred(e) }
 }
 
 // watchedStatefulSet waits until the watcher has judged the StatefulSet's
 // pods once (the informers of the StatefulSet and its pods synced).
 func (h *harness) watchedStatefulSet() {
 	h.t.Helper()
-	h.awaitIdleAfter("the StatefulSet", isWeb(func(e Event) bool { return e.Rollout.UpdateRevision == "web-new" }))
+	h.awaitIdleAfter("the StatefulSet", isWeb(func(e rollout.Event) bool { return e.Rollout.UpdateRevision == "web-new" }))
 }
 
 func TestStatefulSetRolledOut(t *testing.T) {
@@ -144,17 +147,17 @@ func TestRolloutWatcherStatefulSetSucceeds(t *testing.T) {
 	h := startRunHarness(t, testStatefulSet(), nil,
 		testStatefulSetPod("0", "web-old", running("vllm", 0)), testStatefulSetPod("1", "web-new", running("vllm", 0)))
 	h.watchedStatefulSet()
-	first := h.await("the first progress", isWeb(func(e Event) bool { return len(e.Rollout.Pods) == 1 }))
+	first := h.await("the first progress", isWeb(func(e rollout.Event) bool { return len(e.Rollout.Pods) == 1 }))
 	assert.Equal(t, "web-1", first.Rollout.Pods[0].Pod, "the update revision's pods only")
 	assert.Equal(t, "Waiting for 1 pods to be ready...", first.Message)
-	assert.Equal(t, &RolloutProgress{StatefulSet: "web", UpdateRevision: "web-new", CurrentRevision: "web-old",
-		Desired: 2, Updated: 1, Ready: 1, Available: 1, Verdict: VerdictProgressing, Pods: first.Rollout.Pods}, first.Rollout)
+	assert.Equal(t, &rollout.RolloutProgress{StatefulSet: "web", UpdateRevision: "web-new", CurrentRevision: "web-old",
+		Desired: 2, Updated: 1, Ready: 1, Available: 1, Verdict: rollout.VerdictProgressing, Pods: first.Rollout.Pods}, first.Rollout)
 
 	h.updateStatefulSet(func(s *appsv1.StatefulSet) {
 		s.Status.ReadyReplicas, s.Status.AvailableReplicas, s.Status.UpdatedReplicas = 2, 2, 2
 	})
 	const waiting = "waiting for statefulset rolling update to complete 2 pods at revision web-new..."
-	h.awaitIdleAfter("every pod ready, the revisions differ", isWeb(func(e Event) bool { return e.Message == waiting }))
+	h.awaitIdleAfter("every pod ready, the revisions differ", isWeb(func(e rollout.Event) bool { return e.Message == waiting }))
 	assert.True(t, h.running(), "currentRevision is not updateRevision yet")
 
 	h.updateStatefulSet(stsRolledOut)
@@ -162,10 +165,10 @@ func TestRolloutWatcherStatefulSetSucceeds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, OutcomeCurrent, res.Outcome)
 	require.Len(t, res.Objects, 2)
-	assert.Equal(t, StatusCurrent, res.Objects[1].Status)
+	assert.Equal(t, rollout.StatusCurrent, res.Objects[1].Status)
 	assert.Equal(t, "statefulset rolling update complete 2 pods at revision web-new...", res.Objects[1].Message)
-	last := h.await("rolled out", isWeb(func(e Event) bool { return e.Rollout.Verdict == VerdictRolledOut }))
-	assert.Equal(t, StatusCurrent, last.Status)
+	last := h.await("rolled out", isWeb(func(e rollout.Event) bool { return e.Rollout.Verdict == rollout.VerdictRolledOut }))
+	assert.Equal(t, rollout.StatusCurrent, last.Status)
 	assert.Equal(t, "web-new", last.Rollout.CurrentRevision)
 	assert.Empty(t, last.Rollout.Pods)
 	assert.Contains(t, eventLine(last), "statefulset/web: 2/2 updated, 2 ready, 2 available (update revision web-new): rolled out")
@@ -191,8 +194,8 @@ func TestRolloutWatcherStatefulSetVerdicts(t *testing.T) {
 		opts    RolloutOptions
 		logs    func(*corev1.PodLogOptions) (string, error)
 		drive   func(h *harness)
-		verdict Verdict
-		check   func(t *testing.T, h *harness, d *Diagnosis)
+		verdict rollout.Verdict
+		check   func(t *testing.T, h *harness, d *rollout.Diagnosis)
 	}{
 		{
 			name: "CrashLoopBackOff of an update-revision pod, after 2 restarts",
@@ -202,15 +205,15 @@ func TestRolloutWatcherStatefulSetVerdicts(t *testing.T) {
 				h.watchedStatefulSet()
 				p.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(1)}
 				h.updatePod(p)
-				h.awaitIdleAfter("the first restart", isWeb(func(e Event) bool {
+				h.awaitIdleAfter("the first restart", isWeb(func(e rollout.Event) bool {
 					return strings.Contains(e.Rollout.Warning, "pod web-1 container vllm: CrashLoopBackOff (restarts 1/2)")
 				}))
 				assert.True(h.t, h.running(), "one restart is not a verdict")
 				p.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(2)}
 				h.updatePod(p)
 			},
-			verdict: VerdictCrashLoop,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictCrashLoop,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "CrashLoopBackOff", d.Reason)
 				assert.Equal(t, "web-1", d.Pod)
 				assert.Equal(t, "vllm", d.Container)
@@ -225,8 +228,8 @@ func TestRolloutWatcherStatefulSetVerdicts(t *testing.T) {
 			drive: func(h *harness) {
 				h.createPod(testStatefulSetPod("1", "web-new", corev1.ContainerStatus{Name: "vllm", State: corev1.ContainerState{Terminated: terminated("OOMKilled", 137, "c0")}}))
 			},
-			verdict: VerdictOOMKilled,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictOOMKilled,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "OOMKilled", d.Reason)
 				assert.Equal(t, int32(137), d.ExitCode)
 				assert.Equal(t, "web-1", d.Pod)
@@ -237,8 +240,8 @@ func TestRolloutWatcherStatefulSetVerdicts(t *testing.T) {
 			drive: func(h *harness) {
 				h.createPod(testStatefulSetPod("1", "web-new", waiting("vllm", "CreateContainerConfigError", 0, nil)))
 			},
-			verdict: VerdictContainerError,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictContainerError,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "CreateContainerConfigError", d.Reason)
 			},
 		},
@@ -250,12 +253,12 @@ func TestRolloutWatcherStatefulSetVerdicts(t *testing.T) {
 				q := testStatefulSetPod("1", "web-new")
 				p.Name, p.UID, p.Labels, p.OwnerReferences = q.Name, q.UID, q.Labels, q.OwnerReferences
 				h.createPod(p)
-				h.awaitIdleAfter("unschedulable", isWeb(func(e Event) bool { return strings.Contains(e.Rollout.Warning, "pod web-1: Unschedulable") }))
+				h.awaitIdleAfter("unschedulable", isWeb(func(e rollout.Event) bool { return strings.Contains(e.Rollout.Warning, "pod web-1: Unschedulable") }))
 				require.Eventually(h.t, h.clock.HasWaiters, 5*time.Second, time.Millisecond)
 				h.clock.Step(6 * time.Second)
 			},
-			verdict: VerdictUnschedulable,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictUnschedulable,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "web-1", d.Pod)
 				assert.Contains(t, d.Message, "Insufficient nvidia.com/gpu")
 			},
@@ -266,13 +269,13 @@ func TestRolloutWatcherStatefulSetVerdicts(t *testing.T) {
 			drive: func(h *harness) {
 				h.createPod(testStatefulSetPod("1", "web-new", corev1.ContainerStatus{Name: "vllm", State: corev1.ContainerState{Terminated: terminated("Error", 1, "sim://w/0")}}))
 			},
-			verdict: VerdictKnownCause,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
-				assert.Equal(t, CauseGPUOOM, d.Cause)
+			verdict: rollout.VerdictKnownCause,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
+				assert.Equal(t, vllmcause.CauseGPUOOM, d.Cause)
 				assert.Equal(t, "web-1", d.Pod)
 				assert.Equal(t, int32(0), d.RestartCount)
 				last := h.events[len(h.events)-1].Rollout // h.mu is held
-				assert.Equal(t, CauseGPUOOM, last.Cause)
+				assert.Equal(t, vllmcause.CauseGPUOOM, last.Cause)
 			},
 		},
 		{
@@ -283,8 +286,8 @@ func TestRolloutWatcherStatefulSetVerdicts(t *testing.T) {
 				h.createEvent(testEvent("ev1", "StatefulSet", "web", stsUID, "Warning", "FailedCreate",
 					`create Pod web-1 in StatefulSet web failed error: pods "web-1" is forbidden: error looking up service account llm/vllm: serviceaccount "vllm" not found`, t0))
 			},
-			verdict: VerdictFailedCreate,
-			check: func(t *testing.T, h *harness, d *Diagnosis) {
+			verdict: rollout.VerdictFailedCreate,
+			check: func(t *testing.T, h *harness, d *rollout.Diagnosis) {
 				assert.Equal(t, "FailedCreate", d.Reason)
 				assert.Contains(t, d.Message, "StatefulSet web: create Pod web-1")
 				assert.Contains(t, d.Events[0], `Warning FailedCreate: create Pod web-1 in StatefulSet web failed error`)
@@ -318,11 +321,11 @@ func TestRolloutWatcherStatefulSetOldRevisionFailures(t *testing.T) {
 	old := testStatefulSetPod("0", "web-old", crashLoopStatus(7))
 	h := startRunHarness(t, testStatefulSet(), nil, old, testStatefulSetPod("1", "web-new", running("vllm", 0)))
 	h.watchedStatefulSet()
-	h.await("the old pod's crash loop", isWeb(func(e Event) bool {
+	h.await("the old pod's crash loop", isWeb(func(e rollout.Event) bool {
 		return strings.Contains(e.Rollout.Warning, "pod web-0 (revision web-old) container vllm: CrashLoopBackOff (restarts 7/2)")
 	}))
 	h.createEvent(testEvent("ev-old", "Pod", old.Name, old.UID, "Warning", "BackOff", "Back-off restarting failed container", t0))
-	h.awaitIdleAfter("the old pod's BackOff", isWeb(func(e Event) bool {
+	h.awaitIdleAfter("the old pod's BackOff", isWeb(func(e rollout.Event) bool {
 		return e.Rollout.Warning == "pod web-0 (revision web-old): Warning BackOff: Back-off restarting failed container"
 	}))
 	assert.True(t, h.running())
@@ -355,8 +358,8 @@ func TestRolloutWatcherStatefulSetTimeout(t *testing.T) {
 			require.NoError(t, err)
 		},
 	})
-	h.awaitIdleAfter("the pod starting", isWeb(func(e Event) bool {
-		return len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == PhaseStarting
+	h.awaitIdleAfter("the pod starting", isWeb(func(e rollout.Event) bool {
+		return len(e.Rollout.Pods) == 1 && e.Rollout.Pods[0].Phase == rollout.PhaseStarting
 	}))
 	require.Eventually(t, func() bool { return h.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
 	h.clock.Step(31 * time.Second)
@@ -364,7 +367,7 @@ func TestRolloutWatcherStatefulSetTimeout(t *testing.T) {
 	require.ErrorIs(t, err, ErrTimeout)
 	require.NotNil(t, res.Diagnosis)
 	d := res.Diagnosis
-	assert.Equal(t, VerdictTimeout, d.Verdict)
+	assert.Equal(t, rollout.VerdictTimeout, d.Verdict)
 	assert.Equal(t, "statefulset/web", d.Object)
 	assert.Equal(t, ns, d.Namespace)
 	assert.Equal(t, "web-1", d.Pod)
@@ -385,7 +388,7 @@ func TestRolloutWatcherStatefulSetQuota(t *testing.T) {
 	refuse := func(name string, n int) {
 		msg := fmt.Sprintf(`create Pod web-1 in StatefulSet web failed error: pods "web-1" is forbidden: exceeded quota: gpu (%d)`, n)
 		h.createEvent(testEvent(name, "StatefulSet", "web", stsUID, "Warning", "FailedCreate", msg, h.clock.Now()))
-		h.awaitIdleAfter(name, isWeb(func(e Event) bool {
+		h.awaitIdleAfter(name, isWeb(func(e rollout.Event) bool {
 			return strings.Contains(e.Rollout.Warning, fmt.Sprintf("exceeded quota: gpu (%d)", n))
 		}))
 	}
@@ -400,7 +403,7 @@ func TestRolloutWatcherStatefulSetQuota(t *testing.T) {
 	restarted := testStatefulSetPod("0", "web-old", running("vllm", 1))
 	restarted.Status.ContainerStatuses[0].LastTerminationState.Terminated = terminated("Error", 1, "sim://w0/0")
 	h.updatePod(restarted)
-	h.awaitIdleAfter("the pod gone", isWeb(func(e Event) bool {
+	h.awaitIdleAfter("the pod gone", isWeb(func(e rollout.Event) bool {
 		return strings.HasPrefix(e.Rollout.Warning, "pod web-0 (revision web-old) container vllm: Restarted")
 	}))
 	h.clock.Step(quotaSettle - time.Second)
@@ -409,7 +412,7 @@ func TestRolloutWatcherStatefulSetQuota(t *testing.T) {
 	h.clock.Step(2 * time.Second)
 	h.createEvent(testEvent("ev4", "StatefulSet", "web", stsUID, "Warning", "FailedCreate",
 		`create Pod web-1 in StatefulSet web failed error: pods "web-1" is forbidden: exceeded quota: gpu (4)`, h.clock.Now()))
-	d := requireRunFailure(t, h, VerdictFailedCreate, "statefulset/web")
+	d := requireRunFailure(t, h, rollout.VerdictFailedCreate, "statefulset/web")
 	assert.Contains(t, d.Message, "exceeded quota: gpu (4)")
 	assert.Contains(t, strings.Join(d.Hints, "\n"), "kubectl describe quota -n llm")
 }
@@ -425,22 +428,22 @@ func TestRolloutWatcherStatefulSetParallel(t *testing.T) {
 	s.Status.ReadyReplicas, s.Status.UpdatedReplicas = 0, 2
 	old := testStatefulSetPod("0", "web-old", crashLoopStatus(1))
 	h := startRunHarness(t, s, nil, old, testStatefulSetPod("1", "web-new", running("vllm", 0)))
-	h.await("the old web-0's restart", isWeb(func(e Event) bool {
+	h.await("the old web-0's restart", isWeb(func(e rollout.Event) bool {
 		return strings.Contains(e.Rollout.Warning, "pod web-0 (revision web-old) container vllm: CrashLoopBackOff (restarts 1/2)")
 	}))
 	require.NoError(t, h.client.CoreV1().Pods(ns).Delete(context.Background(), old.Name, metav1.DeleteOptions{}))
 	again := testStatefulSetPod("0", "web-new", crashLoopStatus(1))
 	h.createPod(again)
-	h.await("the new web-0's restart", isWeb(func(e Event) bool {
+	h.await("the new web-0's restart", isWeb(func(e rollout.Event) bool {
 		return e.Rollout.Warning != "" && strings.HasPrefix(e.Rollout.Warning, "pod web-0 container vllm: CrashLoopBackOff (restarts 1/2)")
 	}))
 	h.createEvent(testEvent("ev-old", "Pod", old.Name, old.UID, "Warning", "BackOff", "Back-off restarting failed container", t0))
-	h.awaitIdleAfter("the old web-0's event", isWeb(func(e Event) bool {
+	h.awaitIdleAfter("the old web-0's event", isWeb(func(e rollout.Event) bool {
 		return e.Rollout.Warning == "pod web-0 (an earlier pod of that name): Warning BackOff: Back-off restarting failed container"
 	}))
 	assert.True(t, h.running())
 	again.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoopStatus(2)}
 	h.updatePod(again)
-	d := requireRunFailure(t, h, VerdictCrashLoop, "statefulset/web")
+	d := requireRunFailure(t, h, rollout.VerdictCrashLoop, "statefulset/web")
 	assert.Equal(t, "web-0", d.Pod)
 }

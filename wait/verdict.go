@@ -9,99 +9,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vllmctl/vllmctl/internal/vllm"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	deploymentutil "k8s.io/kubectl/pkg/util/deployment"
 	"k8s.io/utils/clock"
+
+	"github.com/vllmctl/vllmctl/internal/vllm"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
-
-// Verdict is what a [RolloutWatcher] concluded, or concludes so far, about
-// a rollout.
-type Verdict string
-
-// The verdicts. Every one but VerdictProgressing and VerdictRolledOut is a
-// failure and ends the wait.
-const (
-	// VerdictProgressing: no conclusion yet.
-	VerdictProgressing Verdict = "Progressing"
-	// VerdictRolledOut: the Deployment (or StatefulSet) rolled out, by
-	// kubectl rollout status' rules.
-	VerdictRolledOut Verdict = "RolledOut"
-	// VerdictCrashLoop: a container of a new pod is in CrashLoopBackOff and
-	// has restarted at least RolloutOptions.MaxRestarts times.
-	VerdictCrashLoop Verdict = "CrashLoopBackOff"
-	// VerdictOOMKilled: a container of a new pod was OOMKilled.
-	VerdictOOMKilled Verdict = "OOMKilled"
-	// VerdictImagePull: a new pod's image cannot be pulled (ErrImagePull,
-	// ImagePullBackOff or InvalidImageName, seen repeatedly).
-	VerdictImagePull Verdict = "ImagePullError"
-	// VerdictContainerError: the kubelet could not create or start a
-	// container (CreateContainerConfigError, CreateContainerError,
-	// RunContainerError).
-	VerdictContainerError Verdict = "ContainerError"
-	// VerdictUnschedulable: a new pod stayed unschedulable longer than
-	// RolloutOptions.UnschedulableTimeout.
-	VerdictUnschedulable Verdict = "Unschedulable"
-	// VerdictProgressDeadlineExceeded: the Deployment's Progressing
-	// condition says ProgressDeadlineExceeded.
-	VerdictProgressDeadlineExceeded Verdict = "ProgressDeadlineExceeded"
-	// VerdictFailedCreate: the new ReplicaSet, or the StatefulSet, cannot
-	// create pods (e.g. exceeded quota).
-	VerdictFailedCreate Verdict = "FailedCreate"
-	// VerdictTimeout: the wait timed out before the rollout finished.
-	VerdictTimeout Verdict = "Timeout"
-	// VerdictObjectFailed: an object other than a Deployment, Job or Pod
-	// that runs to completion became Failed (kstatus).
-	VerdictObjectFailed Verdict = "ObjectFailed"
-	// VerdictJobFailed: a Job's condition Failed is True (its backoffLimit
-	// or activeDeadlineSeconds was reached, ...).
-	VerdictJobFailed Verdict = "JobFailed"
-	// VerdictPodFailed: a Pod that runs to completion (restartPolicy Never
-	// or OnFailure) ended in phase Failed.
-	VerdictPodFailed Verdict = "PodFailed"
-	// VerdictKnownCause: a container of a watched pod terminated (exit code
-	// not 0) and the log of that instance names a decisive cause (see
-	// [Cause.Decisive]): the rollout fails at that first termination,
-	// without waiting for RolloutOptions.MaxRestarts. The Diagnosis names
-	// the cause; its RestartCount is the count at that moment.
-	VerdictKnownCause Verdict = "KnownCause"
-	// VerdictAnalysisFailed: the canary analysis (deploy --analysis, or
-	// the built-in chart's analysis values) failed: a metric's failed
-	// measurements exceeded its failureLimit. The Diagnosis' evidence is
-	// the last failed measurement.
-	VerdictAnalysisFailed Verdict = "AnalysisFailed"
-	// VerdictAnalysisInconclusive: the canary analysis could not decide
-	// (too few requests, no data, the pods' metrics unreachable) and its
-	// policy is inconclusive: fail (or hold: the canary is kept held).
-	VerdictAnalysisInconclusive Verdict = "AnalysisInconclusive"
-	// VerdictGroupRecreated: a group of a LeaderWorkerSet (of its current
-	// template) was recreated RolloutOptions.MaxRestarts times during the
-	// wait. With restartPolicy RecreateGroupOnPodRestart (the default) the
-	// LWS controller deletes and recreates a whole group at a container's
-	// first restart, so its pods never reach CrashLoopBackOff. The
-	// Diagnosis is the last crash of that group, with the log read at its
-	// termination.
-	VerdictGroupRecreated Verdict = "GroupRecreated"
-	// VerdictControllerStalled: the controller of a Deployment,
-	// StatefulSet, Job or LeaderWorkerSet has not acted on it (observed
-	// its latest generation; for a Job, started it) for
-	// RolloutOptions.ControllerStallTimeout while the API server answered:
-	// kube-controller-manager (or the LeaderWorkerSet controller) is not
-	// running, or not acting. See [ControllerStalledError].
-	VerdictControllerStalled Verdict = "ControllerStalled"
-	// VerdictNotServing: a new (or canary) pod is Ready, but within the
-	// serve check's timeout it did not list the served model on
-	// /v1/models or did not complete a short request (see
-	// [CheckServing]).
-	VerdictNotServing Verdict = "NotServing"
-)
-
-// Failed reports whether v is a failure verdict.
-func (v Verdict) Failed() bool {
-	return v != "" && v != VerdictProgressing && v != VerdictRolledOut
-}
 
 // Defaults of [RolloutOptions].
 const (
@@ -254,7 +172,7 @@ func rolloutStatus(d *appsv1.Deployment) (done, failed bool, msg string) {
 // verdict, or (Verdict Progressing) a suspicion that does not fail the
 // rollout yet.
 type podFinding struct {
-	Verdict      Verdict
+	Verdict      rollout.Verdict
 	Reason       string
 	Pod          *corev1.Pod
 	Container    string
@@ -271,7 +189,7 @@ type podFinding struct {
 	crashed bool
 	// cause and evidence: the decisive cause the log of the termination
 	// named (VerdictKnownCause), and the line that named it.
-	cause    Cause
+	cause    vllmcause.Cause
 	evidence string
 	// log, when set, is the log of the termination already read: while
 	// the pod existed (a LeaderWorkerSet's group is deleted and recreated
@@ -372,10 +290,10 @@ func (j *podJudge) judge(pod *corev1.Pod, obs int, now time.Time) (fail *podFind
 		if m.unschedulableSince.IsZero() {
 			m.unschedulableSince = now
 		}
-		f := podFinding{Verdict: VerdictProgressing, Reason: reasonUnschedulable, Pod: pod, Message: c.Message}
+		f := podFinding{Verdict: rollout.VerdictProgressing, Reason: reasonUnschedulable, Pod: pod, Message: c.Message}
 		deadline := m.unschedulableSince.Add(j.opts.UnschedulableTimeout)
 		if !now.Before(deadline) {
-			f.Verdict = VerdictUnschedulable
+			f.Verdict = rollout.VerdictUnschedulable
 			f.Message = fmt.Sprintf("unschedulable for %s: %s", now.Sub(m.unschedulableSince).Round(time.Second), c.Message)
 			return &f, suspects, time.Time{}
 		}
@@ -406,7 +324,7 @@ func (j *podJudge) judgeContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, m
 	f := newContainerFinding(pod, cs)
 
 	if isContainerErrorReason(waiting) {
-		f.Verdict, f.Reason, f.Message = VerdictContainerError, waiting, cs.State.Waiting.Message
+		f.Verdict, f.Reason, f.Message = rollout.VerdictContainerError, waiting, cs.State.Waiting.Message
 		return f
 	}
 	if j.judgeOOMKills(cs, m, f) {
@@ -423,7 +341,7 @@ func (j *podJudge) judgeContainer(pod *corev1.Pod, cs *corev1.ContainerStatus, m
 // of pod, without reason yet.
 func newContainerFinding(pod *corev1.Pod, cs *corev1.ContainerStatus) *podFinding {
 	last := cs.LastTerminationState.Terminated
-	f := &podFinding{Verdict: VerdictProgressing, Pod: pod, Container: cs.Name, RestartCount: cs.RestartCount}
+	f := &podFinding{Verdict: rollout.VerdictProgressing, Pod: pod, Container: cs.Name, RestartCount: cs.RestartCount}
 	f.restarted = last != nil || cs.RestartCount > 0
 	f.ran = f.restarted || cs.State.Running != nil || cs.State.Terminated != nil
 	f.crashed = last != nil || cs.State.Terminated != nil
@@ -443,7 +361,7 @@ func (j *podJudge) judgeImagePull(pod *corev1.Pod, cs *corev1.ContainerStatus, m
 	f := newContainerFinding(pod, cs)
 	f.Reason, f.Message = cs.State.Waiting.Reason, cs.State.Waiting.Message
 	if m.pullStreak[cs.Name] >= j.opts.ImagePullObservations {
-		f.Verdict = VerdictImagePull
+		f.Verdict = rollout.VerdictImagePull
 	}
 	return f
 }
@@ -467,9 +385,9 @@ func (j *podJudge) judgeOOMKills(cs *corev1.ContainerStatus, m *podMemory, f *po
 		}
 		seen[terminationKey(t)] = true
 		f.Reason, f.ExitCode = reasonOOMKilled, t.ExitCode
-		f.Message = terminationMessage(t)
+		f.Message = vllmcause.TerminationMessage(t)
 		if len(seen) >= j.opts.MaxOOMKills {
-			f.Verdict = VerdictOOMKilled
+			f.Verdict = rollout.VerdictOOMKilled
 			return true
 		}
 	}
@@ -487,15 +405,15 @@ func (j *podJudge) judgeFailures(cs *corev1.ContainerStatus, waiting string, f *
 		f.Reason, f.Message = reasonCrashLoopBackOff, cs.State.Waiting.Message
 		if last != nil {
 			f.ExitCode = last.ExitCode
-			f.Message = joinNonEmpty("; ", f.Message, "last termination: "+terminationMessage(last))
+			f.Message = joinNonEmpty("; ", f.Message, "last termination: "+vllmcause.TerminationMessage(last))
 		}
 		if cs.RestartCount >= j.opts.MaxRestarts {
-			f.Verdict = VerdictCrashLoop
+			f.Verdict = rollout.VerdictCrashLoop
 		}
 		return f
 	}
 	if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-		f.Reason, f.ExitCode, f.Message = t.Reason, t.ExitCode, terminationMessage(t)
+		f.Reason, f.ExitCode, f.Message = t.Reason, t.ExitCode, vllmcause.TerminationMessage(t)
 		if f.Reason == "" {
 			f.Reason = "Error"
 		}
@@ -506,7 +424,7 @@ func (j *podJudge) judgeFailures(cs *corev1.ContainerStatus, waiting string, f *
 		return f
 	}
 	if cs.RestartCount > 0 && last != nil {
-		f.Reason, f.ExitCode, f.Message = "Restarted", last.ExitCode, "last termination: "+terminationMessage(last)
+		f.Reason, f.ExitCode, f.Message = "Restarted", last.ExitCode, "last termination: "+vllmcause.TerminationMessage(last)
 		return f
 	}
 	return nil
@@ -518,21 +436,6 @@ func terminationKey(t *corev1.ContainerStateTerminated) string {
 		return t.ContainerID
 	}
 	return t.FinishedAt.UTC().Format(time.RFC3339Nano) + "/" + t.StartedAt.UTC().Format(time.RFC3339Nano)
-}
-
-// terminationMessage describes a termination: "OOMKilled, exit code 137".
-func terminationMessage(t *corev1.ContainerStateTerminated) string {
-	s := fmt.Sprintf("%s, exit code %d", t.Reason, t.ExitCode)
-	if t.Reason == "" {
-		s = fmt.Sprintf("exit code %d", t.ExitCode)
-	}
-	if t.Signal != 0 {
-		s += fmt.Sprintf(", signal %d", t.Signal)
-	}
-	if m := strings.TrimSpace(t.Message); m != "" {
-		s += ": " + m
-	}
-	return s
 }
 
 func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {

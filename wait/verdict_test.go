@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 var t0 = time.Date(2026, 11, 30, 1, 2, 3, 0, time.UTC)
@@ -56,8 +58,8 @@ func unschedulablePod() *corev1.Pod {
 func TestPodJudge(t *testing.T) {
 	type step struct {
 		pod   *corev1.Pod
-		after time.Duration // since t0
-		want  Verdict       // "" = no failure
+		after time.Duration   // since t0
+		want  rollout.Verdict // "" = no failure
 	}
 	crashLoop := func(restarts int32) *corev1.Pod {
 		return podWith(waiting("vllm", "CrashLoopBackOff", restarts, terminated("Error", 1, "c"+string(rune('0'+restarts)))))
@@ -78,24 +80,24 @@ func TestPodJudge(t *testing.T) {
 				{pod: crashLoop(1)},
 				{pod: podWith(corev1.ContainerStatus{Name: "vllm", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
 					LastTerminationState: corev1.ContainerState{Terminated: terminated("Error", 1, "c0")}})},
-				{pod: crashLoop(2), want: VerdictCrashLoop},
+				{pod: crashLoop(2), want: rollout.VerdictCrashLoop},
 			},
 			wantReason: "CrashLoopBackOff", wantExit: 1, wantCont: "vllm",
 		},
 		{
 			name:       "MaxRestarts is configurable",
 			opts:       RolloutOptions{MaxRestarts: 3},
-			steps:      []step{{pod: crashLoop(2)}, {pod: crashLoop(3), want: VerdictCrashLoop}},
+			steps:      []step{{pod: crashLoop(2)}, {pod: crashLoop(3), want: rollout.VerdictCrashLoop}},
 			wantReason: "CrashLoopBackOff", wantExit: 1, wantCont: "vllm",
 		},
 		{
 			name:       "OOMKilled in the current state fails at once",
-			steps:      []step{{pod: podWith(corev1.ContainerStatus{Name: "vllm", State: corev1.ContainerState{Terminated: terminated("OOMKilled", 137, "c0")}}), want: VerdictOOMKilled}},
+			steps:      []step{{pod: podWith(corev1.ContainerStatus{Name: "vllm", State: corev1.ContainerState{Terminated: terminated("OOMKilled", 137, "c0")}}), want: rollout.VerdictOOMKilled}},
 			wantReason: "OOMKilled", wantExit: 137, wantCont: "vllm",
 		},
 		{
 			name:       "OOMKilled in the last state fails at once",
-			steps:      []step{{pod: podWith(waiting("vllm", "CrashLoopBackOff", 1, terminated("OOMKilled", 137, "c0"))), want: VerdictOOMKilled}},
+			steps:      []step{{pod: podWith(waiting("vllm", "CrashLoopBackOff", 1, terminated("OOMKilled", 137, "c0"))), want: rollout.VerdictOOMKilled}},
 			wantReason: "OOMKilled", wantExit: 137, wantCont: "vllm",
 		},
 		{
@@ -104,7 +106,7 @@ func TestPodJudge(t *testing.T) {
 			steps: []step{
 				{pod: podWith(waiting("vllm", "CrashLoopBackOff", 1, terminated("OOMKilled", 137, "c0")))},
 				{pod: podWith(waiting("vllm", "CrashLoopBackOff", 1, terminated("OOMKilled", 137, "c0")))},
-				{pod: podWith(waiting("vllm", "CrashLoopBackOff", 1, terminated("OOMKilled", 137, "c1"))), want: VerdictOOMKilled},
+				{pod: podWith(waiting("vllm", "CrashLoopBackOff", 1, terminated("OOMKilled", 137, "c1"))), want: rollout.VerdictOOMKilled},
 			},
 			wantReason: "OOMKilled", wantExit: 137, wantCont: "vllm",
 		},
@@ -112,7 +114,7 @@ func TestPodJudge(t *testing.T) {
 			name: "image pull errors fail after 2 consecutive observations",
 			steps: []step{
 				{pod: podWith(waiting("vllm", "ErrImagePull", 0, nil))},
-				{pod: podWith(waiting("vllm", "ImagePullBackOff", 0, nil)), want: VerdictImagePull},
+				{pod: podWith(waiting("vllm", "ImagePullBackOff", 0, nil)), want: rollout.VerdictImagePull},
 			},
 			wantReason: "ImagePullBackOff", wantCont: "vllm",
 		},
@@ -122,23 +124,23 @@ func TestPodJudge(t *testing.T) {
 				{pod: podWith(waiting("vllm", "ErrImagePull", 0, nil))},
 				{pod: podWith(waiting("vllm", "ContainerCreating", 0, nil))},
 				{pod: podWith(waiting("vllm", "InvalidImageName", 0, nil))},
-				{pod: podWith(waiting("vllm", "InvalidImageName", 0, nil)), want: VerdictImagePull},
+				{pod: podWith(waiting("vllm", "InvalidImageName", 0, nil)), want: rollout.VerdictImagePull},
 			},
 			wantReason: "InvalidImageName", wantCont: "vllm",
 		},
 		{
 			name:       "CreateContainerConfigError fails at once",
-			steps:      []step{{pod: podWith(waiting("vllm", "CreateContainerConfigError", 0, nil)), want: VerdictContainerError}},
+			steps:      []step{{pod: podWith(waiting("vllm", "CreateContainerConfigError", 0, nil)), want: rollout.VerdictContainerError}},
 			wantReason: "CreateContainerConfigError", wantCont: "vllm",
 		},
 		{
 			name:       "CreateContainerError fails at once",
-			steps:      []step{{pod: podWith(waiting("vllm", "CreateContainerError", 0, nil)), want: VerdictContainerError}},
+			steps:      []step{{pod: podWith(waiting("vllm", "CreateContainerError", 0, nil)), want: rollout.VerdictContainerError}},
 			wantReason: "CreateContainerError", wantCont: "vllm",
 		},
 		{
 			name:       "RunContainerError fails at once",
-			steps:      []step{{pod: podWith(waiting("vllm", "RunContainerError", 0, nil)), want: VerdictContainerError}},
+			steps:      []step{{pod: podWith(waiting("vllm", "RunContainerError", 0, nil)), want: rollout.VerdictContainerError}},
 			wantReason: "RunContainerError", wantCont: "vllm",
 		},
 		{
@@ -147,7 +149,7 @@ func TestPodJudge(t *testing.T) {
 				p := podWith(waiting("vllm", "PodInitializing", 0, nil))
 				p.Status.InitContainerStatuses = []corev1.ContainerStatus{waiting("fetch-weights", "CrashLoopBackOff", 2, terminated("Error", 2, "i1"))}
 				return p
-			}(), want: VerdictCrashLoop}},
+			}(), want: rollout.VerdictCrashLoop}},
 			wantReason: "CrashLoopBackOff", wantExit: 2, wantCont: "fetch-weights",
 		},
 		{
@@ -155,7 +157,7 @@ func TestPodJudge(t *testing.T) {
 			steps: []step{
 				{pod: unschedulablePod()},
 				{pod: unschedulablePod(), after: 59 * time.Second},
-				{pod: unschedulablePod(), after: 60 * time.Second, want: VerdictUnschedulable},
+				{pod: unschedulablePod(), after: 60 * time.Second, want: rollout.VerdictUnschedulable},
 			},
 			wantReason: "Unschedulable",
 		},
@@ -167,7 +169,7 @@ func TestPodJudge(t *testing.T) {
 				{pod: podWith(running("vllm", 0)), after: 4 * time.Second},
 				{pod: unschedulablePod(), after: 6 * time.Second},
 				{pod: unschedulablePod(), after: 10 * time.Second},
-				{pod: unschedulablePod(), after: 11 * time.Second, want: VerdictUnschedulable},
+				{pod: unschedulablePod(), after: 11 * time.Second, want: rollout.VerdictUnschedulable},
 			},
 			wantReason: "Unschedulable",
 		},
@@ -227,7 +229,7 @@ func TestPodJudgeCountsObservationsNotEvaluations(t *testing.T) {
 	}
 	fail, _, _ := j.judge(p, 2, t0)
 	require.NotNil(t, fail)
-	assert.Equal(t, VerdictImagePull, fail.Verdict)
+	assert.Equal(t, rollout.VerdictImagePull, fail.Verdict)
 }
 
 func TestUnschedulableMessage(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
@@ -38,7 +38,7 @@ type Options struct {
 	// object's status or message changes. Wait closes it before returning.
 	// Sends block until received or until the wait ends, so the receiver
 	// should keep reading until the channel is closed.
-	Events chan<- Event
+	Events chan<- rollout.Event
 	// Canary, when set, makes a RolloutWatcher's wait one phase of a
 	// canary rollout, ending at its goal (see CanaryGoal); other Waiters
 	// ignore it.
@@ -47,51 +47,6 @@ type Options struct {
 	// for: the failure hints name its values paths (nil: the watcher's
 	// RolloutOptions.Values).
 	Values vllm.ValuesMap
-}
-
-// Status is the computed status of an object, as kstatus defines it.
-type Status string
-
-// The statuses an object can have.
-const (
-	// StatusInProgress: the object is being reconciled.
-	StatusInProgress Status = "InProgress"
-	// StatusCurrent: the object is reconciled and ready.
-	StatusCurrent Status = "Current"
-	// StatusFailed: reconciling the object failed.
-	StatusFailed Status = "Failed"
-	// StatusTerminating: the object is being deleted.
-	StatusTerminating Status = "Terminating"
-	// StatusNotFound: the object does not exist.
-	StatusNotFound Status = "NotFound"
-	// StatusUnknown: no status is known yet.
-	StatusUnknown Status = "Unknown"
-)
-
-// Event is one change of an object's status during a wait.
-type Event struct {
-	Time    time.Time  `json:"time"`
-	Object  object.Ref `json:"object"`
-	Status  Status     `json:"status"`
-	Message string     `json:"message,omitempty"`
-	// Rollout, set by a RolloutWatcher for Deployments, details the
-	// rollout's progress.
-	Rollout *RolloutProgress `json:"rollout,omitempty"`
-}
-
-// ObjectStatus is the last known status of an object.
-type ObjectStatus struct {
-	Object  object.Ref `json:"object"`
-	Status  Status     `json:"status"`
-	Message string     `json:"message,omitempty"`
-}
-
-// String formats the status as "apps/v1 Deployment ns/web: InProgress: msg".
-func (s ObjectStatus) String() string {
-	if s.Message == "" {
-		return fmt.Sprintf("%s: %s", s.Object, s.Status)
-	}
-	return fmt.Sprintf("%s: %s: %s", s.Object, s.Status, s.Message)
 }
 
 // Outcome is how a wait ended.
@@ -116,22 +71,22 @@ type Result struct {
 	Outcome Outcome `json:"outcome"`
 	// Objects holds the last known status of every object, in the order
 	// given (duplicates removed).
-	Objects []ObjectStatus `json:"objects"`
+	Objects []rollout.ObjectStatus `json:"objects"`
 	// Elapsed is how long the wait took.
 	Elapsed time.Duration `json:"elapsed"`
 	// Diagnosis, set by a RolloutWatcher when the wait failed or timed out,
 	// explains why.
-	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
+	Diagnosis *rollout.Diagnosis `json:"diagnosis,omitempty"`
 	// CanaryPods are the Ready canary pods when the wait was a canary
 	// phase (Options.Canary), by name.
 	CanaryPods []string `json:"canaryPods,omitempty"`
 }
 
 // NotCurrent returns the objects whose last status is not Current.
-func (r Result) NotCurrent() []ObjectStatus {
-	var out []ObjectStatus
+func (r Result) NotCurrent() []rollout.ObjectStatus {
+	var out []rollout.ObjectStatus
 	for _, s := range r.Objects {
-		if s.Status != StatusCurrent {
+		if s.Status != rollout.StatusCurrent {
 			out = append(out, s)
 		}
 	}
@@ -139,10 +94,10 @@ func (r Result) NotCurrent() []ObjectStatus {
 }
 
 // Failed returns the objects whose last status is Failed.
-func (r Result) Failed() []ObjectStatus {
-	var out []ObjectStatus
+func (r Result) Failed() []rollout.ObjectStatus {
+	var out []rollout.ObjectStatus
 	for _, s := range r.Objects {
-		if s.Status == StatusFailed {
+		if s.Status == rollout.StatusFailed {
 			out = append(out, s)
 		}
 	}
@@ -165,14 +120,14 @@ type NotReadyError struct {
 	Timeout time.Duration
 	// Objects are the objects that were not Current: for a failure, the
 	// failed ones first.
-	Objects []ObjectStatus
+	Objects []rollout.ObjectStatus
 }
 
 func (e *NotReadyError) Error() string {
 	var b strings.Builder
 	switch e.Outcome {
 	case OutcomeFailed:
-		fmt.Fprintf(&b, "%d object(s) failed", countStatus(e.Objects, StatusFailed))
+		fmt.Fprintf(&b, "%d object(s) failed", countStatus(e.Objects, rollout.StatusFailed))
 	default:
 		b.WriteString("timed out")
 		if e.Timeout > 0 {
@@ -202,7 +157,7 @@ func (e *NotReadyError) Is(target error) bool {
 	return false
 }
 
-func countStatus(objs []ObjectStatus, s Status) int {
+func countStatus(objs []rollout.ObjectStatus, s rollout.Status) int {
 	n := 0
 	for _, o := range objs {
 		if o.Status == s {
@@ -210,4 +165,36 @@ func countStatus(objs []ObjectStatus, s Status) int {
 		}
 	}
 	return n
+}
+
+// RolloutFailedError is the error of a rollout wait that failed or timed
+// out with a diagnosis. It wraps the *NotReadyError of the wait, so
+// errors.Is(err, ErrFailed) and errors.Is(err, ErrTimeout) keep working.
+type RolloutFailedError struct {
+	// Diagnosis explains the failure.
+	Diagnosis *rollout.Diagnosis
+	// NotReady is the wait's NotReadyError.
+	NotReady *NotReadyError
+}
+
+func (e *RolloutFailedError) Error() string {
+	object := e.Diagnosis.Object
+	if object == "" {
+		object = "the release"
+	}
+	if e.NotReady != nil && e.NotReady.Outcome == OutcomeTimeout {
+		if e.NotReady.Timeout > 0 {
+			return fmt.Sprintf("rollout of %s timed out after %s: %s", object, e.NotReady.Timeout, e.Diagnosis.Summary())
+		}
+		return fmt.Sprintf("rollout of %s timed out: %s", object, e.Diagnosis.Summary())
+	}
+	return fmt.Sprintf("rollout of %s failed: %s", object, e.Diagnosis.Summary())
+}
+
+// Unwrap returns the NotReadyError.
+func (e *RolloutFailedError) Unwrap() error {
+	if e.NotReady == nil {
+		return nil
+	}
+	return e.NotReady
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // deployOptions are the inputs of `vllmctl deploy RELEASE [CHART]`.
@@ -199,7 +199,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 		Prometheus:        o.analysis.prom,
 	})
 	err = finishOperation(o.g.Streams.Out, o.output.format, printer, res, err)
-	if err == nil && res != nil && res.Notes != "" && o.output.format == "table" && o.progress.format != string(wait.ProgressJSON) {
+	if err == nil && res != nil && res.Notes != "" && o.output.format == "table" && o.progress.format != string(termout.ProgressJSON) {
 		// As helm prints them after an install or upgrade; in the result
 		// document (-o json|yaml) they are its notes field.
 		fmt.Fprintf(o.g.Streams.ErrOut, "NOTES:\n%s\n", strings.TrimRight(res.Notes, "\n"))

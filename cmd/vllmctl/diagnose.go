@@ -9,6 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -88,7 +91,7 @@ func (o *diagnoseOptions) Validate() error {
 
 // Run diagnoses and prints the diagnosis; a cause unknown is exit code 1.
 func (o *diagnoseOptions) Run(ctx context.Context) error {
-	var d *wait.Diagnosis
+	var d *rollout.Diagnosis
 	var err error
 	if o.logGiven {
 		d, err = o.diagnoseLog()
@@ -99,20 +102,20 @@ func (o *diagnoseOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.output.format == "table" {
-		err = wait.WriteDiagnosisOnDemand(o.g.Streams.Out, d)
+		err = termout.WriteDiagnosisOnDemand(o.g.Streams.Out, d)
 	} else {
 		err = writeRecordDocument(o.g.Streams.Out, o.output.format, d)
 	}
 	if err != nil {
 		return err
 	}
-	if d.Cause == wait.CauseUnknown || d.Cause == "" {
+	if d.Cause == vllmcause.CauseUnknown || d.Cause == "" {
 		return unknownCauseError{}
 	}
 	return nil
 }
 
-func (o *diagnoseOptions) diagnosePod(ctx context.Context) (*wait.Diagnosis, error) {
+func (o *diagnoseOptions) diagnosePod(ctx context.Context) (*rollout.Diagnosis, error) {
 	client, err := o.g.Factory.KubernetesClientSet()
 	if err != nil {
 		return nil, err
@@ -133,7 +136,7 @@ func (o *diagnoseOptions) diagnosePod(ctx context.Context) (*wait.Diagnosis, err
 	return d, err
 }
 
-func (o *diagnoseOptions) diagnoseLog() (*wait.Diagnosis, error) {
+func (o *diagnoseOptions) diagnoseLog() (*rollout.Diagnosis, error) {
 	var r io.Reader = o.g.Streams.In
 	if o.log != "-" {
 		f, err := os.Open(o.log)

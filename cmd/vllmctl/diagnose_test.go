@@ -22,10 +22,11 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// causeFixture is a real vLLM log of the wait package's cause fixtures.
+// causeFixture is a real vLLM log of the cause classifier's fixtures
+// (internal/vllmcause/testdata/causes).
 func causeFixture(t *testing.T, name string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "wait", "testdata", "causes", name))
+	data, err := os.ReadFile(filepath.Join("..", "..", "internal", "vllmcause", "testdata", "causes", name))
 	require.NoError(t, err)
 	return data
 }

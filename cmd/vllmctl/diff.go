@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -86,13 +87,13 @@ func (o *diffOptions) Validate() error {
 }
 
 // diffProgress writes the render's and the model-fit preflight's warnings
-// to w, sanitised (wait.SanitizeLine: they quote the chart's objects and
+// to w, sanitised (termout.SanitizeLine: they quote the chart's objects and
 // the models' configs); the fit and skip notes are deploy's progress:
 // diff's stderr stays quiet.
 func diffProgress(w io.Writer) func(release.ProgressEvent) {
 	return func(ev release.ProgressEvent) {
 		if ev.Phase == release.PhaseRender || (ev.Phase == release.PhasePreflight && ev.Status == "warning") {
-			fmt.Fprintln(w, "warning: "+wait.SanitizeLine(ev.Message))
+			fmt.Fprintln(w, "warning: "+termout.SanitizeLine(ev.Message))
 		}
 	}
 }

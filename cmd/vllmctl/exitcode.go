@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
-	"github.com/vllmctl/vllmctl/wait"
+	"github.com/vllmctl/vllmctl/internal/termout"
 )
 
 // Exit codes of vllmctl (docs/exit-codes.md).
@@ -53,7 +53,7 @@ func ExitCode(stderr io.Writer, err error) int {
 	if !errors.As(err, &s) {
 		// Errors quote the cluster (API and webhook messages, failure
 		// diagnoses): escaped, line by line.
-		fmt.Fprintf(stderr, "Error: %s\n", wait.SanitizeText(err.Error()))
+		fmt.Fprintf(stderr, "Error: %s\n", termout.SanitizeText(err.Error()))
 	}
 	return exitcode.Of(err)
 }

@@ -15,8 +15,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/vllmctl/vllmctl/fleet"
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // fleetOptions are the inputs of `vllmctl fleet deploy|diff|status FILE`.
@@ -221,9 +221,9 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 		}
 	}
 	stderr := &lockedWriter{w: o.g.Streams.ErrOut}
-	format := wait.ProgressFormat(o.progress.format)
-	if format == "" || format == wait.ProgressAuto {
-		format = wait.ProgressPlain // one live view per target would interleave
+	format := termout.ProgressFormat(o.progress.format)
+	if format == "" || format == termout.ProgressAuto {
+		format = termout.ProgressPlain // one live view per target would interleave
 	}
 	// The command's one Redactor serves the whole fleet: every target's
 	// engine teaches it the Secrets it renders, and the output streams
@@ -242,11 +242,11 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fleetLog := &prefixWriter{out: stderr, prefix: fleet.ReservedName, json: format == wait.ProgressJSON}
+	fleetLog := &prefixWriter{out: stderr, prefix: fleet.ReservedName, json: format == termout.ProgressJSON}
 	runner.Log = func(target, message string) {
 		w := fleetLog
 		if target != "" {
-			w = &prefixWriter{out: stderr, prefix: target, json: format == wait.ProgressJSON}
+			w = &prefixWriter{out: stderr, prefix: target, json: format == termout.ProgressJSON}
 		}
 		w.line(message)
 	}
@@ -312,7 +312,7 @@ func fileExists(p string) bool {
 // buildTarget builds the engine of a target's context and namespace, as
 // deploy builds one for --context and -n, and its deploy options: the
 // shared values, then the target's.
-func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput, stderr io.Writer, format wait.ProgressFormat) (*fleetTarget, error) {
+func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput, stderr io.Writer, format termout.ProgressFormat) (*fleetTarget, error) {
 	factory, err := o.newFactory(t.Context)
 	if err != nil {
 		return nil, err
@@ -323,7 +323,7 @@ func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput
 		return nil, err
 	}
 	pf := progressFlags{format: string(format)}
-	printer := pf.printer(&prefixWriter{out: stderr, prefix: t.Name, json: format == wait.ProgressJSON}, o.g.Redactor)
+	printer := pf.printer(&prefixWriter{out: stderr, prefix: t.Name, json: format == termout.ProgressJSON}, o.g.Redactor)
 	engine.Progress = printer.Print
 	engine.UseRedactor(o.g.Redactor)
 	engine.ServeCheck = o.serve.options()
@@ -402,4 +402,4 @@ func (p *prefixWriter) emit(line string) error {
 }
 
 // line writes one message line.
-func (p *prefixWriter) line(msg string) { _ = p.emit(wait.SanitizeLine(msg)) }
+func (p *prefixWriter) line(msg string) { _ = p.emit(termout.SanitizeLine(msg)) }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vllmctl/vllmctl/fleet"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -95,7 +96,7 @@ func TestFleetDeployFailureRollsBackFleet(t *testing.T) {
 	require.NoError(t, os.WriteFile(upgrade, []byte(strings.Replace(mustRead(t, path), "set: [resources.gpu=0", "set: [image.tag=crash, resources.gpu=0", 1)), 0o600))
 	fail := releasetest.FailKind("Deployment", wait.OutcomeFailed, "Progress deadline exceeded")
 	waits := 0
-	f.waiter.Script = func(ctx context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+	f.waiter.Script = func(ctx context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
 		if waits++; waits == 1 { // the upgrade fails; its rollback succeeds
 			return fail(ctx, objs, opts)
 		}

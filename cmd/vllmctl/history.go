@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // historyOptions are the inputs of `vllmctl history RELEASE`.
@@ -77,10 +77,10 @@ type historyRow struct {
 	// ControllerRevisions are a grouped release's StatefulSet revisions.
 	ControllerRevisions []storage.ControllerRevisionRef `json:"controllerRevisions,omitempty"`
 	RollbackOf          int                             `json:"rollbackOf,omitempty"`
-	Failure             *wait.Diagnosis                 `json:"failure,omitempty"`
+	Failure             *rollout.Diagnosis              `json:"failure,omitempty"`
 	Canary              *storage.CanaryReport           `json:"canary,omitempty"`
 	Analysis            *storage.AnalysisReport         `json:"analysis,omitempty"`
-	ServeCheck          *wait.ServeReport               `json:"serveCheck,omitempty"`
+	ServeCheck          *rollout.ServeReport            `json:"serveCheck,omitempty"`
 }
 
 // Run prints the release's revisions. An unreadable record is a row with

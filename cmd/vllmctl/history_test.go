@@ -19,9 +19,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // updateGolden reports whether -update was given: golden files are then
@@ -119,7 +119,7 @@ func seedRecords(t *testing.T, open func(ns string) storage.Store) {
 	r.ReplicaSets = rs("6d5e9a8c4", 3)
 	held := r
 	require.NoError(t, storage.MarkFailed(ctx, ml, r, clk, "Upgrade failed: container vllm\tCrashLoopBackOff\n(exit code 1)",
-		&wait.Diagnosis{Reason: "CrashLoopBackOff", Object: "Deployment/chat-vllm", Pod: "chat-vllm-6d5e9a8c4-x7k2p",
+		&rollout.Diagnosis{Reason: "CrashLoopBackOff", Object: "Deployment/chat-vllm", Pod: "chat-vllm-6d5e9a8c4-x7k2p",
 			Container: "vllm", ExitCode: 1, RestartCount: 3, Message: "back-off restarting failed container",
 			Events: []string{"Back-off restarting failed container vllm"}, LogTail: []string{"ValueError: unknown model"}}))
 

@@ -11,8 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // modelFitFlags select where the model-fit preflight reads the models'
@@ -62,8 +63,8 @@ func (m *modelFitFlags) source() modelfit.Source {
 // pod's own flags, its model's config (read as deploy reads it) and its
 // node's GPU memory. Best effort: "" when the pod, the config or the GPU
 // memory cannot be read.
-func modelFitHint(ctx context.Context, client kubernetes.Interface, d *wait.Diagnosis, src modelfit.Source) string {
-	if d == nil || (d.Cause != wait.CauseGPUOOM && d.Cause != wait.CauseKVCache) || d.Pod == "" || client == nil {
+func modelFitHint(ctx context.Context, client kubernetes.Interface, d *rollout.Diagnosis, src modelfit.Source) string {
+	if d == nil || (d.Cause != vllmcause.CauseGPUOOM && d.Cause != vllmcause.CauseKVCache) || d.Pod == "" || client == nil {
 		return ""
 	}
 	pod, err := client.CoreV1().Pods(d.Namespace).Get(ctx, d.Pod, metav1.GetOptions{})

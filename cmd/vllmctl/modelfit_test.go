@@ -12,9 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/internal/testhub"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // TestMain keeps the model-fit preflight of the commands under test off
@@ -63,13 +64,13 @@ func TestModelFitHint(t *testing.T) {
 	}
 	client := fake.NewClientset(node, pod)
 	src := modelfit.Source{Endpoint: hub.URL}
-	d := &wait.Diagnosis{Cause: wait.CauseGPUOOM, Pod: "chat-1", Namespace: "ml", Container: "server"}
+	d := &rollout.Diagnosis{Cause: vllmcause.CauseGPUOOM, Pod: "chat-1", Namespace: "ml", Container: "server"}
 	h := modelFitHint(context.Background(), client, d, src)
 	assert.Contains(t, h, "finds the same for these flags (gpu-oom)")
 	assert.Contains(t, h, "131.4 GiB per GPU")
 	assert.Contains(t, h, "81920 MiB on node gpu-node-1")
 
-	assert.Empty(t, modelFitHint(context.Background(), client, &wait.Diagnosis{Cause: wait.CauseShm, Pod: "chat-1", Namespace: "ml", Container: "server"}, src),
+	assert.Empty(t, modelFitHint(context.Background(), client, &rollout.Diagnosis{Cause: vllmcause.CauseShm, Pod: "chat-1", Namespace: "ml", Container: "server"}, src),
 		"only gpu-oom and kv-cache")
 	assert.Empty(t, modelFitHint(context.Background(), client, d, modelfit.Source{Endpoint: closedHub}), "nothing when the config cannot be read")
 }

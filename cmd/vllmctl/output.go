@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // replicaSetsCell shows ReplicaSets as name(hash, rev N), comma-separated.
@@ -80,7 +80,7 @@ func validateNamespace(ns string) error {
 // terminal and NO_COLOR is unset.
 func colorOutput(w io.Writer) bool {
 	_, noColor := os.LookupEnv("NO_COLOR")
-	return !noColor && wait.IsTerminal(w)
+	return !noColor && termout.IsTerminal(w)
 }
 
 // kubeconfigError classifies an error building the REST config: a
@@ -156,11 +156,11 @@ func recordTime(t time.Time, loc *time.Location) string {
 
 // recordCell makes s fit a table cell: one line, no tabs, "<none>" when
 // empty. Line breaks and runs of spaces become one space; everything else
-// goes through wait.SanitizeLine (controls escaped, valid UTF-8, clipped):
+// goes through termout.SanitizeLine (controls escaped, valid UTF-8, clipped):
 // records and statuses quote the cluster and the containers' logs.
 func recordCell(s string) string {
 	if s == "" {
 		return "<none>"
 	}
-	return strings.Join(strings.Fields(wait.SanitizeLine(strings.ReplaceAll(s, "\n", " "))), " ")
+	return strings.Join(strings.Fields(termout.SanitizeLine(strings.ReplaceAll(s, "\n", " "))), " ")
 }

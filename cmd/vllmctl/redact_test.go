@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -17,15 +18,15 @@ import (
 // result document, not in the error.
 func TestSecretValuesNeverPrinted(t *testing.T) {
 	const token = "hf_CanaryTokenValue42"
-	leak := func(_ context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+	leak := func(_ context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
 		res := wait.Result{Outcome: wait.OutcomeFailed}
 		for _, o := range objs {
 			if o.Object.Kind == "Deployment" {
-				o.Status, o.Message = wait.StatusFailed, "container exited: invalid token "+token
+				o.Status, o.Message = rollout.StatusFailed, "container exited: invalid token "+token
 			}
 			res.Objects = append(res.Objects, o)
 		}
-		res.Diagnosis = &wait.Diagnosis{Verdict: wait.VerdictCrashLoop, Reason: "CrashLoopBackOff", Object: "deployment/chat",
+		res.Diagnosis = &rollout.Diagnosis{Verdict: rollout.VerdictCrashLoop, Reason: "CrashLoopBackOff", Object: "deployment/chat",
 			Message: "401 Unauthorized for token " + token, Evidence: "HF_TOKEN=" + token,
 			LogTail: []string{"loading model", "using token " + token[:12] + "…", "401 Unauthorized"}}
 		return res, &wait.RolloutFailedError{Diagnosis: res.Diagnosis, NotReady: &wait.NotReadyError{Outcome: wait.OutcomeFailed}}
@@ -122,15 +123,15 @@ func TestSecretValuesNotInTestHookOutput(t *testing.T) {
 			f := newReleaseFakes()
 			_, stderr, code := f.run(t, "deploy", "chat", dir, "--set", "apiKey="+key, "--skip-preflight")
 			require.Equal(t, 0, code, "stderr: %s", stderr)
-			f.waiter.Script = func(_ context.Context, objs []wait.ObjectStatus, _ wait.Options) (wait.Result, error) {
+			f.waiter.Script = func(_ context.Context, objs []rollout.ObjectStatus, _ wait.Options) (wait.Result, error) {
 				for _, o := range objs {
 					if o.Object.Kind == "Job" {
-						d := &wait.Diagnosis{Verdict: wait.VerdictCrashLoop, Reason: "Error", Object: "Job chat-smoke",
+						d := &rollout.Diagnosis{Verdict: rollout.VerdictCrashLoop, Reason: "Error", Object: "Job chat-smoke",
 							Pod: "chat-smoke-x1", Container: "curl", ExitCode: 22, Message: "401 for key " + key,
 							LogTail: []string{"> Authorization: Bearer " + key, "< HTTP/1.1 401 Unauthorized"}}
-						o.Status = wait.StatusFailed
-						return wait.Result{Outcome: wait.OutcomeFailed, Objects: []wait.ObjectStatus{o}, Diagnosis: d},
-							&wait.NotReadyError{Outcome: wait.OutcomeFailed, Objects: []wait.ObjectStatus{o}}
+						o.Status = rollout.StatusFailed
+						return wait.Result{Outcome: wait.OutcomeFailed, Objects: []rollout.ObjectStatus{o}, Diagnosis: d},
+							&wait.NotReadyError{Outcome: wait.OutcomeFailed, Objects: []rollout.ObjectStatus{o}}
 					}
 				}
 				return wait.Result{Outcome: wait.OutcomeCurrent, Objects: objs}, nil

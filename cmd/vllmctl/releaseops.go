@@ -15,6 +15,8 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/diff"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -104,14 +106,14 @@ type progressFlags struct {
 
 // AddFlags registers --progress on fs.
 func (p *progressFlags) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&p.format, "progress", string(wait.ProgressAuto),
+	fs.StringVar(&p.format, "progress", string(termout.ProgressAuto),
 		"progress on stderr: auto (a live view on a terminal, plain lines otherwise), plain (one timestamped line per change) or json (JSON lines)")
 }
 
 // Validate checks the format.
 func (p *progressFlags) Validate() error {
-	switch wait.ProgressFormat(p.format) {
-	case wait.ProgressAuto, wait.ProgressPlain, wait.ProgressJSON:
+	switch termout.ProgressFormat(p.format) {
+	case termout.ProgressAuto, termout.ProgressPlain, termout.ProgressJSON:
 		return nil
 	}
 	return newUsageError("--progress %q: want auto, plain or json", p.format)
@@ -121,7 +123,7 @@ func (p *progressFlags) Validate() error {
 // redacted by red before they are encoded (the lines w passes on are, by
 // the command's output writer).
 func (p *progressFlags) printer(w io.Writer, red *diff.Redactor) *progressPrinter {
-	return &progressPrinter{w: w, format: wait.ProgressFormat(p.format), red: red}
+	return &progressPrinter{w: w, format: termout.ProgressFormat(p.format), red: red}
 }
 
 // progressPrinter prints release progress events: plain lines (one per
@@ -129,14 +131,14 @@ func (p *progressFlags) printer(w io.Writer, red *diff.Redactor) *progressPrinte
 // package's printers (a live view on a terminal with auto).
 type progressPrinter struct {
 	w      io.Writer
-	format wait.ProgressFormat
+	format termout.ProgressFormat
 
 	// red is the command's Redactor, applied to JSON lines before they
 	// are encoded.
 	red *diff.Redactor
 
 	mu   sync.Mutex
-	wait wait.ProgressPrinter
+	wait termout.ProgressPrinter
 	err  error
 }
 
@@ -156,7 +158,7 @@ func (p *progressPrinter) Print(ev release.ProgressEvent) {
 		}
 		return
 	}
-	if p.format == wait.ProgressJSON {
+	if p.format == termout.ProgressJSON {
 		p.err = json.NewEncoder(p.w).Encode(diff.RedactCopy(p.red, ev))
 		return
 	}
@@ -173,7 +175,7 @@ func (p *progressPrinter) Print(ev release.ProgressEvent) {
 	}
 	if ev.Phase == release.PhaseWait && ev.Wait != nil {
 		if p.wait == nil {
-			if p.wait, p.err = wait.NewProgressPrinter(p.w, p.format); p.err != nil {
+			if p.wait, p.err = termout.NewProgressPrinter(p.w, p.format); p.err != nil {
 				return
 			}
 		}
@@ -266,8 +268,8 @@ func writeReleaseResult(w io.Writer, format string, res *release.Result) error {
 }
 
 // writeFailure prints a failure diagnosis as an indented block, every
-// value sanitised (recordCell, wait.SanitizeLine).
-func writeFailure(b *strings.Builder, f *wait.Diagnosis) {
+// value sanitised (recordCell, termout.SanitizeLine).
+func writeFailure(b *strings.Builder, f *rollout.Diagnosis) {
 	if f == nil {
 		return
 	}
@@ -293,7 +295,7 @@ func writeFailure(b *strings.Builder, f *wait.Diagnosis) {
 		}
 		fmt.Fprintf(b, "  %s:\n", name)
 		for _, l := range lines {
-			fmt.Fprintf(b, "    %s\n", wait.SanitizeLine(strings.TrimRight(l, "\r\n")))
+			fmt.Fprintf(b, "    %s\n", termout.SanitizeLine(strings.TrimRight(l, "\r\n")))
 		}
 	}
 	list("events", f.Events)
@@ -325,7 +327,7 @@ func canaryCell(c *storage.CanaryReport) string {
 
 // serveCell summarises a serve check: outcome, then each pod's status
 // and latency ("passed: chat-7d9f-x 200 35ms").
-func serveCell(r *wait.ServeReport) string {
+func serveCell(r *rollout.ServeReport) string {
 	s := r.Outcome
 	if r.Reason != "" {
 		s += " (" + r.Reason + ")"

@@ -8,7 +8,7 @@ import (
 	"helm.sh/helm/v4/pkg/repo/v1"
 
 	"github.com/vllmctl/vllmctl/charts/source"
-	"github.com/vllmctl/vllmctl/wait"
+	"github.com/vllmctl/vllmctl/internal/termout"
 )
 
 func newRepoCommand(g *GlobalOptions) *cobra.Command {
@@ -134,7 +134,7 @@ func (o *repoListOptions) Run(context.Context) error {
 	for _, r := range repos {
 		// repositories.yaml is shared with helm and hand edits: its text
 		// is untrusted.
-		fmt.Fprintf(tw, "%s\t%s\n", wait.SanitizeLine(r.Name), wait.SanitizeLine(r.URL))
+		fmt.Fprintf(tw, "%s\t%s\n", termout.SanitizeLine(r.Name), termout.SanitizeLine(r.URL))
 	}
 	return tw.Flush()
 }

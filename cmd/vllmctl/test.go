@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // testOptions are the inputs of `vllmctl test RELEASE`.
@@ -110,7 +110,7 @@ func writeTestReport(w io.Writer, res *release.TestResult) error {
 	for _, t := range res.Tests {
 		if t.Failure != nil {
 			b.WriteString("\n")
-			if err := wait.WriteDiagnosis(&b, t.Failure); err != nil {
+			if err := termout.WriteDiagnosis(&b, t.Failure); err != nil {
 				return err
 			}
 		}

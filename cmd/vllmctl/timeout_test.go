@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -22,7 +23,7 @@ const (
 func (f *releaseFakes) recordWaits() func() []time.Duration {
 	var mu sync.Mutex
 	var got []time.Duration
-	f.waiter.Script = func(_ context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+	f.waiter.Script = func(_ context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, opts.Timeout)

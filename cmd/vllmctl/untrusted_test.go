@@ -11,6 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -52,19 +55,19 @@ func TestUntrustedFailurePrintsEscaped(t *testing.T) {
 	_, stderr, code := f.run(t, deployArgs()...)
 	require.Equal(t, 0, code, "stderr: %s", stderr)
 
-	f.waiter.Script = func(_ context.Context, objs []wait.ObjectStatus, _ wait.Options) (wait.Result, error) {
+	f.waiter.Script = func(_ context.Context, objs []rollout.ObjectStatus, _ wait.Options) (wait.Result, error) {
 		res := wait.Result{Outcome: wait.OutcomeFailed}
-		var bad []wait.ObjectStatus
+		var bad []rollout.ObjectStatus
 		for _, o := range objs {
 			if o.Object.Kind == "Deployment" {
-				o.Status, o.Message = wait.StatusFailed, craftedText
+				o.Status, o.Message = rollout.StatusFailed, craftedText
 				bad = append(bad, o)
 			}
 			res.Objects = append(res.Objects, o)
 		}
-		res.Diagnosis = &wait.Diagnosis{Verdict: wait.VerdictCrashLoop, Reason: "CrashLoopBackOff", Object: "deployment/chat",
+		res.Diagnosis = &rollout.Diagnosis{Verdict: rollout.VerdictCrashLoop, Reason: "CrashLoopBackOff", Object: "deployment/chat",
 			Pod: "chat-7d9f8c6b5-x2k4q", Container: "vllm", ExitCode: 1, RestartCount: 2, Message: craftedText,
-			Cause: wait.CauseUnknown, Evidence: craftedText, Events: []string{"Warning BackOff: " + craftedText},
+			Cause: vllmcause.CauseUnknown, Evidence: craftedText, Events: []string{"Warning BackOff: " + craftedText},
 			LogTail: []string{"INFO starting", craftedText, "```", "::error title=x::pwned"}, LogNote: craftedText, Hints: []string{craftedText}}
 		return res, &wait.RolloutFailedError{Diagnosis: res.Diagnosis, NotReady: &wait.NotReadyError{Outcome: wait.OutcomeFailed, Objects: bad}}
 	}
@@ -72,10 +75,10 @@ func TestUntrustedFailurePrintsEscaped(t *testing.T) {
 	require.Equal(t, 4, code, "a failed rollout, not rolled back\nstderr: %.2000s", stderr)
 	// A table or progress line is a label, a timestamp or an indent
 	// before one sanitised value; the error line is made of several
-	// (wait.SanitizeText bounds it).
-	table := wait.MaxLineBytes + 100
+	// (termout.SanitizeText bounds it).
+	table := termout.MaxLineBytes + 100
 	assertSafeOutput(t, "deploy result table", stdout, table)
-	assertSafeOutput(t, "deploy progress and error", stderr, wait.MaxTextLineBytes)
+	assertSafeOutput(t, "deploy progress and error", stderr, termout.MaxTextLineBytes)
 	assert.Contains(t, stdout, "    "+craftedEscaped, "the log tail, escaped")
 	assert.Contains(t, stdout, "  evidence:  "+`\x1b]0;pwned\x07\x1b[2J\x1b]52;c;cHduZWQ=\x07\rdone: deployed ::error title=x::pwned`+" ``` ",
 		"a one-line field: line breaks are spaces")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/releasetest"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -39,10 +40,10 @@ func (f *releaseFakes) records(t *testing.T) ([]storage.Status, []string) {
 
 // failFirst is a waiter script under which the first wait fails with a
 // Failed Deployment and later ones succeed.
-func failFirst(outcome wait.Outcome) func(context.Context, []wait.ObjectStatus, wait.Options) (wait.Result, error) {
+func failFirst(outcome wait.Outcome) func(context.Context, []rollout.ObjectStatus, wait.Options) (wait.Result, error) {
 	var calls atomic.Int32
 	fail := releasetest.FailKind("Deployment", outcome, "CrashLoopBackOff: pod chat-1 container vllm")
-	return func(ctx context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+	return func(ctx context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
 		if calls.Add(1) == 1 {
 			return fail(ctx, objs, opts)
 		}
@@ -207,7 +208,7 @@ func TestWaitCommandAnotherOperationStartsMeanwhile(t *testing.T) {
 	_, stderr, code := f.run(t, deployArgs()...)
 	require.Equal(t, 0, code, "stderr: %s", stderr)
 	fail := releasetest.FailKind("Deployment", wait.OutcomeFailed, "CrashLoopBackOff")
-	f.waiter.Script = func(ctx context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
+	f.waiter.Script = func(ctx context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
 		// A deploy by someone else takes the lock while we wait.
 		_, err := storage.Acquire(ctx, f.store.InNamespace("ml"), "chat", storage.OpDeploy,
 			storage.LockOptions{Holder: "bob@ci pid 7", Clock: releasetest.ClockFunc(func() time.Time { return f.now })})

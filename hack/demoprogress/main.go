@@ -18,10 +18,11 @@ import (
 	"time"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 func main() {
@@ -78,7 +79,7 @@ func scan(r io.Reader, fn func(text string) error) error {
 // render prints every progress line as vllmctl's plain progress does:
 // rollout events through wait's plain printer, the others as one line.
 func render(r io.Reader, w io.Writer) error {
-	var rollout *wait.PlainPrinter
+	var rollout *termout.PlainPrinter
 	return scan(r, func(text string) error {
 		l, ok := parse(text)
 		switch {
@@ -98,7 +99,7 @@ func render(r io.Reader, w io.Writer) error {
 			return nil
 		case l.Phase == release.PhaseWait && l.Object != "":
 			if rollout == nil {
-				rollout = wait.NewPlainPrinter(w)
+				rollout = termout.NewPlainPrinter(w)
 			}
 			return rollout.Print(waitEvent(l.ProgressEvent))
 		default:
@@ -111,7 +112,7 @@ func render(r io.Reader, w io.Writer) error {
 
 // waitEvent rebuilds the watcher's event of a wait-phase progress event.
 // Its object is "apps/v1 Deployment ns/name" (see object.Ref.String).
-func waitEvent(ev release.ProgressEvent) wait.Event {
+func waitEvent(ev release.ProgressEvent) rollout.Event {
 	var ref object.Ref
 	if f := strings.Fields(ev.Object); len(f) == 3 {
 		if g, v, ok := strings.Cut(f[0], "/"); ok {
@@ -128,7 +129,7 @@ func waitEvent(ev release.ProgressEvent) wait.Event {
 	} else {
 		ref.Name = ev.Object
 	}
-	return wait.Event{Time: ev.Time, Object: ref, Status: wait.Status(ev.Status), Message: ev.Message, Rollout: ev.Rollout}
+	return rollout.Event{Time: ev.Time, Object: ref, Status: rollout.Status(ev.Status), Message: ev.Message, Rollout: ev.Rollout}
 }
 
 // mark is one moment of a failed rollout.

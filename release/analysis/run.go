@@ -7,8 +7,8 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // Runner runs an analysis with Argo Rollouts' semantics (its
@@ -91,7 +91,7 @@ func (r *Runner) Run(ctx context.Context, report *storage.AnalysisReport) error 
 			if err != nil {
 				// A provider's error quotes what a pod or Prometheus
 				// answered: untrusted text, printed and recorded.
-				m.Outcome, m.Message = storage.AnalysisError, wait.SanitizeLine(err.Error())
+				m.Outcome, m.Message = storage.AnalysisError, termout.SanitizeLine(err.Error())
 				st.consecutiveErrors++
 			} else {
 				s := samples[i]

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/release/storage"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // scripted is a provider that answers each measurement from a script: a
@@ -180,8 +180,8 @@ func TestRunnerSanitisesProviderErrors(t *testing.T) {
 		assert.NotContains(t, m.Message, "\x1b")
 		assert.NotContains(t, m.Message, "\x07")
 		assert.Contains(t, m.Message, `\x1b]0;owned`)
-		assert.LessOrEqual(t, len(m.Message), wait.MaxLineBytes)
+		assert.LessOrEqual(t, len(m.Message), termout.MaxLineBytes)
 	}
 	assert.NotContains(t, report.Reason, "\x1b")
-	assert.Less(t, len(report.Reason), 2*wait.MaxLineBytes)
+	assert.Less(t, len(report.Reason), 2*termout.MaxLineBytes)
 }

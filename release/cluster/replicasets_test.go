@@ -23,6 +23,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -211,7 +212,7 @@ func TestCurrentReplicaSetsControllerStalled(t *testing.T) {
 	var stalled *wait.ControllerStalledError
 	require.ErrorAs(t, err, &stalled)
 	assert.Equal(t, "deployment/web", stalled.Diagnosis().Object)
-	assert.Equal(t, wait.VerdictControllerStalled, stalled.Diagnosis().Verdict)
+	assert.Equal(t, rollout.VerdictControllerStalled, stalled.Diagnosis().Verdict)
 	assert.Equal(t, "Deployment llm/web: its controller has not observed generation 2 (status.observedGeneration 1) in 10s "+
 		"while the API server answered: its controller is not acting (is kube-controller-manager running?)", err.Error())
 	assert.NoError(t, ctx.Err(), "well before the context's deadline")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -17,7 +18,7 @@ import (
 type Waiter struct {
 	// Script returns the outcome of a wait given the objects (namespaces
 	// defaulted) and the wait's options; nil: every object Current.
-	Script func(ctx context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error)
+	Script func(ctx context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error)
 	// Now stamps events (default: time.Now).
 	Now func() time.Time
 
@@ -46,7 +47,7 @@ func (w *Waiter) Wait(ctx context.Context, objs []*unstructured.Unstructured, op
 	if w.Now != nil {
 		now = w.Now
 	}
-	statuses := make([]wait.ObjectStatus, 0, len(objs))
+	statuses := make([]rollout.ObjectStatus, 0, len(objs))
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
 		ns := o.GetNamespace()
@@ -56,9 +57,9 @@ func (w *Waiter) Wait(ctx context.Context, objs []*unstructured.Unstructured, op
 		if !charts.IsNamespacedKind(gvk) {
 			ns = ""
 		}
-		statuses = append(statuses, wait.ObjectStatus{
+		statuses = append(statuses, rollout.ObjectStatus{
 			Object: object.Ref{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: ns, Name: o.GetName()},
-			Status: wait.StatusCurrent,
+			Status: rollout.StatusCurrent,
 		})
 	}
 	res := wait.Result{Outcome: wait.OutcomeCurrent, Objects: statuses}
@@ -69,7 +70,7 @@ func (w *Waiter) Wait(ctx context.Context, objs []*unstructured.Unstructured, op
 	if opts.Events != nil {
 		for _, s := range res.Objects {
 			select {
-			case opts.Events <- wait.Event{Time: now(), Object: s.Object, Status: s.Status, Message: s.Message}:
+			case opts.Events <- rollout.Event{Time: now(), Object: s.Object, Status: s.Status, Message: s.Message}:
 			case <-ctx.Done():
 			}
 		}
@@ -80,14 +81,14 @@ func (w *Waiter) Wait(ctx context.Context, objs []*unstructured.Unstructured, op
 // FailKind returns a Script under which the objects of kind end with
 // status (Failed, or InProgress for a timeout) and message, and the wait
 // fails with outcome (wait.OutcomeFailed or wait.OutcomeTimeout).
-func FailKind(kind string, outcome wait.Outcome, message string) func(context.Context, []wait.ObjectStatus, wait.Options) (wait.Result, error) {
-	return func(_ context.Context, objs []wait.ObjectStatus, opts wait.Options) (wait.Result, error) {
-		st := wait.StatusFailed
+func FailKind(kind string, outcome wait.Outcome, message string) func(context.Context, []rollout.ObjectStatus, wait.Options) (wait.Result, error) {
+	return func(_ context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
+		st := rollout.StatusFailed
 		if outcome == wait.OutcomeTimeout {
-			st = wait.StatusInProgress
+			st = rollout.StatusInProgress
 		}
 		res := wait.Result{Outcome: outcome}
-		var bad []wait.ObjectStatus
+		var bad []rollout.ObjectStatus
 		for _, o := range objs {
 			if o.Object.Kind == kind {
 				o.Status, o.Message = st, message

@@ -7,7 +7,10 @@
 // vllmctl.release.v1.<release>.v<revision>, of type vllmctl.io/release.v1,
 // labelled with the release, the revision and the status, and holding under
 // the data key "release" the gzip-compressed JSON encoding of a [Release]
-// (docs/release-record.md).
+// (docs/release-record.md). A record's failure and serve check are the
+// types the rollout watcher reports, [rollout.Diagnosis] and
+// [rollout.ServeReport] of internal/rollout, a package below both: storage
+// imports no watcher package.
 //
 // [Store] is the storage abstraction; [Secrets] keeps records in Secrets
 // through client-go, [Memory] keeps them in memory (tests, dry runs).

@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vllmctl/vllmctl/charts"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/internal/vllm"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // Names, labels and the type of release record Secrets (contract: "Release
@@ -210,7 +210,7 @@ type Release struct {
 	// since, as the deploy did (crds_rollback.go).
 	CRDManifest string `json:"crdManifest,omitempty" redact:"keep"`
 	// Failure is the diagnosis when the revision failed.
-	Failure *wait.Diagnosis `json:"failure,omitempty"`
+	Failure *rollout.Diagnosis `json:"failure,omitempty"`
 	// Canary is what the revision's canary phase did (deploy --canary).
 	Canary *CanaryReport `json:"canary,omitempty"`
 	// Analysis is what the revision's canary analysis measured (deploy
@@ -218,7 +218,7 @@ type Release struct {
 	Analysis *AnalysisReport `json:"analysis,omitempty"`
 	// ServeCheck is the revision's last serve check (its pods listed the
 	// model and completed a request, or not); nil when none ran.
-	ServeCheck *wait.ServeReport `json:"serveCheck,omitempty"`
+	ServeCheck *rollout.ServeReport `json:"serveCheck,omitempty"`
 	// Created is when the revision was first written (its pending record).
 	Created time.Time `json:"created"`
 	// Updated is when the revision was last written by its own operation

@@ -13,14 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/vllmctl/vllmctl/wait"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	full := sampleRecord(t, "chat", 3, StatusFailed)
 	full.Namespace = "ml"
 	full.RollbackOf = 2
-	full.Failure = &wait.Diagnosis{
+	full.Failure = &rollout.Diagnosis{
 		Reason: "CrashLoopBackOff", Object: "Deployment/chat-vllm", Pod: "chat-vllm-6d9f7c8b5-abcde",
 		Container: "vllm", ExitCode: 137, RestartCount: 4, Message: "OOMKilled",
 		Events:  []string{"Back-off restarting failed container"},

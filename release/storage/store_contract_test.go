@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vllmctl/vllmctl/wait"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 // TestStoreContract is the one suite every Store must pass: it runs against
@@ -582,7 +582,7 @@ func contractAcquireHeld(t *testing.T, b storeBackend) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, rb.Revision)
 	assert.Equal(t, 1, rb.RollbackOf)
-	require.NoError(t, MarkFailed(ctx, s, upgrade, clk, "Upgrade failed", &wait.Diagnosis{Reason: "CrashLoopBackOff"}))
+	require.NoError(t, MarkFailed(ctx, s, upgrade, clk, "Upgrade failed", &rollout.Diagnosis{Reason: "CrashLoopBackOff"}))
 	require.NoError(t, MarkDeployed(ctx, s, rb, clk, "Rollback to 1"))
 	assert.Equal(t, []Status{StatusSuperseded, StatusFailed, StatusDeployed}, recordStatuses(t, s, "chat"))
 	failed, err := s.Get(ctx, "chat", 2)

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/vllmctl/vllmctl/wait"
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 // MarkDeployed finishes r as the deployed revision of its release and
@@ -61,7 +61,7 @@ func updateHeld(ctx context.Context, s Store, r *Release) error {
 
 // MarkFailed finishes r as failed, with the diagnosis f (may be nil). The
 // deployed revision, if any, stays deployed. An empty description keeps r's.
-func MarkFailed(ctx context.Context, s Store, r *Release, clk clock.PassiveClock, description string, f *wait.Diagnosis) error {
+func MarkFailed(ctx context.Context, s Store, r *Release, clk clock.PassiveClock, description string, f *rollout.Diagnosis) error {
 	r.Status = StatusFailed
 	r.Failure = f
 	if description != "" {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/vllm"
-	"github.com/vllmctl/vllmctl/wait"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 // Options tune [Check].
@@ -198,17 +198,17 @@ func (c *checker) check(ctx context.Context, s Server) ServerFit {
 	sf.Fit = &f
 	switch f.Verdict {
 	case VerdictGPUOOM:
-		sf.Cause = string(wait.CauseGPUOOM)
+		sf.Cause = string(vllmcause.CauseGPUOOM)
 		sf.Message = fmt.Sprintf("the weights alone exceed what vLLM may use of one GPU: %s%s", f.Summary(), minGPUs(f))
-		sf.Hints = wait.FitHints(wait.CauseGPUOOM, s.Pod, s.Container, 0, c.opts.Values)
+		sf.Hints = vllmcause.FitHints(vllmcause.CauseGPUOOM, s.Pod, s.Container, 0, c.opts.Values)
 	case VerdictKVCache:
-		sf.Cause = string(wait.CauseKVCache)
+		sf.Cause = string(vllmcause.CauseKVCache)
 		fits := fmt.Sprintf("at most %d tokens do", f.MaxLenFits)
 		if f.MaxLenFits <= 0 {
 			fits = "no memory is left for it"
 		}
 		sf.Message = fmt.Sprintf("one sequence of --max-model-len %d tokens does not fit the memory left for the KV cache (%s): %s", f.MaxModelLen, fits, f.Summary())
-		sf.Hints = wait.FitHints(wait.CauseKVCache, s.Pod, s.Container, f.MaxLenFits, c.opts.Values)
+		sf.Hints = vllmcause.FitHints(vllmcause.CauseKVCache, s.Pod, s.Container, f.MaxLenFits, c.opts.Values)
 	case VerdictTight:
 		sf.Message = "fits only if activations and CUDA graphs take less than the estimate (grey zone): " + f.Summary()
 		c.warn("model fit of %s (container %s, %s): %s", s.Object, s.Container, s.Model, sf.Message)

@@ -25,7 +25,7 @@
 //     override;
 //   - the check itself, [Check], its [Report] and its refusal, [Error]
 //     (ExitCode 2), whose hints are the ones a rollout that failed with
-//     the same cause gives (wait.FitHints).
+//     the same cause gives (vllmcause.FitHints).
 //
 // Files: config.go (config.json), weights.go (parameter and weight
 // bytes), fit.go (the arithmetic and verdicts), source.go (where a config

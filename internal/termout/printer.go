@@ -2,17 +2,20 @@
 // WriteDiagnosis, the rendering of a Diagnosis. The text printers pass
 // every line through SanitizeLine: events quote the cluster and the logs.
 
-package wait
+package termout
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
 // ProgressFormat selects how progress events are printed.
@@ -25,14 +28,14 @@ const (
 	ProgressAuto ProgressFormat = "auto"
 	// ProgressPlain: one timestamped line per change.
 	ProgressPlain ProgressFormat = "plain"
-	// ProgressJSON: one JSON object (an Event) per line.
+	// ProgressJSON: one JSON object (a rollout.Event) per line.
 	ProgressJSON ProgressFormat = "json"
 )
 
 // ProgressPrinter prints the progress events of a wait.
 type ProgressPrinter interface {
 	// Print prints one event.
-	Print(ev Event) error
+	Print(ev rollout.Event) error
 	// Close ends the output (the events are over); it does not close the
 	// writer.
 	Close() error
@@ -70,8 +73,8 @@ func IsTerminal(w io.Writer) bool {
 }
 
 // eventKey identifies the object of an event.
-func eventKey(ev Event) string {
-	return ev.Object.Namespace + "/" + objectName(ev.Object)
+func eventKey(ev rollout.Event) string {
+	return ev.Object.Namespace + "/" + rollout.ObjectName(ev.Object)
 }
 
 // eventLine formats an event without a timestamp:
@@ -80,12 +83,12 @@ func eventKey(ev Event) string {
 //	deployment/chat: 2/2 updated, 2 ready, 2 available (new rs chat-7d9f8c6b5): rolled out
 //	statefulset/web: 1/2 updated, 1 ready, 1 available (update revision web-7c9d; current revision web-5f6b)
 //	service/chat: Current
-func eventLine(ev Event) string {
+func eventLine(ev rollout.Event) string {
 	var b strings.Builder
-	b.WriteString(objectName(ev.Object))
+	b.WriteString(rollout.ObjectName(ev.Object))
 	b.WriteString(": ")
 	p := ev.Rollout
-	if p == nil || ev.Status == StatusNotFound || ev.Status == StatusUnknown {
+	if p == nil || ev.Status == rollout.StatusNotFound || ev.Status == rollout.StatusUnknown {
 		b.WriteString(string(ev.Status))
 		if ev.Message != "" {
 			b.WriteString(": " + ev.Message)
@@ -110,9 +113,9 @@ func eventLine(ev Event) string {
 		b.WriteString(" (" + strings.Join(rs, "; ") + ")")
 	}
 	switch {
-	case p.Verdict == VerdictRolledOut:
+	case p.Verdict == rollout.VerdictRolledOut:
 		b.WriteString(": rolled out")
-	case p.Verdict == VerdictTimeout:
+	case p.Verdict == rollout.VerdictTimeout:
 		b.WriteString(": timed out: " + ev.Message)
 	case p.Verdict.Failed():
 		b.WriteString(": failed: " + ev.Message)
@@ -127,7 +130,7 @@ func eventLine(ev Event) string {
 //
 //	cause: gpu-oom: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.
 //	hint: lower `--gpu-memory-utilization` (model.gpuMemoryUtilization, now 0.95) or ...
-func failureLines(ev Event) []string {
+func failureLines(ev rollout.Event) []string {
 	p := ev.Rollout
 	if p == nil || !p.Verdict.Failed() || (p.Cause == "" && len(p.Hints) == 0) {
 		return nil
@@ -162,10 +165,10 @@ func NewPlainPrinter(w io.Writer) *PlainPrinter {
 
 // Print prints ev's line unless it says what the object's last line said;
 // a warning is always printed.
-func (p *PlainPrinter) Print(ev Event) error {
+func (p *PlainPrinter) Print(ev rollout.Event) error {
 	stamp := ev.Time.UTC().Format(time.RFC3339)
 	if ev.Rollout != nil && ev.Rollout.Warning != "" {
-		if _, err := fmt.Fprintf(p.w, "%s %s: warning: %s\n", stamp, objectName(ev.Object), SanitizeLine(ev.Rollout.Warning)); err != nil {
+		if _, err := fmt.Fprintf(p.w, "%s %s: warning: %s\n", stamp, rollout.ObjectName(ev.Object), SanitizeLine(ev.Rollout.Warning)); err != nil {
 			return err
 		}
 	}
@@ -179,7 +182,7 @@ func (p *PlainPrinter) Print(ev Event) error {
 		return err
 	}
 	for _, l := range failureLines(ev) {
-		if _, err := fmt.Fprintf(p.w, "%s %s: %s\n", stamp, objectName(ev.Object), l); err != nil {
+		if _, err := fmt.Fprintf(p.w, "%s %s: %s\n", stamp, rollout.ObjectName(ev.Object), l); err != nil {
 			return err
 		}
 	}
@@ -205,16 +208,16 @@ func NewLivePrinter(w io.Writer) *LivePrinter {
 }
 
 // Print updates ev's object line, prints ev's warning if any, and redraws.
-func (p *LivePrinter) Print(ev Event) error {
+func (p *LivePrinter) Print(ev rollout.Event) error {
 	key := eventKey(ev)
 	line := SanitizeLine(eventLine(ev))
 	stamp := ev.Time.UTC().Format(time.RFC3339)
 	var scroll []string
 	if ev.Rollout != nil && ev.Rollout.Warning != "" {
-		scroll = append(scroll, fmt.Sprintf("%s %s: warning: %s", stamp, objectName(ev.Object), SanitizeLine(ev.Rollout.Warning)))
+		scroll = append(scroll, fmt.Sprintf("%s %s: warning: %s", stamp, rollout.ObjectName(ev.Object), SanitizeLine(ev.Rollout.Warning)))
 	}
 	for _, l := range failureLines(ev) {
-		scroll = append(scroll, fmt.Sprintf("%s %s: %s", stamp, objectName(ev.Object), l))
+		scroll = append(scroll, fmt.Sprintf("%s %s: %s", stamp, rollout.ObjectName(ev.Object), l))
 	}
 	old, known := p.lines[key]
 	if known && old == line && len(scroll) == 0 {
@@ -254,7 +257,7 @@ func NewJSONPrinter(w io.Writer) *JSONPrinter {
 }
 
 // Print writes ev as a JSON line.
-func (p *JSONPrinter) Print(ev Event) error { return p.enc.Encode(ev) }
+func (p *JSONPrinter) Print(ev rollout.Event) error { return p.enc.Encode(ev) }
 
 // Close does nothing.
 func (p *JSONPrinter) Close() error { return nil }
@@ -273,12 +276,12 @@ func (p *JSONPrinter) Close() error { return nil }
 //	    RuntimeError: Engine core initialization failed. See root cause above.
 //	  hints:
 //	    - ...
-func WriteDiagnosis(w io.Writer, d *Diagnosis) error {
+func WriteDiagnosis(w io.Writer, d *rollout.Diagnosis) error {
 	if d == nil {
 		return nil
 	}
 	head := "rollout failed"
-	if d.Verdict == VerdictTimeout {
+	if d.Verdict == rollout.VerdictTimeout {
 		head = "rollout timed out"
 	}
 	return writeDiagnosis(w, fmt.Sprintf("%s: %s", head, SanitizeLine(d.Reason)), d)
@@ -287,7 +290,7 @@ func WriteDiagnosis(w io.Writer, d *Diagnosis) error {
 // WriteDiagnosisOnDemand writes d as WriteDiagnosis does, under the head
 // "diagnosis: REASON" ("diagnosis" when d has no reason, as a log's): the
 // output of vllmctl diagnose.
-func WriteDiagnosisOnDemand(w io.Writer, d *Diagnosis) error {
+func WriteDiagnosisOnDemand(w io.Writer, d *rollout.Diagnosis) error {
 	if d == nil {
 		return nil
 	}
@@ -298,7 +301,7 @@ func WriteDiagnosisOnDemand(w io.Writer, d *Diagnosis) error {
 	return writeDiagnosis(w, head, d)
 }
 
-func writeDiagnosis(w io.Writer, head string, d *Diagnosis) error {
+func writeDiagnosis(w io.Writer, head string, d *rollout.Diagnosis) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", head)
 	field := func(name, value string) {
@@ -340,4 +343,40 @@ func writeDiagnosis(w io.Writer, head string, d *Diagnosis) error {
 	list("hints", d.Hints, "- ")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// phasesLine summarises the pods' phases for a progress line at now:
+// "pods: 1 Loading (startup probe: 29m10s left), 1 Ready".
+func phasesLine(phases []rollout.PodPhase, now time.Time) string {
+	order := []string{rollout.PhasePending, rollout.PhaseScheduled, rollout.PhasePulling, rollout.PhaseInitializing, rollout.PhaseStarting, rollout.PhaseLoading, rollout.PhaseExited, rollout.PhaseReady}
+	counts := map[string]int{}
+	var others []string
+	var deadline time.Time
+	for _, p := range phases {
+		if counts[p.Phase] == 0 && !slices.Contains(order, p.Phase) {
+			others = append(others, p.Phase)
+		}
+		counts[p.Phase]++
+		if p.Phase == rollout.PhaseLoading && !p.StartupDeadline.IsZero() && (deadline.IsZero() || p.StartupDeadline.Before(deadline)) {
+			deadline = p.StartupDeadline
+		}
+	}
+	var parts []string
+	for _, name := range append(order, others...) {
+		n := counts[name]
+		if n == 0 {
+			continue
+		}
+		part := fmt.Sprintf("%d %s", n, name)
+		if name == rollout.PhaseLoading && !deadline.IsZero() {
+			left := deadline.Sub(now).Round(time.Second)
+			if left > 0 {
+				part += fmt.Sprintf(" (startup probe: %s left)", left)
+			} else {
+				part += " (startup probe budget spent)"
+			}
+		}
+		parts = append(parts, part)
+	}
+	return "pods: " + strings.Join(parts, ", ")
 }

@@ -3,7 +3,7 @@
 // around the formatted values, with plausible values), each naming its
 // cause; and docs/vllm-causes.md, which must be the table.
 
-package wait
+package vllmcause
 
 import (
 	"flag"
@@ -117,10 +117,10 @@ func TestSourceMessages(t *testing.T) {
 
 // causesDocPath is the table's documentation, from the package's
 // directory.
-var causesDocPath = filepath.Join("..", "docs", "vllm-causes.md")
+var causesDocPath = filepath.Join("..", "..", "docs", "vllm-causes.md")
 
 const (
-	causesDocBegin = "<!-- table: generated from wait/causes_table.go; go test ./wait -run TestCausesDoc -update-causes-doc -->"
+	causesDocBegin = "<!-- table: generated from internal/vllmcause/causes_table.go; go test ./internal/vllmcause -run TestCausesDoc -update-causes-doc -->"
 	causesDocEnd   = "<!-- end of table -->"
 )
 
@@ -166,7 +166,7 @@ func TestCausesDoc(t *testing.T) {
 		require.NoError(t, os.WriteFile(causesDocPath, []byte(before+causesDocBegin+"\n"+want+causesDocEnd+after), 0o644))
 		return
 	}
-	assert.Equal(t, want, strings.TrimSuffix(rest, causesDocEnd+after), "%s is not the table of causePatterns: go test ./wait -run TestCausesDoc -update-causes-doc", causesDocPath)
+	assert.Equal(t, want, strings.TrimSuffix(rest, causesDocEnd+after), "%s is not the table of causePatterns: go test ./internal/vllmcause -run TestCausesDoc -update-causes-doc", causesDocPath)
 
 	// Every pattern compiles, belongs to a rule that is tried and names a
 	// cause; every rule's pattern count is the table's.

@@ -3,7 +3,7 @@
 // others), each with the cause a human reads in it. testdata/reallogs
 // holds them, INDEX.tsv names each one's expected cause and source.
 
-package wait
+package vllmcause
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ import (
 
 // realLogsDir is the corpus of real failure logs, from the package's
 // directory.
-var realLogsDir = filepath.Join("..", "testdata", "reallogs")
+var realLogsDir = filepath.Join("..", "..", "testdata", "reallogs")
 
 // realLog is one entry of the corpus's index.
 type realLog struct {

@@ -1,18 +1,19 @@
-// RolloutProgress, the rollout state a RolloutWatcher's events carry, and
-// RolloutFailedError, the error of a failed or timed-out rollout.
+// RolloutProgress, the rollout state the rollout watcher's events carry,
+// with the phases of the new pods.
 
-package wait
+package rollout
 
 import (
-	"fmt"
 	"strings"
+	"time"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 // RolloutProgress is where a Deployment's or StatefulSet's rollout stands,
 // as a
-// [RolloutWatcher] reports it in [Event.Rollout].
+// rollout watcher (wait.RolloutWatcher) reports it in [Event.Rollout].
 type RolloutProgress struct {
 	// Deployment is the Deployment's name; empty for a StatefulSet.
 	Deployment string `json:"deployment"`
@@ -58,50 +59,41 @@ type RolloutProgress struct {
 	// Cause, Evidence and Hints are set on the event of a failure verdict:
 	// the diagnosis' cause, the log line or event that decided it, and
 	// what to change.
-	Cause    Cause    `json:"cause,omitempty"`
-	Evidence string   `json:"evidence,omitempty"`
-	Hints    []string `json:"hints,omitempty"`
+	Cause    vllmcause.Cause `json:"cause,omitempty"`
+	Evidence string          `json:"evidence,omitempty"`
+	Hints    []string        `json:"hints,omitempty"`
 }
 
-// objectName names an object as kubectl does in its output: lower-case kind
+// The phases of a new pod, in the order a pod goes through them. A pod
+// whose container waits for another reason (CrashLoopBackOff,
+// ErrImagePull, ...) has that reason as its phase.
+const (
+	PhasePending      = "Pending"      // not scheduled yet
+	PhaseScheduled    = "Scheduled"    // on a node, containers not created yet
+	PhasePulling      = "Pulling"      // the kubelet is pulling an image
+	PhaseInitializing = "Initializing" // init containers are running
+	PhaseStarting     = "Starting"     // running, not Ready yet
+	PhaseLoading      = "Loading"      // running under its startup probe
+	PhaseExited       = "Exited"       // a container ended, not restarted yet
+	PhaseReady        = "Ready"
+)
+
+// PodPhase is where one pod of the new ReplicaSet stands.
+type PodPhase struct {
+	Pod   string `json:"pod"`
+	Phase string `json:"phase"`
+	// StartupDeadline, for a Loading pod, is when its startup probe's
+	// budget runs out and the kubelet kills the container.
+	StartupDeadline time.Time `json:"startupDeadline,omitzero"`
+}
+
+// ObjectName names an object as kubectl does in its output: lower-case kind
 // and name, "deployment/chat" (kind.group/name outside the core and apps
 // groups).
-func objectName(r object.Ref) string {
+func ObjectName(r object.Ref) string {
 	kind := strings.ToLower(r.Kind)
 	if r.Group != "" && r.Group != "apps" {
 		kind += "." + r.Group
 	}
 	return kind + "/" + r.Name
-}
-
-// RolloutFailedError is the error of a rollout wait that failed or timed
-// out with a diagnosis. It wraps the *NotReadyError of the wait, so
-// errors.Is(err, ErrFailed) and errors.Is(err, ErrTimeout) keep working.
-type RolloutFailedError struct {
-	// Diagnosis explains the failure.
-	Diagnosis *Diagnosis
-	// NotReady is the wait's NotReadyError.
-	NotReady *NotReadyError
-}
-
-func (e *RolloutFailedError) Error() string {
-	object := e.Diagnosis.Object
-	if object == "" {
-		object = "the release"
-	}
-	if e.NotReady != nil && e.NotReady.Outcome == OutcomeTimeout {
-		if e.NotReady.Timeout > 0 {
-			return fmt.Sprintf("rollout of %s timed out after %s: %s", object, e.NotReady.Timeout, e.Diagnosis.Summary())
-		}
-		return fmt.Sprintf("rollout of %s timed out: %s", object, e.Diagnosis.Summary())
-	}
-	return fmt.Sprintf("rollout of %s failed: %s", object, e.Diagnosis.Summary())
-}
-
-// Unwrap returns the NotReadyError.
-func (e *RolloutFailedError) Unwrap() error {
-	if e.NotReady == nil {
-		return nil
-	}
-	return e.NotReady
 }

@@ -1,7 +1,7 @@
 // The hints of a model-fit refusal: the ones a rollout that failed with
 // the same cause gives, for the same container.
 
-package wait
+package vllmcause
 
 import (
 	"regexp"

@@ -3,7 +3,7 @@
 // and a chart's values paths only where the chart maps them (the built-in
 // chart's Chart.yaml annotations, or a mapping a chart declares).
 
-package wait
+package vllmcause
 
 import (
 	"context"
@@ -23,18 +23,9 @@ import (
 	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
-// builtinValues is the built-in chart's values mapping, as its Chart.yaml
-// declares it.
-func builtinValues(t *testing.T) vllm.ValuesMap {
-	t.Helper()
-	m := charts.BuiltinValuesMap("vllm")
-	require.NotEmpty(t, m)
-	return m
-}
-
 // vllmStackChart is production-stack's vllm-stack chart, vendored
 // unchanged (testdata/charts/README.md).
-var vllmStackChart = filepath.Join("..", "testdata", "charts", "vllm-stack")
+var vllmStackChart = filepath.Join("..", "..", "testdata", "charts", "vllm-stack")
 
 // renderedPod renders chart ref with values files and sets, and returns
 // the pod of its Deployment whose container is named container, with the
@@ -82,7 +73,7 @@ func builtinPaths() []string {
 }
 
 func TestHintsFitTheChart(t *testing.T) {
-	stackValues := []string{filepath.Join("..", "testdata", "charts", "vllm-stack-values-02-basic-config.yaml")}
+	stackValues := []string{filepath.Join("..", "..", "testdata", "charts", "vllm-stack-values-02-basic-config.yaml")}
 	cases := []struct {
 		name      string
 		pod       func(t *testing.T) (*corev1.Pod, vllm.ValuesMap)

@@ -7,7 +7,7 @@
 // the real-log test scores the corpus leaving each source's log-only
 // patterns out.
 
-package wait
+package vllmcause
 
 import (
 	"regexp"

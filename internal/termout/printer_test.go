@@ -1,6 +1,6 @@
 // Tests of the progress printers and of the diagnosis rendering.
 
-package wait
+package termout
 
 import (
 	"bytes"
@@ -14,31 +14,33 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 var depRef = object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "chat"}
 
 // progressEvents is a rollout as a RolloutWatcher reports it: progress, a
 // warning about an old pod, a Service becoming Current, the end.
-func progressEvents() []Event {
+func progressEvents() []rollout.Event {
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	p := func(updated, ready, available int32, v Verdict, warning string) *RolloutProgress {
-		return &RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-7d9f8c6b5", PodTemplateHash: "7d9f8c6b5", Revision: "2",
+	p := func(updated, ready, available int32, v rollout.Verdict, warning string) *rollout.RolloutProgress {
+		return &rollout.RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-7d9f8c6b5", PodTemplateHash: "7d9f8c6b5", Revision: "2",
 			OldReplicaSets: []string{"chat-5f4d7b9c8"}, Desired: 2, Updated: updated, Ready: ready, Available: available, Verdict: v, Warning: warning}
 	}
-	return []Event{
-		{Time: at(0), Object: depRef, Status: StatusInProgress, Message: "1 out of 2 new replicas have been updated", Rollout: p(1, 2, 2, VerdictProgressing, "")},
-		{Time: at(1), Object: depRef, Status: StatusInProgress, Message: "1 out of 2 new replicas have been updated",
-			Rollout: p(1, 2, 2, VerdictProgressing, "pod chat-5f4d7b9c8-x2k4q (old ReplicaSet chat-5f4d7b9c8): Warning BackOff: Back-off restarting failed container")},
-		{Time: at(2), Object: object.Ref{Version: "v1", Kind: "Service", Namespace: ns, Name: "chat"}, Status: StatusCurrent, Message: "Service is ready"},
-		{Time: at(3), Object: depRef, Status: StatusInProgress, Message: "1 of 2 updated replicas are available", Rollout: p(2, 2, 1, VerdictProgressing, "")},
-		{Time: at(4), Object: depRef, Status: StatusCurrent, Message: "successfully rolled out", Rollout: p(2, 2, 2, VerdictRolledOut, "")},
+	return []rollout.Event{
+		{Time: at(0), Object: depRef, Status: rollout.StatusInProgress, Message: "1 out of 2 new replicas have been updated", Rollout: p(1, 2, 2, rollout.VerdictProgressing, "")},
+		{Time: at(1), Object: depRef, Status: rollout.StatusInProgress, Message: "1 out of 2 new replicas have been updated",
+			Rollout: p(1, 2, 2, rollout.VerdictProgressing, "pod chat-5f4d7b9c8-x2k4q (old ReplicaSet chat-5f4d7b9c8): Warning BackOff: Back-off restarting failed container")},
+		{Time: at(2), Object: object.Ref{Version: "v1", Kind: "Service", Namespace: ns, Name: "chat"}, Status: rollout.StatusCurrent, Message: "Service is ready"},
+		{Time: at(3), Object: depRef, Status: rollout.StatusInProgress, Message: "1 of 2 updated replicas are available", Rollout: p(2, 2, 1, rollout.VerdictProgressing, "")},
+		{Time: at(4), Object: depRef, Status: rollout.StatusCurrent, Message: "successfully rolled out", Rollout: p(2, 2, 2, rollout.VerdictRolledOut, "")},
 	}
 }
 
 func printAll(t *testing.T, p ProgressPrinter) {
 	t.Helper()
-	ch := make(chan Event)
+	ch := make(chan rollout.Event)
 	go func() {
 		defer close(ch)
 		for _, e := range progressEvents() {
@@ -63,10 +65,10 @@ func TestPlainPrinter(t *testing.T) {
 func TestPlainPrinterFailure(t *testing.T) {
 	var b bytes.Buffer
 	p := NewPlainPrinter(&b)
-	require.NoError(t, p.Print(Event{Time: t0, Object: depRef, Status: StatusFailed,
+	require.NoError(t, p.Print(rollout.Event{Time: t0, Object: depRef, Status: rollout.StatusFailed,
 		Message: "OOMKilled: pod chat-7d9f8c6b5-abcde (node gpu-node-1), container vllm, exit code 137: OOMKilled, exit code 137",
-		Rollout: &RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-7d9f8c6b5", Desired: 2, Updated: 1, Ready: 2, Available: 2, Verdict: VerdictOOMKilled}}))
-	require.NoError(t, p.Print(Event{Time: t0, Object: object.Ref{Version: "v1", Kind: "ConfigMap", Name: "cfg"}, Status: StatusNotFound, Message: "not found"}))
+		Rollout: &rollout.RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-7d9f8c6b5", Desired: 2, Updated: 1, Ready: 2, Available: 2, Verdict: rollout.VerdictOOMKilled}}))
+	require.NoError(t, p.Print(rollout.Event{Time: t0, Object: object.Ref{Version: "v1", Kind: "ConfigMap", Name: "cfg"}, Status: rollout.StatusNotFound, Message: "not found"}))
 	assert.Equal(t, `2026-11-30T01:02:03Z deployment/chat: 1/2 updated, 2 ready, 2 available (new rs chat-7d9f8c6b5): failed: OOMKilled: pod chat-7d9f8c6b5-abcde (node gpu-node-1), container vllm, exit code 137: OOMKilled, exit code 137
 2026-11-30T01:02:03Z configmap/cfg: NotFound: not found
 `, b.String())
@@ -94,7 +96,7 @@ func TestJSONPrinter(t *testing.T) {
 	printAll(t, NewJSONPrinter(&b))
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	require.Len(t, lines, 5, "one object per line")
-	var got Event
+	var got rollout.Event
 	require.NoError(t, json.Unmarshal([]byte(lines[4]), &got))
 	assert.Equal(t, progressEvents()[4].Rollout, got.Rollout)
 	assert.JSONEq(t, `{"time":"2026-11-30T01:02:07Z","object":{"group":"apps","version":"v1","kind":"Deployment","namespace":"llm","name":"chat"},
@@ -125,8 +127,8 @@ func TestNewProgressPrinter(t *testing.T) {
 
 func TestWriteDiagnosis(t *testing.T) {
 	var b bytes.Buffer
-	require.NoError(t, WriteDiagnosis(&b, &Diagnosis{
-		Verdict: VerdictOOMKilled, Reason: "OOMKilled", Object: "deployment/chat", Pod: "chat-7d9f8c6b5-abcde", Node: "gpu-node-1",
+	require.NoError(t, WriteDiagnosis(&b, &rollout.Diagnosis{
+		Verdict: rollout.VerdictOOMKilled, Reason: "OOMKilled", Object: "deployment/chat", Pod: "chat-7d9f8c6b5-abcde", Node: "gpu-node-1",
 		Container: "vllm", ExitCode: 137, Message: "OOMKilled, exit code 137",
 		Events:  []string{"Warning BackOff: Back-off restarting failed container"},
 		LogTail: []string{"RuntimeError: Engine core initialization failed. See root cause above."},
@@ -148,7 +150,7 @@ func TestWriteDiagnosis(t *testing.T) {
 }
 
 func TestDiagnosisJSONMatchesTheRecordsFailure(t *testing.T) {
-	d := Diagnosis{Verdict: VerdictCrashLoop, Reason: "CrashLoopBackOff", Object: "deployment/chat", Pod: "p", Node: "n", Container: "c",
+	d := rollout.Diagnosis{Verdict: rollout.VerdictCrashLoop, Reason: "CrashLoopBackOff", Object: "deployment/chat", Pod: "p", Node: "n", Container: "c",
 		ExitCode: 1, RestartCount: 2, Message: "m", Events: []string{"e"}, LogTail: []string{"l"}, Hints: []string{"h"}}
 	raw, err := json.Marshal(d)
 	require.NoError(t, err)
@@ -162,8 +164,8 @@ func TestDiagnosisJSONMatchesTheRecordsFailure(t *testing.T) {
 
 func TestWriteDiagnosisNeverStarted(t *testing.T) {
 	var b bytes.Buffer
-	require.NoError(t, WriteDiagnosis(&b, &Diagnosis{
-		Verdict: VerdictTimeout, Reason: "Timeout", Object: "deployment/chat", Pod: "chat-x", Container: "vllm",
+	require.NoError(t, WriteDiagnosis(&b, &rollout.Diagnosis{
+		Verdict: rollout.VerdictTimeout, Reason: "Timeout", Object: "deployment/chat", Pod: "chat-x", Container: "vllm",
 		Message: "waiting for rollout to finish: 0 of 2 updated replicas are available", LogNote: "container vllm never started: there are no logs",
 	}))
 	assert.Equal(t, `rollout timed out: Timeout
@@ -174,4 +176,43 @@ func TestWriteDiagnosisNeverStarted(t *testing.T) {
   message:   waiting for rollout to finish: 0 of 2 updated replicas are available
   logs:      container vllm never started: there are no logs
 `, b.String())
+}
+
+func TestPhasesLine(t *testing.T) {
+	phases := []rollout.PodPhase{
+		{Pod: "a", Phase: rollout.PhaseReady},
+		{Pod: "b", Phase: rollout.PhaseLoading, StartupDeadline: t0.Add(30 * time.Minute)},
+		{Pod: "c", Phase: rollout.PhaseLoading, StartupDeadline: t0.Add(20 * time.Minute)},
+		{Pod: "d", Phase: "ErrImagePull"},
+		{Pod: "e", Phase: rollout.PhasePulling},
+	}
+	assert.Equal(t, "pods: 1 Pulling, 2 Loading (startup probe: 19m50s left), 1 Ready, 1 ErrImagePull", phasesLine(phases, t0.Add(10*time.Second)))
+	assert.Equal(t, "pods: 1 Pulling, 2 Loading (startup probe budget spent), 1 Ready, 1 ErrImagePull", phasesLine(phases, t0.Add(time.Hour)))
+}
+
+func TestFailureProgressLines(t *testing.T) {
+	ev := rollout.Event{Time: t0, Object: depRef, Status: rollout.StatusFailed,
+		Message: "CrashLoopBackOff (cause gpu-oom): pod chat-7d9f8c6b5-abcde",
+		Rollout: &rollout.RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-7d9f8c6b5", Desired: 2, Updated: 1, Ready: 2, Available: 2,
+			Verdict: rollout.VerdictCrashLoop, Cause: vllmcause.CauseGPUOOM, Evidence: "torch.OutOfMemoryError: CUDA out of memory.",
+			Hints: []string{"lower `--gpu-memory-utilization`", "or shard"}}}
+	var b bytes.Buffer
+	require.NoError(t, NewPlainPrinter(&b).Print(ev))
+	assert.Equal(t, `2026-11-30T01:02:03Z deployment/chat: 1/2 updated, 2 ready, 2 available (new rs chat-7d9f8c6b5): failed: CrashLoopBackOff (cause gpu-oom): pod chat-7d9f8c6b5-abcde
+2026-11-30T01:02:03Z deployment/chat: cause: gpu-oom: torch.OutOfMemoryError: CUDA out of memory.
+2026-11-30T01:02:03Z deployment/chat: hint: lower `+"`--gpu-memory-utilization`"+`
+2026-11-30T01:02:03Z deployment/chat: hint: or shard
+`, b.String())
+
+	b.Reset()
+	require.NoError(t, NewLivePrinter(&b).Print(ev))
+	assert.Contains(t, b.String(), "deployment/chat: cause: gpu-oom: torch.OutOfMemoryError")
+
+	b.Reset()
+	require.NoError(t, WriteDiagnosis(&b, &rollout.Diagnosis{Verdict: rollout.VerdictCrashLoop, Reason: "CrashLoopBackOff", Cause: vllmcause.CauseGPUOOM, Evidence: "torch.OutOfMemoryError: CUDA out of memory."}))
+	assert.Contains(t, b.String(), "  cause:     gpu-oom\n  evidence:  torch.OutOfMemoryError: CUDA out of memory.\n")
+
+	progressing := rollout.Event{Time: t0, Object: depRef, Status: rollout.StatusInProgress, Rollout: &rollout.RolloutProgress{Deployment: "chat", Desired: 1,
+		Verdict: rollout.VerdictProgressing, Pods: []rollout.PodPhase{{Pod: "a", Phase: rollout.PhaseLoading, StartupDeadline: t0.Add(time.Minute)}}}}
+	assert.True(t, strings.HasSuffix(eventLine(progressing), ": 0/1 updated, 0 ready, 0 available, new pods: 1 Loading (startup probe: 1m0s left)"), eventLine(progressing))
 }

@@ -7,7 +7,7 @@
 // the evidence, and its hints name the setting to change, quoting the
 // values the pod runs with.
 
-package wait
+package vllmcause
 
 import (
 	"fmt"
@@ -317,7 +317,7 @@ func matchable(line string) string {
 // write to a full /dev/shm does.
 func busError(t *corev1.ContainerStateTerminated) (string, bool) {
 	if t.Signal == 7 || t.ExitCode == 128+7 {
-		return fmt.Sprintf("the container was killed by SIGBUS (%s), as a write to a full /dev/shm does", terminationMessage(t)), true
+		return fmt.Sprintf("the container was killed by SIGBUS (%s), as a write to a full /dev/shm does", TerminationMessage(t)), true
 	}
 	return "", false
 }

@@ -3,7 +3,7 @@
 // where the chart in use is known to map it (its declared ValuesMap: the
 // built-in chart's, or one a chart declares in Chart.yaml annotations).
 
-package wait
+package vllmcause
 
 import (
 	"fmt"

@@ -3,7 +3,7 @@
 // controls the image or the cluster, and reach terminals, tables, release
 // records and CI summaries.
 
-package wait
+package termout
 
 import (
 	"fmt"

@@ -2,7 +2,7 @@
 // change, named as vLLM flags with the values the pod runs with, and as
 // the chart's values where the chart maps them (causes_values.go).
 
-package wait
+package vllmcause
 
 import (
 	"fmt"

@@ -2,7 +2,7 @@
 // (testdata/causes/README.md says where each comes from), including lines
 // that must not decide a cause.
 
-package wait
+package vllmcause
 
 import (
 	"bufio"
@@ -19,72 +19,12 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/vllm"
 )
 
 var updateLogs = flag.Bool("update", false, "rewrite the simulated logs of the local cluster from testdata/causes")
-
-// chartPod is a pod as the built-in chart renders it: container server
-// with --gpu-memory-utilization 0.9, one GPU, a memory-backed /dev/shm of
-// 8Gi, the startup probe of 180 × 10s; edit changes its server container.
-func chartPod(edit func(p *corev1.Pod, c *corev1.Container)) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "chat-7557874574-jtdj8", Namespace: ns},
-		Spec: corev1.PodSpec{
-			NodeName: "gpu-node-1",
-			Containers: []corev1.Container{{
-				Name:  "server",
-				Image: "vllm/vllm-openai:v0.11.0",
-				Args: []string{"--model", "Qwen/Qwen3-0.6B", "--served-model-name", "Qwen/Qwen3-0.6B", "--host", "0.0.0.0", "--port", "8000",
-					"--tensor-parallel-size", "1", "--gpu-memory-utilization", "0.9"},
-				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{vllm.GPUResource: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("32Gi")},
-					Limits:   corev1.ResourceList{vllm.GPUResource: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("32Gi")},
-				},
-				StartupProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("http")}},
-					PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 180,
-				},
-				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("http")}},
-					PeriodSeconds: 5,
-				},
-				VolumeMounts: []corev1.VolumeMount{{Name: "model-cache", MountPath: "/models"}, {Name: "dshm", MountPath: "/dev/shm"}},
-			}},
-			Volumes: []corev1.Volume{
-				{Name: "model-cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-				{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
-					Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("8Gi"))}}},
-			},
-		},
-	}
-	if edit != nil {
-		edit(p, &p.Spec.Containers[0])
-	}
-	return p
-}
-
-// setArg sets (or adds) a flag of c's args.
-func setArg(c *corev1.Container, name, value string) {
-	for i := 0; i+1 < len(c.Args); i++ {
-		if c.Args[i] == name {
-			c.Args[i+1] = value
-			return
-		}
-	}
-	c.Args = append(c.Args, name, value)
-}
-
-func fixture(t *testing.T, name string) []string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "causes", name))
-	require.NoError(t, err)
-	return lastLines(data, 100000)
-}
 
 // kubelet events of a container killed by its startup probe, as the
 // kubelet words them (pkg/kubelet/prober, kuberuntime).
@@ -400,7 +340,7 @@ func TestServerSpec(t *testing.T) {
 // class, the fixture of its cause in the CRI log format, so each class is
 // classified as its cause; -update writes them.
 func TestSimulatedLogs(t *testing.T) {
-	dir := filepath.Join("..", "cmd", "devcluster", "cluster", "logs")
+	dir := filepath.Join("..", "..", "cmd", "devcluster", "cluster", "logs")
 	classes := []struct {
 		dir, fixture string
 		cause        Cause

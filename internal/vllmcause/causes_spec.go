@@ -2,7 +2,7 @@
 // arguments, GPUs, Hugging Face token, /dev/shm and startup probe, so that
 // hints quote the values the pod runs with.
 
-package wait
+package vllmcause
 
 import (
 	"fmt"

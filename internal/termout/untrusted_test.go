@@ -1,11 +1,9 @@
 // Tests of the sanitiser of untrusted text.
 
-package wait
+package termout
 
 import (
 	"bytes"
-	"encoding/json"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,9 +11,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vllmctl/vllmctl/internal/object"
+	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
 // hostile are log lines that attack a terminal, a table or a CI summary.
@@ -120,97 +119,18 @@ func TestSanitizeText(t *testing.T) {
 	assert.True(t, strings.HasSuffix(lines[1], " … (clipped, 100000 bytes)"))
 }
 
-// hostileLog is a container log crafted against terminals and CI
-// summaries.
-const hostileLog = "INFO starting ##[error]pwned\n" +
-	"\x1b]0;pwned title\x07\x1b[2J\x1b]52;c;cHduZWQ=\x07\n" +
-	"Loading weights\rdone: deployed\n" +
-	"```\n" +
-	"::error title=x::pwned\n" +
-	"bad bytes \xff\xfe and \u202eevil\n"
-
-// requireSafe fails unless text holds only sanitised lines: no control
-// character but tab (LF between lines), no bidi control, valid UTF-8, no
-// CI runner command, each line at most bound bytes.
-func requireSafe(t *testing.T, what, text string, bound int) {
-	t.Helper()
-	require.True(t, utf8.ValidString(text), "%s: valid UTF-8:\n%q", what, text)
-	for _, l := range strings.Split(text, "\n") {
-		require.LessOrEqual(t, len(l), bound, "%s: a line within the bound: %.80q…", what, l)
-		require.False(t, strings.HasPrefix(strings.TrimLeft(l, " \t"), "::"), "%s: a workflow command: %.80q", what, l)
-		require.NotContains(t, l, "##[", "%s: a legacy workflow command", what)
-		for _, r := range l {
-			require.False(t, r < 0x20 && r != '\t' || r >= 0x7f && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069,
-				"%s: %U in line %q", what, r, l)
-		}
-	}
-}
-
-// TestRolloutWatcherSanitizesDiagnosis: the diagnosis of a crash whose
-// log, events and termination message are hostile holds them escaped,
-// valid and clipped, as do the events, the result's statuses and the
-// error, so that the record, the JSON outputs and every printer get safe
-// text.
-func TestRolloutWatcherSanitizesDiagnosis(t *testing.T) {
-	huge := strings.Repeat("A", 300_000)
-	h := startHarness(t, harnessOptions{logs: func(*corev1.PodLogOptions) (string, error) {
-		return hostileLog + huge + "\n", nil
-	}})
-	p := testPod(h.newRS, "a", running("vllm", 0))
-	h.createPod(p)
-	h.progressed()
-	h.createEvent(testEvent("ev1", "Pod", p.Name, p.UID, "Warning", "BackOff", "\x1b]52;c;cHduZWQ=\x07back-off\r::error::x", t0))
-	h.await("the BackOff event", h.warned("Warning BackOff: "))
-	last := terminated("Error", 1, "sim://c/2")
-	last.Message = "\x1b[2Jboom\rdone: deployed " + huge
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("vllm", "CrashLoopBackOff", 2, last)}
-	h.updatePod(p)
-	res, err := h.result()
-	d := requireFailure(t, res, err, VerdictCrashLoop)
-
-	require.Len(t, d.LogTail, 7)
-	assert.Equal(t, []string{
-		`INFO starting ##\x5berror]pwned`,
-		`\x1b]0;pwned title\x07\x1b[2J\x1b]52;c;cHduZWQ=\x07`,
-		`Loading weights\rdone: deployed`,
-		"```",
-		`\x3a:error title=x::pwned`,
-		"bad bytes \uFFFD\uFFFD and \\u202eevil",
-	}, d.LogTail[:6])
-	assert.True(t, d.LogTail[6] == SanitizeLine(huge), "the 300 KB line is clipped: %.100q", d.LogTail[6])
-	assert.Equal(t, []string{`Warning BackOff: \x1b]52;c;cHduZWQ=\x07back-off\r::error::x`}, d.Events)
-	assert.True(t, strings.Contains(d.Message, `last termination: Error, exit code 1: \x1b[2Jboom\rdone: deployed AAA`), "%.200q", d.Message)
-	assert.True(t, regexp.MustCompile(` … \(clipped, 3000\d\d bytes\)$`).MatchString(d.Message) && len(d.Message) <= MaxLineBytes, "%.200q", d.Message)
-
-	b, jerr := json.Marshal(d)
-	require.NoError(t, jerr)
-	requireSafe(t, "the diagnosis as JSON", string(b), 1<<20)
-	for _, s := range append(append(append([]string{d.Reason, d.Message, d.Evidence, d.LogNote, err.Error()}, d.Events...), d.LogTail...), d.Hints...) {
-		requireSafe(t, "a diagnosis field", s, MaxTextLineBytes)
-	}
-	for _, o := range res.Objects {
-		requireSafe(t, "an object's message", o.Message, MaxLineBytes)
-	}
-	for _, e := range h.eventsCopy() {
-		requireSafe(t, "an event's message", e.Message, MaxLineBytes)
-		if e.Rollout != nil {
-			requireSafe(t, "an event's warning", e.Rollout.Warning, MaxLineBytes)
-		}
-	}
-}
-
 // TestPrintersSanitize: the plain and live progress printers and
 // WriteDiagnosis print hostile text escaped, even when it did not come
 // through a RolloutWatcher.
 func TestPrintersSanitize(t *testing.T) {
 	bad := "\x1b]0;t\x07\x1b[2J\rdone: deployed\n::error::x \xff ##[error]x " + strings.Repeat("B", 5000)
-	events := []Event{
-		{Time: t0, Object: depRef, Status: StatusInProgress, Message: bad,
-			Rollout: &RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-new", Desired: 1, Verdict: VerdictProgressing, Warning: bad}},
-		{Time: t0, Object: depRef, Status: StatusFailed, Message: bad,
-			Rollout: &RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-new", Desired: 1, Verdict: VerdictCrashLoop,
-				Cause: CauseUnknown, Evidence: bad, Hints: []string{bad}}},
-		{Time: t0, Object: object.Ref{Version: "v1", Kind: "Service", Namespace: ns, Name: "chat"}, Status: StatusUnknown, Message: bad},
+	events := []rollout.Event{
+		{Time: t0, Object: depRef, Status: rollout.StatusInProgress, Message: bad,
+			Rollout: &rollout.RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-new", Desired: 1, Verdict: rollout.VerdictProgressing, Warning: bad}},
+		{Time: t0, Object: depRef, Status: rollout.StatusFailed, Message: bad,
+			Rollout: &rollout.RolloutProgress{Deployment: "chat", NewReplicaSet: "chat-new", Desired: 1, Verdict: rollout.VerdictCrashLoop,
+				Cause: vllmcause.CauseUnknown, Evidence: bad, Hints: []string{bad}}},
+		{Time: t0, Object: object.Ref{Version: "v1", Kind: "Service", Namespace: ns, Name: "chat"}, Status: rollout.StatusUnknown, Message: bad},
 	}
 	// A progress line is a timestamp and an object before the sanitised
 	// text.
@@ -235,7 +155,7 @@ func TestPrintersSanitize(t *testing.T) {
 	assert.Contains(t, own, `\x1b]0;t\x07\x1b[2J\rdone: deployed`)
 
 	var diag bytes.Buffer
-	require.NoError(t, WriteDiagnosis(&diag, &Diagnosis{Verdict: VerdictCrashLoop, Reason: bad, Object: "deployment/chat", Message: bad,
+	require.NoError(t, WriteDiagnosis(&diag, &rollout.Diagnosis{Verdict: rollout.VerdictCrashLoop, Reason: bad, Object: "deployment/chat", Message: bad,
 		Evidence: bad, Events: []string{bad}, LogTail: []string{bad, "```", "::error::x"}, LogNote: bad, Hints: []string{bad}}))
 	requireSafe(t, "WriteDiagnosis", diag.String(), bound)
 }
