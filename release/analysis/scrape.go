@@ -283,9 +283,9 @@ type sideFigures struct {
 	// http5xx and failedFinishes are the two counts of failed requests
 	// (see failedRequests).
 	requests, http5xx, failedFinishes, preemptions float64
-	ttft, e2e                     map[float64]float64
-	kvMax                         float64
-	hasKV                         bool
+	ttft, e2e                                      map[float64]float64
+	kvMax                                          float64
+	hasKV                                          bool
 }
 
 // inference is whether an http_requests_total series is an inference
