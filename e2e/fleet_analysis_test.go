@@ -43,7 +43,7 @@ load: {rps: 8, maxTokens: 4}
 presets:
   errorRatio: {max: 0.05}
 `)
-	fleetFile := func(tag string) string {
+	fleetFile := func(tag string, policy ...string) string {
 		set := []string{"image.tag=" + tag}
 		for i := 1; i < len(rolloutValues); i += 2 {
 			set = append(set, rolloutValues[i])
@@ -63,16 +63,16 @@ waves:
   - [b]
 policy:
   onFailure: stop
-`, relName, strings.Join(q, ", "), ctxName, f.namespace, ctxName, other.namespace)
+%s`, relName, strings.Join(q, ", "), ctxName, f.namespace, ctxName, other.namespace, strings.Join(policy, ""))
 		p := filepath.Join(dir, "fleet.yaml")
 		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
 		return p
 	}
-	deploy := func(tag string) (relRun, *fleet.Result) {
+	deploy := func(tag string, policy ...string) (relRun, *fleet.Result) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		cmd, stdout, stderr := f.command(ctx, "fleet", "deploy", fleetFile(tag), "-o", "json", "--timeout", "90s", "--analysis", spec)
+		cmd, stdout, stderr := f.command(ctx, "fleet", "deploy", fleetFile(tag, policy...), "-o", "json", "--timeout", "90s", "--analysis", spec)
 		r := relRun{code: exitCodeOf(t, cmd.Run()), stdout: stdout.String(), stderr: stderr.String()}
 		res := &fleet.Result{}
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), res), "fleet result\n%s", r)
@@ -114,4 +114,26 @@ policy:
 	require.NoError(t, err)
 	assert.Len(t, revs, 1, "target b keeps its one revision")
 	assert.NotContains(t, f.deployment(t).Spec.Template.Spec.Containers[0].Image, "serve-errors", "a serves revision 1's image again")
+
+	// The soak: target a already runs serve-errors, deployed by hand
+	// without an analysis, so the fleet's deploy finds it up to date and
+	// bakes nothing; the soak after wave 1 measures its pods and fails
+	// them (AnalysisFailed, as `vllmctl wait` does), and wave 2 is not
+	// started.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	byHand := append([]string{"deploy", relName, "vllm", "--timeout", "90s", "--set", "image.tag=v0.11.0-serve-errors"}, rolloutValues...)
+	cmd, stdout, stderr := f.command(ctx, byHand...)
+	require.NoError(t, cmd.Run(), "deploy by hand\n%s\n%s", stdout, stderr)
+	r, res = deploy("v0.11.0-serve-errors", "  soak: 5s\n")
+	a = row(t, res, "a")
+	require.Equal(t, fleet.FleetFailed, res.Outcome, "soak of serve-errors\n%s", r)
+	assert.NotEqual(t, 0, r.code, "%s", r)
+	assert.Equal(t, a.RevisionBefore, a.RevisionAfter, "a was up to date: nothing rolled out, nothing baked: %+v", a)
+	assert.Equal(t, "soak", a.Phase, "%+v", a)
+	assert.Equal(t, string(rollout.VerdictAnalysisFailed), a.Verdict, "%+v", a)
+	require.NotNil(t, a.Analysis, "the soak's analysis is the row's")
+	assert.Equal(t, storage.AnalysisFailed, a.Analysis.Outcome)
+	t.Logf("fleet soak, serve-errors on a: %s", describe(a.Analysis.Measurements))
+	assert.Equal(t, fleet.NotStarted, row(t, res, "b").Outcome)
 }

@@ -323,11 +323,14 @@ func (st *run) soak(ctx context.Context, wave []string) bool {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := st.targets[name].Soak(ctx, d)
+			report, err := st.targets[name].Soak(ctx, d)
 			if err == nil || ctx.Err() != nil {
 				return
 			}
 			row := st.rows[name]
+			if report != nil {
+				row.Analysis = report // what failed the soak, measured
+			}
 			row.Outcome, row.ExitCode = Failed, exitcode.Of(err)
 			if row.ExitCode == exitcode.RolledBack || row.ExitCode == exitcode.OK {
 				row.ExitCode = exitcode.Failed

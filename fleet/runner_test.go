@@ -73,6 +73,7 @@ type fake struct {
 	delay       time.Duration
 	rollbackErr error
 	soakErr     error
+	soakReport  *storage.AnalysisReport
 	rolledBack  []int
 	rollbackCtx error
 	report      *diff.Report
@@ -113,9 +114,9 @@ func (f *fake) Rollback(ctx context.Context, to int) (*release.Result, error) {
 	return &release.Result{Revision: f.current + 2, RolledBackTo: to}, nil
 }
 
-func (f *fake) Soak(context.Context, time.Duration) error {
+func (f *fake) Soak(context.Context, time.Duration) (*storage.AnalysisReport, error) {
 	f.j.add("soak " + f.name)
-	return f.soakErr
+	return f.soakReport, f.soakErr
 }
 
 func (f *fake) Diff(context.Context) (*diff.Report, error) { return f.report, nil }
@@ -570,12 +571,15 @@ func TestAnalysisVerdicts(t *testing.T) {
 		inconclusive := &rollout.Diagnosis{Reason: string(rollout.VerdictAnalysisInconclusive), Verdict: rollout.VerdictAnalysisInconclusive}
 		fakes["b"].soakErr = fmt.Errorf("soak of release r in namespace ns: %w",
 			&release.RolloutError{Name: "r", Revision: 2, Op: release.OpWait, Failure: inconclusive})
+		fakes["b"].soakReport = &storage.AnalysisReport{Provider: "scrape", Outcome: storage.AnalysisInconclusive, Reason: "too few requests"}
 		res, err := r.Deploy(context.Background())
 		assert.Equal(t, 3, exitcode.Of(err))
 		row := res.Targets[1]
 		assert.Equal(t, RolledBack, row.Outcome)
 		assert.Equal(t, "soak", row.Phase)
 		assert.Equal(t, "AnalysisInconclusive", row.Verdict)
+		require.NotNil(t, row.Analysis, "the soak's analysis report is the row's")
+		assert.Equal(t, "too few requests", row.Analysis.Reason)
 		assert.Equal(t, []string{"b"}, rollbackTargets(res.Policy.RolledBack))
 		assert.Equal(t, Deployed, outcomes(res)["a"])
 		assert.NotContains(t, j.list(), "dryrun c")

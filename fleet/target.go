@@ -27,8 +27,10 @@ type Target interface {
 	// Rollback restores revision to as the release's next revision.
 	Rollback(ctx context.Context, to int) (*release.Result, error)
 	// Soak watches the release's current revision for d with every
-	// verdict applied; an error is a failure (or the end of ctx).
-	Soak(ctx context.Context, d time.Duration) error
+	// verdict applied; an error is a failure (or the end of ctx). The
+	// report is the last analysis the soak baked (nil: none), also with
+	// an error.
+	Soak(ctx context.Context, d time.Duration) (*storage.AnalysisReport, error)
 	// Diff is what Deploy would change.
 	Diff(ctx context.Context) (*diff.Report, error)
 	// Status is the release's status.
@@ -118,28 +120,33 @@ func (t *ReleaseTarget) Rollback(ctx context.Context, to int) (*release.Result, 
 // once the pods serve, with the verdicts of `vllmctl wait`
 // (AnalysisFailed, AnalysisInconclusive): a soak lasts at least one
 // analysis.
-func (t *ReleaseTarget) Soak(ctx context.Context, d time.Duration) error {
+func (t *ReleaseTarget) Soak(ctx context.Context, d time.Duration) (*storage.AnalysisReport, error) {
 	interval := t.SoakInterval
 	if interval <= 0 {
 		interval = DefaultSoakInterval
 	}
 	w := release.NewWatcher(t.Engine)
 	deadline := time.Now().Add(d)
+	var report *storage.AnalysisReport
 	for {
 		budget := max(time.Until(deadline), minSoakWait)
 		wopts := release.WaitOptions{Name: t.Options.Name, Timeout: budget, Analysis: t.Options.Analysis, Prometheus: t.Options.Prometheus}
-		if _, err := w.Wait(ctx, wopts); err != nil {
-			return fmt.Errorf("soak of release %s in namespace %s: %w", t.Options.Name, t.Engine.Namespace(), err)
+		res, err := w.Wait(ctx, wopts)
+		if res != nil && res.Analysis != nil {
+			report = res.Analysis
+		}
+		if err != nil {
+			return report, fmt.Errorf("soak of release %s in namespace %s: %w", t.Options.Name, t.Engine.Namespace(), err)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return nil
+			return report, nil
 		}
 		timer := time.NewTimer(min(interval, left))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return fmt.Errorf("soak of release %s in namespace %s: %w", t.Options.Name, t.Engine.Namespace(), ctx.Err())
+			return report, fmt.Errorf("soak of release %s in namespace %s: %w", t.Options.Name, t.Engine.Namespace(), ctx.Err())
 		case <-timer.C:
 		}
 	}

@@ -56,14 +56,20 @@ func TestReleaseTargetSoakBakesTheAnalysis(t *testing.T) {
 	}
 
 	target := &ReleaseTarget{Engine: engine, Options: release.DeployOptions{Name: "chat"}, SoakInterval: time.Millisecond}
-	require.NoError(t, target.Soak(ctx, 10*time.Millisecond), "no analysis: the soak only waits")
+	report, err := target.Soak(ctx, 10*time.Millisecond)
+	require.NoError(t, err, "no analysis: the soak only waits")
+	assert.Nil(t, report)
 
 	target.Options.Analysis = spec(analysis.InconclusivePass)
-	require.NoError(t, target.Soak(ctx, 10*time.Millisecond), "inconclusive: pass")
+	report, err = target.Soak(ctx, 10*time.Millisecond)
+	require.NoError(t, err, "inconclusive: pass")
+	require.NotNil(t, report, "the soak's analysis")
+	assert.Equal(t, storage.AnalysisInconclusive, report.Outcome)
 
 	target.Options.Analysis = spec(analysis.InconclusiveFail)
-	err := target.Soak(ctx, 10*time.Millisecond)
+	report, err = target.Soak(ctx, 10*time.Millisecond)
 	require.Error(t, err)
+	require.NotNil(t, report, "the failing analysis comes with the error")
 	assert.Equal(t, exitcode.Failed, exitcode.Of(err), "a soak never rolls back by itself")
 	var re *release.RolloutError
 	require.True(t, errors.As(err, &re), "%v", err)
