@@ -182,22 +182,23 @@ func splitAndDeannotate(stream string) (map[string]string, error) {
 }
 
 // withholdSecrets replaces in text every value of a Secret of files
-// (secretdata.Values), of 6 bytes or more, by "(redacted)": a failing
-// post-renderer may echo its input.
+// (secretdata.Values), of 6 bytes or more, by secretdata.Redacted: a
+// failing post-renderer may echo its input, and the command's Redactor
+// has not learned the Secrets of a render that failed.
 func withholdSecrets(text string, files map[string]string) string {
 	if text == "" {
 		return ""
 	}
 	objs, _, err := parseRendered(files)
 	if err != nil {
-		return "(withheld: the rendered manifests do not parse)"
+		return secretdata.Redacted + " (the rendered manifests do not parse)"
 	}
 	values := secretdata.Values(objs...)
 	// Longest first: a value inside another is withheld with it.
 	slices.SortFunc(values, func(a, b string) int { return len(b) - len(a) })
 	for _, v := range values {
 		if len(v) >= 6 {
-			text = strings.ReplaceAll(text, v, "(redacted)")
+			text = strings.ReplaceAll(text, v, secretdata.Redacted)
 		}
 	}
 	return text

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/secretdata"
 )
 
 // gramLen is the length of the value fragments looked for in messages:
@@ -40,7 +41,7 @@ type RedactedError struct {
 }
 
 // Redacted replaces a Secret value in a RedactedError's message.
-const Redacted = "(redacted)"
+const Redacted = secretdata.Redacted
 
 func (e *RedactedError) Error() string {
 	if e.Message != "" {

@@ -8,6 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
+// Redacted is the one marker of a withheld Secret value, wherever it is
+// withheld (diff.Redacted is this).
+const Redacted = "(redacted)"
+
 // Values are the values of the core Secrets among objs in every form a
 // message could echo (data as stored and decoded, stringData as written
 // and encoded), each once, sorted; empty strings left out.
