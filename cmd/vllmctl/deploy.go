@@ -23,17 +23,10 @@ type deployOptions struct {
 	lock      lockFlags
 	verdicts  verdictFlags
 	preflight preflightFlags
-	modelFit  modelFitFlags
 	canary    canaryFlags
-	analysis  analysisFlags
 	serve     serveCheckFlags
-
-	output          outputFlags
-	timeout         timeoutFlags
-	history         historyFlags
-	conflicts       conflictFlags
-	unlock          unlockFlags
-	rollbackTimeout rollbackTimeoutFlags
+	output    outputFlags
+	deployFlags
 
 	rollbackOnFailure bool
 	noRollback        bool
@@ -41,8 +34,6 @@ type deployOptions struct {
 	maxUnavailable    string
 	diff              bool
 	dryRun            bool
-	createNamespace   bool
-	takeOwnership     bool
 	skipCRDs          bool
 
 	chartTarget
@@ -175,29 +166,12 @@ func (o *deployOptions) Run(ctx context.Context) error {
 	}
 	o.lock.apply(engine)
 	engine.ServeCheck = o.serve.options()
-	res, err := release.NewDeployer(engine).Deploy(ctx, release.DeployOptions{
-		Name:              o.opts.ReleaseName,
-		Render:            o.render.input(o.chart, o.opts),
-		Timeout:           o.timeout.givenTimeout(),
-		HistoryMax:        o.history.max,
-		DryRun:            o.dryRun,
-		CreateNamespace:   o.createNamespace,
-		ForceConflicts:    o.conflicts.force,
-		ForceUnlock:       o.unlock.force,
-		TakeOwnership:     o.takeOwnership,
-		RollbackOnFailure: o.rollbackOnFailure && !o.noRollback,
-		RollbackTimeout:   o.rollbackTimeout.timeout,
-		MaxSurge:          o.surge,
-		MaxUnavailable:    o.unavailable,
-		SkipPreflight:     o.preflight.skip,
-		ModelFit:          o.modelFit.source(),
-		SkipCRDs:          o.skipCRDs,
-		SurgePolicy:       o.preflight.surgePolicy,
-		Diff:              o.diff,
-		Canary:            o.canary.opts,
-		Analysis:          o.analysis.cfg,
-		Prometheus:        o.analysis.prom,
-	})
+	opts := o.deployOptions(o.opts.ReleaseName, o.render.input(o.chart, o.opts), o.preflight.skip)
+	opts.DryRun, opts.Diff, opts.SkipCRDs = o.dryRun, o.diff, o.skipCRDs
+	opts.RollbackOnFailure = o.rollbackOnFailure && !o.noRollback
+	opts.MaxSurge, opts.MaxUnavailable, opts.SurgePolicy = o.surge, o.unavailable, o.preflight.surgePolicy
+	opts.Canary = o.canary.opts
+	res, err := release.NewDeployer(engine).Deploy(ctx, opts)
 	err = finishOperation(o.g.Streams.Out, o.output.format, printer, res, err)
 	if err == nil && res != nil && res.Notes != "" && o.output.format == "table" && o.progress.format != string(termout.ProgressJSON) {
 		// As helm prints them after an install or upgrade; in the result

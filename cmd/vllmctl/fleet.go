@@ -24,22 +24,14 @@ type fleetOptions struct {
 	g  *GlobalOptions
 	op string // deploy, diff or status
 
-	progress        progressFlags
-	output          outputFlags
-	verdicts        verdictFlags
-	serve           serveCheckFlags
-	analysis        analysisFlags
-	timeout         timeoutFlags
-	history         historyFlags
-	conflicts       conflictFlags
-	rollbackTimeout rollbackTimeoutFlags
-	source          chartSourceFlags
-	postRender      RenderFlags // --post-renderer, --post-renderer-args only
-	createNamespace bool
-	takeOwnership   bool
-	unlock          unlockFlags
-	modelFit        modelFitFlags
-	skipPreflight   bool
+	progress   progressFlags
+	output     outputFlags
+	verdicts   verdictFlags
+	serve      serveCheckFlags
+	source     chartSourceFlags
+	postRender RenderFlags // --post-renderer, --post-renderer-args only
+	deployFlags
+	skipPreflight bool
 
 	flags      *pflag.FlagSet // the command's, to tell the flags given
 	file       *fleet.File
@@ -331,24 +323,11 @@ func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput
 	in.Options.Namespace = ns
 	in.Options.ValueFiles = append(append([]string(nil), o.file.Values...), t.Values...)
 	in.Options.Set = append(append([]string(nil), o.file.Set...), t.Set...)
+	deployOpts := o.deployOptions(o.file.Release, in, o.skipPreflight)
+	deployOpts.RollbackOnFailure = true // a fleet always restores a target that fails
 	return &fleetTarget{spec: t, printer: printer, target: &fleet.ReleaseTarget{
-		Engine: engine,
-		Options: release.DeployOptions{
-			Name:              o.file.Release,
-			Render:            in,
-			Timeout:           o.timeout.givenTimeout(),
-			HistoryMax:        o.history.max,
-			CreateNamespace:   o.createNamespace,
-			ForceConflicts:    o.conflicts.force,
-			TakeOwnership:     o.takeOwnership,
-			ForceUnlock:       o.unlock.force,
-			RollbackOnFailure: true,
-			RollbackTimeout:   o.rollbackTimeout.timeout,
-			SkipPreflight:     o.skipPreflight,
-			ModelFit:          o.modelFit.source(),
-			Analysis:          o.analysis.cfg,
-			Prometheus:        o.analysis.prom,
-		},
+		Engine:  engine,
+		Options: deployOpts,
 	}}, nil
 }
 
