@@ -8,6 +8,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -56,7 +57,8 @@ func (e *Engine) bakeAnalysis(ctx context.Context, rec *storage.Release, cfg *an
 	return report, nil
 }
 
-// newPodTargets are the Ready pods of the ReplicaSets rec made.
+// newPodTargets are the Ready pods of the ReplicaSets rec made, and the
+// serving leaders of its engine groups.
 func (e *Engine) newPodTargets(ctx context.Context, rec *storage.Release) (analysis.Targets, error) {
 	ns := e.Namespace()
 	out := analysis.Targets{Namespace: ns}
@@ -72,8 +74,31 @@ func (e *Engine) newPodTargets(ctx context.Context, rec *storage.Release) (analy
 			}
 		}
 	}
+	if len(rec.ControllerRevisions) > 0 {
+		// Engine groups: the leaders of the revision's groups, the pods
+		// the release's Service sends traffic to.
+		objs, err := cluster.ParseManifest(rec.Manifest)
+		if err != nil {
+			return out, fmt.Errorf("release %s revision %d: its manifest, read for its Services: %w", rec.Name, rec.Revision, err)
+		}
+		selectors := serveSelectors(objs)
+		seen := map[string]bool{}
+		for _, sel := range selectors {
+			pods, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+			if err != nil {
+				return out, fmt.Errorf("list the pods of %s in namespace %s: %w", sel, ns, err)
+			}
+			for i := range pods.Items {
+				pod := &pods.Items[i]
+				if !seen[pod.Name] && servesTraffic(pod, selectors) && ofRevision(pod, rec) {
+					seen[pod.Name] = true
+					out.Canary = append(out.Canary, analysis.Target{Pod: pod.Name, Port: podPort(pod)})
+				}
+			}
+		}
+	}
 	if len(out.Canary) == 0 {
-		return out, fmt.Errorf("no Ready pod of the revision's ReplicaSets to measure")
+		return out, fmt.Errorf("no Ready pod of the revision's ReplicaSets or groups to measure")
 	}
 	return out, nil
 }

@@ -53,8 +53,8 @@ func waitAnalysisOf(rec *storage.Release, opts WaitOptions) (cfg *analysis.Confi
 // interrupt is the end of ctx, without a diagnosis.
 func (w *Watcher) bake(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint,
 	res *Result) (*rollout.Diagnosis, error) {
-	if len(rec.ReplicaSets) == 0 {
-		w.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no Deployment's pods to analyse (engine groups are not analysed yet)")
+	if len(rec.ReplicaSets) == 0 && len(rec.ControllerRevisions) == 0 {
+		w.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no pods of a Deployment or an engine group to analyse")
 		return nil, nil
 	}
 	report, err := w.bakeAnalysis(ctx, rec, cfg, prom, "the wait was interrupted before the analysis ended")

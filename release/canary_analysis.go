@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/rollout"
@@ -99,6 +100,41 @@ func (d *Deployer) analysisTargets(ctx context.Context, targets []canaryTarget, 
 	}
 	if len(out.Canary) == 0 {
 		return out, fmt.Errorf("none of the canary pods %v is Ready", canaryPods)
+	}
+	return out, nil
+}
+
+// groupAnalysisTargets are the targets of an engine group's canary: the
+// pods that serve the release's traffic (serveSelectors: its Service
+// selects each group's leader, which alone runs the OpenAI server and its
+// /metrics), Ready and not terminating; those among canaryPods (the canary
+// groups' pods) are the canary, the other groups' leaders the stable side.
+func (d *Deployer) groupAnalysisTargets(ctx context.Context, objs []*unstructured.Unstructured, canaryPods []string) (analysis.Targets, error) {
+	ns := d.Namespace()
+	out := analysis.Targets{Namespace: ns}
+	selectors := serveSelectors(objs)
+	seen := map[string]bool{}
+	for _, sel := range selectors {
+		list, err := d.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return out, fmt.Errorf("list the pods of %s in namespace %s: %w", sel, ns, err)
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			if seen[p.Name] || !servesTraffic(p, selectors) {
+				continue
+			}
+			seen[p.Name] = true
+			tg := analysis.Target{Pod: p.Name, Port: podPort(p)}
+			if slices.Contains(canaryPods, p.Name) {
+				out.Canary = append(out.Canary, tg)
+			} else {
+				out.Stable = append(out.Stable, tg)
+			}
+		}
+	}
+	if len(out.Canary) == 0 {
+		return out, fmt.Errorf("no pod of the canary groups %v serves the release's traffic (Ready, selected by its Service)", canaryPods)
 	}
 	return out, nil
 }

@@ -177,13 +177,16 @@ func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Re
 	}
 	c.run.name, c.run.revision = rec.Name, rec.Revision
 	if cfg := p.analysis; cfg != nil {
-		if len(c.targets) == 0 {
-			d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "engine groups are not analysed yet: the canary is held and judged by its pods' verdicts")
-		} else {
-			c.run.analyze = func(ctx context.Context, pods []string, report *storage.AnalysisReport) error {
-				resolve := func(ctx context.Context) (analysis.Targets, error) { return d.analysisTargets(ctx, c.targets, pods) }
-				return d.runAnalysis(ctx, rec, cfg, p.opts.Prometheus, resolve, report)
+		c.run.analyze = func(ctx context.Context, pods []string, report *storage.AnalysisReport) error {
+			resolve := func(ctx context.Context) (analysis.Targets, error) {
+				if len(c.targets) == 0 {
+					// Engine groups: the canary groups' leaders against
+					// the other groups' leaders.
+					return d.groupAnalysisTargets(ctx, p.objs, pods)
+				}
+				return d.analysisTargets(ctx, c.targets, pods)
 			}
+			return d.runAnalysis(ctx, rec, cfg, p.opts.Prometheus, resolve, report)
 		}
 	}
 	serve, err := d.serveCheckOf(rec)

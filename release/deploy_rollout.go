@@ -226,8 +226,8 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 	wres, f, werr := d.awaitRollout(ctx, p, rec, res, canary, waves, applyOpts, applied, start, &opts)
 	if werr == nil && f == nil && p.analysis != nil && p.opts.Canary == nil {
 		// No canary: the analysis bakes the new pods after the rollout.
-		if len(rec.ReplicaSets) == 0 {
-			d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no Deployment's pods to analyse (engine groups are not analysed yet)")
+		if len(rec.ReplicaSets) == 0 && len(rec.ControllerRevisions) == 0 {
+			d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no pods of a Deployment or an engine group to analyse")
 		} else {
 			f, werr = d.bake(ctx, p, rec)
 			opts.Note = joinNotes(opts.Note, analysis.Summary(rec.Analysis))
