@@ -15,6 +15,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
@@ -37,6 +38,12 @@ type RollbackOptions struct {
 	ForceUnlock bool
 	// ForceConflicts takes over fields other field managers own.
 	ForceConflicts bool
+	// Analysis, when set (rollback --analysis FILE, validated without a
+	// baseline), bakes the restored pods once they serve, as a wait does:
+	// a refusal fails the rollback revision. Prometheus is its
+	// prometheus provider's endpoint.
+	Analysis   *analysis.Config
+	Prometheus *analysis.PrometheusEndpoint
 }
 
 // Rollbacker restores an earlier revision of a release: `vllmctl
@@ -245,6 +252,14 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 			return res, lost
 		}
 		return r.failed(ctx, rec, res, start, desc, f, err)
+	}
+	if opts.Analysis != nil {
+		if f, err := r.bakeRestored(ctx, rec, res, opts); err != nil {
+			if lost := lockLost(err); lost != nil {
+				return res, lost
+			}
+			return r.failed(ctx, rec, res, start, desc, f, err)
+		}
 	}
 	runs, err := r.runHooks(ctx, rec, charts.HookPostRollback, opts.Timeout)
 	res.Hooks = append(res.Hooks, runs...)
@@ -494,3 +509,26 @@ func (e *InvalidRevisionError) Error() string {
 
 // ExitCode is 2: invalid input.
 func (e *InvalidRevisionError) ExitCode() int { return exitcode.Invalid }
+
+// bakeRestored measures the restored pods with opts.Analysis (no
+// baseline), the lock kept fresh meanwhile, and records the report in rec
+// and res. The diagnosis and error are those of an analysis that refused
+// the revision (or could not run), nil otherwise.
+func (r *Rollbacker) bakeRestored(ctx context.Context, rec *storage.Release, res *Result, opts RollbackOptions) (*rollout.Diagnosis, error) {
+	bctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hb := r.startHeartbeat(bctx, rec, cancel)
+	report, err := r.bakeAnalysis(bctx, rec, opts.Analysis, opts.Prometheus, "the rollback was interrupted before the analysis ended")
+	if lost := hb.stop(); lost != nil {
+		return nil, lost
+	}
+	rec.Analysis, res.Analysis = report, report
+	if err != nil {
+		reason := "AnalysisError"
+		if ctx.Err() != nil {
+			reason = "Interrupted"
+		}
+		return &rollout.Diagnosis{Reason: reason, Message: err.Error()}, err
+	}
+	return analysisVerdict("the analysis after the rollback", rec.Name, rec.Revision, report)
+}
