@@ -25,9 +25,9 @@ type analysisFlags struct {
 // The help of --analysis: deploy's, and that of the commands without a
 // canary (wait, fleet deploy), which bake the new pods alone.
 const (
-	deployAnalysisHelp = "analysis spec (YAML: provider, interval, count, minRequests, inconclusive, load, presets, metrics): measure the canary pods against the stable pods during the canary hold (--canary), or the new pods alone after the rollout"
+	deployAnalysisHelp   = "analysis spec (YAML: provider, interval, count, minRequests, inconclusive, load, presets, metrics): measure the canary pods against the stable pods during the canary hold (--canary), or the new pods alone after the rollout"
 	rollbackAnalysisHelp = "analysis spec (YAML: provider, interval, count, minRequests, inconclusive, load, presets, metrics): measure the restored pods alone once they are Ready and serving; a refusal fails the rollback (presets that compare with stable pods are refused)"
-	bakeAnalysisHelp   = "analysis spec (YAML: provider, interval, count, minRequests, inconclusive, load, presets, metrics): measure the new pods alone once they are Ready and serving (presets that compare with stable pods are refused)"
+	bakeAnalysisHelp     = "analysis spec (YAML: provider, interval, count, minRequests, inconclusive, load, presets, metrics): measure the new pods alone once they are Ready and serving (presets that compare with stable pods are refused)"
 )
 
 // AddFlags registers the analysis flags on fs.
