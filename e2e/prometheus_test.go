@@ -330,16 +330,44 @@ func TestPrometheusAnalysisServeErrorsRolledBack(t *testing.T) {
 	require.NotNil(t, last.Canary)
 	require.NotNil(t, last.Stable)
 	// Every 5th request answers 500, which vllm-sim also counts as
-	// finished_reason abort; the preset adds 5xx and error/abort
-	// (docs/canary.md), so one failure counts once or twice: 0.2 to 0.4.
+	// finished_reason abort, as vLLM does; the preset counts such a
+	// failure once (docs/canary.md): about 0.2, give or take Prometheus'
+	// extrapolation of increase() over a short window.
 	assert.GreaterOrEqual(t, *last.Canary, 0.1, "a fifth of the canary's requests answered 500: %+v", last)
-	assert.LessOrEqual(t, *last.Canary, 0.55, "a fifth of the canary's requests answered 500: %+v", last)
+	assert.LessOrEqual(t, *last.Canary, 0.35, "a fifth of the canary's requests answered 500, each counted once: %+v", last)
 	assert.Zero(t, *last.Stable, "the stable pods answer every request")
 	t.Logf("prometheus, serve-errors: %s", describe(ms))
 	f.assertOldKept(t, rev1.ReplicaSets[0].PodTemplateHash, uids, ready)
 
 	status := f.run(t, "status", relName)
 	assert.Contains(t, status.stdout, "ANALYSIS: failed (revision 2, prometheus provider")
+}
+
+// TestPrometheusAnalysisServeSlowRolledBack: a serve-slow canary (time to
+// first token ≥ 3× a healthy pod's) is refused by ttftP95Ratio computed by
+// Prometheus (histogram_quantile over the canary's and the stable pods'
+// buckets), rolled back, with the measured ratio in the result.
+func TestPrometheusAnalysisServeSlowRolledBack(t *testing.T) {
+	f := newRelFixture(t)
+	prom := startPrometheus(t, f.env)
+	rev1, uids := f.canaryInstall(t)
+	ready := f.watchReady(t, hashSelector(rev1.ReplicaSets[0]), canaryReplicas)
+	prom.awaitScraped(t, f.namespace, canaryReplicas)
+	r, res := f.analysisUpgrade(t, "v0.11.0-serve-slow", promSpec+"  ttftP95Ratio: {max: 2}\n", "--prometheus-url", prom.url)
+	require.Equal(t, 3, r.code, "%s\nprometheus:\n%s", r, prom.out.tail(4<<10))
+	require.NotNil(t, res.Failure, "%s", r)
+	assert.Equal(t, rollout.VerdictAnalysisFailed, res.Failure.Verdict)
+	assert.Equal(t, 1, res.RolledBackTo)
+	require.NotNil(t, res.Analysis)
+	assert.Equal(t, "prometheus", res.Analysis.Provider)
+	ms := measured(res.Analysis, "ttftP95Ratio")
+	require.NotEmpty(t, ms)
+	last := ms[len(ms)-1]
+	assert.Equal(t, storage.AnalysisFailed, last.Outcome, "%+v", last)
+	require.NotNil(t, last.Value)
+	assert.GreaterOrEqual(t, *last.Value, 2.0, "serve-slow's TTFT p95 against the stable pods': %+v", last)
+	t.Logf("prometheus, serve-slow: %s", describe(ms))
+	f.assertOldKept(t, rev1.ReplicaSets[0].PodTemplateHash, uids, ready)
 }
 
 // Prometheus down: every query is a measurement error; more than
