@@ -12,6 +12,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/internal/termout"
 	"github.com/vllmctl/vllmctl/internal/vllmcause"
+	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
@@ -123,7 +124,7 @@ func (o *diagnoseOptions) diagnosePod(ctx context.Context) (*rollout.Diagnosis, 
 	// The hints name the values paths of the pod's chart where it maps
 	// them (a vllmctl release's recorded chart), else flags only; the
 	// release's Secrets are withheld from what the pod printed.
-	values := podChartValues(ctx, client, o.namespace, o.pod, o.g.Redactor)
+	values := release.PodChartValues(ctx, client, o.namespace, o.pod, o.g.Redactor)
 	d, err := wait.DiagnosePod(ctx, client, o.namespace, o.pod, o.container, wait.RolloutOptions{Values: values})
 	if err == nil {
 		// gpu-oom and kv-cache: what the model-fit arithmetic says of the

@@ -1,4 +1,4 @@
-package main
+package release
 
 import (
 	"context"
@@ -10,18 +10,17 @@ import (
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/owner"
 	"github.com/vllmctl/vllmctl/internal/vllm"
-	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
-// podChartValues is the values mapping of the chart that made pod, for
+// PodChartValues is the values mapping of the chart that made pod, for
 // diagnose's hints: the pod's controllers are followed up (ReplicaSet,
 // Deployment, StatefulSet, Job) to an object of a vllmctl release, whose
 // latest record names its chart (release.ChartValuesMap). nil, so that
 // the hints name flags and the pod's values only, when the pod belongs to
 // no release, to a chart that declares no mapping, or anything cannot be
 // read.
-func podChartValues(ctx context.Context, client kubernetes.Interface, namespace, pod string, red *diff.Redactor) vllm.ValuesMap {
+func PodChartValues(ctx context.Context, client kubernetes.Interface, namespace, pod string, red *diff.Redactor) vllm.ValuesMap {
 	var obj metav1.Object
 	p, err := client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
 	if err != nil {
@@ -66,7 +65,7 @@ func releaseChartValues(ctx context.Context, client kubernetes.Interface, namesp
 	}
 	for _, e := range entries {
 		if rec, err := e.Release(); err == nil {
-			_ = release.LearnRecord(red, rec) // best effort: a record that does not parse teaches what it can
+			_ = LearnRecord(red, rec) // best effort: a record that does not parse teaches what it can
 		}
 	}
 	latest := slices.MaxFunc(entries, func(a, b storage.Entry) int { return a.Revision - b.Revision })
@@ -74,7 +73,7 @@ func releaseChartValues(ctx context.Context, client kubernetes.Interface, namesp
 	if err != nil {
 		return nil
 	}
-	return release.ChartValuesMap(rec.Chart)
+	return ChartValuesMap(rec.Chart)
 }
 
 func orNamespace(ns, def string) string {
