@@ -142,7 +142,7 @@ func (f *benchFixture) deploy(ctx context.Context, b *testing.B, counter *reques
 	b.Helper()
 	engine := f.engine(b, counter)
 	engine.Progress = progress
-	return release.NewDeployer(engine).Deploy(ctx, release.DeployOptions{
+	return engine.Deploy(ctx, release.DeployOptions{
 		Name: benchRelease,
 		Render: release.RenderInput{Chart: f.chart, Options: charts.RenderOptions{
 			Namespace: f.namespace, Set: append(slices.Clone(f.base), set...),

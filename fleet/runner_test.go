@@ -353,7 +353,7 @@ func TestInterrupt(t *testing.T) {
 	defer cancel()
 	r, fakes, j := fixture(t, Policy{MaxParallel: 1}, []string{"z"}, []string{"a", "b"}, []string{"c"})
 	// a is in flight when Ctrl-C comes: its deploy rolls back on the
-	// interrupt, as release.Deployer does.
+	// interrupt, as release.Engine.Deploy does.
 	fakes["a"].deploy = func(ctx context.Context) (*release.Result, error) {
 		cancel()
 		<-ctx.Done()

@@ -81,7 +81,7 @@ func (t *ReleaseTarget) Current(ctx context.Context) (int, error) {
 func (t *ReleaseTarget) DryRun(ctx context.Context) (*release.Result, error) {
 	opts := t.Options
 	opts.DryRun = true
-	return release.NewDeployer(t.Engine).Deploy(ctx, opts)
+	return t.Engine.Deploy(ctx, opts)
 }
 
 // Deploy deploys, with the automatic rollback on.
@@ -99,12 +99,12 @@ func (t *ReleaseTarget) Deploy(ctx context.Context) (*release.Result, error) {
 		}
 		opts.ForceUnlock = len(pending) > 0
 	}
-	return release.NewDeployer(t.Engine).Deploy(ctx, opts)
+	return t.Engine.Deploy(ctx, opts)
 }
 
 // Rollback restores revision to, as `vllmctl rollback --to-revision`.
 func (t *ReleaseTarget) Rollback(ctx context.Context, to int) (*release.Result, error) {
-	return release.NewRollbacker(t.Engine).Rollback(ctx, release.RollbackOptions{
+	return t.Engine.Rollback(ctx, release.RollbackOptions{
 		Name:           t.Options.Name,
 		ToRevision:     to,
 		Timeout:        t.Options.RollbackTimeout,
@@ -125,7 +125,7 @@ func (t *ReleaseTarget) Soak(ctx context.Context, d time.Duration) (*storage.Ana
 	if interval <= 0 {
 		interval = DefaultSoakInterval
 	}
-	w := release.NewWatcher(t.Engine)
+	w := t.Engine
 	deadline := time.Now().Add(d)
 	var report *storage.AnalysisReport
 	for {
@@ -154,7 +154,7 @@ func (t *ReleaseTarget) Soak(ctx context.Context, d time.Duration) (*storage.Ana
 
 // Diff is what the deploy would change.
 func (t *ReleaseTarget) Diff(ctx context.Context) (*diff.Report, error) {
-	return release.NewDiffer(t.Engine).Diff(ctx, release.DiffOptions{
+	return t.Engine.Diff(ctx, release.DiffOptions{
 		Name:            t.Options.Name,
 		Render:          t.Options.Render,
 		ForceConflicts:  t.Options.ForceConflicts,
@@ -166,5 +166,5 @@ func (t *ReleaseTarget) Diff(ctx context.Context) (*diff.Report, error) {
 
 // Status is the release's status (`vllmctl status`).
 func (t *ReleaseTarget) Status(ctx context.Context) (*release.StatusReport, error) {
-	return release.NewStatuser(t.Engine).Status(ctx, t.Options.Name)
+	return t.Engine.Status(ctx, t.Options.Name)
 }

@@ -22,7 +22,7 @@ import (
 // inconclusive: hold, exit 4 and the revision left as it is), nil
 // otherwise. Pods that crash during the bake are not watched: the next
 // `vllmctl wait` or deploy sees them.
-func (d *Deployer) bake(ctx context.Context, p *deployPlan, rec *storage.Release) (*rollout.Diagnosis, error) {
+func (d *Engine) bake(ctx context.Context, p *deployPlan, rec *storage.Release) (*rollout.Diagnosis, error) {
 	bctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hb := d.startHeartbeat(bctx, rec, cancel)

@@ -69,7 +69,7 @@ func TestGroupAnalysisTargets(t *testing.T) {
 		pod("chat-g1-0", "g1", "0", "chat-g1-old", true),
 		pod("chat-g1-1", "g1", "1", "chat-g1-old", true),
 	)
-	d := &Deployer{Engine: &Engine{Store: storage.NewMemory("ml"), Client: client}}
+	d := &Engine{Store: storage.NewMemory("ml"), Client: client}
 	objs, err := cluster.ParseManifest(groupManifest)
 	require.NoError(t, err)
 	ctx := context.Background()

@@ -51,7 +51,7 @@ func waitAnalysisOf(rec *storage.Release, opts WaitOptions) (cfg *analysis.Confi
 // that refused the revision (errAnalysisFailed wrapped, or an
 // *AnalysisHoldError under inconclusive: hold), nil otherwise; an
 // interrupt is the end of ctx, without a diagnosis.
-func (w *Watcher) bake(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint,
+func (w *Engine) bakeWait(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint,
 	res *Result) (*rollout.Diagnosis, error) {
 	if len(rec.ReplicaSets) == 0 && len(rec.ControllerRevisions) == 0 {
 		w.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no pods of a Deployment or an engine group to analyse")

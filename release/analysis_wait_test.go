@@ -61,12 +61,12 @@ func TestWaitAnalysis(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := serveFixture(t)
 			ctx := context.Background()
-			_, err := release.NewDeployer(f.engine).Deploy(ctx, serveOptions("vllm/vllm-openai:v0.10.0"))
+			_, err := f.engine.Deploy(ctx, serveOptions("vllm/vllm-openai:v0.10.0"))
 			require.NoError(t, err)
-			_, err = release.NewDeployer(f.engine).Deploy(ctx, serveOptions(tc.image))
+			_, err = f.engine.Deploy(ctx, serveOptions(tc.image))
 			require.NoError(t, err, "the deploy has no analysis: it serves, so it is deployed")
 
-			res, err := release.NewWatcher(f.engine).Wait(ctx, release.WaitOptions{Name: engRelease, Timeout: time.Minute,
+			res, err := f.engine.Wait(ctx, release.WaitOptions{Name: engRelease, Timeout: time.Minute,
 				Analysis: bakeSpec(t, tc.policy), RollbackOnFailure: tc.rollback, RollbackTimeout: time.Minute})
 			assert.Equal(t, tc.exit, exitCode(err), "%v", err)
 			require.NotNil(t, res)
@@ -133,7 +133,7 @@ func TestWaitAnalysisRefusedBeforeWaiting(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := serveFixture(t)
 			ctx := context.Background()
-			_, err := release.NewDeployer(f.engine).Deploy(ctx, serveOptions("vllm/vllm-openai:v0.11.0"))
+			_, err := f.engine.Deploy(ctx, serveOptions("vllm/vllm-openai:v0.11.0"))
 			require.NoError(t, err)
 			rec, err := f.store.Get(ctx, engRelease, 1)
 			require.NoError(t, err)
@@ -142,7 +142,7 @@ func TestWaitAnalysisRefusedBeforeWaiting(t *testing.T) {
 			require.NoError(t, f.store.Update(ctx, rec))
 			waits := f.waiter.Calls()
 
-			res, err := release.NewWatcher(f.engine).Wait(ctx, release.WaitOptions{Name: engRelease, Timeout: time.Minute})
+			res, err := f.engine.Wait(ctx, release.WaitOptions{Name: engRelease, Timeout: time.Minute})
 			if tc.want == "" {
 				require.NoError(t, err)
 				assert.Nil(t, res.Analysis)

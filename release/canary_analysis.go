@@ -69,7 +69,7 @@ func analysisOf(opts DeployOptions, defaults, computed map[string]any) (*analysi
 
 // analysisTargets are the Ready canary pods and the Ready stable pods
 // (the target Deployments' other pods) with the port to reach each on.
-func (d *Deployer) analysisTargets(ctx context.Context, targets []canaryTarget, canaryPods []string) (analysis.Targets, error) {
+func (d *Engine) analysisTargets(ctx context.Context, targets []canaryTarget, canaryPods []string) (analysis.Targets, error) {
 	ns := d.Namespace()
 	out := analysis.Targets{Namespace: ns}
 	for _, t := range targets {
@@ -109,7 +109,7 @@ func (d *Deployer) analysisTargets(ctx context.Context, targets []canaryTarget, 
 // selects each group's leader, which alone runs the OpenAI server and its
 // /metrics), Ready and not terminating; those among canaryPods (the canary
 // groups' pods) are the canary, the other groups' leaders the stable side.
-func (d *Deployer) groupAnalysisTargets(ctx context.Context, objs []*unstructured.Unstructured, canaryPods []string) (analysis.Targets, error) {
+func (d *Engine) groupAnalysisTargets(ctx context.Context, objs []*unstructured.Unstructured, canaryPods []string) (analysis.Targets, error) {
 	ns := d.Namespace()
 	out := analysis.Targets{Namespace: ns}
 	selectors := serveSelectors(objs)

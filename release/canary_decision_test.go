@@ -138,7 +138,7 @@ func TestWaitFailsAtOnceOnACanaryLeftBehind(t *testing.T) {
 		watched = true
 		return wait.Result{}, nil
 	})
-	w := NewWatcher(&Engine{Store: store, Waiter: waiter, Objects: liveObjects{live}})
+	w := &Engine{Store: store, Waiter: waiter, Objects: liveObjects{live}}
 	res, err := w.Wait(ctx, WaitOptions{Name: "chat"})
 	require.Error(t, err)
 	assert.False(t, watched, "nothing to wait for")

@@ -33,7 +33,7 @@ type canaryDeploy struct {
 // records its report in rec and res. There is none (nil, and the report
 // says skipped) on a first install (no pods to hold a canary next to) or
 // when no Deployment's pod template differs from the deployed revision's.
-func (d *Deployer) planCanary(p *deployPlan, rec *storage.Release, res *Result, install bool, waves wavePlan) (*canaryDeploy, error) {
+func (d *Engine) planCanary(p *deployPlan, rec *storage.Release, res *Result, install bool, waves wavePlan) (*canaryDeploy, error) {
 	o := p.opts.Canary
 	if o == nil {
 		return nil, nil
@@ -130,7 +130,7 @@ func (c *canaryDeploy) applied(objs []*unstructured.Unstructured) []*unstructure
 // have their own durations). It returns the failure, if any, as the
 // rollout does: the wait's result and error, and the diagnosis when the
 // canary found it itself (a refusing gate).
-func (d *Deployer) runCanary(ctx context.Context, p *deployPlan, rec *storage.Release, c *canaryDeploy, applyOpts cluster.ApplyOptions, remaining func() time.Duration) (wait.Result, *rollout.Diagnosis, error) {
+func (d *Engine) runCanary(ctx context.Context, p *deployPlan, rec *storage.Release, c *canaryDeploy, applyOpts cluster.ApplyOptions, remaining func() time.Duration) (wait.Result, *rollout.Diagnosis, error) {
 	o := *p.opts.Canary
 	ns := d.Namespace()
 	goal := wait.CanaryGoal{Pods: map[string]int32{}, MaxRestarts: o.MaxRestarts}

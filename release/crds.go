@@ -364,7 +364,7 @@ func (c *crdObjects) Get(ctx context.Context, obj *unstructured.Unstructured, na
 
 // planDeployCRDs plans what the deploy does with its CRDs (none with
 // SkipCRDs).
-func (d *Deployer) planDeployCRDs(ctx context.Context, p *deployPlan) error {
+func (d *Engine) planDeployCRDs(ctx context.Context, p *deployPlan) error {
 	if p.opts.SkipCRDs {
 		return nil
 	}
@@ -480,7 +480,7 @@ func (e *Engine) createCRDs(ctx context.Context, plan *crdPlan, objs []*unstruct
 // cluster refused before anything was applied: the revision is marked
 // failed (nothing to roll back: no other object was applied, and CRDs are
 // never deleted).
-func (d *Deployer) crdsFailed(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time, install bool, err error) (*Result, error) {
+func (d *Engine) crdsFailed(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time, install bool, err error) (*Result, error) {
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}
@@ -494,7 +494,7 @@ func (d *Deployer) crdsFailed(ctx context.Context, p *deployPlan, rec *storage.R
 
 // keptCRDs returns the CRDs the release's revisions (entries) created,
 // which an uninstall leaves in place, and says so in one progress line.
-func (u *Uninstaller) keptCRDs(rec *storage.Release, entries []storage.Entry) []string {
+func (u *Engine) keptCRDs(rec *storage.Release, entries []storage.Entry) []string {
 	var names []string
 	for _, en := range entries {
 		r, err := en.Release()

@@ -41,7 +41,7 @@ import (
 // crdRecord returns the CRDs of the deploy's crds/ to keep in its record
 // (Release.CRDManifest): none with --skip-crds, and none, said in one
 // progress line, when they would make the record too large to store.
-func (d *Deployer) crdRecord(p *deployPlan) string {
+func (d *Engine) crdRecord(p *deployPlan) string {
 	manifest, err := p.crdManifest()
 	if err != nil {
 		d.emit(p.opts.Name, p.plan.Revision, PhaseCRDs, "", "not recorded", fmt.Sprintf(
@@ -74,7 +74,7 @@ func (p *deployPlan) crdManifest() (string, error) {
 // target's record to create (nil: none; see planCRDs for its errors), and
 // a *MissingKindsError when objs need a kind the cluster does not serve
 // that none of them defines.
-func (r *Rollbacker) planRollbackCRDs(ctx context.Context, target *storage.Release, objs []*unstructured.Unstructured) (*crdPlan, error) {
+func (r *Engine) planRollbackCRDs(ctx context.Context, target *storage.Release, objs []*unstructured.Unstructured) (*crdPlan, error) {
 	var crds []*unstructured.Unstructured
 	if strings.TrimSpace(target.CRDManifest) != "" {
 		parsed, err := cluster.ParseManifest(target.CRDManifest)
@@ -98,7 +98,7 @@ func (r *Rollbacker) planRollbackCRDs(ctx context.Context, target *storage.Relea
 // own API groups are served; the others are asked of discovery afresh
 // (a cached discovery, kubectl's on disk, still maps the kinds of a CRD
 // deleted since, and the apply would then fail under the lock).
-func (r *Rollbacker) checkKinds(ctx context.Context, target *storage.Release, plan *crdPlan, objs []*unstructured.Unstructured) error {
+func (r *Engine) checkKinds(ctx context.Context, target *storage.Release, plan *crdPlan, objs []*unstructured.Unstructured) error {
 	var gvks []schema.GroupVersionKind
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
@@ -145,7 +145,7 @@ func (r *Rollbacker) checkKinds(ctx context.Context, target *storage.Release, pl
 // lock, before any other object was applied: the revision rec is marked
 // failed and err (a *CRDError: exit code 6) returned, as for an apply the
 // cluster refused.
-func (r *Rollbacker) restoreCRDsFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, err error) (*Result, error) {
+func (r *Engine) restoreCRDsFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, err error) (*Result, error) {
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}

@@ -46,7 +46,7 @@ func withoutAdapter(opts release.DeployOptions) release.DeployOptions {
 // when two, revision 2 (the same crds/, no LoraAdapter, another greeting).
 func adapterRevisions(t *testing.T, f *engFixture, two bool) {
 	t.Helper()
-	d := release.NewDeployer(f.engine)
+	d := f.engine
 	_, err := d.Deploy(context.Background(), lean(crdOptions(baseSpec(), loraCRDObject(false))))
 	require.NoError(t, err)
 	if !two {
@@ -77,7 +77,7 @@ func TestRollbackRecreatesDeletedCRD(t *testing.T) {
 	c.onCreate = func() {
 		assert.Equal(t, storage.StatusPendingRollback, f.statuses(t)[3], "the CRD is created under the rollback's lock")
 	}
-	res, err := release.NewRollbacker(f.engine).Rollback(context.Background(),
+	res, err := f.engine.Rollback(context.Background(),
 		release.RollbackOptions{Name: engRelease, ToRevision: 1, Timeout: time.Minute})
 	require.NoError(t, err)
 
@@ -110,7 +110,7 @@ func TestRollbackCRDRefused(t *testing.T) {
 	c.deleteCRD(loraCRD)
 	c.createErr = errors.New("admission webhook denied the request")
 	applies := f.cluster.Applies()
-	res, err := release.NewRollbacker(f.engine).Rollback(context.Background(),
+	res, err := f.engine.Rollback(context.Background(),
 		release.RollbackOptions{Name: engRelease, ToRevision: 1, Timeout: time.Minute})
 	require.Error(t, err)
 	assert.Equal(t, 6, exitCode(err), "%v", err)
@@ -156,14 +156,14 @@ func TestRollbackRefusesKindsItCannotCreate(t *testing.T) {
 				c.put(loraCRDObject(false))
 				opts := lean(crdOptions(baseSpec(), loraCRDObject(false)))
 				opts.SkipCRDs = true
-				_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+				_, err := f.engine.Deploy(context.Background(), opts)
 				require.NoError(t, err)
 				require.Empty(t, f.record(t, 1).CRDManifest, "--skip-crds keeps no CRD")
 				s := baseSpec()
 				s.greeting = "bonjour"
 				opts = withoutAdapter(lean(crdOptions(s, loraCRDObject(false))))
 				opts.SkipCRDs = true
-				_, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+				_, err = f.engine.Deploy(context.Background(), opts)
 				require.NoError(t, err)
 			},
 			want: []string{"its CustomResourceDefinition is not in the cluster"},
@@ -177,7 +177,7 @@ func TestRollbackRefusesKindsItCannotCreate(t *testing.T) {
 			before := f.statuses(t)
 			applies, seen := f.cluster.Applies(), len(c.entries())
 
-			_, err := release.NewRollbacker(f.engine).Rollback(context.Background(),
+			_, err := f.engine.Rollback(context.Background(),
 				release.RollbackOptions{Name: engRelease, ToRevision: 1, Timeout: time.Minute})
 			require.Error(t, err)
 			var mk *release.MissingKindsError
@@ -232,11 +232,11 @@ func TestAutomaticRollbacksRecreateDeletedCRD(t *testing.T) {
 			s.greeting = "bonjour"
 			opts := withoutAdapter(lean(crdOptions(s, loraCRDObject(false))))
 			opts.RollbackOnFailure = !viaWait
-			_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+			_, err := f.engine.Deploy(context.Background(), opts)
 			require.Error(t, err)
 			if viaWait {
 				require.Equal(t, 4, exitCode(err), "%v", err)
-				_, err = release.NewWatcher(f.engine).Wait(context.Background(),
+				_, err = f.engine.Wait(context.Background(),
 					release.WaitOptions{Name: engRelease, RollbackOnFailure: true, Timeout: time.Minute})
 				require.Error(t, err)
 			}
@@ -264,7 +264,7 @@ func TestDeployLeavesOutCRDsTooLargeToRecord(t *testing.T) {
 		noise[i] = letters[rnd.IntN(len(letters))]
 	}
 	require.NoError(t, unstructured.SetNestedField(crd.Object, string(noise), "metadata", "annotations", "noise"))
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), lean(crdOptions(baseSpec(), crd)))
+	res, err := f.engine.Deploy(context.Background(), lean(crdOptions(baseSpec(), crd)))
 	require.NoError(t, err)
 	assert.Equal(t, storage.StatusDeployed, res.Status)
 	assert.Empty(t, f.record(t, 1).CRDManifest)

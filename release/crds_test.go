@@ -333,7 +333,7 @@ func TestDeployCreatesCRDsBeforeObjects(t *testing.T) {
 	}
 	opts := crdOptions(baseSpec(), loraCRDObject(false))
 	opts.Diff = true
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	res, err := f.engine.Deploy(context.Background(), opts)
 	require.NoError(t, err)
 
 	assert.Equal(t, []string{loraCRD}, res.CRDs)
@@ -377,7 +377,7 @@ func TestDeployRendersChartCRDs(t *testing.T) {
 	f, c := newCRDFixture(t)
 	ch, err := charts.Load("../testdata/charts/crds-demo")
 	require.NoError(t, err)
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), release.DeployOptions{
+	res, err := f.engine.Deploy(context.Background(), release.DeployOptions{
 		Name:    engRelease,
 		Render:  release.RenderInput{Chart: ch, Options: charts.RenderOptions{Namespace: engNS}},
 		Timeout: time.Minute,
@@ -403,14 +403,14 @@ func TestDeployLeavesExistingCRDAlone(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f, c := newCRDFixture(t)
-			_, err := release.NewDeployer(f.engine).Deploy(context.Background(), lean(crdOptions(baseSpec(), loraCRDObject(false))))
+			_, err := f.engine.Deploy(context.Background(), lean(crdOptions(baseSpec(), loraCRDObject(false))))
 			require.NoError(t, err)
 			before := c.crd(loraCRD)
 			seen := len(c.entries())
 
 			s := baseSpec()
 			s.greeting = tc.greeting
-			res, err := release.NewDeployer(f.engine).Deploy(context.Background(), lean(crdOptions(s, loraCRDObject(true))))
+			res, err := f.engine.Deploy(context.Background(), lean(crdOptions(s, loraCRDObject(true))))
 			require.NoError(t, err)
 			assert.Equal(t, before, c.crd(loraCRD), "the live CRD is unchanged (spec, resourceVersion)")
 			for _, l := range c.entries()[seen:] {
@@ -429,7 +429,7 @@ func TestDeployLeavesExistingCRDAlone(t *testing.T) {
 func TestDeployUpgradeCreatesAddedCRD(t *testing.T) {
 	f, c := newCRDFixture(t)
 	f.deploy(t, baseSpec())
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), crdOptions(baseSpec(), loraCRDObject(false)))
+	res, err := f.engine.Deploy(context.Background(), crdOptions(baseSpec(), loraCRDObject(false)))
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Revision)
 	assert.Equal(t, []string{loraCRD}, f.record(t, 2).CRDs)
@@ -444,7 +444,7 @@ func TestDryRunAndDiffCreateNoCRD(t *testing.T) {
 		f, c := newCRDFixture(t)
 		opts := crdOptions(baseSpec(), loraCRDObject(false))
 		opts.DryRun = true
-		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+		res, err := f.engine.Deploy(context.Background(), opts)
 		require.NoError(t, err)
 		assert.Nil(t, c.crd(loraCRD), "no CRD created")
 		assert.Empty(t, f.statuses(t), "nothing recorded")
@@ -460,7 +460,7 @@ func TestDryRunAndDiffCreateNoCRD(t *testing.T) {
 		f, c := newCRDFixture(t)
 		ch, err := charts.Load("../testdata/charts/crds-demo")
 		require.NoError(t, err)
-		rep, err := release.NewDiffer(f.engine).Diff(context.Background(), release.DiffOptions{
+		rep, err := f.engine.Diff(context.Background(), release.DiffOptions{
 			Name: engRelease, Render: release.RenderInput{Chart: ch, Options: charts.RenderOptions{Namespace: engNS}},
 		})
 		require.NoError(t, err)
@@ -538,7 +538,7 @@ func TestDeployCRDFailures(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
 				defer cancel()
 			}
-			res, err := release.NewDeployer(f.engine).Deploy(ctx, crdOptions(baseSpec(), loraCRDObject(false)))
+			res, err := f.engine.Deploy(ctx, crdOptions(baseSpec(), loraCRDObject(false)))
 			require.Error(t, err)
 			assert.Equal(t, 6, exitCode(err), "%v", err)
 			assert.Contains(t, err.Error(), "CustomResourceDefinition "+loraCRD)
@@ -572,7 +572,7 @@ func TestDeployWaitsForCRDEstablished(t *testing.T) {
 		defer c.mu.Unlock()
 		_ = unstructured.SetNestedSlice(c.crds[loraCRD].Object, establishedConditions(), "status", "conditions")
 	}
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), crdOptions(baseSpec(), loraCRDObject(false)))
+	res, err := f.engine.Deploy(context.Background(), crdOptions(baseSpec(), loraCRDObject(false)))
 	require.NoError(t, err)
 	assert.Equal(t, storage.StatusDeployed, res.Status)
 	assert.Contains(t, c.entries(), "watch crd "+loraCRD)
@@ -587,7 +587,7 @@ func TestDeploySkipCRDs(t *testing.T) {
 		f, c := newCRDFixture(t)
 		opts := crdOptions(baseSpec(), loraCRDObject(false))
 		opts.SkipCRDs = true
-		_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+		_, err := f.engine.Deploy(context.Background(), opts)
 		require.Error(t, err)
 		assert.Equal(t, 6, exitCode(err))
 		assert.Contains(t, err.Error(), "is its CRD installed?")
@@ -601,7 +601,7 @@ func TestDeploySkipCRDs(t *testing.T) {
 		c.put(loraCRDObject(false))
 		opts := crdOptions(baseSpec(), loraCRDObject(true))
 		opts.SkipCRDs = true
-		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+		res, err := f.engine.Deploy(context.Background(), opts)
 		require.NoError(t, err)
 		assert.Equal(t, storage.StatusDeployed, res.Status)
 		assert.Zero(t, c.gets(), "no CRD read")
@@ -620,7 +620,7 @@ func TestDeployWithoutCRDsReadsNone(t *testing.T) {
 
 	plain := newEngFixture(t)
 	plain.deploy(t, baseSpec())
-	_, err := release.NewDeployer(plain.engine).Deploy(context.Background(), crdOptions(baseSpec(), loraCRDObject(false)))
+	_, err := plain.engine.Deploy(context.Background(), crdOptions(baseSpec(), loraCRDObject(false)))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "cannot create CustomResourceDefinitions")
 }
@@ -665,7 +665,7 @@ func TestDeployInvalidCRDs(t *testing.T) {
 				}
 			}
 			opts = rebuilt(opts, objs)
-			_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+			_, err := f.engine.Deploy(context.Background(), opts)
 			require.Error(t, err)
 			assert.Equal(t, 2, exitCode(err), "%v", err)
 			assert.Contains(t, err.Error(), tc.want)
@@ -693,14 +693,14 @@ func TestUninstallKeepsCRDs(t *testing.T) {
 			if tc.crds == nil {
 				c.put(loraCRDObject(false))
 			}
-			_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+			_, err := f.engine.Deploy(context.Background(), opts)
 			require.NoError(t, err)
 			s := baseSpec()
 			s.greeting = "again"
-			_, err = release.NewDeployer(f.engine).Deploy(context.Background(), crdOptions(s, tc.crds...))
+			_, err = f.engine.Deploy(context.Background(), crdOptions(s, tc.crds...))
 			require.NoError(t, err)
 
-			res, err := release.NewUninstaller(f.engine).Uninstall(context.Background(), release.UninstallOptions{Name: engRelease})
+			res, err := f.engine.Uninstall(context.Background(), release.UninstallOptions{Name: engRelease})
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, res.KeptCRDs)
 			assert.NotNil(t, c.crd(loraCRD), "the CRD is left in place")

@@ -25,7 +25,7 @@ type DeployOptions struct {
 	// Name is the release name.
 	Name string
 	// Render is the chart the deploy renders and its render options: the
-	// Deployer renders it for the revision it writes (.Release.Revision and
+	// Engine.Deploy renders it for the revision it writes (.Release.Revision and
 	// .Release.IsUpgrade taken under the lock, .Capabilities.KubeVersion
 	// the server's); the record's chart, values and manifest and the
 	// chart's crds/ come from the render.
@@ -98,7 +98,7 @@ type DeployOptions struct {
 }
 
 // RenderInput is a chart and the render options of a deploy. Revision,
-// IsUpgrade and KubeVersion are set by the Deployer.
+// IsUpgrade and KubeVersion are set by Engine.Deploy.
 type RenderInput struct {
 	Chart   *chart.Chart
 	Options charts.RenderOptions
@@ -138,17 +138,6 @@ func (opts DeployOptions) verb(install bool) string {
 // nothing ("up to date").
 func (opts DeployOptions) reconciles() bool { return !opts.DryRun && !opts.ForceUnlock }
 
-// Deployer installs or upgrades a release: `vllmctl deploy`. It is the
-// whole pipeline, as Helm's action.Upgrade is: render → preflight and surge
-// policy → diff and the up-to-date check → lock → apply → record the
-// ReplicaSets → watch → automatic rollback.
-type Deployer struct {
-	*Engine
-}
-
-// NewDeployer returns a Deployer using engine.
-func NewDeployer(engine *Engine) *Deployer { return &Deployer{Engine: engine} }
-
 // Deploy deploys the release's next revision and waits for it:
 //
 //  1. the records are read and the chart rendered for the revision they
@@ -181,7 +170,7 @@ func NewDeployer(engine *Engine) *Deployer { return &Deployer{Engine: engine} }
 //
 // The result is returned whenever a revision was written, also with an
 // error.
-func (d *Deployer) Deploy(ctx context.Context, opts DeployOptions) (*Result, error) {
+func (d *Engine) Deploy(ctx context.Context, opts DeployOptions) (*Result, error) {
 	if err := d.check(needStore, needObjects, needWaiter, needClient); err != nil {
 		return nil, err
 	}
@@ -256,7 +245,7 @@ func settleOptions(ctx context.Context, opts *DeployOptions) error {
 // planDeploy reads the release's records and renders the chart for the
 // revision they imply; it returns the plan and the records it was made
 // from.
-func (d *Deployer) planDeploy(ctx context.Context, opts DeployOptions) (*deployPlan, []storage.Entry, error) {
+func (d *Engine) planDeploy(ctx context.Context, opts DeployOptions) (*deployPlan, []storage.Entry, error) {
 	entries, err := d.Store.List(ctx, opts.Name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("release %s: read its records: %w", opts.Name, err)
@@ -285,7 +274,7 @@ func (d *Deployer) planDeploy(ctx context.Context, opts DeployOptions) (*deployP
 // deployDryRun is a deploy with DryRun: the changes (with Diff), the
 // capacity preflight and a server-side dry run of every object; nothing is
 // recorded.
-func (d *Deployer) deployDryRun(ctx context.Context, p *deployPlan, entries []storage.Entry, start time.Time) (*Result, error) {
+func (d *Engine) deployDryRun(ctx context.Context, p *deployPlan, entries []storage.Entry, start time.Time) (*Result, error) {
 	if p.opts.Diff {
 		// --dry-run --diff: what the deploy would change, from the
 		// same server-side dry run a deploy computes it with.
@@ -305,7 +294,7 @@ func (d *Deployer) deployDryRun(ctx context.Context, p *deployPlan, entries []st
 // preflight. The dry run of the changes comes first: the preflight takes
 // the live Deployments and their dry-run outcome from it. A strategy the
 // preflight then steers changes the objects: their dry run is redone.
-func (d *Deployer) settleChanges(ctx context.Context, p *deployPlan, entries []storage.Entry) error {
+func (d *Engine) settleChanges(ctx context.Context, p *deployPlan, entries []storage.Entry) error {
 	if err := d.changes(ctx, p, entries); err != nil {
 		return err
 	}

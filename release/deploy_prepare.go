@@ -114,7 +114,7 @@ type deployPlan struct {
 }
 
 // prepare renders the chart for plan and prepares the objects.
-func (d *Deployer) prepare(ctx context.Context, opts DeployOptions, plan storage.Plan, entries []storage.Entry) (*deployPlan, error) {
+func (d *Engine) prepare(ctx context.Context, opts DeployOptions, plan storage.Plan, entries []storage.Entry) (*deployPlan, error) {
 	p := &deployPlan{opts: opts}
 	kv, rc, err := d.RenderCluster(ctx, opts.Name, !opts.SkipCRDs)
 	if err != nil {
@@ -244,7 +244,7 @@ func prepareObjects(name string, objs []*unstructured.Unstructured, manifest str
 // preflight runs the capacity preflight (unless skipped): a refusal is an
 // error with exit code 2, before anything is applied or recorded; a
 // strategy the surge policy changed is applied to the objects.
-func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
+func (d *Engine) preflight(ctx context.Context, p *deployPlan) error {
 	opts := p.opts
 	p.surge = p.surgeGroups(d.Namespace(), !p.plan.Upgrade)
 	if opts.SkipPreflight {
@@ -315,7 +315,7 @@ func (d *Deployer) preflight(ctx context.Context, p *deployPlan) error {
 }
 
 // preflightAdjusts is preflight, reporting whether it changed the objects.
-func (d *Deployer) preflightAdjusts(ctx context.Context, p *deployPlan) (bool, error) {
+func (d *Engine) preflightAdjusts(ctx context.Context, p *deployPlan) (bool, error) {
 	before := p.manifest
 	if err := d.preflight(ctx, p); err != nil {
 		return false, err
@@ -332,7 +332,7 @@ func (d *Deployer) preflightAdjusts(ctx context.Context, p *deployPlan) (bool, e
 // without the release's labels (another release's, or made by other
 // means) refuses the deploy (*OwnershipError) unless TakeOwnership adopts
 // it, which the revision's description then says.
-func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []storage.Entry) error {
+func (d *Engine) changes(ctx context.Context, p *deployPlan, entries []storage.Entry) error {
 	rep, known, dry, err := d.withCRDs(p.crds).diffLive(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
 	if err != nil {
 		// Whose objects they are comes first: a refused dry run may be
@@ -369,7 +369,7 @@ func (d *Deployer) changes(ctx context.Context, p *deployPlan, entries []storage
 }
 
 // emitDiff emits what the deploy changes (a PhaseDiff event), when asked.
-func (d *Deployer) emitDiff(p *deployPlan) {
+func (d *Engine) emitDiff(p *deployPlan) {
 	if p.opts.Diff && p.diff != nil {
 		d.emitEvent(ProgressEvent{Release: p.opts.Name, Phase: PhaseDiff, Diff: p.diff})
 	}
@@ -502,7 +502,7 @@ func (e *Engine) healthyDeployed(ctx context.Context, entries []storage.Entry) (
 	if err != nil {
 		return nil, err
 	}
-	status, err := NewStatuser(e).StatusOf(ctx, rec)
+	status, err := e.StatusOf(ctx, rec)
 	if err != nil {
 		return nil, err
 	}

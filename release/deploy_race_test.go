@@ -92,18 +92,18 @@ func TestDeployDecidesUnderTheLock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newEngFixture(t)
 			ctx := context.Background()
-			_, err := release.NewDeployer(f.engine).Deploy(ctx, raceOptions(tc.revision, tc.first))
+			_, err := f.engine.Deploy(ctx, raceOptions(tc.revision, tc.first))
 			require.NoError(t, err)
 
 			racer := *f.engine
 			racer.Progress = nil
 			mine := *f.engine
 			mine.Store = &racingStore{Store: f.store, race: func() {
-				res, err := release.NewDeployer(&racer).Deploy(ctx, raceOptions(tc.revision, tc.racer))
+				res, err := racer.Deploy(ctx, raceOptions(tc.revision, tc.racer))
 				require.NoError(t, err)
 				require.Equal(t, 2, res.Revision)
 			}}
-			res, err := release.NewDeployer(&mine).Deploy(ctx, raceOptions(tc.revision, tc.mine))
+			res, err := mine.Deploy(ctx, raceOptions(tc.revision, tc.mine))
 			require.NoError(t, err)
 			assert.Equal(t, tc.wantRevision, res.Revision)
 			if tc.upToDate {

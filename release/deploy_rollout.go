@@ -20,7 +20,7 @@ import (
 
 // createNamespace creates the release namespace when asked to: the
 // records live there, so it must exist before the lock can be taken.
-func (d *Deployer) createNamespace(ctx context.Context, opts DeployOptions) error {
+func (d *Engine) createNamespace(ctx context.Context, opts DeployOptions) error {
 	if !opts.CreateNamespace {
 		return nil
 	}
@@ -36,7 +36,7 @@ func (d *Deployer) createNamespace(ctx context.Context, opts DeployOptions) erro
 
 // lock takes the release's lock: the next revision, pending, with the
 // chart, the user values and the manifest.
-func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*storage.Release, error) {
+func (d *Engine) lock(ctx context.Context, p *deployPlan) (*storage.Release, error) {
 	opts := p.opts
 	rec, err := storage.Acquire(ctx, d.Store, opts.Name, storage.OpDeploy, d.lockTerms(storage.LockOptions{
 		Holder:  d.holder(),
@@ -62,7 +62,7 @@ func (d *Deployer) lock(ctx context.Context, p *deployPlan) (*storage.Release, e
 // only if the records did not change while it was computed: they are read
 // again, and any change sends the deploy to the lock, where the decision
 // is taken again (recheck).
-func (d *Deployer) upToDate(ctx context.Context, p *deployPlan, entries []storage.Entry, start time.Time) (*Result, error) {
+func (d *Engine) upToDate(ctx context.Context, p *deployPlan, entries []storage.Entry, start time.Time) (*Result, error) {
 	if !p.opts.reconciles() || p.diff == nil || !p.diff.Empty() {
 		return nil, nil
 	}
@@ -82,7 +82,7 @@ func (d *Deployer) upToDate(ctx context.Context, p *deployPlan, entries []storag
 
 // upToDateResult reports a deploy that changes nothing: a done event and
 // the result document of the healthy deployed revision current.
-func (d *Deployer) upToDateResult(current *StatusReport, start time.Time) *Result {
+func (d *Engine) upToDateResult(current *StatusReport, start time.Time) *Result {
 	d.emit(current.Release, current.Revision, PhaseDone, "", "up to date",
 		fmt.Sprintf("release %s is up to date (revision %d): nothing to change, no new revision", current.Release, current.Revision))
 	return upToDateResult(current, start, d.clock())
@@ -94,7 +94,7 @@ func (d *Deployer) upToDateResult(current *StatusReport, start time.Time) *Resul
 // is computed again; when nothing would change then and the deployed
 // revision is healthy, the pending record is removed and res is the
 // up-to-date result: done is true.
-func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *storage.Release, before []storage.Entry, res *Result, start time.Time) (bool, error) {
+func (d *Engine) recheck(ctx context.Context, p *deployPlan, rec *storage.Release, before []storage.Entry, res *Result, start time.Time) (bool, error) {
 	entries := p.seen
 	if entries == nil {
 		var err error
@@ -133,7 +133,7 @@ func (d *Deployer) recheck(ctx context.Context, p *deployPlan, rec *storage.Rele
 // replan renders the objects again for the revision the lock holds (when
 // it is not the one they were rendered for) and computes again what the
 // deploy changes.
-func (d *Deployer) replan(ctx context.Context, p *deployPlan, rec *storage.Release, entries []storage.Entry) error {
+func (d *Engine) replan(ctx context.Context, p *deployPlan, rec *storage.Release, entries []storage.Entry) error {
 	plan := storage.Plan{Revision: rec.Revision, Upgrade: rec.Status == storage.StatusPendingUpgrade}
 	if ro := p.opts.Render.Options; plan != p.plan || ro.ReuseValues || ro.ResetThenReuseValues {
 		// With --reuse-values the values depend on the current revision,
@@ -162,7 +162,7 @@ func (d *Deployer) replan(ctx context.Context, p *deployPlan, rec *storage.Relea
 
 // unlock removes the pending record of a deploy that applied nothing
 // (it changed nothing, or failed before the apply) and returns cause.
-func (d *Deployer) unlock(ctx context.Context, rec *storage.Release, cause error) error {
+func (d *Engine) unlock(ctx context.Context, rec *storage.Release, cause error) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storage.FinishTimeout)
 	defer cancel()
 	if err := d.Store.Delete(fctx, rec.Name, rec.Revision); err != nil {
@@ -173,7 +173,7 @@ func (d *Deployer) unlock(ctx context.Context, rec *storage.Release, cause error
 
 // rollout applies the objects under the lock, records the ReplicaSets,
 // waits and finishes the record.
-func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time) (*Result, error) {
+func (d *Engine) rollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time) (*Result, error) {
 	opts, objs := p.opts, p.objs
 	install := rec.Status == storage.StatusPendingInstall
 
@@ -255,7 +255,7 @@ func (d *Deployer) rollout(ctx context.Context, p *deployPlan, rec *storage.Rele
 // that fails fails the rollout as a failed wait does (with rollback on
 // failure the previous good revision is restored: exit code 3); its
 // result and error are then returned.
-func (d *Deployer) deployHooks(ctx context.Context, rec *storage.Release, res *Result, opts DeployOptions, install bool,
+func (d *Engine) deployHooks(ctx context.Context, rec *storage.Release, res *Result, opts DeployOptions, install bool,
 	onInstall, onUpgrade charts.HookEvent) (*Result, error) {
 	event := onUpgrade
 	if install {
@@ -306,7 +306,7 @@ func (e *InterruptedError) ExitCode() int { return exitcode.Interrupted }
 // previousObjects returns the objects of the release's live revisions
 // before rec, among the records known under the lock: what the deploy
 // prunes unless rec has them too.
-func (d *Deployer) previousObjects(ctx context.Context, p *deployPlan, rec *storage.Release) ([]*unstructured.Unstructured, error) {
+func (d *Engine) previousObjects(ctx context.Context, p *deployPlan, rec *storage.Release) ([]*unstructured.Unstructured, error) {
 	live, err := d.liveRevisionsAmong(ctx, p.underLock, rec.Name, rec.Revision)
 	var previous []*unstructured.Unstructured
 	if err == nil {
@@ -320,7 +320,7 @@ func (d *Deployer) previousObjects(ctx context.Context, p *deployPlan, rec *stor
 
 // applyObjects applies objs under the lock, reporting each in res and the
 // progress events, and notes the canaries this deploy replaced.
-func (d *Deployer) applyObjects(ctx context.Context, rec *storage.Release, res *Result, objs []*unstructured.Unstructured,
+func (d *Engine) applyObjects(ctx context.Context, rec *storage.Release, res *Result, objs []*unstructured.Unstructured,
 	applyOpts cluster.ApplyOptions) ([]cluster.ApplyResult, error) {
 	applied, err := d.Objects.Apply(ctx, objs, applyOpts)
 	res.Applied = applied
@@ -337,7 +337,7 @@ func (d *Deployer) applyObjects(ctx context.Context, rec *storage.Release, res *
 // applyFailed finishes a deploy whose apply the cluster refused. Refused
 // midway on an upgrade with RollbackOnFailure, what was applied before the
 // refusal is restored to the previous good revision (exit code 3).
-func (d *Deployer) applyFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
+func (d *Engine) applyFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
 	applied []cluster.ApplyResult, err error, install bool) (*Result, error) {
 	f := applyFailure(err)
 	if opts.RollbackOnFailure && !install && changedAny(applied) {
@@ -351,7 +351,7 @@ func (d *Deployer) applyFailed(ctx context.Context, rec *storage.Release, res *R
 // was held); the canary's summary is added to opts.Note. It returns the
 // wait's result and failure (werr; f, when already known). A lock taken
 // over during the discovery is werr as it is.
-func (d *Deployer) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, canary *canaryDeploy, waves wavePlan, applyOpts cluster.ApplyOptions,
+func (d *Engine) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, canary *canaryDeploy, waves wavePlan, applyOpts cluster.ApplyOptions,
 	applied []cluster.ApplyResult, start time.Time, opts *DeployOptions) (wres wait.Result, f *rollout.Diagnosis, werr error) {
 	objs, clk := waves.first, d.clock()
 	deadline := start.Add(opts.Timeout)
@@ -395,7 +395,7 @@ func (d *Deployer) awaitRollout(ctx context.Context, p *deployPlan, rec *storage
 
 // waitFailed finishes a rollout whose ReplicaSet discovery, canary or wait
 // failed (werr; f, when already known).
-func (d *Deployer) waitFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
+func (d *Engine) waitFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
 	wres wait.Result, werr error, f *rollout.Diagnosis, install bool) (*Result, error) {
 	if ctx.Err() != nil {
 		// Interrupted mid-rollout: the new revision never became
@@ -414,7 +414,7 @@ func (d *Deployer) waitFailed(ctx context.Context, rec *storage.Release, res *Re
 // finishDeployed finishes a healthy rollout: rec is marked deployed, then
 // what the previous revisions had and this one has not is pruned, then
 // the records beyond opts.HistoryMax are deleted.
-func (d *Deployer) finishDeployed(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
+func (d *Engine) finishDeployed(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
 	previous []*unstructured.Unstructured, install bool) (*Result, error) {
 	clk := d.clock()
 	desc := "Upgrade complete"
@@ -456,7 +456,7 @@ func lockLost(err error) error {
 }
 
 // finishFailed marks rec failed and returns the result with err.
-func (d *Deployer) finishFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *rollout.Diagnosis, err error) (*Result, error) {
+func (d *Engine) finishFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *rollout.Diagnosis, err error) (*Result, error) {
 	if merr := d.markFailed(ctx, rec, desc, f); merr != nil {
 		err = errors.Join(err, merr)
 	}
@@ -467,7 +467,7 @@ func (d *Deployer) finishFailed(ctx context.Context, rec *storage.Release, res *
 // rolloutFailed handles a failed ReplicaSet discovery or wait: diagnosis
 // (f, when already known), the automatic rollback while the lock is held,
 // then the failed record.
-func (d *Deployer) rolloutFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
+func (d *Engine) rolloutFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
 	wres wait.Result, werr error, f *rollout.Diagnosis, install bool) (*Result, error) {
 	if f == nil {
 		f = waitFailure(wres, werr)
@@ -498,10 +498,10 @@ func (d *Deployer) rolloutFailed(ctx context.Context, rec *storage.Release, res 
 // autoRollback restores the newest good revision while the failed
 // revision's lock is still held, on a context of its own (an interrupt of
 // the deploy stops the wait, never the rescue) bounded by its own budget.
-func (d *Deployer) autoRollback(ctx context.Context, failed *storage.Release, opts DeployOptions) (*Result, error) {
+func (d *Engine) autoRollback(ctx context.Context, failed *storage.Release, opts DeployOptions) (*Result, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.RollbackTimeout)
 	defer cancel()
-	return NewRollbacker(d.Engine).RollbackHeld(rctx, failed, RollbackOptions{
+	return d.RollbackHeld(rctx, failed, RollbackOptions{
 		Timeout:        opts.RollbackTimeout,
 		HistoryMax:     opts.HistoryMax,
 		ForceConflicts: opts.ForceConflicts,
@@ -510,7 +510,7 @@ func (d *Deployer) autoRollback(ctx context.Context, failed *storage.Release, op
 
 // dryRun applies every object with a server-side dry run; nothing is
 // recorded.
-func (d *Deployer) dryRun(ctx context.Context, p *deployPlan, start time.Time) (*Result, error) {
+func (d *Engine) dryRun(ctx context.Context, p *deployPlan, start time.Time) (*Result, error) {
 	opts := p.opts
 	status := storage.StatusPendingInstall
 	if p.plan.Upgrade {
@@ -554,7 +554,7 @@ func (d *Deployer) dryRun(ctx context.Context, p *deployPlan, start time.Time) (
 
 // markDeployed marks rec deployed and supersedes the deployed revision,
 // among the records known under the lock when they are.
-func (d *Deployer) markDeployed(ctx context.Context, p *deployPlan, rec *storage.Release, desc string) error {
+func (d *Engine) markDeployed(ctx context.Context, p *deployPlan, rec *storage.Release, desc string) error {
 	return storage.MarkDeployedAmong(ctx, d.Store, rec, d.clock(), desc, p.underLock)
 }
 

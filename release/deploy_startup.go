@@ -56,7 +56,7 @@ func followingNote(t time.Duration) string {
 // (StartupTimeout) and there is nothing to warn about. Given one, it warns
 // about every Deployment whose pods may take longer than it allows: such
 // a rollout times out while the pods are still loading their weights.
-func (d *Deployer) warnStartup(p *deployPlan) {
+func (d *Engine) warnStartup(p *deployPlan) {
 	for _, w := range p.renderWarnings {
 		d.emit(p.opts.Name, 0, PhaseRender, "", "warning", w)
 	}

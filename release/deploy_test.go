@@ -80,7 +80,7 @@ func TestDeployDryRunRecordsNothing(t *testing.T) {
 	f := newEngFixture(t)
 	opts := baseSpec().options()
 	opts.DryRun = true
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	res, err := f.engine.Deploy(context.Background(), opts)
 	require.NoError(t, err)
 	assert.True(t, res.DryRun)
 	assert.Equal(t, 1, res.Revision)
@@ -91,7 +91,7 @@ func TestDeployDryRunRecordsNothing(t *testing.T) {
 	assert.Zero(t, f.waiter.Calls())
 
 	f.deploy(t, baseSpec())
-	res, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	res, err = f.engine.Deploy(context.Background(), opts)
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Revision)
 	assert.Equal(t, storage.StatusPendingUpgrade, res.Status)
@@ -101,15 +101,15 @@ func TestDeployDryRunRecordsNothing(t *testing.T) {
 func TestDeployRefusesBadInputBeforeLocking(t *testing.T) {
 	cases := []struct {
 		name   string
-		mutate func(*release.DeployOptions, *release.Deployer)
+		mutate func(*release.DeployOptions, *release.Engine)
 		want   string
 	}{
-		{name: "invalid release name", mutate: func(o *release.DeployOptions, _ *release.Deployer) { o.Name = "Chat_1" },
+		{name: "invalid release name", mutate: func(o *release.DeployOptions, _ *release.Engine) { o.Name = "Chat_1" },
 			want: `invalid release name "Chat_1"`},
-		{name: "bad manifest", mutate: func(o *release.DeployOptions, _ *release.Deployer) {
+		{name: "bad manifest", mutate: func(o *release.DeployOptions, _ *release.Engine) {
 			o.Render.Chart.Templates[0].Data = []byte("kind: [\n")
 		}, want: "templates/objects.yaml"},
-		{name: "preflight refuses", mutate: func(o *release.DeployOptions, _ *release.Deployer) {
+		{name: "preflight refuses", mutate: func(o *release.DeployOptions, _ *release.Engine) {
 			s := baseSpec()
 			s.gpus = 16 // the fake cluster's only node has 8
 			*o = s.options()
@@ -119,7 +119,7 @@ func TestDeployRefusesBadInputBeforeLocking(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newEngFixture(t)
 			opts := baseSpec().options()
-			d := release.NewDeployer(f.engine)
+			d := f.engine
 			tc.mutate(&opts, d)
 			res, err := d.Deploy(context.Background(), opts)
 			require.Error(t, err)
@@ -150,7 +150,7 @@ func TestDeployFieldConflictMarksFailed(t *testing.T) {
 	}
 	s := baseSpec()
 	s.image = "vllm/vllm-openai:v0.11.0"
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	res, err := f.engine.Deploy(context.Background(), s.options())
 	require.Error(t, err)
 	assert.Equal(t, 6, exitCode(err))
 	var ce *cluster.FieldConflictError
@@ -166,7 +166,7 @@ func TestDeployFieldConflictMarksFailed(t *testing.T) {
 
 	opts := s.options()
 	opts.ForceConflicts = true
-	res, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	res, err = f.engine.Deploy(context.Background(), opts)
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Revision)
 	assert.Equal(t, storage.StatusDeployed, f.statuses(t)[3])
@@ -182,7 +182,7 @@ func TestDeployRolloutFailure(t *testing.T) {
 			f.waiter.Script = releasetest.FailKind("Deployment", outcome, "Progress deadline exceeded")
 			s.extra = false
 			s.image = "vllm/vllm-openai:crash"
-			res, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+			res, err := f.engine.Deploy(context.Background(), s.options())
 			require.Error(t, err)
 			var re *release.RolloutError
 			require.ErrorAs(t, err, &re)
@@ -234,7 +234,7 @@ func TestDeployOnFailureRollsBackWhileHoldingTheLock(t *testing.T) {
 	opts := s.options()
 	opts.RollbackOnFailure = true
 	opts.RollbackTimeout = time.Minute
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	res, err := f.engine.Deploy(context.Background(), opts)
 	require.Error(t, err)
 	assert.Equal(t, 3, exitCode(err))
 	assert.Contains(t, err.Error(), "rolled back to revision 1")
@@ -255,7 +255,7 @@ func TestDeployOnFailureRollsBackWhileHoldingTheLock(t *testing.T) {
 func TestDeployRollbackDisabledOrImpossible(t *testing.T) {
 	f := newEngFixture(t)
 	f.waiter.Script = releasetest.FailKind("Deployment", wait.OutcomeFailed, "CrashLoopBackOff")
-	d := release.NewDeployer(f.engine)
+	d := f.engine
 	ran := 0
 	progress := f.engine.Progress
 	f.engine.Progress = func(ev release.ProgressEvent) {
@@ -294,14 +294,14 @@ func TestDeployPrunesOnlyAfterHealthy(t *testing.T) {
 	f.cluster.Put(unrelated)
 
 	s.extra = false
-	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	_, err := f.engine.Deploy(context.Background(), s.options())
 	var oe *release.OwnershipError
 	require.ErrorAs(t, err, &oe, "chat-config is not the release's any more: refused")
 	assert.Equal(t, 6, exitCode(err))
 	assert.Contains(t, err.Error(), "v1 ConfigMap ml/chat-config (not managed by vllmctl)")
 	opts := s.options()
 	opts.TakeOwnership = true
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	res, err := f.engine.Deploy(context.Background(), opts)
 	require.NoError(t, err)
 	assert.Contains(t, res.Description, "took ownership of v1 ConfigMap ml/chat-config")
 	assert.Equal(t, []object.Ref{{Version: "v1", Kind: "ConfigMap", Namespace: engNS, Name: "chat-extra"}}, res.Pruned)
@@ -316,7 +316,7 @@ func TestDeployPrunesWhatAFailedRevisionAdded(t *testing.T) {
 	s := baseSpec()
 	s.extra = true
 	s.image = "vllm/vllm-openai:crash"
-	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	_, err := f.engine.Deploy(context.Background(), s.options())
 	require.Error(t, err)
 	require.NotNil(t, f.configMap("chat-extra"))
 
@@ -335,7 +335,7 @@ func TestDeployLock(t *testing.T) {
 	require.NoError(t, err)
 
 	applies := f.cluster.Applies()
-	_, err = release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
+	_, err = f.engine.Deploy(ctx, baseSpec().options())
 	var le *storage.LockedError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, 5, exitCode(err))
@@ -344,7 +344,7 @@ func TestDeployLock(t *testing.T) {
 
 	opts := baseSpec().options()
 	opts.ForceUnlock = true
-	res, err := release.NewDeployer(f.engine).Deploy(ctx, opts)
+	res, err := f.engine.Deploy(ctx, opts)
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Revision)
 	assert.Equal(t, storage.StatusFailed, f.statuses(t)[other.Revision])
@@ -354,7 +354,7 @@ func TestDeployLock(t *testing.T) {
 	_, err = storage.Acquire(ctx, f.store, engRelease, storage.OpDeploy, storage.LockOptions{Holder: "bob", Clock: releasetest.ClockFunc(f.tick), Lease: 3 * time.Second})
 	require.NoError(t, err)
 	f.advance(2 * time.Minute)
-	res, err = release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
+	res, err = f.engine.Deploy(ctx, baseSpec().options())
 	require.NoError(t, err)
 	assert.Equal(t, 5, res.Revision)
 	assert.Equal(t, storage.StatusFailed, f.statuses(t)[4])
@@ -383,7 +383,7 @@ func TestDeployLosesItsLockWhileWaiting(t *testing.T) {
 			takeoverFailed <- err
 		}
 	}()
-	_, err := release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
+	_, err := f.engine.Deploy(ctx, baseSpec().options())
 	var ce *storage.ConflictError
 	require.ErrorAs(t, err, &ce, "got %v", err)
 	assert.Equal(t, 5, exitCode(err))
@@ -399,7 +399,7 @@ func TestDeployInterrupted(t *testing.T) {
 		<-wctx.Done()
 		return wait.Result{Outcome: wait.OutcomeCanceled, Objects: objs}, wctx.Err()
 	}
-	res, err := release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
+	res, err := f.engine.Deploy(ctx, baseSpec().options())
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, storage.StatusFailed, res.Status)
 	assert.Equal(t, "Interrupted", res.Failure.Reason)
@@ -413,7 +413,7 @@ func TestDeployHistoryMax(t *testing.T) {
 		s.greeting = string(rune('a' + i))
 		opts := s.options()
 		opts.HistoryMax = 2
-		_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+		_, err := f.engine.Deploy(context.Background(), opts)
 		require.NoError(t, err)
 	}
 	assert.Equal(t, map[int]storage.Status{3: storage.StatusSuperseded, 4: storage.StatusDeployed}, f.statuses(t))
@@ -424,7 +424,7 @@ func TestDeployStrategyOverride(t *testing.T) {
 	opts := baseSpec().options()
 	opts.MaxSurge = ptr.To(intstr.FromInt32(0))
 	opts.MaxUnavailable = ptr.To(intstr.FromString("25%"))
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	res, err := f.engine.Deploy(context.Background(), opts)
 	require.NoError(t, err)
 	d, err := f.cluster.Client.AppsV1().Deployments(engNS).Get(context.Background(), "chat", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -451,7 +451,7 @@ func TestDeployPreflightMayReplaceTheObjects(t *testing.T) {
 		require.NoError(t, unstructured.SetNestedField(objs[2].Object, int64(2), "spec", "replicas"))
 		return rebuilt(opts, objs)
 	}
-	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), twoReplicas(s))
+	_, err := f.engine.Deploy(context.Background(), twoReplicas(s))
 	require.NoError(t, err)
 	// The two old pods hold all 8 GPUs of the only node.
 	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
@@ -467,7 +467,7 @@ func TestDeployPreflightMayReplaceTheObjects(t *testing.T) {
 	}
 
 	s.image = "vllm/vllm-openai:v0.11.0"
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), twoReplicas(s))
+	res, err := f.engine.Deploy(context.Background(), twoReplicas(s))
 	require.NoError(t, err)
 	require.NotNil(t, res.Preflight)
 	assert.True(t, res.Preflight.Changed())
@@ -494,7 +494,7 @@ func TestDeployRefusedDryRunAppliesNothing(t *testing.T) {
 	}
 	s := baseSpec()
 	s.greeting = "v2"
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	res, err := f.engine.Deploy(context.Background(), s.options())
 	require.Error(t, err)
 	assert.Nil(t, res)
 	assert.Equal(t, 2, exitCode(err))
@@ -506,7 +506,7 @@ func TestDeployRefusedDryRunAppliesNothing(t *testing.T) {
 	f.cluster.ApplyHook = func(obj *unstructured.Unstructured, _ cluster.ApplyOptions) error {
 		return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, obj.GetName(), errors.New("no"))
 	}
-	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	_, err = f.engine.Deploy(context.Background(), s.options())
 	assert.Equal(t, 6, exitCode(err), "a refusal other than invalid: the cluster refused")
 	assert.Equal(t, map[int]storage.Status{1: storage.StatusDeployed}, f.statuses(t))
 }
@@ -529,7 +529,7 @@ func TestDeployRefusedMidwayRestoresThePreviousRevision(t *testing.T) {
 	s.args = []string{"--model=a", "--max-model-len=4096"}
 	opts := s.options()
 	opts.RollbackOnFailure = true
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	res, err := f.engine.Deploy(context.Background(), opts)
 	require.Error(t, err)
 	assert.Equal(t, 3, exitCode(err), "%v", err)
 	assert.Equal(t, 1, res.RolledBackTo)
@@ -537,7 +537,7 @@ func TestDeployRefusedMidwayRestoresThePreviousRevision(t *testing.T) {
 	assert.Equal(t, map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusFailed, 3: storage.StatusDeployed}, f.statuses(t))
 
 	opts.RollbackOnFailure = false
-	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	_, err = f.engine.Deploy(context.Background(), opts)
 	assert.Equal(t, 6, exitCode(err), "without rollback on failure: the cluster's refusal: %v", err)
 }
 
@@ -567,7 +567,7 @@ func TestDeployRefusesObjectsOfOthers(t *testing.T) {
 				cm.SetAnnotations(map[string]string{owner.AnnotationNamespace: "elsewhere"})
 			}
 			f.cluster.Put(cm)
-			res, err := release.NewDeployer(f.engine).Deploy(context.Background(), baseSpec().options())
+			res, err := f.engine.Deploy(context.Background(), baseSpec().options())
 			require.Error(t, err)
 			assert.Nil(t, res)
 			assert.Equal(t, 6, exitCode(err))
@@ -579,7 +579,7 @@ func TestDeployRefusesObjectsOfOthers(t *testing.T) {
 
 			opts := baseSpec().options()
 			opts.TakeOwnership = true
-			res, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+			res, err = f.engine.Deploy(context.Background(), opts)
 			require.NoError(t, err)
 			assert.Contains(t, f.record(t, res.Revision).Description, "took ownership of v1 ConfigMap ml/chat-config ("+tc.owner+")")
 			assert.Equal(t, engRelease, f.configMap("chat-config").GetLabels()[owner.LabelRelease])
@@ -602,7 +602,7 @@ func TestDeployRecognisesObjectsMarkedBeforeTheReleaseLabel(t *testing.T) {
 
 	s := baseSpec()
 	s.greeting = "v2"
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	res, err := f.engine.Deploy(context.Background(), s.options())
 	require.NoError(t, err)
 	assert.NotContains(t, f.record(t, res.Revision).Description, "took ownership")
 	live := f.configMap("chat-config")
@@ -622,12 +622,12 @@ func TestDeployPreflightReusesTheDryRun(t *testing.T) {
 	deploymentCalls := func(t *testing.T, s spec, skip bool) (gets, applies int, res *release.Result) {
 		f := newEngFixture(t)
 		ctx := context.Background()
-		_, err := release.NewDeployer(f.engine).Deploy(ctx, baseSpec().options())
+		_, err := f.engine.Deploy(ctx, baseSpec().options())
 		require.NoError(t, err)
 		f.cluster.Client.ClearActions()
 		opts := s.options()
 		opts.SkipPreflight = skip
-		res, err = release.NewDeployer(f.engine).Deploy(ctx, opts)
+		res, err = f.engine.Deploy(ctx, opts)
 		require.NoError(t, err)
 		for _, a := range f.cluster.Client.Actions() {
 			if a.GetResource().Resource != "deployments" {
@@ -668,7 +668,7 @@ func TestDeployPreflightReusesTheDryRun(t *testing.T) {
 // is asked anything: nothing recorded.
 func TestDeployWithoutChartRefused(t *testing.T) {
 	f := newEngFixture(t)
-	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), release.DeployOptions{Name: engRelease})
+	_, err := f.engine.Deploy(context.Background(), release.DeployOptions{Name: engRelease})
 	require.Error(t, err)
 	assert.Equal(t, 2, exitCode(err), "%v", err)
 	assert.Empty(t, f.statuses(t))

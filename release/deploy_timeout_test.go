@@ -150,7 +150,7 @@ func TestDeployTimeoutFollowsTheStartupBudget(t *testing.T) {
 				opts = withStartupProbe(t, opts, tc.failureThreshold, tc.readinessDelay)
 			}
 			opts.Timeout, opts.DryRun = tc.timeout, tc.dryRun
-			res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+			res, err := f.engine.Deploy(context.Background(), opts)
 			require.NoError(t, err)
 			require.NotNil(t, res)
 
@@ -180,7 +180,7 @@ func TestRollbackAndWaitTimeoutFollowTheStartupBudget(t *testing.T) {
 	w := &waitTimeouts{}
 	f.waiter.Script = w.script
 	s := baseSpec()
-	d := release.NewDeployer(f.engine)
+	d := f.engine
 	_, err := d.Deploy(context.Background(), withStartupProbe(t, s.options(), 180, 0))
 	require.NoError(t, err)
 	s.image = "vllm/vllm-openai:v0.11.0"
@@ -188,13 +188,13 @@ func TestRollbackAndWaitTimeoutFollowTheStartupBudget(t *testing.T) {
 	require.NoError(t, err)
 
 	f.clearEvents()
-	_, err = release.NewWatcher(f.engine).Wait(context.Background(), release.WaitOptions{Name: engRelease})
+	_, err = f.engine.Wait(context.Background(), release.WaitOptions{Name: engRelease})
 	require.NoError(t, err)
 	assertWaited(t, w, release.DefaultTimeout) // revision 2: a 5m budget
 	follows, _ := f.timeoutLines()
 	assert.Empty(t, follows)
 
-	res, err := release.NewRollbacker(f.engine).Rollback(context.Background(), release.RollbackOptions{Name: engRelease, ToRevision: 1})
+	res, err := f.engine.Rollback(context.Background(), release.RollbackOptions{Name: engRelease, ToRevision: 1})
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Revision)
 	assertWaited(t, w, 31*time.Minute)
@@ -202,12 +202,12 @@ func TestRollbackAndWaitTimeoutFollowTheStartupBudget(t *testing.T) {
 	assert.Equal(t, []string{"rollback: 31m0s, following the startup probe's budget (no --timeout given)"}, follows)
 
 	f.clearEvents()
-	_, err = release.NewWatcher(f.engine).Wait(context.Background(), release.WaitOptions{Name: engRelease})
+	_, err = f.engine.Wait(context.Background(), release.WaitOptions{Name: engRelease})
 	require.NoError(t, err)
 	assertWaited(t, w, 31*time.Minute)
 	assert.Contains(t, f.waitingLine(), "timeout 31m0s, following the startup probe's budget (no --timeout given)")
 
-	_, err = release.NewWatcher(f.engine).Wait(context.Background(), release.WaitOptions{Name: engRelease, Timeout: 5 * time.Minute})
+	_, err = f.engine.Wait(context.Background(), release.WaitOptions{Name: engRelease, Timeout: 5 * time.Minute})
 	require.NoError(t, err)
 	assertWaited(t, w, 5*time.Minute)
 }

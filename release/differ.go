@@ -28,14 +28,6 @@ type DiffOptions struct {
 	ModelFit      modelfit.Source
 }
 
-// Differ computes what a deploy would change: `vllmctl diff`.
-type Differ struct {
-	*Engine
-}
-
-// NewDiffer returns a Differ using engine.
-func NewDiffer(engine *Engine) *Differ { return &Differ{Engine: engine} }
-
 // Diff renders the chart as deploy would (the next revision, an upgrade
 // when a revision is deployed, the server's version), applies every object
 // with a server-side dry run the way deploy would, and compares the result
@@ -44,7 +36,7 @@ func NewDiffer(engine *Engine) *Differ { return &Differ{Engine: engine} }
 // before the cluster is asked anything; a model that cannot fit its GPUs
 // (the model-fit preflight, unless SkipPreflight) is refused with exit
 // code 2 before the dry run.
-func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, error) {
+func (d *Engine) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, error) {
 	if err := storage.ValidateName(opts.Name); err != nil {
 		return nil, err
 	}
@@ -82,7 +74,7 @@ func (d *Differ) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 		if err != nil {
 			return nil, err
 		}
-		if _, err := runModelFit(ctx, d.Engine, d.Client, opts.Name, r.Objects, r.Values, vm, opts.ModelFit); err != nil {
+		if _, err := runModelFit(ctx, d, d.Client, opts.Name, r.Objects, r.Values, vm, opts.ModelFit); err != nil {
 			return nil, err
 		}
 	}

@@ -1,10 +1,11 @@
-// Package release holds vllmctl's verbs, one type each, in the manner of
-// Helm's pkg/action: [Deployer] (render, capacity preflight, dry-run diff,
-// lock, apply, record the ReplicaSets, watch, automatic rollback, canary and
-// its analysis),
-// [Rollbacker], [Watcher] (the wait command), [Differ], [Statuser] and
-// [Uninstaller], over one [Engine] that holds the record store, the object
-// client, the watcher and the clock.
+// Package release holds vllmctl's verbs as methods of one [Engine] (the
+// record store, the object client, the watcher, the clock), in the manner
+// of Helm's pkg/action over its Configuration: [Engine.Deploy] (render,
+// capacity preflight, dry-run diff, lock, apply, record the ReplicaSets,
+// watch, automatic rollback, canary and its analysis), [Engine.Rollback],
+// [Engine.Wait] (the wait command), [Engine.Diff], [Engine.Status],
+// [Engine.Test] and [Engine.Uninstall]; [Adopter] and [Handoverer] also
+// hold the field-manager mover they need.
 //
 // The layers below it are packages of their own: release/storage keeps the
 // records, the lock and the status transitions; release/cluster applies,

@@ -49,8 +49,9 @@ var _ ObjectClient = (*cluster.Applier)(nil)
 
 // Engine holds what every release operation shares, as Helm's
 // action.Configuration does: the record store of the release namespace, the
-// cluster clients, the clock and the progress sink. The operations
-// ([Deployer], [Rollbacker], [Uninstaller], [Statuser]) each embed one.
+// cluster clients, the clock and the progress sink. The operations are its
+// methods ([Engine.Deploy], [Engine.Rollback], [Engine.Wait], ...); each
+// checks the fields it needs (check) before it reads or writes anything.
 type Engine struct {
 	// Store keeps the release records; its namespace is the release
 	// namespace.

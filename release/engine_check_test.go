@@ -21,21 +21,21 @@ func TestOperationsNameAMissingDependency(t *testing.T) {
 		want string
 	}{
 		{"deploy without a store", func(e *release.Engine) error {
-			_, err := release.NewDeployer(e).Deploy(ctx, release.DeployOptions{Name: "web"})
+			_, err := e.Deploy(ctx, release.DeployOptions{Name: "web"})
 			return err
 		}, "no record store (Store) configured"},
 		{"rollback without an object client", func(e *release.Engine) error {
 			e.Store = store
-			_, err := release.NewRollbacker(e).Rollback(ctx, release.RollbackOptions{Name: "web"})
+			_, err := e.Rollback(ctx, release.RollbackOptions{Name: "web"})
 			return err
 		}, "no object client (Objects) configured"},
 		{"uninstall without objects", func(e *release.Engine) error {
 			e.Store = store
-			_, err := release.NewUninstaller(e).Uninstall(ctx, release.UninstallOptions{Name: "web"})
+			_, err := e.Uninstall(ctx, release.UninstallOptions{Name: "web"})
 			return err
 		}, "no object client (Objects) configured"},
 		{"nil engine", func(*release.Engine) error {
-			_, err := release.NewStatuser(nil).Status(ctx, "web")
+			_, err := (*release.Engine)(nil).Status(ctx, "web")
 			return err
 		}, "release engine: not configured"},
 	}

@@ -213,7 +213,7 @@ func rebuilt(opts release.DeployOptions, objs []*unstructured.Unstructured) rele
 // deploy deploys s and requires success.
 func (f *engFixture) deploy(t *testing.T, s spec) *release.Result {
 	t.Helper()
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+	res, err := f.engine.Deploy(context.Background(), s.options())
 	require.NoError(t, err)
 	return res
 }

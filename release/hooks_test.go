@@ -88,7 +88,7 @@ func TestDeployRunsHooks(t *testing.T) {
 		hookObj("ConfigMap", "done", "post-upgrade", "", "hook-succeeded"),
 		hookObj("Pod", "test-connection", "test", "", ""),
 	}
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
+	res, err := f.engine.Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
 	require.NoError(t, err)
 	require.Len(t, res.Hooks, 1, "on install: the pre-install hook only")
 	assert.Equal(t, "backup", res.Hooks[0].Name)
@@ -101,7 +101,7 @@ func TestDeployRunsHooks(t *testing.T) {
 	f.events = nil
 	s := baseSpec()
 	s.greeting = "v2"
-	res, err = release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(s, hooks...))
+	res, err = f.engine.Deploy(context.Background(), hookSpec(s, hooks...))
 	require.NoError(t, err)
 	var ran []string
 	for _, h := range res.Hooks {
@@ -116,7 +116,7 @@ func TestDeployRunsHooks(t *testing.T) {
 	assert.NotNil(t, f.cluster.Object("batch", "Job", engNS, "migrate"), "before-hook-creation only: kept until it runs again")
 	assert.Nil(t, f.cluster.Object("", "ConfigMap", engNS, "done"), "hook-succeeded: deleted")
 
-	tr, err := release.NewTester(f.engine).Test(context.Background(), release.TestOptions{Name: engRelease})
+	tr, err := f.engine.Test(context.Background(), release.TestOptions{Name: engRelease})
 	require.NoError(t, err)
 	assert.True(t, tr.Passed)
 	require.Len(t, tr.Tests, 1)
@@ -131,7 +131,7 @@ func TestDeployRunsHooks(t *testing.T) {
 func TestFailedPreUpgradeHookRollsBack(t *testing.T) {
 	f := newEngFixture(t)
 	hooks := []*unstructured.Unstructured{hookObj("Job", "migrate", "pre-upgrade", "", "hook-failed")}
-	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
+	_, err := f.engine.Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
 	require.NoError(t, err)
 
 	f.waiter.Script = failJob("migrate")
@@ -139,7 +139,7 @@ func TestFailedPreUpgradeHookRollsBack(t *testing.T) {
 	s.greeting = "v2"
 	opts := hookSpec(s, hooks...)
 	opts.RollbackOnFailure = true
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	res, err := f.engine.Deploy(context.Background(), opts)
 	require.Error(t, err)
 	assert.Equal(t, 3, exitCode(err), "%v", err)
 	require.NotNil(t, res.Failure)
@@ -151,7 +151,7 @@ func TestFailedPreUpgradeHookRollsBack(t *testing.T) {
 	assert.Nil(t, f.cluster.Object("batch", "Job", engNS, "migrate"), "hook-failed: deleted")
 
 	opts.RollbackOnFailure = false
-	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	_, err = f.engine.Deploy(context.Background(), opts)
 	assert.Equal(t, 4, exitCode(err), "not rolled back: %v", err)
 }
 
@@ -159,17 +159,17 @@ func TestFailedPreUpgradeHookRollsBack(t *testing.T) {
 // diagnosis; a release without test hooks passes with none.
 func TestTestHookFailure(t *testing.T) {
 	f := newEngFixture(t)
-	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec()))
+	_, err := f.engine.Deploy(context.Background(), hookSpec(baseSpec()))
 	require.NoError(t, err)
-	tr, err := release.NewTester(f.engine).Test(context.Background(), release.TestOptions{Name: engRelease})
+	tr, err := f.engine.Test(context.Background(), release.TestOptions{Name: engRelease})
 	require.NoError(t, err)
 	assert.True(t, tr.Passed)
 	assert.Empty(t, tr.Tests)
 
-	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), hookObj("Job", "smoke", "test", "", "")))
+	_, err = f.engine.Deploy(context.Background(), hookSpec(baseSpec(), hookObj("Job", "smoke", "test", "", "")))
 	require.NoError(t, err)
 	f.waiter.Script = failJob("smoke")
-	tr, err = release.NewTester(f.engine).Test(context.Background(), release.TestOptions{Name: engRelease})
+	tr, err = f.engine.Test(context.Background(), release.TestOptions{Name: engRelease})
 	require.Error(t, err)
 	assert.Equal(t, 4, exitCode(err))
 	assert.Contains(t, err.Error(), "test hook Job/smoke failed: CrashLoopBackOff: pod smoke-x7k2p, container migrate, exit code 1")
@@ -178,7 +178,7 @@ func TestTestHookFailure(t *testing.T) {
 	assert.Equal(t, "failed", tr.Tests[0].Phase)
 	assert.Equal(t, "smoke-x7k2p", tr.Tests[0].Failure.Pod)
 
-	_, err = release.NewTester(f.engine).Test(context.Background(), release.TestOptions{Name: "nope"})
+	_, err = f.engine.Test(context.Background(), release.TestOptions{Name: "nope"})
 	assert.Equal(t, 2, exitCode(err), "unknown release: %v", err)
 }
 
@@ -196,14 +196,14 @@ func keepObj(name string) *unstructured.Unstructured {
 // uninstall, as with Helm.
 func TestResourcePolicyKeep(t *testing.T) {
 	f := newEngFixture(t)
-	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), keepObj("kept"), keepObj("kept2")))
+	_, err := f.engine.Deploy(context.Background(), hookSpec(baseSpec(), keepObj("kept"), keepObj("kept2")))
 	require.NoError(t, err)
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), keepObj("kept2")))
+	res, err := f.engine.Deploy(context.Background(), hookSpec(baseSpec(), keepObj("kept2")))
 	require.NoError(t, err)
 	assert.Empty(t, res.Pruned, "kept, not pruned")
 	assert.NotNil(t, f.configMap("kept"))
 
-	ures, err := release.NewUninstaller(f.engine).Uninstall(context.Background(), release.UninstallOptions{Name: engRelease})
+	ures, err := f.engine.Uninstall(context.Background(), release.UninstallOptions{Name: engRelease})
 	require.NoError(t, err)
 	assert.NotNil(t, f.configMap("kept2"), "uninstall keeps it")
 	assert.Nil(t, f.configMap("chat-config"), "the rest is deleted")
@@ -227,14 +227,14 @@ func TestUninstallAndRollbackRunTheirHooks(t *testing.T) {
 		hookObj("Job", "before-rb", "pre-rollback", "", ""),
 		hookObj("Job", "after-rb", "post-rollback", "", ""),
 	}
-	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
+	_, err := f.engine.Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
 	require.NoError(t, err)
 	s := baseSpec()
 	s.greeting = "v2"
-	_, err = release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(s, hooks...))
+	_, err = f.engine.Deploy(context.Background(), hookSpec(s, hooks...))
 	require.NoError(t, err)
 
-	rb, err := release.NewRollbacker(f.engine).Rollback(context.Background(), release.RollbackOptions{Name: engRelease, ToRevision: 1})
+	rb, err := f.engine.Rollback(context.Background(), release.RollbackOptions{Name: engRelease, ToRevision: 1})
 	require.NoError(t, err)
 	var ran []string
 	for _, h := range rb.Hooks {
@@ -243,13 +243,13 @@ func TestUninstallAndRollbackRunTheirHooks(t *testing.T) {
 	assert.Equal(t, []string{"pre-rollback before-rb", "post-rollback after-rb"}, ran)
 
 	f.waiter.Script = failJob("drain")
-	_, err = release.NewUninstaller(f.engine).Uninstall(context.Background(), release.UninstallOptions{Name: engRelease})
+	_, err = f.engine.Uninstall(context.Background(), release.UninstallOptions{Name: engRelease})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pre-delete hook Job/drain failed")
 	assert.NotNil(t, f.configMap("chat-config"), "nothing deleted")
 
 	f.waiter.Script = nil
-	ures, err := release.NewUninstaller(f.engine).Uninstall(context.Background(), release.UninstallOptions{Name: engRelease, ForceUnlock: true})
+	ures, err := f.engine.Uninstall(context.Background(), release.UninstallOptions{Name: engRelease, ForceUnlock: true})
 	require.NoError(t, err)
 	ran = nil
 	for _, h := range ures.Hooks {
@@ -271,9 +271,9 @@ func TestDiffListsHooksApart(t *testing.T) {
 		hookObj("Pod", "test-connection", "test", "", ""),
 	}
 	opts := hookSpec(baseSpec(), hooks...)
-	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	_, err := f.engine.Deploy(context.Background(), opts)
 	require.NoError(t, err)
-	rep, err := release.NewDiffer(f.engine).Diff(context.Background(), release.DiffOptions{Name: engRelease, Render: opts.Render})
+	rep, err := f.engine.Diff(context.Background(), release.DiffOptions{Name: engRelease, Render: opts.Render})
 	require.NoError(t, err)
 	for _, o := range rep.Objects {
 		assert.NotContains(t, o.Object, "migrate", "hooks are not compared")
@@ -308,7 +308,7 @@ func TestHookSecretsAreWithheld(t *testing.T) {
 		return res, err
 	}
 	f.waiter.Script = echo
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(),
+	res, err := f.engine.Deploy(context.Background(),
 		hookSpec(baseSpec(), secret, hookObj("Job", "migrate", "pre-install,test", "", "")))
 	require.Error(t, err)
 	out, jerr := json.Marshal(diff.RedactCopy(red, res))
@@ -324,12 +324,12 @@ func TestHookSecretsAreWithheld(t *testing.T) {
 // test fails naming it, as Helm refuses to create it again.
 func TestHookLeftByAnEarlierRunIsRefused(t *testing.T) {
 	f := newEngFixture(t)
-	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), hookObj("Pod", "smoke", "test", "", "hook-succeeded")))
+	_, err := f.engine.Deploy(context.Background(), hookSpec(baseSpec(), hookObj("Pod", "smoke", "test", "", "hook-succeeded")))
 	require.NoError(t, err)
 	left := hookObj("Pod", "smoke", "test", "", "hook-succeeded")
 	left.SetNamespace(engNS)
 	f.cluster.Put(left)
-	tr, err := release.NewTester(f.engine).Test(context.Background(), release.TestOptions{Name: engRelease})
+	tr, err := f.engine.Test(context.Background(), release.TestOptions{Name: engRelease})
 	require.Error(t, err)
 	assert.Equal(t, 4, exitCode(err))
 	assert.Contains(t, err.Error(), "test hook Pod/smoke failed: AlreadyExists")
@@ -392,11 +392,11 @@ func TestHookOnlyChangeIsANewRevision(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newEngFixture(t)
-			_, err := release.NewDeployer(f.engine).Deploy(context.Background(), leanHooks(hookSpec(baseSpec(), tc.first...)))
+			_, err := f.engine.Deploy(context.Background(), leanHooks(hookSpec(baseSpec(), tc.first...)))
 			require.NoError(t, err)
 			opts := leanHooks(hookSpec(baseSpec(), tc.next...))
 
-			rep, err := release.NewDiffer(f.engine).Diff(context.Background(), release.DiffOptions{Name: engRelease, Render: opts.Render})
+			rep, err := f.engine.Diff(context.Background(), release.DiffOptions{Name: engRelease, Render: opts.Render})
 			require.NoError(t, err)
 			var text strings.Builder
 			require.NoError(t, rep.WriteText(&text, false))
@@ -414,7 +414,7 @@ func TestHookOnlyChangeIsANewRevision(t *testing.T) {
 				assert.Contains(t, text.String(), "1 recorded change (hooks, notes, CRDs)")
 			}
 
-			res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+			res, err := f.engine.Deploy(context.Background(), opts)
 			require.NoError(t, err)
 			if tc.changed == "" {
 				assert.Equal(t, 1, res.Revision)
@@ -456,7 +456,7 @@ func TestInterruptDuringPreUpgradeHook(t *testing.T) {
 		t.Run(tc.policy, func(t *testing.T) {
 			f := newEngFixture(t)
 			hooks := []*unstructured.Unstructured{hookObj("Job", "migrate", "pre-upgrade", "", tc.policy)}
-			_, err := release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
+			_, err := f.engine.Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
 			require.NoError(t, err)
 
 			ctx, cancel := context.WithCancel(context.Background())
@@ -475,7 +475,7 @@ func TestInterruptDuringPreUpgradeHook(t *testing.T) {
 			s.greeting = "v2"
 			opts := hookSpec(s, hooks...)
 			opts.RollbackOnFailure = true
-			res, err := release.NewDeployer(f.engine).Deploy(ctx, opts)
+			res, err := f.engine.Deploy(ctx, opts)
 			require.Error(t, err)
 			assert.Equal(t, 130, exitCode(err), "%v", err)
 			assert.Contains(t, err.Error(), "interrupted during its pre-upgrade hooks, before anything of the release was applied")
@@ -493,7 +493,7 @@ func TestInterruptDuringPreUpgradeHook(t *testing.T) {
 
 			// The lock is free: the next deploy goes through.
 			f.waiter.Script = nil
-			_, err = release.NewDeployer(f.engine).Deploy(context.Background(), hookSpec(s, hooks...))
+			_, err = f.engine.Deploy(context.Background(), hookSpec(s, hooks...))
 			require.NoError(t, err)
 		})
 	}

@@ -45,7 +45,7 @@ func TestWaitLockedNamesTheRecordsLease(t *testing.T) {
 		f := newEngFixture(t)
 		f.deploy(t, baseSpec())
 		acquire(ctx, f)
-		_, err := release.NewWatcher(f.engine).Wait(ctx, release.WaitOptions{Name: engRelease, Timeout: 3 * time.Second})
+		_, err := f.engine.Wait(ctx, release.WaitOptions{Name: engRelease, Timeout: 3 * time.Second})
 		check(t, err)
 	})
 
@@ -57,7 +57,7 @@ func TestWaitLockedNamesTheRecordsLease(t *testing.T) {
 			acquire(ctx, f)
 			return fail(ctx, objs, opts)
 		}
-		_, err := release.NewWatcher(f.engine).Wait(ctx, release.WaitOptions{Name: engRelease, Timeout: 3 * time.Second, RollbackOnFailure: true})
+		_, err := f.engine.Wait(ctx, release.WaitOptions{Name: engRelease, Timeout: 3 * time.Second, RollbackOnFailure: true})
 		check(t, err)
 	})
 }

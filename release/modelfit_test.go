@@ -26,7 +26,7 @@ func TestDeployModelFit(t *testing.T) {
 	}
 	t.Run("refused", func(t *testing.T) {
 		f := newEngFixture(t)
-		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), spec())
+		res, err := f.engine.Deploy(context.Background(), spec())
 		require.Error(t, err)
 		assert.Nil(t, res)
 		assert.Equal(t, 2, exitCode(err))
@@ -41,14 +41,14 @@ func TestDeployModelFit(t *testing.T) {
 		f := newEngFixture(t)
 		opts := spec()
 		opts.DryRun = true
-		_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+		_, err := f.engine.Deploy(context.Background(), opts)
 		assert.Equal(t, 2, exitCode(err))
 	})
 	t.Run("--skip-preflight deploys", func(t *testing.T) {
 		f := newEngFixture(t)
 		opts := spec()
 		opts.SkipPreflight = true
-		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+		res, err := f.engine.Deploy(context.Background(), opts)
 		require.NoError(t, err)
 		assert.NotNil(t, res)
 	})
@@ -56,7 +56,7 @@ func TestDeployModelFit(t *testing.T) {
 		f := newEngFixture(t)
 		opts := spec()
 		opts.ModelFit = modelfit.Source{}
-		_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+		_, err := f.engine.Deploy(context.Background(), opts)
 		require.NoError(t, err)
 	})
 }
@@ -80,7 +80,7 @@ func TestDeployListsNodesOnce(t *testing.T) {
 	opts := s.options()
 	opts.ModelFit = modelfit.Source{File: "../testdata/modelfit/configs/meta-llama--Llama-3.1-8B.json"}
 	f.cluster.Client.ClearActions()
-	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	_, err := f.engine.Deploy(context.Background(), opts)
 	require.NoError(t, err)
 	lists := 0
 	for _, a := range f.cluster.Client.Actions() {
@@ -105,7 +105,7 @@ func TestDeployResultModelFit(t *testing.T) {
 	}
 	t.Run("fits: the numbers", func(t *testing.T) {
 		f := newEngFixture(t)
-		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), spec("../testdata/modelfit/configs/meta-llama--Llama-3.1-8B.json"))
+		res, err := f.engine.Deploy(context.Background(), spec("../testdata/modelfit/configs/meta-llama--Llama-3.1-8B.json"))
 		require.NoError(t, err)
 		require.NotNil(t, res.ModelFit)
 		require.Len(t, res.ModelFit.Servers, 1)
@@ -130,7 +130,7 @@ func TestDeployResultModelFit(t *testing.T) {
 	})
 	t.Run("skipped: why", func(t *testing.T) {
 		f := newEngFixture(t)
-		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), spec("../testdata/modelfit/configs/no-such-config.json"))
+		res, err := f.engine.Deploy(context.Background(), spec("../testdata/modelfit/configs/no-such-config.json"))
 		require.NoError(t, err)
 		require.NotNil(t, res.ModelFit)
 		require.Len(t, res.ModelFit.Servers, 1)
@@ -139,7 +139,7 @@ func TestDeployResultModelFit(t *testing.T) {
 	})
 	t.Run("no check: no report", func(t *testing.T) {
 		f := newEngFixture(t)
-		res, err := release.NewDeployer(f.engine).Deploy(context.Background(), spec(""))
+		res, err := f.engine.Deploy(context.Background(), spec(""))
 		require.NoError(t, err)
 		assert.Nil(t, res.ModelFit)
 		data, err := json.Marshal(res)

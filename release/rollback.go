@@ -46,16 +46,6 @@ type RollbackOptions struct {
 	Prometheus *analysis.PrometheusEndpoint
 }
 
-// Rollbacker restores an earlier revision of a release: `vllmctl
-// rollback`, and the automatic rollback after a failed deploy
-// ([Rollbacker.RollbackHeld]).
-type Rollbacker struct {
-	*Engine
-}
-
-// NewRollbacker returns a Rollbacker using engine.
-func NewRollbacker(engine *Engine) *Rollbacker { return &Rollbacker{Engine: engine} }
-
 // Rollback restores revision opts.ToRevision (see RollbackOptions) as the
 // release's next revision: it takes the lock (pending-rollback,
 // "Rollback to N"), re-applies revision N's stored manifest (no chart is
@@ -68,7 +58,7 @@ func NewRollbacker(engine *Engine) *Rollbacker { return &Rollbacker{Engine: engi
 // revision that cannot be restored, or no revision to restore, is an
 // *InvalidRevisionError (exit code 2). Nothing is changed then. A failed
 // rollout is a *RolloutError (exit code 4).
-func (r *Rollbacker) Rollback(ctx context.Context, opts RollbackOptions) (*Result, error) {
+func (r *Engine) Rollback(ctx context.Context, opts RollbackOptions) (*Result, error) {
 	if err := r.check(needStore, needObjects, needWaiter, needClient); err != nil {
 		return nil, err
 	}
@@ -107,7 +97,7 @@ func (r *Rollbacker) Rollback(ctx context.Context, opts RollbackOptions) (*Resul
 // with ToRevision 0 the target is the newest deployed or superseded
 // revision before held. held itself is left pending: finishing it is the
 // caller's job.
-func (r *Rollbacker) RollbackHeld(ctx context.Context, held *storage.Release, opts RollbackOptions) (*Result, error) {
+func (r *Engine) RollbackHeld(ctx context.Context, held *storage.Release, opts RollbackOptions) (*Result, error) {
 	if err := r.check(needStore, needObjects, needWaiter, needClient); err != nil {
 		return nil, err
 	}
@@ -132,7 +122,7 @@ func (r *Rollbacker) RollbackHeld(ctx context.Context, held *storage.Release, op
 
 // target picks the revision to restore: opts.ToRevision, or the newest
 // deployed or superseded revision below current.
-func (r *Rollbacker) target(ctx context.Context, entries []storage.Entry, opts RollbackOptions, current int) (*storage.Release, error) {
+func (r *Engine) target(ctx context.Context, entries []storage.Entry, opts RollbackOptions, current int) (*storage.Release, error) {
 	existing := storage.Revisions(entries)
 	invalid := func(rev int, reason string) error {
 		return &InvalidRevisionError{Namespace: r.Namespace(), Name: opts.Name, Revision: rev, Reason: reason, Existing: existing}
@@ -171,7 +161,7 @@ func (r *Rollbacker) target(ctx context.Context, entries []storage.Entry, opts R
 
 // run restores target as the next revision; held, when set, is the
 // pending record the caller holds.
-func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *storage.Release, opts RollbackOptions) (*Result, error) {
+func (r *Engine) run(ctx context.Context, target *storage.Release, held *storage.Release, opts RollbackOptions) (*Result, error) {
 	clk := r.clock()
 	start := storage.Stamp(clk)
 	n := target.Revision
@@ -191,7 +181,7 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 	}
 	desc := fmt.Sprintf("Rollback to %d", n)
 
-	rec, err := r.lock(ctx, target, held, opts, desc)
+	rec, err := r.lockRollback(ctx, target, held, opts, desc)
 	if err != nil {
 		return nil, err
 	}
@@ -199,9 +189,9 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 	res.RolledBackTo = n
 	r.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
 
-	previous, err := r.previousObjects(ctx, rec)
+	previous, err := r.objectsBeforeRollback(ctx, rec)
 	if err != nil {
-		return r.failed(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
+		return r.failRollback(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
 	}
 
 	r.Redactor.AddObjects(objs...)
@@ -215,7 +205,7 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 			return r.hookFailed(ctx, rec, res, start, desc, err)
 		}
 	}
-	applied, err := r.applyObjects(ctx, rec, res, objs, desc, opts.ForceConflicts)
+	applied, err := r.applyRestored(ctx, rec, res, objs, desc, opts.ForceConflicts)
 	if err != nil {
 		res.sync(rec, start, clk)
 		return res, err // the cluster refused: keep the apply error's exit code
@@ -225,7 +215,7 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 	pruned, err := r.pruneObjects(ctx, rec, previous, objs)
 	res.Pruned = pruned
 	if err != nil {
-		return r.failed(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "PruneFailed", Message: err.Error()}, err)
+		return r.failRollback(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "PruneFailed", Message: err.Error()}, err)
 	}
 
 	deadline := start.Add(opts.Timeout)
@@ -234,7 +224,7 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 		if lost := lockLost(err); lost != nil {
 			return res, lost
 		}
-		return r.failed(ctx, rec, res, start, desc, f, err)
+		return r.failRollback(ctx, rec, res, start, desc, f, err)
 	}
 
 	wres, werr := r.waitObjects(ctx, rec, objs, remaining())
@@ -243,22 +233,22 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 	}
 	if werr != nil {
 		if ctx.Err() != nil {
-			return r.failed(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "Interrupted", Message: werr.Error()}, werr)
+			return r.failRollback(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "Interrupted", Message: werr.Error()}, werr)
 		}
-		return r.failed(ctx, rec, res, start, desc, waitFailure(wres, werr), werr)
+		return r.failRollback(ctx, rec, res, start, desc, waitFailure(wres, werr), werr)
 	}
 	if f, err := r.checkServing(ctx, rec, objs, serveScope{}); err != nil {
 		if lost := lockLost(err); lost != nil {
 			return res, lost
 		}
-		return r.failed(ctx, rec, res, start, desc, f, err)
+		return r.failRollback(ctx, rec, res, start, desc, f, err)
 	}
 	if opts.Analysis != nil {
 		if f, err := r.bakeRestored(ctx, rec, res, opts); err != nil {
 			if lost := lockLost(err); lost != nil {
 				return res, lost
 			}
-			return r.failed(ctx, rec, res, start, desc, f, err)
+			return r.failRollback(ctx, rec, res, start, desc, f, err)
 		}
 	}
 	runs, err := r.runHooks(ctx, rec, charts.HookPostRollback, opts.Timeout)
@@ -270,17 +260,17 @@ func (r *Rollbacker) run(ctx context.Context, target *storage.Release, held *sto
 }
 
 // hookFailed finishes a rollback one of whose hooks failed.
-func (r *Rollbacker) hookFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, err error) (*Result, error) {
+func (r *Engine) hookFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, err error) (*Result, error) {
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}
-	return r.failed(ctx, rec, res, start, desc, hookFailure(err), err)
+	return r.failRollback(ctx, rec, res, start, desc, hookFailure(err), err)
 }
 
 // lock takes the release's lock for the rollback to target: the next
 // revision, pending-rollback, with target's chart, values and manifests
 // (held, when set, is the pending record the caller already holds).
-func (r *Rollbacker) lock(ctx context.Context, target, held *storage.Release, opts RollbackOptions, desc string) (*storage.Release, error) {
+func (r *Engine) lockRollback(ctx context.Context, target, held *storage.Release, opts RollbackOptions, desc string) (*storage.Release, error) {
 	return storage.Acquire(ctx, r.Store, target.Name, storage.OpRollback, r.lockTerms(storage.LockOptions{
 		Holder:      r.holder(),
 		Description: desc + " in progress",
@@ -297,7 +287,7 @@ func (r *Rollbacker) lock(ctx context.Context, target, held *storage.Release, op
 // failed finishes a rollback that failed under the lock with the
 // diagnosis f: the revision rec is marked failed and a *RolloutError
 // returned with the result.
-func (r *Rollbacker) failed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *rollout.Diagnosis, err error) (*Result, error) {
+func (r *Engine) failRollback(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *rollout.Diagnosis, err error) (*Result, error) {
 	rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: storage.OpRollback, Failure: f, Err: err}
 	d := fmt.Sprintf("%s failed: %s", desc, f.Reason)
 	if f.Object != "" {
@@ -313,7 +303,7 @@ func (r *Rollbacker) failed(ctx context.Context, rec *storage.Release, res *Resu
 
 // previousObjects returns the objects of the release's live revisions
 // before rec: what the rollback prunes unless rec has them too.
-func (r *Rollbacker) previousObjects(ctx context.Context, rec *storage.Release) ([]*unstructured.Unstructured, error) {
+func (r *Engine) objectsBeforeRollback(ctx context.Context, rec *storage.Release) ([]*unstructured.Unstructured, error) {
 	live, err := r.liveRevisions(ctx, rec.Name, rec.Revision)
 	var previous []*unstructured.Unstructured
 	if err == nil {
@@ -328,7 +318,7 @@ func (r *Rollbacker) previousObjects(ctx context.Context, rec *storage.Release) 
 // applyObjects applies the restored objects, reporting each in res and
 // the progress events. When the cluster refuses, rec is marked failed
 // (desc names the rollback) and the apply error returned.
-func (r *Rollbacker) applyObjects(ctx context.Context, rec *storage.Release, res *Result, objs []*unstructured.Unstructured,
+func (r *Engine) applyRestored(ctx context.Context, rec *storage.Release, res *Result, objs []*unstructured.Unstructured,
 	desc string, force bool) ([]cluster.ApplyResult, error) {
 	applied, err := r.Objects.Apply(ctx, objs, cluster.ApplyOptions{Namespace: r.Namespace(), Release: rec.Name, Force: force, NoCreateNamespaceFlag: true})
 	res.Applied = applied
@@ -350,7 +340,7 @@ func (r *Rollbacker) applyObjects(ctx context.Context, rec *storage.Release, res
 // that every Deployment serves the pod template target ran. A failure is
 // returned with its diagnosis; a lock taken over meanwhile is its
 // *storage.ConflictError, without one.
-func (r *Rollbacker) checkRestored(ctx context.Context, rec, target *storage.Release, objs []*unstructured.Unstructured,
+func (r *Engine) checkRestored(ctx context.Context, rec, target *storage.Release, objs []*unstructured.Unstructured,
 	applied []cluster.ApplyResult, timeout time.Duration) (*rollout.Diagnosis, error) {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	err := r.discoverReplicaSets(rctx, rec, objs, applied)
@@ -377,7 +367,7 @@ func (r *Rollbacker) checkRestored(ctx context.Context, rec, target *storage.Rel
 // rescue frees every StatefulSet among objs from the pods left on a bad
 // revision (cluster.RescueStatefulSet): the rollout failure `kubectl
 // rollout undo` cannot undo. Each eviction is reported.
-func (r *Rollbacker) rescue(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured) error {
+func (r *Engine) rescue(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured) error {
 	for _, obj := range objs {
 		ref := object.RefOf(obj)
 		if !cluster.IsStatefulSet(ref) {
@@ -400,7 +390,7 @@ func (r *Rollbacker) rescue(ctx context.Context, rec *storage.Release, objs []*u
 
 // finish marks the healthy rollback deployed with the description desc,
 // then deletes the records beyond historyMax.
-func (r *Rollbacker) finish(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, historyMax int) (*Result, error) {
+func (r *Engine) finish(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, historyMax int) (*Result, error) {
 	clk := r.clock()
 	if err := storage.MarkDeployed(ctx, r.Store, rec, clk, desc); err != nil {
 		res.sync(rec, start, clk)
@@ -446,7 +436,7 @@ func controllerRevisionRefs(refs []storage.ControllerRevisionRef) []templateRef 
 // ControllerRevision found now has the hash target recorded (the
 // controller reuses it and gives it a new revision number). It returns
 // the failure when one does not.
-func (r *Rollbacker) verify(rec, target *storage.Release) *rollout.Diagnosis {
+func (r *Engine) verify(rec, target *storage.Release) *rollout.Diagnosis {
 	deploymentTemplates := templateKind{"Deployment", "serves", "ReplicaSet", "pod-template-hash", "Deployment revision"}
 	statefulSetTemplates := templateKind{"StatefulSet", "updates to", "ControllerRevision", "hash", "revision"}
 	if f := r.verifyTemplates(rec, target, deploymentTemplates, replicaSetRefs(rec.ReplicaSets), replicaSetRefs(target.ReplicaSets)); f != nil {
@@ -456,7 +446,7 @@ func (r *Rollbacker) verify(rec, target *storage.Release) *rollout.Diagnosis {
 }
 
 // verifyTemplates is verify for the workloads of one kind k.
-func (r *Rollbacker) verifyTemplates(rec, target *storage.Release, k templateKind, found, recorded []templateRef) *rollout.Diagnosis {
+func (r *Engine) verifyTemplates(rec, target *storage.Release, k templateKind, found, recorded []templateRef) *rollout.Diagnosis {
 	for _, want := range recorded {
 		i := slices.IndexFunc(found, func(got templateRef) bool { return got.owner == want.owner })
 		if i < 0 {
@@ -514,7 +504,7 @@ func (e *InvalidRevisionError) ExitCode() int { return exitcode.Invalid }
 // baseline), the lock kept fresh meanwhile, and records the report in rec
 // and res. The diagnosis and error are those of an analysis that refused
 // the revision (or could not run), nil otherwise.
-func (r *Rollbacker) bakeRestored(ctx context.Context, rec *storage.Release, res *Result, opts RollbackOptions) (*rollout.Diagnosis, error) {
+func (r *Engine) bakeRestored(ctx context.Context, rec *storage.Release, res *Result, opts RollbackOptions) (*rollout.Diagnosis, error) {
 	bctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hb := r.startHeartbeat(bctx, rec, cancel)

@@ -32,7 +32,7 @@ func TestRollbackAnalysis(t *testing.T) {
 	threeRevisions(t, f)
 	ctx := context.Background()
 
-	res, err := release.NewRollbacker(f.engine).Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 1,
+	res, err := f.engine.Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 1,
 		Timeout: time.Minute, Analysis: spec(analysis.InconclusivePass)})
 	require.NoError(t, err)
 	require.NotNil(t, res.Analysis, "the bake's report is the result's")
@@ -40,7 +40,7 @@ func TestRollbackAnalysis(t *testing.T) {
 	require.NotNil(t, f.record(t, 4).Analysis, "and the rollback's record's")
 	assert.Equal(t, storage.StatusDeployed, f.record(t, 4).Status)
 
-	res, err = release.NewRollbacker(f.engine).Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 2,
+	res, err = f.engine.Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 2,
 		Timeout: time.Minute, Analysis: spec(analysis.InconclusiveFail)})
 	require.Error(t, err)
 	assert.Equal(t, exitcode.Failed, exitcode.Of(err))
@@ -52,7 +52,7 @@ func TestRollbackAnalysis(t *testing.T) {
 	require.NotNil(t, rec.Analysis)
 
 	// Without --analysis nothing is baked.
-	res, err = release.NewRollbacker(f.engine).Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 1, Timeout: time.Minute})
+	res, err = f.engine.Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 1, Timeout: time.Minute})
 	require.NoError(t, err)
 	assert.Nil(t, res.Analysis)
 }

@@ -35,7 +35,7 @@ func threeRevisions(t *testing.T, f *engFixture) []*release.Result {
 func TestRollbackToRevision(t *testing.T) {
 	f := newEngFixture(t)
 	revs := threeRevisions(t, f)
-	res, err := release.NewRollbacker(f.engine).Rollback(context.Background(),
+	res, err := f.engine.Rollback(context.Background(),
 		release.RollbackOptions{Name: engRelease, ToRevision: 1, Timeout: time.Minute})
 	require.NoError(t, err)
 
@@ -70,11 +70,11 @@ func TestRollbackDefaultTarget(t *testing.T) {
 	t.Run("after a deployed revision: the one before", func(t *testing.T) {
 		f := newEngFixture(t)
 		threeRevisions(t, f)
-		res, err := release.NewRollbacker(f.engine).Rollback(context.Background(), release.RollbackOptions{Name: engRelease})
+		res, err := f.engine.Rollback(context.Background(), release.RollbackOptions{Name: engRelease})
 		require.NoError(t, err)
 		assert.Equal(t, 2, res.RolledBackTo)
 		// Again: the previous good one before 4 is 3.
-		res, err = release.NewRollbacker(f.engine).Rollback(context.Background(), release.RollbackOptions{Name: engRelease})
+		res, err = f.engine.Rollback(context.Background(), release.RollbackOptions{Name: engRelease})
 		require.NoError(t, err)
 		assert.Equal(t, 3, res.RolledBackTo)
 		assert.Equal(t, 5, res.Revision)
@@ -87,10 +87,10 @@ func TestRollbackDefaultTarget(t *testing.T) {
 		r2 := f.deploy(t, s)
 		f.waiter.Script = releasetest.FailKind("Deployment", wait.OutcomeFailed, "CrashLoopBackOff")
 		s.image = "crash"
-		_, err := release.NewDeployer(f.engine).Deploy(context.Background(), s.options())
+		_, err := f.engine.Deploy(context.Background(), s.options())
 		require.Error(t, err)
 		f.waiter.Script = nil
-		res, err := release.NewRollbacker(f.engine).Rollback(context.Background(), release.RollbackOptions{Name: engRelease})
+		res, err := f.engine.Rollback(context.Background(), release.RollbackOptions{Name: engRelease})
 		require.NoError(t, err)
 		assert.Equal(t, 2, res.RolledBackTo)
 		assert.Equal(t, r2.ReplicaSets[0].PodTemplateHash, res.ReplicaSets[0].PodTemplateHash)
@@ -119,7 +119,7 @@ func TestRollbackRefusesBadRevisions(t *testing.T) {
 			s.image = "v2"
 			f.deploy(t, s)
 			applies := f.cluster.Applies()
-			res, err := release.NewRollbacker(f.engine).Rollback(context.Background(), tc.opts)
+			res, err := f.engine.Rollback(context.Background(), tc.opts)
 			require.Error(t, err)
 			assert.Nil(t, res)
 			assert.Contains(t, err.Error(), tc.want)
@@ -131,7 +131,7 @@ func TestRollbackRefusesBadRevisions(t *testing.T) {
 	t.Run("nothing to roll back to", func(t *testing.T) {
 		f := newEngFixture(t)
 		f.deploy(t, baseSpec())
-		_, err := release.NewRollbacker(f.engine).Rollback(context.Background(), release.RollbackOptions{Name: engRelease})
+		_, err := f.engine.Rollback(context.Background(), release.RollbackOptions{Name: engRelease})
 		require.Error(t, err)
 		assert.Equal(t, 2, exitCode(err))
 		assert.Contains(t, err.Error(), "no deployed or superseded revision before revision 1 to roll back to; revisions: 1")
@@ -151,7 +151,7 @@ func TestRollbackVerifiesThePodTemplate(t *testing.T) {
 	r1.ReplicaSets[0].PodTemplateHash = "other"
 	require.NoError(t, f.store.Update(ctx, r1))
 
-	res, err := release.NewRollbacker(f.engine).Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 1})
+	res, err := f.engine.Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 1})
 	require.Error(t, err)
 	assert.Equal(t, 4, exitCode(err))
 	assert.Equal(t, "PodTemplateMismatch", res.Failure.Reason)
@@ -165,7 +165,7 @@ func TestRollbackWaitFailure(t *testing.T) {
 	f := newEngFixture(t)
 	threeRevisions(t, f)
 	f.waiter.Script = releasetest.FailKind("Deployment", wait.OutcomeTimeout, "Available: 0/1")
-	res, err := release.NewRollbacker(f.engine).Rollback(context.Background(), release.RollbackOptions{Name: engRelease, ToRevision: 2})
+	res, err := f.engine.Rollback(context.Background(), release.RollbackOptions{Name: engRelease, ToRevision: 2})
 	var re *release.RolloutError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, 4, exitCode(err))
@@ -181,9 +181,9 @@ func TestRollbackLocked(t *testing.T) {
 	threeRevisions(t, f)
 	_, err := storage.Acquire(ctx, f.store, engRelease, storage.OpDeploy, storage.LockOptions{Holder: "bob"})
 	require.NoError(t, err)
-	_, err = release.NewRollbacker(f.engine).Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 1})
+	_, err = f.engine.Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 1})
 	assert.Equal(t, 5, exitCode(err))
-	res, err := release.NewRollbacker(f.engine).Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 1, ForceUnlock: true})
+	res, err := f.engine.Rollback(ctx, release.RollbackOptions{Name: engRelease, ToRevision: 1, ForceUnlock: true})
 	require.NoError(t, err)
 	assert.Equal(t, 5, res.Revision)
 }

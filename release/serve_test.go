@@ -199,14 +199,14 @@ func TestDeployServeCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := serveFixture(t)
 			ctx := context.Background()
-			first, err := release.NewDeployer(f.engine).Deploy(ctx, serveOptions("vllm/vllm-openai:v0.10.0"))
+			first, err := f.engine.Deploy(ctx, serveOptions("vllm/vllm-openai:v0.10.0"))
 			require.NoError(t, err)
 			require.NotNil(t, first.ServeCheck)
 			assert.Equal(t, rollout.ServePassed, first.ServeCheck.Outcome)
 
 			opts := serveOptions(tc.image)
 			opts.RollbackOnFailure, opts.RollbackTimeout = tc.rollback, time.Minute
-			res, err := release.NewDeployer(f.engine).Deploy(ctx, opts)
+			res, err := f.engine.Deploy(ctx, opts)
 			assert.Equal(t, tc.statuses, f.statuses(t))
 			rec := f.record(t, 2)
 			require.NotNil(t, rec.ServeCheck, "the record keeps the check")
@@ -271,7 +271,7 @@ func TestDeployServeCheckOff(t *testing.T) {
 	f := serveFixture(t)
 	off := false
 	f.engine.ServeCheck.Enabled = &off
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), serveOptions("vllm/vllm-openai:v0.11.0-serve-wrongmodel"))
+	res, err := f.engine.Deploy(context.Background(), serveOptions("vllm/vllm-openai:v0.11.0-serve-wrongmodel"))
 	require.NoError(t, err)
 	assert.Nil(t, res.ServeCheck)
 	assert.Zero(t, f.phases()[release.PhaseServe])
@@ -283,7 +283,7 @@ func TestDeployServeCheckBadValues(t *testing.T) {
 	f := serveFixture(t)
 	opts := serveOptions("vllm/vllm-openai:v0.11.0")
 	opts.Render.Options.Set = []string{"serveCheck.timeout=0s"}
-	_, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	_, err := f.engine.Deploy(context.Background(), opts)
 	require.Error(t, err)
 	assert.Equal(t, 2, exitCode(err))
 	assert.Contains(t, err.Error(), "serveCheck.timeout")
@@ -298,11 +298,11 @@ func TestWaitServeCheck(t *testing.T) {
 	ctx := context.Background()
 	off := false
 	f.engine.ServeCheck.Enabled = &off
-	_, err := release.NewDeployer(f.engine).Deploy(ctx, serveOptions("vllm/vllm-openai:v0.11.0-serve-wrongmodel"))
+	_, err := f.engine.Deploy(ctx, serveOptions("vllm/vllm-openai:v0.11.0-serve-wrongmodel"))
 	require.NoError(t, err)
 	on := true
 	f.engine.ServeCheck.Enabled = &on
-	res, err := release.NewWatcher(f.engine).Wait(ctx, release.WaitOptions{Name: engRelease, Timeout: time.Minute})
+	res, err := f.engine.Wait(ctx, release.WaitOptions{Name: engRelease, Timeout: time.Minute})
 	require.Error(t, err)
 	assert.Equal(t, 4, exitCode(err))
 	require.NotNil(t, res.Failure)
@@ -324,11 +324,11 @@ func TestTestServeCheck(t *testing.T) {
 			ctx := context.Background()
 			off := false
 			f.engine.ServeCheck.Enabled = &off
-			_, err := release.NewDeployer(f.engine).Deploy(ctx, serveOptions(tc.image))
+			_, err := f.engine.Deploy(ctx, serveOptions(tc.image))
 			require.NoError(t, err)
 			on := true
 			f.engine.ServeCheck.Enabled = &on
-			res, err := release.NewTester(f.engine).Test(ctx, release.TestOptions{Name: engRelease})
+			res, err := f.engine.Test(ctx, release.TestOptions{Name: engRelease})
 			assert.Equal(t, tc.exit, exitCode(err), "%v", err)
 			require.NotNil(t, res)
 			require.NotNil(t, res.ServeCheck)

@@ -40,15 +40,15 @@ func TestSettingOnlyChangeIsANewRevision(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newEngFixture(t)
 			ctx := context.Background()
-			_, err := release.NewDeployer(f.engine).Deploy(ctx, with(tc.first...))
+			_, err := f.engine.Deploy(ctx, with(tc.first...))
 			require.NoError(t, err)
 			next := with(tc.next...)
 
-			rep, err := release.NewDiffer(f.engine).Diff(ctx, release.DiffOptions{Name: engRelease, Render: next.Render})
+			rep, err := f.engine.Diff(ctx, release.DiffOptions{Name: engRelease, Render: next.Render})
 			require.NoError(t, err)
 			var text strings.Builder
 			require.NoError(t, rep.WriteText(&text, false))
-			res, err := release.NewDeployer(f.engine).Deploy(ctx, next)
+			res, err := f.engine.Deploy(ctx, next)
 			require.NoError(t, err)
 			if tc.changed == "" {
 				assert.True(t, rep.Empty(), "diff: no changes:\n%s", text.String())

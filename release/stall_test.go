@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vllmctl/vllmctl/internal/rollout"
-	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -28,7 +27,7 @@ func TestDeployControllerStalledInstall(t *testing.T) {
 	f.cluster.Stalled = func(string, int64) bool { return true }
 	opts := baseSpec().options()
 	opts.Timeout = time.Hour
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	res, err := f.engine.Deploy(context.Background(), opts)
 	require.Error(t, err)
 	assert.Equal(t, 4, exitCode(err), "%v", err)
 	require.NotNil(t, res)
@@ -57,7 +56,7 @@ func TestDeployControllerStalledUpgradeRollsBack(t *testing.T) {
 	opts := s.options()
 	opts.Timeout = time.Hour
 	opts.RollbackOnFailure = true
-	res, err := release.NewDeployer(f.engine).Deploy(context.Background(), opts)
+	res, err := f.engine.Deploy(context.Background(), opts)
 	require.Error(t, err)
 	assert.Equal(t, 3, exitCode(err), "%v", err)
 	require.NotNil(t, res.Failure)

@@ -119,18 +119,10 @@ type ServingReplicaSet struct {
 	Current bool `json:"current"`
 }
 
-// Statuser reports a release's status: `vllmctl status`.
-type Statuser struct {
-	*Engine
-}
-
-// NewStatuser returns a Statuser using engine.
-func NewStatuser(engine *Engine) *Statuser { return &Statuser{Engine: engine} }
-
 // Status reads the release's highest revision, GETs each of its objects and
 // computes its kstatus, and lists the ReplicaSets serving its Deployments.
 // A release without records is a *NotFoundError (exit code 2).
-func (s *Statuser) Status(ctx context.Context, name string) (*StatusReport, error) {
+func (s *Engine) Status(ctx context.Context, name string) (*StatusReport, error) {
 	if err := s.check(needStore, needObjects, needClient); err != nil {
 		return nil, err
 	}
@@ -151,7 +143,7 @@ func (s *Statuser) Status(ctx context.Context, name string) (*StatusReport, erro
 }
 
 // StatusOf is Status of the revision rec.
-func (s *Statuser) StatusOf(ctx context.Context, rec *storage.Release) (*StatusReport, error) {
+func (s *Engine) StatusOf(ctx context.Context, rec *storage.Release) (*StatusReport, error) {
 	if err := s.check(needObjects, needClient); err != nil {
 		return nil, err
 	}

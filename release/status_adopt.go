@@ -14,7 +14,7 @@ import (
 // between leaves both tools owning the release. It asks only when the
 // revision is an adopted one (at most two LISTs, Secrets and ConfigMaps,
 // Helm's two drivers); what cannot be read is not reported.
-func (s *Statuser) helmStillOwns(ctx context.Context, rec *storage.Release) []string {
+func (s *Engine) helmStillOwns(ctx context.Context, rec *storage.Release) []string {
 	if rec.HelmRevision() == 0 || rec.Status == storage.StatusHandedOver || s.Client == nil {
 		return nil
 	}

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/helmrecords"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
@@ -28,7 +27,7 @@ func TestStatusFlagsAnUnfinishedAdopt(t *testing.T) {
 	f := newEngFixture(t)
 	r := f.deploy(t, baseSpec())
 
-	rep, err := release.NewStatuser(f.engine).Status(ctx, engRelease)
+	rep, err := f.engine.Status(ctx, engRelease)
 	require.NoError(t, err)
 	assert.Empty(t, rep.HelmRecords, "a revision vllmctl deployed")
 
@@ -36,7 +35,7 @@ func TestStatusFlagsAnUnfinishedAdopt(t *testing.T) {
 	require.NoError(t, err)
 	rec.AdoptedFrom, rec.Description = rec.Revision, storage.AdoptedDescription(rec.Revision)
 	require.NoError(t, f.store.Update(ctx, rec))
-	rep, err = release.NewStatuser(f.engine).Status(ctx, engRelease)
+	rep, err = f.engine.Status(ctx, engRelease)
 	require.NoError(t, err)
 	assert.Empty(t, rep.HelmRecords, "adopted, and Helm has no record of its own")
 
@@ -51,7 +50,7 @@ func TestStatusFlagsAnUnfinishedAdopt(t *testing.T) {
 			Labels: map[string]string{helmrecords.LabelOwner: helmrecords.OwnerHelm, helmrecords.LabelName: engRelease}},
 		Type: "helm.sh/release.v1", Data: map[string][]byte{"release": []byte(data)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	rep, err = release.NewStatuser(f.engine).Status(ctx, engRelease)
+	rep, err = f.engine.Status(ctx, engRelease)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"Secret " + key}, rep.HelmRecords, "adopt did not relabel Helm's record")
 
@@ -60,7 +59,7 @@ func TestStatusFlagsAnUnfinishedAdopt(t *testing.T) {
 	s.Labels[helmrecords.LabelOwner] = helmrecords.OwnerAdopted
 	_, err = f.cluster.Client.CoreV1().Secrets(engNS).Update(ctx, s, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	rep, err = release.NewStatuser(f.engine).Status(ctx, engRelease)
+	rep, err = f.engine.Status(ctx, engRelease)
 	require.NoError(t, err)
 	assert.Empty(t, rep.HelmRecords, "relabelled: adopt finished")
 }

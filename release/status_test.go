@@ -22,7 +22,7 @@ func TestStatus(t *testing.T) {
 	_, err := f.cluster.Prune(ctx, s.objects()[:1], nil, cluster.PruneOptions{Release: engRelease, Namespace: engNS})
 	require.NoError(t, err)
 
-	rep, err := release.NewStatuser(f.engine).Status(ctx, engRelease)
+	rep, err := f.engine.Status(ctx, engRelease)
 	require.NoError(t, err)
 	assert.Equal(t, 2, rep.Revision)
 	assert.Equal(t, storage.StatusDeployed, rep.Status)
@@ -43,6 +43,6 @@ func TestStatus(t *testing.T) {
 	assert.Equal(t, int32(1), rep.ReplicaSets[0].ReadyReplicas)
 	assert.NotEqual(t, r1.ReplicaSets[0].Name, rep.ReplicaSets[0].Name)
 
-	_, err = release.NewStatuser(f.engine).Status(ctx, "nope")
+	_, err = f.engine.Status(ctx, "nope")
 	assert.Equal(t, 2, exitCode(err))
 }

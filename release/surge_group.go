@@ -160,7 +160,7 @@ func surgeRefused(err error, surge []*unstructured.Unstructured) bool {
 // out (every verdict applies to their pods), before the first wave
 // replaces a group, within timeout. It returns as the wait does, with the
 // diagnosis when already known (a refused apply).
-func (d *Deployer) addSurge(ctx context.Context, rec *storage.Release, res *Result, surge []*unstructured.Unstructured,
+func (d *Engine) addSurge(ctx context.Context, rec *storage.Release, res *Result, surge []*unstructured.Unstructured,
 	applyOpts cluster.ApplyOptions, timeout time.Duration) (wait.Result, *rollout.Diagnosis, error) {
 	d.emit(rec.Name, rec.Revision, PhaseApply, "", "surge",
 		fmt.Sprintf("temporary group(s) %s on the new revision first (--max-surge), deleted once the upgrade ended", groupNames(surge)))
@@ -181,7 +181,7 @@ func (d *Deployer) addSurge(ctx context.Context, rec *storage.Release, res *Resu
 // deploy added and any an interrupted deploy left behind (found by their
 // labels), on a context of its own (it runs after an interrupt too). Each
 // deletion is reported; an error is returned joined.
-func (d *Deployer) removeSurge(ctx context.Context, rec *storage.Release) error {
+func (d *Engine) removeSurge(ctx context.Context, rec *storage.Release) error {
 	rctx, cancel := storage.FinishContext(ctx)
 	defer cancel()
 	sel := SurgeLabel + "=true," + owner.LabelRelease + "=" + rec.Name
@@ -212,7 +212,7 @@ func hasGroups(objs []*unstructured.Unstructured) bool {
 }
 
 // warnIf reports err as a warning of rec's operation (nothing when nil).
-func (d *Deployer) warnIf(rec *storage.Release, err error) {
+func (d *Engine) warnIf(rec *storage.Release, err error) {
 	if err != nil {
 		d.emit(rec.Name, rec.Revision, PhasePrune, "", "warning", err.Error())
 	}

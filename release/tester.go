@@ -13,7 +13,7 @@ import (
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
-// TestOptions tune [Tester.Test].
+// TestOptions tune [Engine.Test].
 type TestOptions struct {
 	// Name is the release name.
 	Name string
@@ -67,14 +67,6 @@ func (e *TestFailedError) Unwrap() error {
 // ExitCode is 4: a test failed (contract: `vllmctl test`).
 func (e *TestFailedError) ExitCode() int { return exitcode.Failed }
 
-// Tester runs a release's test hooks: `vllmctl test`.
-type Tester struct {
-	*Engine
-}
-
-// NewTester returns a Tester using engine.
-func NewTester(engine *Engine) *Tester { return &Tester{Engine: engine} }
-
 // Test runs the test hooks (helm.sh/hook: test) of the release's deployed
 // revision, as `helm test` does: one after the other by weight, each
 // deleted first (before-hook-creation, the default) and waited for until
@@ -83,7 +75,7 @@ func NewTester(engine *Engine) *Tester { return &Tester{Engine: engine} }
 // container, reason, exit code, events, last log lines). It takes no lock
 // and writes no record. A release without a deployed revision is an error
 // (exit code 2); one without test hooks passes with no tests.
-func (t *Tester) Test(ctx context.Context, opts TestOptions) (*TestResult, error) {
+func (t *Engine) Test(ctx context.Context, opts TestOptions) (*TestResult, error) {
 	if err := t.check(needStore, needObjects, needWaiter); err != nil {
 		return nil, err
 	}
@@ -126,7 +118,7 @@ func (t *Tester) Test(ctx context.Context, opts TestOptions) (*TestResult, error
 // testServing runs the serve check of rec (when it is on for it) on the
 // Ready pods its Services select now, of any revision: what serves the
 // release, as the chart's test hook reaches it through the Service.
-func (t *Tester) testServing(ctx context.Context, rec *storage.Release) (*rollout.ServeReport, *rollout.Diagnosis, error) {
+func (t *Engine) testServing(ctx context.Context, rec *storage.Release) (*rollout.ServeReport, *rollout.Diagnosis, error) {
 	cfg, err := t.serveCheckOf(rec)
 	if err != nil || cfg == nil {
 		return nil, nil, err

@@ -56,14 +56,6 @@ type UninstallResult struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 }
 
-// Uninstaller deletes a release: `vllmctl uninstall`.
-type Uninstaller struct {
-	*Engine
-}
-
-// NewUninstaller returns an Uninstaller using engine.
-func NewUninstaller(engine *Engine) *Uninstaller { return &Uninstaller{Engine: engine} }
-
 // Uninstall takes the release's lock ("Uninstall in progress"), deletes
 // the objects of its live revisions (the deployed one and any later
 // failed ones) in reverse apply order with foreground propagation (only
@@ -71,7 +63,7 @@ func NewUninstaller(engine *Engine) *Uninstaller { return &Uninstaller{Engine: e
 // then deletes every record, or with KeepHistory marks the new record
 // uninstalled (the deployed one superseded). A release without records is
 // a *NotFoundError (exit code 2).
-func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*UninstallResult, error) {
+func (u *Engine) Uninstall(ctx context.Context, opts UninstallOptions) (*UninstallResult, error) {
 	if err := u.check(needStore, needObjects); err != nil {
 		return nil, err
 	}
@@ -139,7 +131,7 @@ func (u *Uninstaller) Uninstall(ctx context.Context, opts UninstallOptions) (*Un
 // deleteHooksRun runs the pre-delete or post-delete hooks of rec (the
 // last revision's): a hook that fails fails the uninstall (rec is marked
 // failed; the records stay).
-func (u *Uninstaller) deleteHooksRun(ctx context.Context, rec *storage.Release, res *UninstallResult, event charts.HookEvent, timeout time.Duration) error {
+func (u *Engine) deleteHooksRun(ctx context.Context, rec *storage.Release, res *UninstallResult, event charts.HookEvent, timeout time.Duration) error {
 	runs, err := u.runHooks(ctx, rec, event, timeout)
 	res.Hooks = append(res.Hooks, runs...)
 	if err == nil {
@@ -159,7 +151,7 @@ func (u *Uninstaller) deleteHooksRun(ctx context.Context, rec *storage.Release, 
 // deleteObjects deletes the objects of the release's live revisions
 // (foreground, reverse apply order; namespaces and objects no longer
 // labelled as the release's are kept), reporting each in res.
-func (u *Uninstaller) deleteObjects(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
+func (u *Engine) deleteObjects(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
 	objs, err := u.liveObjects(ctx, rec)
 	if err != nil {
 		return err
@@ -179,7 +171,7 @@ func (u *Uninstaller) deleteObjects(ctx context.Context, rec *storage.Release, r
 
 // deleteFailed marks rec failed after the objects could not be deleted and
 // returns the error, with the failure to mark it when there is one.
-func (u *Uninstaller) deleteFailed(ctx context.Context, rec *storage.Release, res *UninstallResult, err error) error {
+func (u *Engine) deleteFailed(ctx context.Context, rec *storage.Release, res *UninstallResult, err error) error {
 	err = fmt.Errorf("uninstall release %s: %w", rec.Name, err)
 	if merr := u.markFailed(ctx, rec, "Uninstall failed: "+err.Error(), &rollout.Diagnosis{Reason: "DeleteFailed", Message: err.Error()}); merr != nil {
 		err = errors.Join(err, merr)
@@ -190,7 +182,7 @@ func (u *Uninstaller) deleteFailed(ctx context.Context, rec *storage.Release, re
 
 // markUninstalled keeps the records: rec is marked uninstalled (the
 // deployed revision superseded).
-func (u *Uninstaller) markUninstalled(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
+func (u *Engine) markUninstalled(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
 	if err := storage.MarkUninstalled(ctx, u.Store, rec, u.clock(), "Uninstallation complete"); err != nil {
 		return fmt.Errorf("mark release %s revision %d uninstalled: %w", rec.Name, rec.Revision, err)
 	}
@@ -201,7 +193,7 @@ func (u *Uninstaller) markUninstalled(ctx context.Context, rec *storage.Release,
 
 // deleteRecords deletes every record of the release, the lock rec last,
 // noting each revision in res.
-func (u *Uninstaller) deleteRecords(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
+func (u *Engine) deleteRecords(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
 	all, err := u.Store.List(ctx, rec.Name)
 	if err != nil {
 		return err
@@ -224,7 +216,7 @@ func (u *Uninstaller) deleteRecords(ctx context.Context, rec *storage.Release, r
 	return nil
 }
 
-func (u *Uninstaller) deleteRecord(ctx context.Context, name string, revision int) error {
+func (u *Engine) deleteRecord(ctx context.Context, name string, revision int) error {
 	err := u.Store.Delete(ctx, name, revision)
 	var nf *storage.NotFoundError
 	if err != nil && !errors.As(err, &nf) {
@@ -235,7 +227,7 @@ func (u *Uninstaller) deleteRecord(ctx context.Context, name string, revision in
 
 // liveObjects returns the objects of the release's live revisions without
 // repeats (the newest revision's copy wins), in apply order.
-func (u *Uninstaller) liveObjects(ctx context.Context, rec *storage.Release) ([]*unstructured.Unstructured, error) {
+func (u *Engine) liveObjects(ctx context.Context, rec *storage.Release) ([]*unstructured.Unstructured, error) {
 	live, err := u.liveRevisions(ctx, rec.Name, rec.Revision)
 	if err != nil {
 		return nil, err

@@ -31,13 +31,13 @@ func TestUninstall(t *testing.T) {
 	f.waiter.Script = releasetest.FailKind("Deployment", wait.OutcomeFailed, "CrashLoopBackOff")
 	s := baseSpec()
 	s.extra = true
-	_, err := release.NewDeployer(f.engine).Deploy(ctx, s.options())
+	_, err := f.engine.Deploy(ctx, s.options())
 	require.Error(t, err)
 	f.cluster.Put(&unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "someone-else", "namespace": engNS},
 	}})
 
-	res, err := release.NewUninstaller(f.engine).Uninstall(ctx, release.UninstallOptions{Name: engRelease})
+	res, err := f.engine.Uninstall(ctx, release.UninstallOptions{Name: engRelease})
 	require.NoError(t, err)
 	assert.Equal(t, []string{
 		"apps/v1 Deployment ml/chat",
@@ -51,7 +51,7 @@ func TestUninstall(t *testing.T) {
 	assert.Equal(t, storage.StatusUninstalled, res.Status)
 	assert.False(t, res.KeptHistory)
 
-	_, err = release.NewUninstaller(f.engine).Uninstall(ctx, release.UninstallOptions{Name: engRelease})
+	_, err = f.engine.Uninstall(ctx, release.UninstallOptions{Name: engRelease})
 	assert.Equal(t, 2, exitCode(err))
 	assert.Contains(t, err.Error(), "release chat not found in namespace ml")
 }
@@ -60,7 +60,7 @@ func TestUninstallKeepHistory(t *testing.T) {
 	ctx := context.Background()
 	f := newEngFixture(t)
 	f.deploy(t, baseSpec())
-	res, err := release.NewUninstaller(f.engine).Uninstall(ctx, release.UninstallOptions{Name: engRelease, KeepHistory: true})
+	res, err := f.engine.Uninstall(ctx, release.UninstallOptions{Name: engRelease, KeepHistory: true})
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Revision)
 	assert.Len(t, res.Deleted, 3)
@@ -68,7 +68,7 @@ func TestUninstallKeepHistory(t *testing.T) {
 	assert.Equal(t, map[int]storage.Status{1: storage.StatusSuperseded, 2: storage.StatusUninstalled}, f.statuses(t))
 	assert.Equal(t, "Uninstallation complete", f.record(t, 2).Description)
 
-	again, err := release.NewUninstaller(f.engine).Uninstall(ctx, release.UninstallOptions{Name: engRelease, KeepHistory: true})
+	again, err := f.engine.Uninstall(ctx, release.UninstallOptions{Name: engRelease, KeepHistory: true})
 	require.NoError(t, err)
 	assert.Equal(t, 2, again.Revision, "already uninstalled: nothing written")
 	assert.Len(t, f.statuses(t), 2)
@@ -86,7 +86,7 @@ func TestUninstallLocked(t *testing.T) {
 	f.deploy(t, baseSpec())
 	_, err := storage.Acquire(ctx, f.store, engRelease, storage.OpDeploy, storage.LockOptions{Holder: "bob"})
 	require.NoError(t, err)
-	_, err = release.NewUninstaller(f.engine).Uninstall(ctx, release.UninstallOptions{Name: engRelease})
+	_, err = f.engine.Uninstall(ctx, release.UninstallOptions{Name: engRelease})
 	assert.Equal(t, 5, exitCode(err))
 	assert.Len(t, f.cluster.Refs(), 3, "nothing deleted")
 }

@@ -49,17 +49,6 @@ type WaitOptions struct {
 	Prometheus *analysis.PrometheusEndpoint
 }
 
-// Watcher waits on a release's current revision with the verdicts of the
-// engine's Waiter: `vllmctl wait`. Unlike the [Deployer] it never takes
-// the release's lock and never changes a record, except through the
-// rollback it runs with WaitOptions.RollbackOnFailure.
-type Watcher struct {
-	*Engine
-}
-
-// NewWatcher returns a Watcher using engine.
-func NewWatcher(engine *Engine) *Watcher { return &Watcher{Engine: engine} }
-
 // Wait waits until the objects of the release's current revision (its
 // highest one) are ready, within opts.Timeout:
 //
@@ -83,13 +72,13 @@ func NewWatcher(engine *Engine) *Watcher { return &Watcher{Engine: engine} }
 //     diagnosis; with opts.RollbackOnFailure the newest deployed or
 //     superseded revision at or below the waited one (below it when the
 //     analysis refused it) is restored with a
-//     [Rollbacker] (taking the lock like `vllmctl rollback`), and the
+//     [Engine.Rollback] (taking the lock like `vllmctl rollback`), and the
 //     error's exit code is 3 once it is serving. A rollback that cannot
 //     take the lock returns its *LockedError (exit code 5).
 //
 // The result is returned whenever a revision was waited on, also with an
 // error.
-func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
+func (w *Engine) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	if err := w.check(needStore, needWaiter); err != nil {
 		return nil, err
 	}
@@ -142,12 +131,12 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	}
 	res.ServeCheck = rec.ServeCheck
 	if werr == nil && cfg != nil {
-		f, werr = w.bake(ctx, rec, cfg, opts.Prometheus, res)
+		f, werr = w.bakeWait(ctx, rec, cfg, opts.Prometheus, res)
 	}
 	if werr == nil {
 		w.reportHealthy(rec)
 	} else {
-		err = w.failed(ctx, rec, entries, res, wres, werr, f, opts)
+		err = w.failWait(ctx, rec, entries, res, wres, werr, f, opts)
 	}
 	res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
 	return res, err
@@ -157,7 +146,7 @@ func (w *Watcher) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 // never finish rolling out by itself: it is the failure f at once, rather
 // than a timeout on pods that never count as available. werr is the
 // wait's failure; err is a failure to look for the leftovers.
-func (w *Watcher) await(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured,
+func (w *Engine) await(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured,
 	timeout time.Duration) (wres wait.Result, f *rollout.Diagnosis, werr, err error) {
 	leftovers, err := w.liveCanaryLeftovers(ctx, objs)
 	if err != nil {
@@ -178,7 +167,7 @@ func (w *Watcher) await(ctx context.Context, rec *storage.Release, objs []*unstr
 
 // reportHealthy emits the done event of a healthy wait on rec; its record
 // is left as it is.
-func (w *Watcher) reportHealthy(rec *storage.Release) {
+func (w *Engine) reportHealthy(rec *storage.Release) {
 	msg := "healthy"
 	if rec.Status != storage.StatusDeployed {
 		msg += fmt.Sprintf("; the record stays %s (wait changes no record)", rec.Status)
@@ -189,7 +178,7 @@ func (w *Watcher) reportHealthy(rec *storage.Release) {
 // failed handles a failed wait on rec (werr; f, when already known): an
 // interrupt, another operation started meanwhile, or the *RolloutError,
 // after the automatic rollback with opts.RollbackOnFailure.
-func (w *Watcher) failed(ctx context.Context, rec *storage.Release, entries []storage.Entry, res *Result,
+func (w *Engine) failWait(ctx context.Context, rec *storage.Release, entries []storage.Entry, res *Result,
 	wres wait.Result, werr error, f *rollout.Diagnosis, opts WaitOptions) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("wait on release %s revision %d: interrupted: %w", rec.Name, rec.Revision, werr)
@@ -219,7 +208,7 @@ func (w *Watcher) failed(ctx context.Context, rec *storage.Release, entries []st
 // rollbackFailed restores the newest good revision after the failed wait
 // on rec and returns rerr with the rollback's outcome; a rollback that
 // cannot take the lock is its own error.
-func (w *Watcher) rollbackFailed(ctx context.Context, rec *storage.Release, entries []storage.Entry, res *Result,
+func (w *Engine) rollbackFailed(ctx context.Context, rec *storage.Release, entries []storage.Entry, res *Result,
 	f *rollout.Diagnosis, rerr *RolloutError, opts WaitOptions) error {
 	rb, err := w.rollback(ctx, rec, entries, f, opts)
 	if rb != nil {
@@ -244,7 +233,7 @@ func (w *Watcher) rollbackFailed(ctx context.Context, rec *storage.Release, entr
 
 // current returns the revision to wait on: the release's highest one,
 // which must be neither uninstalled nor pending.
-func (w *Watcher) current(ctx context.Context, entries []storage.Entry, opts WaitOptions) (*storage.Release, error) {
+func (w *Engine) current(ctx context.Context, entries []storage.Entry, opts WaitOptions) (*storage.Release, error) {
 	for _, e := range slices.Backward(entries) {
 		if !e.Status.IsPending() {
 			continue
@@ -268,7 +257,7 @@ func (w *Watcher) current(ctx context.Context, entries []storage.Entry, opts Wai
 // progress of rec. It notes once per Deployment when the pod template
 // being rolled out is not the one rec recorded (another manager changed
 // it). Nothing is written: the wait holds no lock.
-func (w *Watcher) watch(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, timeout time.Duration) (wait.Result, error) {
+func (w *Engine) watch(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, timeout time.Duration) (wait.Result, error) {
 	events := make(chan rollout.Event)
 	forwarded := make(chan struct{})
 	go func() {
@@ -322,7 +311,7 @@ func drift(rec *storage.Release, ev rollout.Event) string {
 // while rec was waited on: a pending record (*LockedError) or a newer
 // revision (*ConflictError). It returns nil when nothing changed or the
 // records cannot be read.
-func (w *Watcher) changedMeanwhile(ctx context.Context, rec *storage.Release, opts WaitOptions) error {
+func (w *Engine) changedMeanwhile(ctx context.Context, rec *storage.Release, opts WaitOptions) error {
 	entries, err := w.Store.List(ctx, rec.Name)
 	if err != nil {
 		return nil
@@ -346,7 +335,7 @@ func (w *Watcher) changedMeanwhile(ctx context.Context, rec *storage.Release, op
 // rollback restores the newest good revision at or below rec, on a
 // context of its own (an interrupt stops the wait, never the rescue)
 // bounded by opts.RollbackTimeout.
-func (w *Watcher) rollback(ctx context.Context, rec *storage.Release, entries []storage.Entry, f *rollout.Diagnosis, opts WaitOptions) (*Result, error) {
+func (w *Engine) rollback(ctx context.Context, rec *storage.Release, entries []storage.Entry, f *rollout.Diagnosis, opts WaitOptions) (*Result, error) {
 	// An analysis judged the waited revision's own manifest: restoring it
 	// would change nothing, so the rollback goes below it. Other failures
 	// may come from changes made outside vllmctl, which restoring the
@@ -374,7 +363,7 @@ func (w *Watcher) rollback(ctx context.Context, rec *storage.Release, entries []
 		fmt.Sprintf("rollout failed: %s; restoring revision %d", f.Reason, target))
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
-	rb := NewRollbacker(w.Engine)
+	rb := w
 	res, err := rb.Rollback(rctx, RollbackOptions{
 		Name:           rec.Name,
 		ToRevision:     target,
@@ -391,7 +380,7 @@ func (w *Watcher) rollback(ctx context.Context, rec *storage.Release, entries []
 // pendingCanaryNote says, for a pending revision p, whether its Deployments
 // hold a canary ("" when not, or when that cannot be read): a deploy that
 // died during its canary leaves both its lock and its canary behind.
-func (w *Watcher) pendingCanaryNote(ctx context.Context, p *storage.Release) string {
+func (w *Engine) pendingCanaryNote(ctx context.Context, p *storage.Release) string {
 	objs, err := cluster.ParseManifest(p.Manifest)
 	if err != nil {
 		return ""

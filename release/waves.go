@@ -180,7 +180,7 @@ func groupNames(wave []*unstructured.Unstructured) string {
 // weights as the first wave's did). It returns as the wait does, with the
 // diagnosis when it is already known (a refused apply, a revision not
 // found).
-func (d *Deployer) rollWaves(ctx context.Context, rec *storage.Release, res *Result, w wavePlan, applyOpts cluster.ApplyOptions,
+func (d *Engine) rollWaves(ctx context.Context, rec *storage.Release, res *Result, w wavePlan, applyOpts cluster.ApplyOptions,
 	timeout time.Duration) (wait.Result, *rollout.Diagnosis, error) {
 	clk := d.clock()
 	for i, wave := range w.later {

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vllmctl/vllmctl/internal/termout"
-	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
 )
 
@@ -171,7 +170,7 @@ func (o *deployOptions) Run(ctx context.Context) error {
 	opts.RollbackOnFailure = o.rollbackOnFailure && !o.noRollback
 	opts.MaxSurge, opts.MaxUnavailable, opts.SurgePolicy = o.surge, o.unavailable, o.preflight.surgePolicy
 	opts.Canary = o.canary.opts
-	res, err := release.NewDeployer(engine).Deploy(ctx, opts)
+	res, err := engine.Deploy(ctx, opts)
 	err = finishOperation(o.g.Streams.Out, o.output.format, printer, res, err)
 	if err == nil && res != nil && res.Notes != "" && o.output.format == "table" && o.progress.format != string(termout.ProgressJSON) {
 		// As helm prints them after an install or upgrade; in the result

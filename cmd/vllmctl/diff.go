@@ -107,7 +107,7 @@ func (o *diffOptions) Run(ctx context.Context) error {
 	}
 	// stdout is the diff: the render's warnings go to stderr, as template's.
 	engine.Progress = diffProgress(o.g.Streams.ErrOut)
-	rep, err := release.NewDiffer(engine).Diff(ctx, release.DiffOptions{
+	rep, err := engine.Diff(ctx, release.DiffOptions{
 		Name:            o.opts.ReleaseName,
 		Render:          release.RenderInput{Chart: o.chart, Options: o.opts},
 		ForceConflicts:  o.conflicts.force,

@@ -104,7 +104,7 @@ func (o *rollbackOptions) Run(ctx context.Context) error {
 	}
 	o.lock.apply(engine)
 	engine.ServeCheck = o.serve.options()
-	res, err := release.NewRollbacker(engine).Rollback(ctx, release.RollbackOptions{
+	res, err := engine.Rollback(ctx, release.RollbackOptions{
 		Name:           o.release,
 		ToRevision:     o.toRevision,
 		Timeout:        o.timeout.givenTimeout(),

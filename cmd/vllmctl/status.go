@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -70,7 +69,7 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rep, err := release.NewStatuser(engine).Status(ctx, o.release)
+	rep, err := engine.Status(ctx, o.release)
 	if err != nil {
 		return err
 	}

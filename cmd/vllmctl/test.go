@@ -75,7 +75,7 @@ func (o *testOptions) Run(ctx context.Context) error {
 		return err
 	}
 	engine.ServeCheck = o.serve.options()
-	res, err := release.NewTester(engine).Test(ctx, release.TestOptions{Name: o.release, Timeout: o.timeout.timeout})
+	res, err := engine.Test(ctx, release.TestOptions{Name: o.release, Timeout: o.timeout.timeout})
 	return finishWith(printer, res != nil, func() error {
 		if o.output.format != "table" {
 			return writeRecordDocument(o.g.Streams.Out, o.output.format, res)

@@ -68,7 +68,7 @@ func (o *uninstallOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := release.NewUninstaller(engine).Uninstall(ctx, release.UninstallOptions{
+	res, err := engine.Uninstall(ctx, release.UninstallOptions{
 		Name: o.release, KeepHistory: o.keepHistory, Timeout: o.timeout.timeout, ForceUnlock: o.unlock.force,
 	})
 	return finishWith(printer, res != nil, func() error { return o.write(res) }, err)

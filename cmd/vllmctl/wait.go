@@ -107,7 +107,7 @@ func (o *waitOptions) Run(ctx context.Context) error {
 		return err
 	}
 	engine.ServeCheck = o.serve.options()
-	res, err := release.NewWatcher(engine).Wait(ctx, release.WaitOptions{
+	res, err := engine.Wait(ctx, release.WaitOptions{
 		Name:              o.release,
 		Timeout:           o.timeout.givenTimeout(),
 		RollbackOnFailure: o.rollbackOnFailure,
