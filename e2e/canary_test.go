@@ -34,6 +34,9 @@ func canaryArgs(args ...string) []string {
 // canaryInstall deploys revision 1 (3 replicas) and returns its pods' UIDs.
 func (f *relFixture) canaryInstall(t *testing.T) (*release.Result, map[types.UID]bool) {
 	t.Helper()
+	// The revision and a surge pod hold GPUs: wait for them, as tests
+	// before may still be releasing theirs (namespaces being deleted).
+	waitForGPUs(t, f.env, canaryReplicas+1, true)
 	r := f.run(t, canaryArgs("-o", "json")...)
 	require.Equal(t, 0, r.code, "revision 1\n%s", r)
 	res := result(t, r)
