@@ -64,6 +64,13 @@ type corpusLiveCase struct {
 	// refusal, when set, is the reason both tools refuse the chart (a text
 	// both error messages hold).
 	refusal string
+	// alone: the chart runs before the others, not beside them. The
+	// prometheus chart's subcharts (kube-state-metrics,
+	// prometheus-node-exporter) make the same cluster-scoped objects, of
+	// the same names under the release "cl", as those charts do: beside
+	// them, whichever installs second is refused (both tools refuse to
+	// take over another release's ClusterRole).
+	alone bool
 }
 
 // Some of these releases hold cluster-scoped objects of fixed names
@@ -121,7 +128,7 @@ var corpusLiveCases = []corpusLiveCase{
 	}},
 	// autoscaling.k8s.io/v1 in its subcharts kube-state-metrics and
 	// prometheus-node-exporter (the server's own VPA is not gated).
-	{chart: "prometheus", gated: []string{
+	{chart: "prometheus", alone: true, gated: []string{
 		"autoscaling.k8s.io/v1 VerticalPodAutoscaler cl-kube-state-metrics",
 		"autoscaling.k8s.io/v1 VerticalPodAutoscaler cl-prometheus-node-exporter",
 		"autoscaling.k8s.io/v1 VerticalPodAutoscaler cl-prometheus-server-vpa",
@@ -194,7 +201,8 @@ func clusterBKubeconfig(t *testing.T) string {
 //     data byte for byte).
 //
 // kserve-crd-minimal's lookup is also run against a CRD owned by another
-// release (corpusLiveForeignCRD). Each chart is a parallel subtest and
+// release (corpusLiveForeignCRD). Each chart is a parallel subtest (but
+// the ones that run alone, first: see corpusLiveCase.alone) and
 // uninstalls its releases (with their cluster-scoped objects) when it
 // ends.
 func TestCorpusLive(t *testing.T) {
@@ -210,7 +218,11 @@ func TestCorpusLive(t *testing.T) {
 	t.Run("charts", func(t *testing.T) {
 		for _, tc := range corpusLiveCases {
 			t.Run(tc.chart, func(t *testing.T) {
-				t.Parallel()
+				if !tc.alone {
+					// Parallel subtests wait for the loop to end: the
+					// charts that run alone go first, their cleanup done.
+					t.Parallel()
+				}
 				runCorpusLive(t, a, b, bin, helmBin, tc)
 			})
 		}
