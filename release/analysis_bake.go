@@ -12,21 +12,24 @@ import (
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
-// bake runs the analysis of a deploy without --canary once its rollout
-// is complete: the new pods (those of the ReplicaSets the revision made)
-// are measured alone for interval × count (no baseline: the spec was
-// checked to have no check that needs one), with the synthetic load when
-// the spec has one, while the revision's lock is kept fresh. It returns
-// the diagnosis and error of an analysis that refused the revision (the
-// deploy then fails as a failed rollout does: rolled back, exit 3; under
-// inconclusive: hold, exit 4 and the revision left as it is), nil
-// otherwise. Pods that crash during the bake are not watched: the next
-// `vllmctl wait` or deploy sees them.
-func (d *Engine) bake(ctx context.Context, p *deployPlan, rec *storage.Release) (*rollout.Diagnosis, error) {
+// bakeUnderLock runs cfg on the revision rec wrote once its rollout is
+// complete (a deploy without --canary, rollback --analysis): the new pods
+// (those of the revision's ReplicaSets, the leaders of its groups) are
+// measured alone for interval × count (no baseline: the spec was checked
+// to have no check that needs one), with the synthetic load when the spec
+// has one, while the revision's lock is kept fresh; the report goes into
+// rec. op names the operation in an interrupted report ("deploy"). It
+// returns the diagnosis and error of an analysis that refused the
+// revision (subject names it in the diagnosis: the operation then fails
+// as its rollout would), the error alone when the analysis could not end
+// (interrupted, a lost lock), nil otherwise. Pods that crash during the
+// bake are not watched: the next `vllmctl wait` or deploy sees them.
+func (e *Engine) bakeUnderLock(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint,
+	op, subject string) (*rollout.Diagnosis, error) {
 	bctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	hb := d.startHeartbeat(bctx, rec, cancel)
-	report, err := d.bakeAnalysis(bctx, rec, p.analysis, p.opts.Prometheus, "the deploy was interrupted before the analysis ended")
+	hb := e.startHeartbeat(bctx, rec, cancel)
+	report, err := e.bakeAnalysis(bctx, rec, cfg, prom, "the "+op+" was interrupted before the analysis ended")
 	if lost := hb.stop(); lost != nil {
 		return nil, lost
 	}
@@ -34,7 +37,7 @@ func (d *Engine) bake(ctx context.Context, p *deployPlan, rec *storage.Release) 
 	if err != nil {
 		return nil, err
 	}
-	return analysisVerdict("the analysis after the rollout", rec.Name, rec.Revision, report)
+	return analysisVerdict(subject, rec.Name, rec.Revision, report)
 }
 
 // bakeAnalysis measures the Ready pods of the ReplicaSets rec made alone

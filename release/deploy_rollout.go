@@ -229,7 +229,7 @@ func (d *Engine) rollout(ctx context.Context, p *deployPlan, rec *storage.Releas
 		if len(rec.ReplicaSets) == 0 && len(rec.ControllerRevisions) == 0 {
 			d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no pods of a Deployment or an engine group to analyse")
 		} else {
-			f, werr = d.bake(ctx, p, rec)
+			f, werr = d.bakeUnderLock(ctx, rec, p.analysis, p.opts.Prometheus, "deploy", "the analysis after the rollout")
 			opts.Note = joinNotes(opts.Note, analysis.Summary(rec.Analysis))
 		}
 	}

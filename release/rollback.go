@@ -244,9 +244,17 @@ func (r *Engine) run(ctx context.Context, target *storage.Release, held *storage
 		return r.failRollback(ctx, rec, res, start, desc, f, err)
 	}
 	if opts.Analysis != nil {
-		if f, err := r.bakeRestored(ctx, rec, res, opts); err != nil {
+		f, err := r.bakeUnderLock(ctx, rec, opts.Analysis, opts.Prometheus, "rollback", "the analysis after the rollback")
+		res.Analysis = rec.Analysis
+		if err != nil {
 			if lost := lockLost(err); lost != nil {
 				return res, lost
+			}
+			if f == nil { // the analysis could not end
+				f = &rollout.Diagnosis{Reason: "AnalysisError", Message: err.Error()}
+				if ctx.Err() != nil {
+					f.Reason = "Interrupted"
+				}
 			}
 			return r.failRollback(ctx, rec, res, start, desc, f, err)
 		}
@@ -499,26 +507,3 @@ func (e *InvalidRevisionError) Error() string {
 
 // ExitCode is 2: invalid input.
 func (e *InvalidRevisionError) ExitCode() int { return exitcode.Invalid }
-
-// bakeRestored measures the restored pods with opts.Analysis (no
-// baseline), the lock kept fresh meanwhile, and records the report in rec
-// and res. The diagnosis and error are those of an analysis that refused
-// the revision (or could not run), nil otherwise.
-func (r *Engine) bakeRestored(ctx context.Context, rec *storage.Release, res *Result, opts RollbackOptions) (*rollout.Diagnosis, error) {
-	bctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	hb := r.startHeartbeat(bctx, rec, cancel)
-	report, err := r.bakeAnalysis(bctx, rec, opts.Analysis, opts.Prometheus, "the rollback was interrupted before the analysis ended")
-	if lost := hb.stop(); lost != nil {
-		return nil, lost
-	}
-	rec.Analysis, res.Analysis = report, report
-	if err != nil {
-		reason := "AnalysisError"
-		if ctx.Err() != nil {
-			reason = "Interrupted"
-		}
-		return &rollout.Diagnosis{Reason: reason, Message: err.Error()}, err
-	}
-	return analysisVerdict("the analysis after the rollback", rec.Name, rec.Revision, report)
-}
