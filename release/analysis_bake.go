@@ -84,19 +84,13 @@ func (e *Engine) newPodTargets(ctx context.Context, rec *storage.Release) (analy
 		if err != nil {
 			return out, fmt.Errorf("release %s revision %d: its manifest, read for its Services: %w", rec.Name, rec.Revision, err)
 		}
-		selectors := serveSelectors(objs)
-		seen := map[string]bool{}
-		for _, sel := range selectors {
-			pods, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-			if err != nil {
-				return out, fmt.Errorf("list the pods of %s in namespace %s: %w", sel, ns, err)
-			}
-			for i := range pods.Items {
-				pod := &pods.Items[i]
-				if !seen[pod.Name] && servesTraffic(pod, selectors) && ofRevision(pod, rec) {
-					seen[pod.Name] = true
-					out.Canary = append(out.Canary, analysis.Target{Pod: pod.Name, Port: podPort(pod)})
-				}
+		pods, err := e.servingPods(ctx, objs)
+		if err != nil {
+			return out, err
+		}
+		for i := range pods {
+			if ofRevision(&pods[i], rec) {
+				out.Canary = append(out.Canary, analysis.Target{Pod: pods[i].Name, Port: podPort(&pods[i])})
 			}
 		}
 	}

@@ -110,27 +110,17 @@ func (d *Engine) analysisTargets(ctx context.Context, targets []canaryTarget, ca
 // /metrics), Ready and not terminating; those among canaryPods (the canary
 // groups' pods) are the canary, the other groups' leaders the stable side.
 func (d *Engine) groupAnalysisTargets(ctx context.Context, objs []*unstructured.Unstructured, canaryPods []string) (analysis.Targets, error) {
-	ns := d.Namespace()
-	out := analysis.Targets{Namespace: ns}
-	selectors := serveSelectors(objs)
-	seen := map[string]bool{}
-	for _, sel := range selectors {
-		list, err := d.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		if err != nil {
-			return out, fmt.Errorf("list the pods of %s in namespace %s: %w", sel, ns, err)
-		}
-		for i := range list.Items {
-			p := &list.Items[i]
-			if seen[p.Name] || !servesTraffic(p, selectors) {
-				continue
-			}
-			seen[p.Name] = true
-			tg := analysis.Target{Pod: p.Name, Port: podPort(p)}
-			if slices.Contains(canaryPods, p.Name) {
-				out.Canary = append(out.Canary, tg)
-			} else {
-				out.Stable = append(out.Stable, tg)
-			}
+	out := analysis.Targets{Namespace: d.Namespace()}
+	pods, err := d.servingPods(ctx, objs)
+	if err != nil {
+		return out, err
+	}
+	for i := range pods {
+		tg := analysis.Target{Pod: pods[i].Name, Port: podPort(&pods[i])}
+		if slices.Contains(canaryPods, tg.Pod) {
+			out.Canary = append(out.Canary, tg)
+		} else {
+			out.Stable = append(out.Stable, tg)
 		}
 	}
 	if len(out.Canary) == 0 {

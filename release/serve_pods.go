@@ -78,18 +78,9 @@ func (e *Engine) serveTargets(ctx context.Context, rec *storage.Release, objs []
 			pods = append(pods, *p)
 		}
 	} else {
-		seen := map[string]bool{}
-		for _, sel := range selectors {
-			list, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-			if err != nil {
-				return nil, nil, fmt.Errorf("list the pods of %s in namespace %s: %w", sel, ns, err)
-			}
-			for _, p := range list.Items {
-				if !seen[p.Name] {
-					seen[p.Name] = true
-					pods = append(pods, p)
-				}
-			}
+		var err error
+		if pods, err = e.selectedPods(ctx, selectors); err != nil {
+			return nil, nil, err
 		}
 	}
 	var targets []wait.ServeTarget
@@ -108,6 +99,36 @@ func (e *Engine) serveTargets(ctx context.Context, rec *storage.Release, objs []
 	}
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Pod < targets[j].Pod })
 	return targets, owners, nil
+}
+
+// selectedPods lists the pods of the release namespace that one of
+// selectors selects, each once.
+func (e *Engine) selectedPods(ctx context.Context, selectors []labels.Selector) ([]corev1.Pod, error) {
+	ns := e.Namespace()
+	var pods []corev1.Pod
+	seen := map[string]bool{}
+	for _, sel := range selectors {
+		list, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return nil, fmt.Errorf("list the pods of %s in namespace %s: %w", sel, ns, err)
+		}
+		for _, p := range list.Items {
+			if !seen[p.Name] {
+				seen[p.Name] = true
+				pods = append(pods, p)
+			}
+		}
+	}
+	return pods, nil
+}
+
+// servingPods are the pods that serve the release's traffic now: selected
+// by serveSelectors(objs) (a group's leader, not its workers), Ready and
+// not terminating.
+func (e *Engine) servingPods(ctx context.Context, objs []*unstructured.Unstructured) ([]corev1.Pod, error) {
+	selectors := serveSelectors(objs)
+	pods, err := e.selectedPods(ctx, selectors)
+	return slices.DeleteFunc(pods, func(p corev1.Pod) bool { return !servesTraffic(&p, selectors) }), err
 }
 
 // servesTraffic reports whether pod is Ready, not terminating and
