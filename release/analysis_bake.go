@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
@@ -72,7 +73,7 @@ func (e *Engine) newPodTargets(ctx context.Context, rec *storage.Release) (analy
 		}
 		for i := range pods.Items {
 			pod := &pods.Items[i]
-			if pod.DeletionTimestamp == nil && podReady(pod) {
+			if pod.DeletionTimestamp == nil && podutils.IsPodReady(pod) {
 				out.Canary = append(out.Canary, analysis.Target{Pod: pod.Name, Port: podPort(pod)})
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/rollout"
@@ -87,7 +88,7 @@ func (d *Engine) analysisTargets(ctx context.Context, targets []canaryTarget, ca
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if p.DeletionTimestamp != nil || !podReady(p) {
+			if p.DeletionTimestamp != nil || !podutils.IsPodReady(p) {
 				continue
 			}
 			tg := analysis.Target{Pod: p.Name, Port: podPort(p)}
@@ -127,15 +128,6 @@ func (d *Engine) groupAnalysisTargets(ctx context.Context, objs []*unstructured.
 		return out, fmt.Errorf("no pod of the canary groups %v serves the release's traffic (Ready, selected by its Service)", canaryPods)
 	}
 	return out, nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // podPort is the port of a pod's container port named http, else of its
