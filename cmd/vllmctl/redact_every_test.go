@@ -13,7 +13,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/vllmctl/vllmctl/internal/rollout"
-	"github.com/vllmctl/vllmctl/wait"
 )
 
 // commandPaths are the runnable commands of the tree ("get values").
@@ -75,19 +74,10 @@ func TestEveryCommandWithholdsSecrets(t *testing.T) {
 	const token = "hf_EveryCommandToken<&>31"
 	other := "hf_OtherTokenValue_8642"
 	b64 := base64.StdEncoding.EncodeToString([]byte(token))
-	leak := func(_ context.Context, objs []rollout.ObjectStatus, _ wait.Options) (wait.Result, error) {
-		res := wait.Result{Outcome: wait.OutcomeFailed}
-		for _, o := range objs {
-			if o.Object.Kind == "Deployment" {
-				o.Status, o.Message = rollout.StatusFailed, "container exited: invalid token "+token
-			}
-			res.Objects = append(res.Objects, o)
-		}
-		res.Diagnosis = &rollout.Diagnosis{Verdict: rollout.VerdictCrashLoop, Reason: "CrashLoopBackOff", Object: "deployment/chat",
-			Message: "401 Unauthorized for token " + token, Evidence: "HF_TOKEN=" + b64,
-			LogTail: []string{"using token " + token, "cut " + token[:12] + "…"}, Hints: []string{"check " + token}}
-		return res, &wait.RolloutFailedError{Diagnosis: res.Diagnosis, NotReady: &wait.NotReadyError{Outcome: wait.OutcomeFailed}}
-	}
+	leak := leakingRollout("container exited: invalid token "+token, rollout.Diagnosis{Verdict: rollout.VerdictCrashLoop,
+		Reason: "CrashLoopBackOff", Object: "deployment/chat",
+		Message: "401 Unauthorized for token " + token, Evidence: "HF_TOKEN=" + b64,
+		LogTail: []string{"using token " + token, "cut " + token[:12] + "…"}, Hints: []string{"check " + token}})
 	chart := "../../testdata/charts/diffdemo"
 	set := []string{"--set", "secret.token=" + token, "--skip-preflight"}
 	keep := []string{"--history-max", "0"}

@@ -12,25 +12,33 @@ import (
 	"github.com/vllmctl/vllmctl/wait"
 )
 
+// leakingRollout is a fake watcher's script: the rollout fails, its
+// Deployment's message and diagnosis as given (they echo a Secret).
+func leakingRollout(message string, d rollout.Diagnosis) func(context.Context, []rollout.ObjectStatus, wait.Options) (wait.Result, error) {
+	return func(_ context.Context, objs []rollout.ObjectStatus, _ wait.Options) (wait.Result, error) {
+		res := wait.Result{Outcome: wait.OutcomeFailed}
+		for _, o := range objs {
+			if o.Object.Kind == "Deployment" {
+				o.Status, o.Message = rollout.StatusFailed, message
+			}
+			res.Objects = append(res.Objects, o)
+		}
+		diag := d
+		res.Diagnosis = &diag
+		return res, &wait.RolloutFailedError{Diagnosis: res.Diagnosis, NotReady: &wait.NotReadyError{Outcome: wait.OutcomeFailed}}
+	}
+}
+
 // TestSecretValuesNeverPrinted: a rollout whose watcher reports a
 // rendered Secret's value (a pod logging its token, an error quoting it)
 // shows it nowhere: not in progress lines (plain or JSON), not in the
 // result document, not in the error.
 func TestSecretValuesNeverPrinted(t *testing.T) {
 	const token = "hf_CanaryTokenValue42"
-	leak := func(_ context.Context, objs []rollout.ObjectStatus, opts wait.Options) (wait.Result, error) {
-		res := wait.Result{Outcome: wait.OutcomeFailed}
-		for _, o := range objs {
-			if o.Object.Kind == "Deployment" {
-				o.Status, o.Message = rollout.StatusFailed, "container exited: invalid token "+token
-			}
-			res.Objects = append(res.Objects, o)
-		}
-		res.Diagnosis = &rollout.Diagnosis{Verdict: rollout.VerdictCrashLoop, Reason: "CrashLoopBackOff", Object: "deployment/chat",
-			Message: "401 Unauthorized for token " + token, Evidence: "HF_TOKEN=" + token,
-			LogTail: []string{"loading model", "using token " + token[:12] + "…", "401 Unauthorized"}}
-		return res, &wait.RolloutFailedError{Diagnosis: res.Diagnosis, NotReady: &wait.NotReadyError{Outcome: wait.OutcomeFailed}}
-	}
+	leak := leakingRollout("container exited: invalid token "+token, rollout.Diagnosis{Verdict: rollout.VerdictCrashLoop,
+		Reason: "CrashLoopBackOff", Object: "deployment/chat",
+		Message: "401 Unauthorized for token " + token, Evidence: "HF_TOKEN=" + token,
+		LogTail: []string{"loading model", "using token " + token[:12] + "…", "401 Unauthorized"}})
 	for _, progress := range []string{"plain", "json"} {
 		for _, output := range []string{"json", "table"} {
 			t.Run(progress+"/"+output, func(t *testing.T) {
