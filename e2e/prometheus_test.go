@@ -308,25 +308,37 @@ func TestPrometheusAnalysisHealthyPromoted(t *testing.T) {
 	assert.Contains(t, status.stdout, "ANALYSIS: passed (revision 2, prometheus provider, 3 × 4s)")
 }
 
-func TestPrometheusAnalysisServeErrorsRolledBack(t *testing.T) {
+// promRefusedCanary runs a canary of tag whose analysis (the Prometheus
+// provider, preset) refuses it: exit 3, AnalysisFailed, rolled back to 1
+// with revision 1's pods kept; it returns the fixture and the last
+// measurement of metric, which failed.
+func promRefusedCanary(t *testing.T, tag, preset, metric string) (*relFixture, storage.AnalysisMeasurement) {
+	t.Helper()
 	f := newRelFixture(t)
 	prom := startPrometheus(t, f.env)
 	rev1, uids := f.canaryInstall(t)
 	ready := f.watchReady(t, hashSelector(rev1.ReplicaSets[0]), canaryReplicas)
 	prom.awaitScraped(t, f.namespace, canaryReplicas)
-	r, res := f.analysisUpgrade(t, "v0.11.0-serve-errors", promSpec+"  errorRatio: {max: 0.05}\n", "--prometheus-url", prom.url)
+	r, res := f.analysisUpgrade(t, tag, promSpec+preset, "--prometheus-url", prom.url)
 	require.Equal(t, 3, r.code, "%s\nprometheus:\n%s", r, prom.out.tail(4<<10))
 	require.NotNil(t, res.Failure, "%s", r)
 	assert.Equal(t, rollout.VerdictAnalysisFailed, res.Failure.Verdict)
-	assert.Contains(t, res.Failure.Evidence, "errorRatio")
+	assert.Contains(t, res.Failure.Evidence, metric)
 	assert.Equal(t, 1, res.RolledBackTo)
 	require.NotNil(t, res.Analysis)
 	assert.Equal(t, "prometheus", res.Analysis.Provider)
 	assert.Equal(t, storage.AnalysisFailed, res.Analysis.Outcome)
-	ms := measured(res.Analysis, "errorRatio")
+	ms := measured(res.Analysis, metric)
 	require.NotEmpty(t, ms)
 	last := ms[len(ms)-1]
 	assert.Equal(t, storage.AnalysisFailed, last.Outcome, "%+v", last)
+	t.Logf("prometheus, %s: %s", tag, describe(ms))
+	f.assertOldKept(t, rev1.ReplicaSets[0].PodTemplateHash, uids, ready)
+	return f, last
+}
+
+func TestPrometheusAnalysisServeErrorsRolledBack(t *testing.T) {
+	f, last := promRefusedCanary(t, "v0.11.0-serve-errors", "  errorRatio: {max: 0.05}\n", "errorRatio")
 	require.NotNil(t, last.Canary)
 	require.NotNil(t, last.Stable)
 	// Every 5th request answers 500, which vllm-sim also counts as
@@ -336,8 +348,6 @@ func TestPrometheusAnalysisServeErrorsRolledBack(t *testing.T) {
 	assert.GreaterOrEqual(t, *last.Canary, 0.1, "a fifth of the canary's requests answered 500: %+v", last)
 	assert.LessOrEqual(t, *last.Canary, 0.35, "a fifth of the canary's requests answered 500, each counted once: %+v", last)
 	assert.Zero(t, *last.Stable, "the stable pods answer every request")
-	t.Logf("prometheus, serve-errors: %s", describe(ms))
-	f.assertOldKept(t, rev1.ReplicaSets[0].PodTemplateHash, uids, ready)
 
 	status := f.run(t, "status", relName)
 	assert.Contains(t, status.stdout, "ANALYSIS: failed (revision 2, prometheus provider")
@@ -348,26 +358,9 @@ func TestPrometheusAnalysisServeErrorsRolledBack(t *testing.T) {
 // Prometheus (histogram_quantile over the canary's and the stable pods'
 // buckets), rolled back, with the measured ratio in the result.
 func TestPrometheusAnalysisServeSlowRolledBack(t *testing.T) {
-	f := newRelFixture(t)
-	prom := startPrometheus(t, f.env)
-	rev1, uids := f.canaryInstall(t)
-	ready := f.watchReady(t, hashSelector(rev1.ReplicaSets[0]), canaryReplicas)
-	prom.awaitScraped(t, f.namespace, canaryReplicas)
-	r, res := f.analysisUpgrade(t, "v0.11.0-serve-slow", promSpec+"  ttftP95Ratio: {max: 2}\n", "--prometheus-url", prom.url)
-	require.Equal(t, 3, r.code, "%s\nprometheus:\n%s", r, prom.out.tail(4<<10))
-	require.NotNil(t, res.Failure, "%s", r)
-	assert.Equal(t, rollout.VerdictAnalysisFailed, res.Failure.Verdict)
-	assert.Equal(t, 1, res.RolledBackTo)
-	require.NotNil(t, res.Analysis)
-	assert.Equal(t, "prometheus", res.Analysis.Provider)
-	ms := measured(res.Analysis, "ttftP95Ratio")
-	require.NotEmpty(t, ms)
-	last := ms[len(ms)-1]
-	assert.Equal(t, storage.AnalysisFailed, last.Outcome, "%+v", last)
+	_, last := promRefusedCanary(t, "v0.11.0-serve-slow", "  ttftP95Ratio: {max: 2}\n", "ttftP95Ratio")
 	require.NotNil(t, last.Value)
 	assert.GreaterOrEqual(t, *last.Value, 2.0, "serve-slow's TTFT p95 against the stable pods': %+v", last)
-	t.Logf("prometheus, serve-slow: %s", describe(ms))
-	f.assertOldKept(t, rev1.ReplicaSets[0].PodTemplateHash, uids, ready)
 }
 
 // Prometheus down: every query is a measurement error; more than
