@@ -15,6 +15,11 @@
 // there is no fleet state file, a second run skips the targets already up
 // to date and continues where a stopped run ended.
 //
-// This package never imports cobra: cmd/vllmctl builds the targets (an
-// Engine per kubeconfig context and namespace) and prints the [Result].
+// The targets are built here too: [File.ResolveTargets] checks each
+// target's kubeconfig context and settles its namespace, [BuildTargets]
+// makes a [ReleaseTarget] of each, with its deploy options (the shared
+// values then the target's). This package never imports cobra:
+// cmd/vllmctl parses the flags, opens the engine of each target's context
+// and namespace (its kubeconfig factory and progress printer, an
+// [EngineFunc]) and prints the [Result].
 package fleet

@@ -5,14 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vllmctl/vllmctl/fleet"
 	"github.com/vllmctl/vllmctl/internal/termout"
@@ -33,9 +32,8 @@ type fleetOptions struct {
 	deployFlags
 	skipPreflight bool
 
-	flags      *pflag.FlagSet // the command's, to tell the flags given
-	file       *fleet.File
-	namespaces map[string]string // target name → release namespace
+	flags *pflag.FlagSet // the command's, to tell the flags given
+	file  *fleet.File
 
 	// newFactory builds the Factory of a kubeconfig context (default: the
 	// kubeconfig's, through connectionFlags); tests set fakes.
@@ -117,7 +115,7 @@ func fleetExitHelp(op string) string {
 }
 
 // Complete loads and checks the fleet file, its targets' contexts and
-// namespaces.
+// namespaces (File.ResolveTargets on the kubeconfig).
 func (o *fleetOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.flags = cmd.Flags()
 	if o.op == "deploy" {
@@ -134,7 +132,12 @@ func (o *fleetOptions) Complete(cmd *cobra.Command, args []string) error {
 			return newClusterFactory(o.connectionFlags(kubeContext)), nil
 		}
 	}
-	return o.resolveTargets()
+	if err := checkKubeconfigFiles(kubeconfigFlag(o.g.ConfigFlags.KubeConfig)); err != nil {
+		return err
+	}
+	return f.ResolveTargets(func(kubeContext string) clientcmd.ClientConfig {
+		return o.connectionFlags(kubeContext).ToRawKubeConfigLoader()
+	})
 }
 
 // connectionFlags are the kubectl connection flags of a target: the
@@ -150,41 +153,6 @@ func (o *fleetOptions) connectionFlags(kubeContext string) *genericclioptions.Co
 	return cf
 }
 
-// resolveTargets checks that every target's context is in the kubeconfig
-// and settles its namespace (the context's when the file gives none).
-// Problems are the file's (exit code 2), with its lines.
-func (o *fleetOptions) resolveTargets() error {
-	o.namespaces = map[string]string{}
-	var problems []fleet.Problem
-	for i, t := range o.file.Targets {
-		field := fmt.Sprintf("targets[%d].context", i)
-		cf := o.connectionFlags(t.Context)
-		if err := checkKubeconfigFiles(kubeconfigFlag(cf.KubeConfig)); err != nil {
-			return err
-		}
-		raw, err := cf.ToRawKubeConfigLoader().RawConfig()
-		if err != nil {
-			return usageError{fmt.Errorf("fleet file %s: target %s: kubeconfig: %w", o.file.Path, t.Name, err)}
-		}
-		if _, ok := raw.Contexts[t.Context]; !ok {
-			problems = append(problems, fleet.Problem{Line: t.Line, Field: field, Message: fmt.Sprintf("%q: no such context in the kubeconfig", t.Context)})
-			continue
-		}
-		ns := t.Namespace
-		if ns == "" {
-			if ns, _, err = cf.ToRawKubeConfigLoader().Namespace(); err != nil || ns == "" {
-				ns = "default"
-			}
-		}
-		o.namespaces[t.Name] = ns
-		o.file.Targets[i].Namespace = ns
-	}
-	if len(problems) > 0 {
-		return &fleet.FileError{Path: o.file.Path, Problems: problems}
-	}
-	return nil
-}
-
 // Validate checks the flags.
 func (o *fleetOptions) Validate() error {
 	checks := []func() error{o.output.Validate, o.modelFit.Validate}
@@ -196,14 +164,8 @@ func (o *fleetOptions) Validate() error {
 	return validateAll(checks...)
 }
 
-// fleetTarget is a built target and what prints its progress.
-type fleetTarget struct {
-	spec    fleet.TargetSpec
-	target  *fleet.ReleaseTarget
-	printer *progressPrinter
-}
-
-// Run builds a target per entry of the file and runs the operation.
+// Run builds a target per entry of the file (fleet.BuildTargets, on an
+// engine per target that openTarget opens) and runs the operation.
 func (o *fleetOptions) Run(ctx context.Context) error {
 	var input release.RenderInput
 	if o.op != "status" {
@@ -221,14 +183,22 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 	// engine teaches it the Secrets it renders, and the output streams
 	// withhold them from every target's lines, the fleet's own lines, the
 	// gate's command and output, the result and the error.
-	built := map[string]*fleetTarget{}
-	targets := map[string]fleet.Target{}
-	for _, t := range o.file.Targets {
-		ft, err := o.buildTarget(t, input, stderr, format)
-		if err != nil {
-			return fmt.Errorf("fleet target %s (context %s): %w", t.Name, t.Context, err)
+	var printers []*progressPrinter
+	defer func() {
+		for _, p := range printers {
+			_ = p.Close()
 		}
-		built[t.Name], targets[t.Name] = ft, ft.target
+	}()
+	engine := func(t fleet.TargetSpec) (*release.Engine, error) {
+		e, printer, err := o.openTarget(t, stderr, format)
+		if printer != nil {
+			printers = append(printers, printer)
+		}
+		return e, err
+	}
+	targets, err := fleet.BuildTargets(o.file, o.deployOptions(o.file.Release, input, o.skipPreflight), engine)
+	if err != nil {
+		return err
 	}
 	runner, err := fleet.NewRunner(o.file, targets)
 	if err != nil {
@@ -242,28 +212,23 @@ func (o *fleetOptions) Run(ctx context.Context) error {
 		}
 		w.line(message)
 	}
-	defer func() {
-		for _, ft := range built {
-			_ = ft.printer.Close()
-		}
-	}()
 	switch o.op {
 	case "diff":
 		res, err := runner.Diff(ctx)
-		return o.finish(built, err, func() error { return writeFleetDiff(o.g.Streams.Out, o.output.format, res) }, res.Changes)
+		return o.finish(printers, err, func() error { return writeFleetDiff(o.g.Streams.Out, o.output.format, res) }, res.Changes)
 	case "status":
 		res, err := runner.Status(ctx)
-		return o.finish(built, err, func() error { return writeFleetStatus(o.g.Streams.Out, o.output.format, res) }, false)
+		return o.finish(printers, err, func() error { return writeFleetStatus(o.g.Streams.Out, o.output.format, res) }, false)
 	}
 	res, err := runner.Deploy(ctx)
-	return o.finish(built, err, func() error { return writeFleetResult(o.g.Streams.Out, o.output.format, res) }, false)
+	return o.finish(printers, err, func() error { return writeFleetResult(o.g.Streams.Out, o.output.format, res) }, false)
 }
 
 // finish closes the printers, writes the result and returns the
 // operation's error, else exit 1 for a diff with changes.
-func (o *fleetOptions) finish(built map[string]*fleetTarget, err error, write func() error, changes bool) error {
-	for _, ft := range built {
-		_ = ft.printer.Close()
+func (o *fleetOptions) finish(printers []*progressPrinter, err error, write func() error, changes bool) error {
+	for _, p := range printers {
+		_ = p.Close()
 	}
 	werr := write()
 	if err != nil {
@@ -278,57 +243,36 @@ func (o *fleetOptions) finish(built map[string]*fleetTarget, err error, write fu
 	return nil
 }
 
-// loadChart loads the fleet's chart once, for every target: a local
-// chart path is relative to the fleet file.
+// loadChart loads the fleet's chart once, for every target (a local
+// chart path is relative to the fleet file: File.ChartRef).
 func (o *fleetOptions) loadChart(ctx context.Context) (release.RenderInput, error) {
-	ref := o.file.Chart
-	if ref != "" && !filepath.IsAbs(ref) {
-		if p := filepath.Join(filepath.Dir(o.file.Path), ref); fileExists(p) {
-			ref = p
-		}
-	}
 	render := RenderFlags{Source: o.source, PostRenderer: o.postRender.PostRenderer, PostRendererArgs: o.postRender.PostRendererArgs}
 	render.Source.version = o.file.Version
-	ch, opts, err := render.Resolve(ctx, o.g.Streams.In, []string{o.file.Release, ref}, "")
+	ch, opts, err := render.Resolve(ctx, o.g.Streams.In, []string{o.file.Release, o.file.ChartRef()}, "")
 	if err != nil {
 		return release.RenderInput{}, fmt.Errorf("fleet file %s: chart %q: %w", o.file.Path, o.file.Chart, err)
 	}
 	return render.input(ch, opts), nil
 }
 
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-// buildTarget builds the engine of a target's context and namespace, as
-// deploy builds one for --context and -n, and its deploy options: the
-// shared values, then the target's.
-func (o *fleetOptions) buildTarget(t fleet.TargetSpec, input release.RenderInput, stderr io.Writer, format termout.ProgressFormat) (*fleetTarget, error) {
+// openTarget opens the release engine of target t, as deploy opens one
+// for --context and -n: the engine of its context's Factory, its
+// progress printed on stderr prefixed with its name.
+func (o *fleetOptions) openTarget(t fleet.TargetSpec, stderr io.Writer, format termout.ProgressFormat) (*release.Engine, *progressPrinter, error) {
 	factory, err := o.newFactory(t.Context)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ns := o.namespaces[t.Name]
-	engine, err := factory.Engine(ns, o.verdicts.options())
+	engine, err := factory.Engine(t.Namespace, o.verdicts.options())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pf := progressFlags{format: string(format)}
 	printer := pf.printer(&prefixWriter{out: stderr, prefix: t.Name, json: format == termout.ProgressJSON}, o.g.Redactor)
 	engine.Progress = printer.Print
 	engine.UseRedactor(o.g.Redactor)
 	engine.ServeCheck = o.serve.options()
-	in := input
-	in.Options.Namespace = ns
-	in.Options.ValueFiles = append(append([]string(nil), o.file.Values...), t.Values...)
-	in.Options.Set = append(append([]string(nil), o.file.Set...), t.Set...)
-	deployOpts := o.deployOptions(o.file.Release, in, o.skipPreflight)
-	deployOpts.RollbackOnFailure = true // a fleet always restores a target that fails
-	return &fleetTarget{spec: t, printer: printer, target: &fleet.ReleaseTarget{
-		Engine:  engine,
-		Options: deployOpts,
-	}}, nil
+	return engine, printer, nil
 }
 
 // lockedWriter serialises whole writes of several targets' printers.
