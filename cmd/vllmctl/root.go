@@ -355,11 +355,12 @@ func configFilePath() string {
 	return filepath.Join(dir, "vllmctl", "config.yaml")
 }
 
-// Execute runs the command tree. cobra's own errors about the command
-// line (an unknown command) are usage errors: exit code 2.
+// Execute runs the command tree. An error before any command ran is
+// cobra's about the command line (an unknown command: cobra marks a
+// command called once it finds it) and a usage error: exit code 2.
 func Execute(ctx context.Context, cmd *cobra.Command) error {
-	err := cmd.ExecuteContext(ctx)
-	if err != nil && strings.HasPrefix(err.Error(), "unknown command ") {
+	c, err := cmd.ExecuteContextC(ctx)
+	if err != nil && c != nil && c.CalledAs() == "" {
 		return usageError{err}
 	}
 	return err
