@@ -151,6 +151,20 @@ func Sort(findings []Finding) {
 	})
 }
 
+// Strict makes every warning of findings an error (`vllmctl lint
+// --strict`) and sorts them again (see Sort); it returns how many it
+// promoted.
+func Strict(findings []Finding) (promoted int) {
+	for i := range findings {
+		if findings[i].Severity == SeverityWarning {
+			findings[i].Severity = SeverityError
+			promoted++
+		}
+	}
+	Sort(findings)
+	return promoted
+}
+
 // Counts returns how many findings have each severity.
 func Counts(findings []Finding) (errors, warnings, infos int) {
 	for _, f := range findings {

@@ -430,6 +430,38 @@ func TestRunSortsDeterministically(t *testing.T) {
 	assert.Equal(t, []int{1, 3, 1}, []int{errs, warns, infos})
 }
 
+// TestStrict: --strict makes every warning an error, leaves errors and
+// infos as they are, and sorts the promoted findings among the errors.
+func TestStrict(t *testing.T) {
+	tests := []struct {
+		name         string
+		findings     []Finding
+		want         []Finding
+		wantPromoted int
+	}{
+		{name: "none", findings: nil, want: nil},
+		{
+			name:     "errors and infos stay",
+			findings: []Finding{{Rule: "VL001", Severity: SeverityError}, {Rule: "VL010", Severity: SeverityInfo}},
+			want:     []Finding{{Rule: "VL001", Severity: SeverityError}, {Rule: "VL010", Severity: SeverityInfo}},
+		},
+		{
+			name: "warnings become errors, sorted by rule among them",
+			findings: []Finding{{Rule: "VL007", Severity: SeverityError}, {Rule: "VL002", Severity: SeverityWarning},
+				{Rule: "VL009", Severity: SeverityWarning}, {Rule: "VL010", Severity: SeverityInfo}},
+			want: []Finding{{Rule: "VL002", Severity: SeverityError}, {Rule: "VL007", Severity: SeverityError},
+				{Rule: "VL009", Severity: SeverityError}, {Rule: "VL010", Severity: SeverityInfo}},
+			wantPromoted: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.wantPromoted, Strict(tt.findings))
+			assert.Equal(t, tt.want, tt.findings)
+		})
+	}
+}
+
 func TestRulesAreOrderedAndDocumented(t *testing.T) {
 	var prev string
 	for _, r := range Rules() {

@@ -110,13 +110,7 @@ func (o *lintOptions) Run(ctx context.Context) error {
 	findings := lint.Run(r.Objects, lint.Options{Namespace: o.opts.Namespace, Source: r.Source})
 	promoted := 0
 	if o.strict {
-		for i := range findings {
-			if findings[i].Severity == lint.SeverityWarning {
-				findings[i].Severity = lint.SeverityError
-				promoted++
-			}
-		}
-		lint.Sort(findings)
+		promoted = lint.Strict(findings)
 	}
 	errs, warns, infos := lint.Counts(findings)
 	if err := writeLintReport(o.g.Streams.Out, o.output.format, findings, errs, warns); err != nil {
