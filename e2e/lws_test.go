@@ -8,7 +8,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
@@ -193,4 +198,63 @@ func TestLWSKnownCauseRolledBack(t *testing.T) {
 		return done && err == nil, nil
 	})
 	assert.Equal(t, rev1, f.requireLWSOn(t, "v0.11.0"), "back on revision 1's template")
+}
+
+// TestDiagnoseLWSPod diagnoses the failing pods of a LeaderWorkerSet
+// release left failed (--no-rollback), made by a chart whose pods carry no
+// vllmctl labels (a copy of the built-in chart without
+// app.kubernetes.io/managed-by on its pod templates, its Chart.yaml
+// mapping kept): the leader (its StatefulSet is the LeaderWorkerSet's) and
+// a worker (its StatefulSet is the leader pod's) are followed up to the
+// LeaderWorkerSet, the release's object, so the hints quote the chart's
+// values path beside the flag. The controller recreates a crashing group,
+// so diagnose is retried until the pod it reads has failed.
+func TestDiagnoseLWSPod(t *testing.T) {
+	lwsBin(t)
+	f := newRelFixture(t)
+	useLWS(t, f.env)
+	chart := filepath.Join(t.TempDir(), "vllm")
+	require.NoError(t, os.CopyFS(chart, os.DirFS(filepath.Join("..", "charts", "vllm"))))
+	helpers := filepath.Join(chart, "templates", "_helpers.tpl")
+	tpl, err := os.ReadFile(helpers)
+	require.NoError(t, err)
+	unlabelled := strings.Replace(string(tpl), "app.kubernetes.io/managed-by: vllmctl\n", "", 1)
+	require.NotEqual(t, string(tpl), unlabelled, "the pod labels name vllmctl")
+	require.NoError(t, os.WriteFile(helpers, []byte(unlabelled), 0o600))
+	deploy := func(args ...string) relRun {
+		all := append([]string{"deploy", relName, chart, "--progress", "plain", "--timeout", "2m", "-o", "json"}, lwsValues...)
+		return f.run(t, append(all, args...)...)
+	}
+	r := deploy()
+	require.Equal(t, exitcode.OK, r.code, "install\n%s", r)
+	pods := f.lwsPods(t)
+	require.NotEmpty(t, pods)
+	for _, p := range pods {
+		require.NotContains(t, p.Labels, "app.kubernetes.io/managed-by", "pod %s carries no vllmctl label", p.Name)
+	}
+
+	r = deploy("--set", "image.tag=v0.11.1-fault-kvcache", "--no-rollback")
+	require.Equal(t, 4, r.code, "failed, not rolled back\n%s", r)
+	res := result(t, r)
+	require.NotNil(t, res.Failure, r.stdout)
+	// The group the rolling update reached first: its leader chat-<g> and
+	// its worker chat-<g>-1.
+	leader := res.Failure.Pod
+	if parts := strings.Split(leader, "-"); len(parts) == 3 {
+		leader = strings.Join(parts[:2], "-")
+	}
+	require.Regexp(t, `^chat-\d+$`, leader, "the failed pod %q is a group's", res.Failure.Pod)
+	for _, pod := range []string{leader, leader + "-1"} {
+		var last relRun
+		err := kwait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			last = f.run(t, "diagnose", pod, "-o", "json")
+			return last.code == 0 && strings.Contains(last.stdout, `"kv-cache"`), nil
+		})
+		require.NoError(t, err, "diagnose %s names kv-cache; last:\n%s", pod, last)
+		var d map[string]any
+		require.NoError(t, json.Unmarshal([]byte(last.stdout), &d), last.stdout)
+		hints, _ := json.Marshal(d["hints"])
+		assert.Contains(t, string(hints), "--max-model-len", "%s: the flag to change", pod)
+		assert.Contains(t, string(hints), "model.maxModelLen", "%s: the chart's values path, from the release's record", pod)
+	}
 }

@@ -124,7 +124,10 @@ func (o *diagnoseOptions) diagnosePod(ctx context.Context) (*rollout.Diagnosis, 
 	// The hints name the values paths of the pod's chart where it maps
 	// them (a vllmctl release's recorded chart), else flags only; the
 	// release's Secrets are withheld from what the pod printed.
-	values := release.PodChartValues(ctx, client, o.namespace, o.pod, o.g.Redactor)
+	// A LeaderWorkerSet's pods are followed up to it with the dynamic
+	// client; without one (best effort), to its StatefulSets only.
+	dyn, _ := o.g.Factory.DynamicClient()
+	values := release.PodChartValues(ctx, client, dyn, o.namespace, o.pod, o.g.Redactor)
 	d, err := wait.DiagnosePod(ctx, client, o.namespace, o.pod, o.container, wait.RolloutOptions{Values: values})
 	if err == nil {
 		// gpu-oom and kv-cache: what the model-fit arithmetic says of the

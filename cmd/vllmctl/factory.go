@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -23,6 +24,9 @@ import (
 type Factory interface {
 	// KubernetesClientSet is the typed client of the cluster.
 	KubernetesClientSet() (kubernetes.Interface, error)
+	// DynamicClient is the dynamic client of the cluster (custom
+	// resources: a LeaderWorkerSet's pods are followed up to it).
+	DynamicClient() (dynamic.Interface, error)
 	// Store opens the release record store of namespace.
 	Store(namespace string) (storage.Store, error)
 	// Engine builds the release engine of namespace, its rollout watcher
@@ -48,6 +52,20 @@ func newClusterFactory(getter genericclioptions.RESTClientGetter) Factory {
 // and of kstatus stays on JSON.
 func (f *clusterFactory) KubernetesClientSet() (kubernetes.Interface, error) {
 	return f.clientSet()
+}
+
+// DynamicClient is the dynamic client of the kubeconfig, on JSON (custom
+// resources speak no protobuf).
+func (f *clusterFactory) DynamicClient() (dynamic.Interface, error) {
+	cfg, err := f.jsonConfig()
+	if err != nil {
+		return nil, err
+	}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, recordClusterError{fmt.Errorf("dynamic client: %w", err)}
+	}
+	return client, nil
 }
 
 // watchClients are the rollout watcher's clients: the typed client, as
@@ -93,8 +111,8 @@ func (f *clusterFactory) clientSet() (kubernetes.Interface, error) {
 	return client, nil
 }
 
-// config is the kubeconfig's REST config asking for protobuf.
-func (f *clusterFactory) config() (*rest.Config, error) {
+// jsonConfig is a copy of the kubeconfig's REST config, on JSON.
+func (f *clusterFactory) jsonConfig() (*rest.Config, error) {
 	if flags, ok := f.getter.(*genericclioptions.ConfigFlags); ok {
 		if err := checkKubeconfigFiles(kubeconfigFlag(flags.KubeConfig)); err != nil {
 			return nil, err
@@ -104,7 +122,15 @@ func (f *clusterFactory) config() (*rest.Config, error) {
 	if err != nil {
 		return nil, kubeconfigError(err)
 	}
-	cfg = rest.CopyConfig(cfg)
+	return rest.CopyConfig(cfg), nil
+}
+
+// config is the kubeconfig's REST config asking for protobuf.
+func (f *clusterFactory) config() (*rest.Config, error) {
+	cfg, err := f.jsonConfig()
+	if err != nil {
+		return nil, err
+	}
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return cfg, nil

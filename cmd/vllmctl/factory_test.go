@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vllmctl/vllmctl/release"
@@ -20,6 +21,8 @@ type fakeFactory struct {
 	store func(namespace string) storage.Store
 	// client is the clientset; nil: none.
 	client kubernetes.Interface
+	// dynamic is the dynamic client; nil: none.
+	dynamic dynamic.Interface
 }
 
 var _ Factory = fakeFactory{}
@@ -39,6 +42,13 @@ func (f fakeFactory) KubernetesClientSet() (kubernetes.Interface, error) {
 		return nil, errors.New("fake factory: no clientset")
 	}
 	return f.client, nil
+}
+
+func (f fakeFactory) DynamicClient() (dynamic.Interface, error) {
+	if f.dynamic == nil {
+		return nil, errors.New("fake factory: no dynamic client")
+	}
+	return f.dynamic, nil
 }
 
 func (f fakeFactory) Store(namespace string) (storage.Store, error) {

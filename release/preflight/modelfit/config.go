@@ -124,7 +124,7 @@ func ParseConfig(data []byte) (*Config, error) {
 			c.Architectures = append(c.Architectures, s)
 		}
 	}
-	c.TiedEmbeddings = boolean(raw, "tie_word_embeddings", false)
+	c.TiedEmbeddings = boolean(raw, "tie_word_embeddings", tiedByDefault(c.ModelType))
 	if c.Hidden <= 0 || c.Layers <= 0 || c.Heads <= 0 {
 		return nil, errors.New("config.json: no hidden_size, num_hidden_layers or num_attention_heads: not a decoder model this check knows")
 	}
@@ -160,6 +160,16 @@ func ParseConfig(data []byte) (*Config, error) {
 		c.Quant = readQuant(raw)
 	}
 	return c, nil
+}
+
+// tiedByDefault is transformers' default of tie_word_embeddings for a
+// model_type when the config.json leaves it out: true for the Gemma
+// family (GemmaConfig, Gemma2Config and Gemma3TextConfig default to
+// tie_word_embeddings=True, and their Hub configs do not repeat it),
+// false for the Llama-like configs this check reads otherwise, which
+// state it when they tie.
+func tiedByDefault(modelType string) bool {
+	return strings.HasPrefix(modelType, "gemma")
 }
 
 // readHybrid counts the layers of a hybrid model that cache no tokens.

@@ -35,15 +35,17 @@ func TestParamsOfRealConfigs(t *testing.T) {
 		mla                       bool
 		// sliding is the sliding-window layers.
 		sliding int64
+		// tied: the output layer shares the embedding.
+		tied bool
 	}{
 		{name: "meta-llama--Llama-3.1-8B", params: 8.03, kvHeads: 8, headDim: 128},
-		{name: "meta-llama--Llama-3.2-3B", params: 3.21, kvHeads: 8, headDim: 128},
+		{name: "meta-llama--Llama-3.2-3B", params: 3.21, kvHeads: 8, headDim: 128, tied: true},
 		{name: "meta-llama--Llama-3.3-70B-Instruct", params: 70.6, kvHeads: 8, headDim: 128},
-		{name: "Qwen--Qwen2.5-3B", params: 3.09, kvHeads: 2, headDim: 128},
+		{name: "Qwen--Qwen2.5-3B", params: 3.09, kvHeads: 2, headDim: 128, tied: true},
 		{name: "Qwen--Qwen2.5-7B", params: 7.61, kvHeads: 4, headDim: 128},
 		{name: "Qwen--Qwen2.5-14B", params: 14.7, kvHeads: 8, headDim: 128},
 		{name: "Qwen--Qwen2.5-32B", params: 32.5, kvHeads: 8, headDim: 128},
-		{name: "Qwen--Qwen3-4B", params: 4.02, kvHeads: 8, headDim: 128},
+		{name: "Qwen--Qwen3-4B", params: 4.02, kvHeads: 8, headDim: 128, tied: true},
 		{name: "Qwen--Qwen3-8B", params: 8.19, kvHeads: 8, headDim: 128},
 		{name: "Qwen--Qwen3-14B", params: 14.8, kvHeads: 8, headDim: 128},
 		{name: "Qwen--Qwen3-32B", params: 32.8, kvHeads: 8, headDim: 128},
@@ -52,6 +54,13 @@ func TestParamsOfRealConfigs(t *testing.T) {
 		{name: "mistralai--Mixtral-8x7B-v0.1", params: 46.7, kvHeads: 8, headDim: 128, experts: 8},
 		{name: "openai--gpt-oss-20b", params: 20.9, kvHeads: 8, headDim: 64, experts: 32, sliding: 12},
 		{name: "openai--gpt-oss-120b", params: 116.8, kvHeads: 8, headDim: 64, experts: 128, sliding: 18},
+		// Gemma 2: embeddings tied by default (the config does not say
+		// so), head_dim 256 stated (16 × 256 ≠ hidden 3584), even layers
+		// sliding over 4096 tokens (21 of 42).
+		{name: "google--gemma-2-9b-it", params: 9.24, kvHeads: 8, headDim: 256, sliding: 21, tied: true},
+		// Phi-4 (Phi3ForCausalLM): its sliding_window equals the context,
+		// so no layer slides.
+		{name: "microsoft--phi-4", params: 14.7, kvHeads: 10, headDim: 128},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := loadConfig(t, tc.name)
@@ -62,6 +71,7 @@ func TestParamsOfRealConfigs(t *testing.T) {
 			assert.Equal(t, tc.experts, c.Experts)
 			assert.Equal(t, tc.mla, c.KVLoraRank > 0)
 			assert.Equal(t, tc.sliding, c.SlidingLayers, "sliding-window layers (Qwen's sliding_window is off; gpt-oss alternates)")
+			assert.Equal(t, tc.tied, c.TiedEmbeddings)
 			assert.Positive(t, c.MaxPosition)
 		})
 	}
@@ -112,6 +122,45 @@ func TestWeightsOfRealMXFP4Configs(t *testing.T) {
 			assert.True(t, c.Quant.ExpertsOnly, "attention, router and embeddings stay bfloat16")
 			got := c.WeightBytes("", "") / (1 << 30)
 			assert.InEpsilon(t, gib, got, 0.05, "weights: %.2f GiB", got)
+		})
+	}
+}
+
+// TestGemma3AndPhi3Features reads configs written for this test (not real
+// models' files, which were not found in a citable form; the sizes are
+// Gemma 3 27B's and Phi-3-mini-128k's): Gemma 3's language model under
+// text_config, one full-attention layer in every sliding_window_pattern
+// layers (transformers: layer i slides unless (i+1) % pattern == 0) and
+// embeddings tied by default; Phi-3's longrope rope_scaling changes no
+// size, and its sliding_window as long as the context slides nothing.
+func TestGemma3AndPhi3Features(t *testing.T) {
+	for _, tc := range []struct {
+		name, config                     string
+		layers, sliding, window, headDim int64
+		tied                             bool
+	}{
+		{name: "gemma 3 multimodal", config: `{"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+			"text_config": {"model_type": "gemma3_text", "hidden_size": 5376, "intermediate_size": 21504, "num_hidden_layers": 62,
+			"num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128, "sliding_window": 1024, "sliding_window_pattern": 6,
+			"max_position_embeddings": 131072, "vocab_size": 262208}, "torch_dtype": "bfloat16"}`,
+			layers: 62, sliding: 52, window: 1024, headDim: 128, tied: true},
+		{name: "phi-3 longrope", config: `{"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 3072,
+			"intermediate_size": 8192, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+			"max_position_embeddings": 131072, "original_max_position_embeddings": 4096, "sliding_window": 262144,
+			"rope_scaling": {"type": "longrope", "long_factor": [1.08, 1.11], "short_factor": [1.0, 1.02]},
+			"tie_word_embeddings": false, "vocab_size": 32064, "torch_dtype": "bfloat16"}`,
+			layers: 32, headDim: 96},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tc.config))
+			require.NoError(t, err)
+			assert.Equal(t, tc.layers, c.Layers)
+			assert.Equal(t, tc.sliding, c.SlidingLayers)
+			if tc.sliding > 0 {
+				assert.Equal(t, tc.window, c.SlidingWindow)
+			}
+			assert.Equal(t, tc.headDim, c.HeadDim)
+			assert.Equal(t, tc.tied, c.TiedEmbeddings)
 		})
 	}
 }

@@ -32,6 +32,10 @@ func TestFitOfRealConfigs(t *testing.T) {
 		{name: "Qwen3-0.6B-sized: Qwen2.5-3B on a 24 GiB GPU", config: "Qwen--Qwen2.5-3B", engine: Engine{}, gpuMiB: 24576, want: VerdictFits},
 		{name: "Kimi K2 (1T, bf16) on eight 80 GiB GPUs", config: "moonshotai--Kimi-K2-Instruct", engine: Engine{TensorParallel: 8}, gpuMiB: a100, want: VerdictGPUOOM},
 		{name: "Qwen3-14B at 0.7 utilization on a 48 GiB GPU", config: "Qwen--Qwen3-14B", engine: Engine{GPUMemoryUtilization: 0.7}, gpuMiB: 49152, want: VerdictKVCache},
+		{name: "Gemma 2 9B on a 24 GiB GPU at its 8192 context: the grey zone, a warning", config: "google--gemma-2-9b-it", engine: Engine{}, gpuMiB: 24576, want: VerdictTight},
+		{name: "Gemma 2 9B on a 16 GiB GPU", config: "google--gemma-2-9b-it", engine: Engine{MaxModelLen: 4096}, gpuMiB: 16384, want: VerdictGPUOOM},
+		{name: "Phi-4 on one 80 GiB GPU at its 16384 context", config: "microsoft--phi-4", engine: Engine{}, gpuMiB: a100, want: VerdictFits},
+		{name: "Phi-4 on a 24 GiB GPU", config: "microsoft--phi-4", engine: Engine{MaxModelLen: 4096}, gpuMiB: 24576, want: VerdictGPUOOM},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := loadConfig(t, tc.config)
@@ -58,6 +62,10 @@ func TestKVBytesPerToken(t *testing.T) {
 		// MLA: one latent of kv_lora_rank + qk_rope_head_dim per layer,
 		// the same on every rank.
 		{name: "MLA", config: "moonshotai--Kimi-K2-Instruct", engine: Engine{TensorParallel: 8}, want: 61 * (512 + 64) * 2},
+		// Gemma 2: head_dim 256 as stated, not hidden/heads (224); the 21
+		// sliding layers cache as much per token as the 21 full ones.
+		{name: "explicit head_dim", config: "google--gemma-2-9b-it", engine: Engine{}, want: 42 * 8 * 256 * 2 * 2},
+		{name: "10 KV heads over TP 4: three per GPU", config: "microsoft--phi-4", engine: Engine{TensorParallel: 4}, want: 40 * 3 * 128 * 2 * 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := loadConfig(t, tc.config)
