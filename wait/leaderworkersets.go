@@ -10,9 +10,7 @@ package wait
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -137,23 +134,13 @@ func (l *leaderWorkerSet) rolledOut() (bool, string) {
 // lwsWatch follows one LeaderWorkerSet.
 type lwsWatch struct {
 	rolloutState
-	namespace string
-	name      string
-	object    string // "leaderworkerset.leaderworkerset.x-k8s.io/chat"
-
-	lws, leader, pods *informer
-	uid               types.UID
+	leader *informer // its leader StatefulSet (by name)
 	// judge judges the pods of the current revision; oldJudge those of
 	// the other revisions, whose failures are warnings only.
 	judge, oldJudge *podJudge
 
 	l        *leaderWorkerSet
 	revision string // the current template revision
-	done     bool
-	msg      string
-	suspect  *podFinding
-	warned   map[string]bool
-	stall    stallTimer // how long its controller has not observed it
 	// leaders are, per revision and group index ("rev/1"), the UIDs of
 	// the group's leader pods seen: more than one is a recreated group.
 	leaders map[string]map[types.UID]bool
@@ -166,11 +153,7 @@ type lwsWatch struct {
 }
 
 func (r *rolloutRun) newLWSWatch(idx int, ref object.Ref) *lwsWatch {
-	lw := &lwsWatch{
-		rolloutState: rolloutState{idx: idx, ref: ref, progress: rollout.RolloutProgress{LeaderWorkerSet: ref.Name, Verdict: rollout.VerdictProgressing}},
-		namespace:    ref.Namespace, name: ref.Name, object: rollout.ObjectName(ref),
-		oldJudge: newPodJudge(r.o), warned: map[string]bool{},
-	}
+	lw := &lwsWatch{rolloutState: newRolloutState(idx, ref, rollout.RolloutProgress{LeaderWorkerSet: ref.Name})}
 	lw.reset(r)
 	return lw
 }
@@ -184,44 +167,30 @@ func (lw *lwsWatch) reset(r *rolloutRun) {
 	lw.captured = map[string]*capturedLog{}
 }
 
-// startLWS starts the informers of a LeaderWorkerSet and of its leader
+// start starts the informers of a LeaderWorkerSet and of its leader
 // StatefulSet (field selectors on their name, both <lws>); its pods are
 // watched once the LeaderWorkerSet is seen.
-func (r *rolloutRun) startLWS(lw *lwsWatch) {
-	name := fields.OneTermEqualSelector("metadata.name", lw.name).String()
-	byName := func(o *metav1.ListOptions) { o.FieldSelector = name }
+func (lw *lwsWatch) start(r *rolloutRun) {
 	c := r.dyn.Resource(leaderWorkerSetResource()).Namespace(lw.namespace)
-	lw.lws = r.newInformer("watch "+lw.ref.String(), listWatch(c.List, c.Watch, byName), &unstructured.Unstructured{}, r.deploymentHandler())
+	lw.self = r.newInformer("watch "+lw.ref.String(), listWatch(c.List, c.Watch, byName(lw.name)), &unstructured.Unstructured{}, r.deploymentHandler())
 	sc := r.client.AppsV1().StatefulSets(lw.namespace)
-	lw.leader = r.newInformer("watch the leader StatefulSet of "+lw.ref.String(), listWatch(sc.List, sc.Watch, byName), &appsv1.StatefulSet{}, r.deploymentHandler())
+	lw.leader = r.newInformer("watch the leader StatefulSet of "+lw.ref.String(), listWatch(sc.List, sc.Watch, byName(lw.name)), &appsv1.StatefulSet{}, r.deploymentHandler())
 }
 
 // startLWSPods starts the informer of every pod of a LeaderWorkerSet (its
 // label leaderworkerset.sigs.k8s.io/name): leaders and workers, of every
 // revision.
 func (r *rolloutRun) startLWSPods(lw *lwsWatch) {
-	s := labels.SelectorFromSet(labels.Set{lwsNameLabel: lw.name}).String()
-	c := r.podsIn(lw.namespace)
-	lw.pods = r.newInformer("watch the pods of "+lw.ref.String(),
-		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }), &corev1.Pod{}, r.podHandler())
+	r.watchPods(&lw.watchBase, labels.SelectorFromSet(labels.Set{lwsNameLabel: lw.name}).String(), r.podHandler())
 }
 
-// currentLWS returns lw's LeaderWorkerSet from its synced informer,
-// starting over when it is a new (or recreated) one. It returns nil when
-// the informer has not synced, or the object is missing (recorded as
-// NotFound) or unreadable.
-func (r *rolloutRun) currentLWS(lw *lwsWatch) *leaderWorkerSet {
-	obj := watchedObject(lw.lws, lw.namespace+"/"+lw.name, &lw.uid, func() {
-		lw.done = false
-		r.set(lw, rollout.StatusNotFound, "not found", "")
-	}, func() {
-		if lw.pods != nil {
-			lw.pods.cancel()
-			lw.pods = nil
-		}
+// current returns lw's LeaderWorkerSet (see rolloutRun.current), and
+// records it; nil when it is unreadable.
+func (lw *lwsWatch) current(r *rolloutRun) *leaderWorkerSet {
+	u, _ := r.current(lw, func() {
+		lw.stopPods()
 		lw.reset(r)
-	})
-	u, _ := obj.(*unstructured.Unstructured)
+	}).(*unstructured.Unstructured)
 	if u == nil {
 		return nil
 	}
@@ -249,12 +218,12 @@ func (lw *lwsWatch) currentRevision(l *leaderWorkerSet) string {
 	return s.Labels[LeaderWorkerSetRevisionLabel]
 }
 
-// evaluateLWS brings lw up to date: its LeaderWorkerSet, its rollout
+// evaluate brings lw up to date: its LeaderWorkerSet, its rollout
 // status, the informer of its pods, then the verdicts on the pods of its
 // current revision and on its groups' recreations. It returns the failure
 // found, and when to evaluate again without news.
-func (r *rolloutRun) evaluateLWS(lw *lwsWatch, now time.Time) (*failure, time.Time) {
-	l := r.currentLWS(lw)
+func (lw *lwsWatch) evaluate(r *rolloutRun, now time.Time) (*failure, time.Time) {
+	l := lw.current(r)
 	if l == nil {
 		return nil, time.Time{}
 	}
@@ -276,59 +245,36 @@ func (r *rolloutRun) evaluateLWS(lw *lwsWatch, now time.Time) (*failure, time.Ti
 		// An LWS controller that never reported an observed generation
 		// has not acted until it set a condition.
 		pending := l.Generation > l.Status.ObservedGeneration && (l.Status.ObservedGeneration != 0 || len(l.Status.Conditions) == 0)
-		if after, again := r.stalled(&lw.stall, l.Generation, pending, now); after > 0 {
-			fail = stallFailure(&ControllerStalledError{Object: "LeaderWorkerSet " + lw.namespace + "/" + lw.name, Ref: lw.object,
-				Namespace: lw.namespace, Controller: "the LeaderWorkerSet controller (lws-controller-manager)",
-				Generation: l.Generation, Observed: l.Status.ObservedGeneration, After: after})
-			fail.lws = lw
-		} else if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
-			recheck = again
-		}
+		fail, recheck = r.checkStall(lw, "LeaderWorkerSet", "the LeaderWorkerSet controller (lws-controller-manager)",
+			l.Generation, l.Status.ObservedGeneration, pending, now, recheck)
 	}
 	if fail != nil {
 		recheck = time.Time{}
 	}
 	r.set(lw, rollout.StatusInProgress, lw.msg, "")
-	for _, w := range warnings {
-		if w != "" {
-			r.set(lw, rollout.StatusInProgress, lw.msg, w)
-		}
-	}
+	r.warn(lw, rollout.StatusInProgress, warnings)
 	return fail, recheck
 }
 
 // observeStatus applies LeaderWorkerSetRolledOut's rule to l, recording
 // whether it rolled out, the message and the group counts in lw.
 func (lw *lwsWatch) observeStatus(l *leaderWorkerSet) {
-	lw.done, lw.msg = l.rolledOut()
-	p := &lw.progress
-	p.Desired = ptr.Deref(l.Spec.Replicas, 1)
-	p.Updated, p.Ready, p.Available = l.Status.UpdatedReplicas, l.Status.ReadyReplicas, l.Status.ReadyReplicas
-	p.Verdict = rollout.VerdictProgressing
-	if lw.done {
-		p.Verdict = rollout.VerdictRolledOut
-	}
+	done, msg := l.rolledOut()
+	lw.observed(done, msg, ptr.Deref(l.Spec.Replicas, 1), l.Status.UpdatedReplicas, l.Status.ReadyReplicas, l.Status.ReadyReplicas)
 }
 
 // lwsPods returns lw's pods, by name: those of revision rev (being deleted
 // or not: a group's pods are deleted when it is recreated, and what they
 // say until then counts), and the others not being deleted.
 func (lw *lwsWatch) lwsPods(rev string) (current, other []*corev1.Pod) {
-	for _, o := range lw.pods.list() {
-		pod, ok := o.(*corev1.Pod)
-		if !ok || pod.Namespace != lw.namespace || pod.Labels[lwsNameLabel] != lw.name {
-			continue
-		}
+	for _, pod := range lw.podsOf(nil, func(pod *corev1.Pod) bool { return pod.Labels[lwsNameLabel] == lw.name }) {
 		switch {
 		case pod.Labels[LeaderWorkerSetRevisionLabel] == rev:
 			current = append(current, pod)
-		case pod.DeletionTimestamp == nil:
+		case live(pod):
 			other = append(other, pod)
 		}
 	}
-	byName := func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) }
-	slices.SortFunc(current, byName)
-	slices.SortFunc(other, byName)
 	return current, other
 }
 
@@ -351,7 +297,7 @@ func (r *rolloutRun) judgeLWSPods(lw *lwsWatch, l *leaderWorkerSet, now time.Tim
 		}
 	}
 	lw.progress.Pods = r.podPhasesIn(lw.namespace, live)
-	v := r.judgeRolloutPods(lw.judge, current, now)
+	v := r.judgeRolloutPods(lw.judge, lw.warned, current, now)
 	// The terminations the judge did not classify (OOMKilled, or past a
 	// verdict) are captured too, while their pods exist.
 	for _, pod := range current {
@@ -359,27 +305,13 @@ func (r *rolloutRun) judgeLWSPods(lw *lwsWatch, l *leaderWorkerSet, now time.Tim
 	}
 	lw.suspect = v.suspect
 	if v.fail != nil {
-		fail = &failure{verdict: v.fail.Verdict, lws: lw, finding: lw.withLog(v.fail)}
-	}
-	for i := range v.suspects {
-		warnings = append(warnings, r.suspicion(lw.warned, &v.suspects[i]))
+		fail = &failure{verdict: v.fail.Verdict, w: lw, finding: lw.withLog(v.fail)}
 	}
 	if fail == nil {
 		fail = r.recreations(lw, l, current)
 	}
-	obs := r.observations(other)
-	for i, pod := range other {
-		f, suspects, _ := lw.oldJudge.judge(pod, obs[i], now)
-		if f != nil {
-			suspects = append([]podFinding{*f}, suspects...)
-		}
-		for k := range suspects {
-			if w := r.suspicion(lw.warned, &suspects[k]); w != "" {
-				warnings = append(warnings, strings.Replace(w, "pod "+pod.Name, fmt.Sprintf("pod %s (revision %s)", pod.Name, pod.Labels[LeaderWorkerSetRevisionLabel]), 1))
-			}
-		}
-	}
-	lw.oldJudge.sweep()
+	revision := func(pod *corev1.Pod) string { return pod.Labels[LeaderWorkerSetRevisionLabel] }
+	warnings = append(v.warnings, r.judgeOtherRevisions(lw.oldJudge, lw.warned, other, revision, now)...)
 	return fail, warnings, v.recheck
 }
 
@@ -417,7 +349,7 @@ func (r *rolloutRun) recreations(lw *lwsWatch, l *leaderWorkerSet, current []*co
 	if l.recreatesGroups() {
 		msg += ": the LWS controller recreates the whole group when a container restarts"
 	}
-	f := &failure{verdict: rollout.VerdictGroupRecreated, lws: lw, reason: reasonRecreateGroup, message: msg}
+	f := &failure{verdict: rollout.VerdictGroupRecreated, w: lw, reason: reasonRecreateGroup, message: msg}
 	if c := lw.crashes[worst]; c != nil {
 		cp := *c
 		cp.Verdict = rollout.VerdictGroupRecreated
@@ -439,19 +371,12 @@ func groupLess(a, b string) bool {
 	return x < y
 }
 
-// lwsTurned reports whether a LeaderWorkerSet not seen rolled out yet now
-// is, by its informer (see settle).
-func (r *rolloutRun) lwsTurned() bool {
-	for _, lw := range r.lwss {
-		if lw.done || !lw.lws.synced() {
-			continue
-		}
-		obj, exists, _ := lw.lws.inf.GetStore().GetByKey(lw.namespace + "/" + lw.name)
-		if u, _ := obj.(*unstructured.Unstructured); exists && u != nil {
-			if done, _, err := LeaderWorkerSetRolledOut(u); err == nil && done {
-				return true
-			}
-		}
+// turnedTo reports whether the LeaderWorkerSet obj rolled out.
+func (lw *lwsWatch) turnedTo(obj any) bool {
+	u, _ := obj.(*unstructured.Unstructured)
+	if u == nil {
+		return false
 	}
-	return false
+	done, _, err := LeaderWorkerSetRolledOut(u)
+	return err == nil && done
 }

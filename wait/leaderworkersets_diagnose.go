@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -167,59 +166,36 @@ func isLWSPodOf(name, lws string) bool {
 	return digits(group) && (!hasWorker || digits(worker))
 }
 
-// reportLWSEvent reports a Warning event about a LeaderWorkerSet or one of
-// its pods, and the LWS controller's RecreateGroup events. It reports
-// whether e was about one.
-func (r *rolloutRun) reportLWSEvent(e *corev1.Event) bool {
-	for _, lw := range r.lwss {
-		if lw.l == nil || e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != lw.namespace {
-			continue
-		}
-		var about string
-		switch name := e.InvolvedObject.Name; e.InvolvedObject.Kind {
-		case lwsKind:
-			if name == lw.name {
-				about = "LeaderWorkerSet " + name
-			}
-		case "Pod":
-			if isLWSPodOf(name, lw.name) {
-				about = "pod " + name
-			}
-		}
-		if about == "" {
-			continue
-		}
-		key := fmt.Sprintf("event/%s/%d/%s", e.UID, e.Count, e.Message)
-		if !lw.warned[key] {
-			lw.warned[key] = true
-			cur := r.res.Objects[lw.idx]
-			r.set(lw, cur.Status, cur.Message, about+": "+formatEvent(e))
-		}
-		return true
+// eventAbout says what a Warning event is about: the LeaderWorkerSet or
+// one of its pods (the LWS controller's RecreateGroup events too, see
+// noteEvent).
+func (lw *lwsWatch) eventAbout(e *corev1.Event) string {
+	if lw.l == nil {
+		return ""
 	}
-	return false
+	switch name := e.InvolvedObject.Name; e.InvolvedObject.Kind {
+	case lwsKind:
+		if name == lw.name {
+			return "LeaderWorkerSet " + name
+		}
+	case "Pod":
+		if isLWSPodOf(name, lw.name) {
+			return "pod " + name
+		}
+	}
+	return ""
 }
 
-// refreshLWS brings lw's suspect pod up to date before a diagnosis.
-func (r *rolloutRun) refreshLWS(ctx context.Context, lw *lwsWatch) {
-	lw.pods.waitSynced(ctx, 2*time.Second)
-	if lw.lws.synced() {
-		_, _ = r.evaluateLWS(lw, r.clk.Now())
-	}
-}
-
-// diagnoseLWS explains the failure of a LeaderWorkerSet: from its failed
+// diagnose explains the failure of a LeaderWorkerSet: from its failed
 // pod, as a Deployment's, or from the last crash of the group recreated
 // too often (the log captured at its termination).
-func (r *rolloutRun) diagnoseLWS(ctx context.Context, f *failure) *rollout.Diagnosis {
-	lw := f.lws
+func (lw *lwsWatch) diagnose(ctx context.Context, r *rolloutRun, f *failure) *rollout.Diagnosis {
 	if f.finding == nil {
 		d := &rollout.Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: lw.object, Namespace: lw.namespace, Message: f.message}
 		d.Hints = hints(d, nil, f.reason)
 		return d
 	}
-	g := diagnoser{client: r.client, opts: r.o}
-	d := g.fromPod(ctx, f.verdict, lw.object, lw.namespace, f.finding, r.podEvents(ctx, lw.namespace, f.finding.Pod))
+	d := r.podDiagnosis(ctx, &lw.watchBase, f.verdict, f.finding)
 	if f.reason != "" {
 		d.Reason = f.reason
 		d.Message = joinNonEmpty("; ", f.message, d.Message)
@@ -246,20 +222,8 @@ func recreatedHints(d *rollout.Diagnosis, lw *lwsWatch) []string {
 	return out
 }
 
-// lwsTimeout explains a timeout on a LeaderWorkerSet not rolled out, with
+// timeout explains a timeout on a LeaderWorkerSet not rolled out, with
 // its most suspect pod of the current revision.
-func (r *rolloutRun) lwsTimeout(ctx context.Context, lw *lwsWatch) *rollout.Diagnosis {
-	r.refreshLWS(ctx, lw)
-	lw.progress.Verdict = rollout.VerdictTimeout
-	msg := lw.msg
-	if msg == "" {
-		msg = r.res.Objects[lw.idx].Message
-	}
-	suspect := lw.suspect
-	if suspect != nil {
-		suspect = lw.withLog(suspect)
-	}
-	d := r.suspectTimeout(ctx, lw.object, lw.namespace, "waiting for rollout to finish: "+msg, suspect)
-	r.set(lw, r.res.Objects[lw.idx].Status, r.res.Objects[lw.idx].Message, "")
-	return d
+func (lw *lwsWatch) timeout(ctx context.Context, r *rolloutRun) *rollout.Diagnosis {
+	return r.rolloutTimeout(ctx, lw, &lw.rolloutState, lw.withLog)
 }

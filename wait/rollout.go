@@ -1,9 +1,12 @@
 // The RolloutWatcher: its constructors, Wait, the state of one Wait (in
-// all and per Deployment), and how statuses are recorded and sent. The run
-// loop is in rollout_run.go, the informers in rollout_informers.go and
-// replicasets.go, the verdicts in rollout_evaluate.go, the diagnoses in
-// rollout_diagnose.go; StatefulSets in statefulsets.go, LeaderWorkerSets
-// in leaderworkersets.go, Jobs and Pods that run to completion in runs.go.
+// all, and per Deployment, StatefulSet or LeaderWorkerSet), and how
+// statuses are recorded and sent. The run loop is in rollout_run.go, what
+// it asks of each kind of object (kindWatch) and the bookkeeping shared by
+// the kinds in watch.go, the informers in rollout_informers.go and
+// replicasets.go, a Deployment's verdicts in rollout_evaluate.go, the
+// diagnoses in rollout_diagnose.go; StatefulSets in statefulsets.go,
+// LeaderWorkerSets in leaderworkersets.go, Jobs and Pods that run to
+// completion in runs.go.
 
 package wait
 
@@ -222,17 +225,50 @@ type rolloutRun struct {
 	unreachable time.Time
 }
 
-// rolloutState is what the events of a Deployment or StatefulSet report:
-// its status in the Result (at idx), its progress, and what was sent.
+// rolloutState is what the events of a Deployment, StatefulSet or
+// LeaderWorkerSet report: its status in the Result (at idx), its progress,
+// and what was sent.
 type rolloutState struct {
-	idx      int
-	ref      object.Ref
+	watchBase
 	progress rollout.RolloutProgress
 	lastSent rollout.RolloutProgress // the progress last sent
-	sent     bool
+}
+
+func newRolloutState(idx int, ref object.Ref, p rollout.RolloutProgress) rolloutState {
+	p.Verdict = rollout.VerdictProgressing
+	return rolloutState{watchBase: newWatchBase(idx, ref), progress: p}
 }
 
 func (s *rolloutState) state() *rolloutState { return s }
+
+func (s *rolloutState) report(r *rolloutRun, st rollout.Status, msg, warning string) {
+	r.set(s, st, msg, warning)
+}
+
+func (s *rolloutState) rolledOut(r *rolloutRun) {
+	if s.progress.Verdict != rollout.VerdictRolledOut {
+		s.progress.Verdict = rollout.VerdictRolledOut
+		r.set(s, rollout.StatusCurrent, s.msg, "")
+	}
+}
+
+func (s *rolloutState) failedWith(r *rolloutRun, v rollout.Verdict, d *rollout.Diagnosis) {
+	s.progress.Verdict = v
+	s.progress.Cause, s.progress.Evidence, s.progress.Hints = d.Cause, d.Evidence, d.Hints
+	r.set(s, rollout.StatusFailed, d.Summary(), "")
+}
+
+// observed records the counts of a rollout status in the progress, and
+// whether it rolled out (done) with msg.
+func (s *rolloutState) observed(done bool, msg string, desired, updated, ready, available int32) {
+	s.done, s.msg = done, msg
+	p := &s.progress
+	p.Desired, p.Updated, p.Ready, p.Available = desired, updated, ready, available
+	p.Verdict = rollout.VerdictProgressing
+	if done {
+		p.Verdict = rollout.VerdictRolledOut
+	}
+}
 
 // rolloutWatch is a Deployment's, StatefulSet's or LeaderWorkerSet's
 // watch.
@@ -241,27 +277,17 @@ type rolloutWatch interface{ state() *rolloutState }
 // deployWatch follows one Deployment.
 type deployWatch struct {
 	rolloutState
-	namespace string
-	name      string
-	object    string // "deployment/chat"
 
-	dep, rs, pods *informer
-	uid           types.UID
-	podHash       string
-	judge         *podJudge
+	rs      *informer // its ReplicaSets (its selector)
+	podHash string
+	judge   *podJudge
 
-	d       *appsv1.Deployment
-	newRS   *appsv1.ReplicaSet
-	oldRS   []*appsv1.ReplicaSet
-	done    bool
-	msg     string
-	suspect *podFinding
-	warned  map[string]bool
+	d     *appsv1.Deployment
+	newRS *appsv1.ReplicaSet
+	oldRS []*appsv1.ReplicaSet
 	// canaryReady are the Ready pods of the new ReplicaSet (a canary
 	// phase only).
 	canaryReady []string
-	// stall measures how long its controller has not observed it.
-	stall stallTimer
 	// released is when the watcher last saw pods of the Deployment going
 	// away (a ReplicaSet with more pods than it wants, or terminating
 	// ones), which frees their share of a quota; guarded by rolloutRun.mu.
@@ -271,12 +297,9 @@ type deployWatch struct {
 // failure is a failure verdict reached on the cluster, before diagnosis.
 type failure struct {
 	verdict rollout.Verdict
-	dw      *deployWatch // nil for another object
-	sts     *stsWatch    // a StatefulSet's failure
-	lws     *lwsWatch    // a LeaderWorkerSet's failure
-	run     *runWatch    // a Job's or Pod's failure
-	finding *podFinding  // a pod's failure
-	reason  string       // otherwise: the Deployment's, ReplicaSet's or StatefulSet's
+	w       kindWatch   // the object that failed; nil for another object
+	finding *podFinding // a pod's failure
+	reason  string      // otherwise: the Deployment's, ReplicaSet's or StatefulSet's
 	message string
 	rs      *appsv1.ReplicaSet
 	other   int                     // the Result index of another object that failed

@@ -49,24 +49,19 @@ func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *rollout.Diagnosi
 	if f.stalled != nil {
 		return f.stalled.Diagnosis()
 	}
-	if f.run != nil {
-		return r.diagnoseRun(ctx, f)
-	}
-	if f.sts != nil {
-		return r.diagnoseStatefulSet(ctx, f)
-	}
-	if f.lws != nil {
-		return r.diagnoseLWS(ctx, f)
-	}
-	g := diagnoser{client: r.client, opts: r.o}
-	if f.dw == nil {
+	if f.w == nil {
 		s := r.res.Objects[f.other]
 		return &rollout.Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: rollout.ObjectName(s.Object), Namespace: s.Object.Namespace, Message: f.message,
 			Hints: []string{fmt.Sprintf("kubectl describe %s%s shows its conditions and events", rollout.ObjectName(s.Object), nsFlag(s.Object.Namespace))}}
 	}
-	dw := f.dw
+	return f.w.diagnose(ctx, r, f)
+}
+
+// diagnose explains the failure of a Deployment: from its failed pod, its
+// new ReplicaSet failing to create pods, or else its most suspect pod.
+func (dw *deployWatch) diagnose(ctx context.Context, r *rolloutRun, f *failure) *rollout.Diagnosis {
 	if f.finding != nil {
-		return g.fromPod(ctx, f.verdict, dw.object, dw.namespace, f.finding, r.podEvents(ctx, dw.namespace, f.finding.Pod))
+		return r.podDiagnosis(ctx, &dw.watchBase, f.verdict, f.finding)
 	}
 	if f.rs == nil {
 		r.refresh(ctx, dw)
@@ -81,7 +76,7 @@ func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *rollout.Diagnosi
 		d.LogNote = "no pod was created: there are no logs"
 		d.Hints = hints(d, nil, f.reason)
 	case dw.suspect != nil:
-		d = g.fromPod(ctx, f.verdict, dw.object, dw.namespace, dw.suspect, r.podEvents(ctx, dw.namespace, dw.suspect.Pod))
+		d = r.podDiagnosis(ctx, &dw.watchBase, f.verdict, dw.suspect)
 		d.Hints = append(hints(d, nil, f.reason), d.Hints...)
 		d.Reason = f.reason
 		d.Message = joinNonEmpty("; ", f.message, suspectMessage(dw.suspect))
@@ -92,13 +87,10 @@ func (r *rolloutRun) diagnose(ctx context.Context, f *failure) *rollout.Diagnosi
 	return d
 }
 
-// refresh brings dw's suspect pod up to date before a diagnosis: the
-// informer of the pods may have started just before the verdict.
-func (r *rolloutRun) refresh(ctx context.Context, dw *deployWatch) {
-	dw.pods.waitSynced(ctx, 2*time.Second)
-	if dw.dep.synced() {
-		_, _ = r.evaluateDeployment(dw, r.clk.Now())
-	}
+// timeout explains a timeout on a Deployment not rolled out, with its
+// most suspect pod.
+func (dw *deployWatch) timeout(ctx context.Context, r *rolloutRun) *rollout.Diagnosis {
+	return r.rolloutTimeout(ctx, dw, &dw.rolloutState, nil)
 }
 
 // diagnoseTimeout explains a timeout: the first Deployment not rolled out,
@@ -106,33 +98,9 @@ func (r *rolloutRun) refresh(ctx context.Context, dw *deployWatch) {
 // out, likewise, or else the first Job or Pod not completed, or else the
 // first other object not Current.
 func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *rollout.Diagnosis {
-	for _, dw := range r.deps {
-		if dw.done {
-			continue
-		}
-		r.refresh(ctx, dw)
-		dw.progress.Verdict = rollout.VerdictTimeout
-		msg := dw.msg
-		if msg == "" {
-			msg = r.res.Objects[dw.idx].Message
-		}
-		d := r.suspectTimeout(ctx, dw.object, dw.namespace, "waiting for rollout to finish: "+msg, dw.suspect)
-		r.set(dw, r.res.Objects[dw.idx].Status, r.res.Objects[dw.idx].Message, "")
-		return d
-	}
-	for _, sw := range r.stss {
-		if !sw.done {
-			return r.statefulSetTimeout(ctx, sw)
-		}
-	}
-	for _, lw := range r.lwss {
-		if !lw.done {
-			return r.lwsTimeout(ctx, lw)
-		}
-	}
-	for _, rw := range r.runs {
-		if !rw.done {
-			return r.runTimeout(ctx, rw)
+	for _, w := range r.watches() {
+		if !w.base().done {
+			return w.timeout(ctx, r)
 		}
 	}
 	for _, i := range r.otherIdx {
@@ -147,17 +115,16 @@ func (r *rolloutRun) diagnoseTimeout(ctx context.Context) *rollout.Diagnosis {
 	return &rollout.Diagnosis{Verdict: rollout.VerdictTimeout, Reason: reasonTimeout, Message: "timed out"}
 }
 
-// suspectTimeout explains a timeout on the Deployment or StatefulSet
-// object, whose rollout status says msg, with its most suspect pod (nil:
-// none).
-func (r *rolloutRun) suspectTimeout(ctx context.Context, object, namespace, msg string, suspect *podFinding) *rollout.Diagnosis {
+// suspectTimeout explains a timeout on b's object (a Deployment,
+// StatefulSet or LeaderWorkerSet), whose rollout status says msg, with its
+// most suspect pod (nil: none).
+func (r *rolloutRun) suspectTimeout(ctx context.Context, b *watchBase, msg string, suspect *podFinding) *rollout.Diagnosis {
 	if suspect == nil {
-		d := &rollout.Diagnosis{Verdict: rollout.VerdictTimeout, Reason: reasonTimeout, Object: object, Namespace: namespace, Message: msg}
+		d := &rollout.Diagnosis{Verdict: rollout.VerdictTimeout, Reason: reasonTimeout, Object: b.object, Namespace: b.namespace, Message: msg}
 		d.Hints = hints(d, nil, reasonTimeout)
 		return d
 	}
-	g := diagnoser{client: r.client, opts: r.o}
-	d := g.fromPod(ctx, rollout.VerdictTimeout, object, namespace, suspect, r.podEvents(ctx, namespace, suspect.Pod))
+	d := r.podDiagnosis(ctx, b, rollout.VerdictTimeout, suspect)
 	if ph := podPhase(suspect.Pod, false); ph.Phase == rollout.PhaseLoading && ph.StartupDeadline.After(r.clk.Now()) {
 		d.Hints = append([]string{fmt.Sprintf("pod %s was still loading under its startup probe, which lets it load for %s more: raise --timeout above the probe's budget, or keep waiting with vllmctl wait --timeout",
 			suspect.Pod.Name, ph.StartupDeadline.Sub(r.clk.Now()).Round(time.Second))}, d.Hints...)

@@ -6,7 +6,6 @@ package wait
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -21,9 +20,8 @@ import (
 	"github.com/vllmctl/vllmctl/internal/rollout"
 )
 
-// evaluate brings every Deployment's, StatefulSet's, Job's and Pod's state
-// up to date and
-// reports the first failure, whether every one rolled out (or completed),
+// evaluate brings the state of every object the watcher follows itself up
+// to date and reports the first failure, whether every one rolled out (or completed),
 // and when to evaluate again without news (zero: no need).
 func (r *rolloutRun) evaluate() (fail *failure, allDone bool, recheck time.Time) {
 	r.mu.Lock()
@@ -33,32 +31,15 @@ func (r *rolloutRun) evaluate() (fail *failure, allDone bool, recheck time.Time)
 
 	allDone = true
 	now := r.clk.Now()
-	note := func(f *failure, done bool, again time.Time) {
+	for _, w := range r.watches() {
+		f, again := w.evaluate(r, now)
 		if f != nil && fail == nil {
 			fail = f
 		}
-		if !done {
+		if !w.base().done {
 			allDone = false
 		}
-		if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
-			recheck = again
-		}
-	}
-	for _, dw := range r.deps {
-		f, again := r.evaluateDeployment(dw, now)
-		note(f, dw.done, again)
-	}
-	for _, sw := range r.stss {
-		f, again := r.evaluateStatefulSet(sw, now)
-		note(f, sw.done, again)
-	}
-	for _, lw := range r.lwss {
-		f, again := r.evaluateLWS(lw, now)
-		note(f, lw.done, again)
-	}
-	for _, rw := range r.runs {
-		f, again := r.evaluateRun(rw, now)
-		note(f, rw.done, again)
+		recheck = earliest(recheck, again)
 	}
 	for _, e := range warnings {
 		r.reportEvent(e)
@@ -66,18 +47,18 @@ func (r *rolloutRun) evaluate() (fail *failure, allDone bool, recheck time.Time)
 	return fail, allDone, recheck
 }
 
-// evaluateDeployment brings dw up to date: its Deployment, its rollout
+// evaluate brings dw up to date: its Deployment, its rollout
 // status, its ReplicaSets and the informer of its new pods, then the
 // verdicts on its new pods and on the Deployment and new ReplicaSet. It
 // returns the failure found, and when to evaluate again without news.
-func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failure, time.Time) {
-	d := r.currentDeployment(dw)
+func (dw *deployWatch) evaluate(r *rolloutRun, now time.Time) (*failure, time.Time) {
+	d := dw.current(r)
 	if d == nil {
 		return nil, time.Time{}
 	}
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
-		return &failure{verdict: rollout.VerdictFailedCreate, dw: dw, reason: "InvalidSelector", message: fmt.Sprintf("invalid selector: %v", err)}, time.Time{}
+		return selectorFailure(dw, rollout.VerdictFailedCreate, fmt.Sprintf("invalid selector: %v", err)), time.Time{}
 	}
 	if dw.rs == nil {
 		r.startReplicaSets(dw, sel)
@@ -87,11 +68,11 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 		dw.syncReplicaSets(d, sel)
 	}
 	if err := r.followNewPods(dw, sel); err != nil {
-		return &failure{verdict: rollout.VerdictFailedCreate, dw: dw, reason: "InvalidSelector", message: err.Error()}, time.Time{}
+		return selectorFailure(dw, rollout.VerdictFailedCreate, err.Error()), time.Time{}
 	}
 	if dw.done && r.opts.Canary != nil {
 		dw.canaryReady = nil
-		for _, pod := range r.newPods(dw) {
+		for _, pod := range dw.newPods() {
 			if podReady(pod) {
 				dw.canaryReady = append(dw.canaryReady, pod.Name)
 			}
@@ -105,14 +86,7 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 
 	fail, warnings, recheck := r.judgePods(dw, now)
 	if fail == nil {
-		pending := d.Generation > d.Status.ObservedGeneration
-		if after, again := r.stalled(&dw.stall, d.Generation, pending, now); after > 0 {
-			fail = stallFailure(&ControllerStalledError{Object: "Deployment " + dw.namespace + "/" + dw.name, Ref: dw.object,
-				Namespace: dw.namespace, Generation: d.Generation, Observed: d.Status.ObservedGeneration, After: after})
-			fail.dw = dw
-		} else if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
-			recheck = again
-		}
+		fail, recheck = r.checkStall(dw, "Deployment", "", d.Generation, d.Status.ObservedGeneration, d.Generation > d.Status.ObservedGeneration, now, recheck)
 	}
 	status := rollout.StatusInProgress
 	if fail == nil && deadline {
@@ -126,57 +100,37 @@ func (r *rolloutRun) evaluateDeployment(dw *deployWatch, now time.Time) (*failur
 		recheck = time.Time{}
 	}
 	r.set(dw, status, dw.msg, "")
-	for _, w := range warnings {
-		if w != "" {
-			r.set(dw, status, dw.msg, w)
-		}
-	}
+	r.warn(dw, status, warnings)
 	return fail, recheck
 }
 
-// currentDeployment returns dw's Deployment from its synced informer,
-// starting over when it is a new (or recreated) one, and records it. It
-// returns nil when the informer has not synced or the Deployment is
-// missing (recorded as NotFound).
-func (r *rolloutRun) currentDeployment(dw *deployWatch) *appsv1.Deployment {
-	obj := watchedObject(dw.dep, dw.namespace+"/"+dw.name, &dw.uid, func() {
-		dw.done = false
-		r.set(dw, rollout.StatusNotFound, "not found", "")
-	}, func() {
-		for _, i := range []*informer{dw.rs, dw.pods} {
-			if i != nil {
-				i.cancel()
-			}
+// current returns dw's Deployment (see rolloutRun.current), and records
+// it.
+func (dw *deployWatch) current(r *rolloutRun) *appsv1.Deployment {
+	d, _ := r.current(dw, func() {
+		if dw.rs != nil {
+			dw.rs.cancel()
+		}
+		if dw.pods != nil {
+			dw.pods.cancel()
 		}
 		dw.rs, dw.pods, dw.podHash, dw.newRS, dw.oldRS = nil, nil, "", nil, nil
-	})
-	d, _ := obj.(*appsv1.Deployment)
+	}).(*appsv1.Deployment)
 	if d != nil {
 		dw.d = d
 	}
 	return d
 }
 
-// watchedObject returns the object key (namespace/name) of inf's synced
-// store, or nil when inf has not synced or the object is missing (then
-// notFound runs). When the object's UID is not *uid, it is a new (or
-// recreated) one: *uid takes its UID and reset runs, so that its watch
-// starts over. The one rule of the watches' current* functions.
-func watchedObject(inf *informer, key string, uid *types.UID, notFound, reset func()) any {
-	if !inf.synced() {
-		return nil
+// turnedTo reports whether the Deployment obj rolled out or exceeded its
+// progress deadline.
+func (dw *deployWatch) turnedTo(obj any) bool {
+	d, _ := obj.(*appsv1.Deployment)
+	if d == nil {
+		return false
 	}
-	obj, exists, _ := inf.inf.GetStore().GetByKey(key)
-	m, ok := obj.(metav1.Object)
-	if !exists || !ok || m == nil {
-		notFound()
-		return nil
-	}
-	if *uid != m.GetUID() {
-		*uid = m.GetUID()
-		reset()
-	}
-	return obj
+	done, failed, _ := rolloutStatus(d)
+	return done || failed
 }
 
 // observeStatus applies kubectl rollout status' rules to d, recording
@@ -184,17 +138,7 @@ func watchedObject(inf *informer, key string, uid *types.UID, notFound, reset fu
 // reports whether d exceeded its progress deadline.
 func (dw *deployWatch) observeStatus(d *appsv1.Deployment) (deadline bool) {
 	done, deadline, msg := rolloutStatus(d)
-	dw.done, dw.msg = done, msg
-	p := &dw.progress
-	p.Desired = 1
-	if d.Spec.Replicas != nil {
-		p.Desired = *d.Spec.Replicas
-	}
-	p.Updated, p.Ready, p.Available = d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas
-	p.Verdict = rollout.VerdictProgressing
-	if done {
-		p.Verdict = rollout.VerdictRolledOut
-	}
+	dw.observed(done, msg, ptr.Deref(d.Spec.Replicas, 1), d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas)
 	return deadline
 }
 
@@ -220,25 +164,23 @@ func (r *rolloutRun) judgePods(dw *deployWatch, now time.Time) (fail *failure, w
 	if !dw.pods.synced() || dw.newRS == nil || dw.podHash != dw.progress.PodTemplateHash {
 		return nil, nil, time.Time{}
 	}
-	pods := r.newPods(dw)
+	pods := dw.newPods()
 	dw.progress.Pods = r.podPhasesIn(dw.namespace, pods)
-	v := r.judgeRolloutPods(dw.judge, pods, now)
+	v := r.judgeRolloutPods(dw.judge, dw.warned, pods, now)
 	dw.canaryReady, dw.suspect = v.ready, v.suspect
 	if v.fail != nil {
-		fail = &failure{verdict: v.fail.Verdict, dw: dw, finding: v.fail}
+		fail = &failure{verdict: v.fail.Verdict, w: dw, finding: v.fail}
 	}
-	for i := range v.suspects {
-		warnings = append(warnings, r.suspicion(dw.warned, &v.suspects[i]))
-	}
-	return fail, warnings, v.recheck
+	return fail, v.warnings, v.recheck
 }
 
 // podVerdicts is what judging the pods a rollout watches found.
 type podVerdicts struct {
 	// fail is the first failure verdict, by pod name.
 	fail *podFinding
-	// suspects are the suspicions that do not fail the rollout (yet).
-	suspects []podFinding
+	// warnings are the suspicions that do not fail the rollout (yet),
+	// formatted ("": reported already, see suspicion).
+	warnings []string
 	// suspect is the most suspect pod: the failed one, else the first
 	// suspected, else the first not Ready.
 	suspect *podFinding
@@ -251,8 +193,9 @@ type podVerdicts struct {
 // judgeRolloutPods applies the pod verdicts of j to the pods a rollout
 // watches, by name: a Deployment's new ReplicaSet's, a StatefulSet's
 // update revision's. In a canary phase a canary container restarting too
-// often fails too. j forgets the pods not judged.
-func (r *rolloutRun) judgeRolloutPods(j *podJudge, pods []*corev1.Pod, now time.Time) podVerdicts {
+// often fails too. j forgets the pods not judged; warned records the
+// suspicions reported.
+func (r *rolloutRun) judgeRolloutPods(j *podJudge, warned map[string]bool, pods []*corev1.Pod, now time.Time) podVerdicts {
 	var v podVerdicts
 	obs := r.observations(pods)
 	var notReady *podFinding
@@ -274,10 +217,10 @@ func (r *rolloutRun) judgeRolloutPods(j *podJudge, pods []*corev1.Pod, now time.
 			s := suspects[0]
 			v.suspect = &s
 		}
-		v.suspects = append(v.suspects, suspects...)
-		if !again.IsZero() && (v.recheck.IsZero() || again.Before(v.recheck)) {
-			v.recheck = again
+		for k := range suspects {
+			v.warnings = append(v.warnings, r.suspicion(warned, &suspects[k]))
 		}
+		v.recheck = earliest(v.recheck, again)
 		if notReady == nil && !ready {
 			notReady = notReadyFinding(pod)
 		}
@@ -303,7 +246,7 @@ func (r *rolloutRun) observations(pods []*corev1.Pod) []int {
 
 // deadlineFailure is d exceeding its progress deadline.
 func deadlineFailure(dw *deployWatch, d *appsv1.Deployment) *failure {
-	f := &failure{verdict: rollout.VerdictProgressDeadlineExceeded, dw: dw, reason: reasonProgressDeadline, message: dw.msg}
+	f := &failure{verdict: rollout.VerdictProgressDeadlineExceeded, w: dw, reason: reasonProgressDeadline, message: dw.msg}
 	if c := deploymentutil.GetDeploymentCondition(d.Status, appsv1.DeploymentProgressing); c != nil && c.Message != "" {
 		f.message = c.Message
 	}
@@ -312,21 +255,12 @@ func deadlineFailure(dw *deployWatch, d *appsv1.Deployment) *failure {
 
 // newPods returns the pods of dw's new ReplicaSet that are not being
 // deleted, by name.
-func (r *rolloutRun) newPods(dw *deployWatch) []*corev1.Pod {
-	all := dw.pods.list()
-	pods := make([]*corev1.Pod, 0, len(all))
-	for _, o := range all {
-		pod, ok := o.(*corev1.Pod)
-		if !ok || pod.DeletionTimestamp != nil || pod.Namespace != dw.namespace || pod.Labels[podTemplateHashLabel] != dw.podHash {
-			continue
-		}
-		if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && dw.newRS != nil && ref.UID != dw.newRS.UID {
-			continue
-		}
-		pods = append(pods, pod)
+func (dw *deployWatch) newPods() []*corev1.Pod {
+	var owner *types.UID
+	if dw.newRS != nil {
+		owner = &dw.newRS.UID
 	}
-	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-	return pods
+	return dw.podsOf(owner, func(pod *corev1.Pod) bool { return live(pod) && pod.Labels[podTemplateHashLabel] == dw.podHash })
 }
 
 // notReadyFinding describes a pod that is not Ready without a container
@@ -403,12 +337,12 @@ func (r *rolloutRun) failedCreate(dw *deployWatch, d *appsv1.Deployment) *failur
 	var fail *failure
 	for _, c := range rs.Status.Conditions {
 		if c.Type == appsv1.ReplicaSetReplicaFailure && c.Status == corev1.ConditionTrue {
-			fail = &failure{verdict: rollout.VerdictFailedCreate, dw: dw, rs: rs, reason: reasonFailedCreate, message: c.Message}
+			fail = &failure{verdict: rollout.VerdictFailedCreate, w: dw, rs: rs, reason: reasonFailedCreate, message: c.Message}
 			break
 		}
 	}
 	if fail == nil && e != nil && lacking {
-		fail = &failure{verdict: rollout.VerdictFailedCreate, dw: dw, rs: rs, reason: reasonFailedCreate, message: e.Message}
+		fail = &failure{verdict: rollout.VerdictFailedCreate, w: dw, rs: rs, reason: reasonFailedCreate, message: e.Message}
 	}
 	if fail == nil || !strings.Contains(fail.message, "exceeded quota") {
 		return fail
@@ -420,67 +354,36 @@ func (r *rolloutRun) failedCreate(dw *deployWatch, d *appsv1.Deployment) *failur
 			releasing = true
 		}
 	}
-	r.mu.Lock()
-	if releasing {
-		dw.released = r.clk.Now()
-	}
-	settled := dw.released
-	r.mu.Unlock()
-	if settled.Before(r.start) {
-		settled = r.start
-	}
-	if releasing || !lacking || e == nil || at.Before(settled.Add(quotaSettle)) {
+	if !r.quotaCounts(&dw.released, releasing, at) || !lacking || e == nil {
 		return nil
 	}
 	fail.message = e.Message
 	return fail
 }
 
-// reportEvent reports a Warning event about a pod or ReplicaSet of a
-// Deployment (its new or an old ReplicaSet's), or about a StatefulSet or
-// its pods. Old ReplicaSets' troubles do not fail the rollout; they are
-// reported only.
-func (r *rolloutRun) reportEvent(e *corev1.Event) {
-	if r.reportStatefulSetEvent(e) || r.reportLWSEvent(e) {
-		return
+// eventAbout says what a Warning event is about: a pod or ReplicaSet of
+// the Deployment, its new or an old ReplicaSet's.
+func (dw *deployWatch) eventAbout(e *corev1.Event) string {
+	if dw.d == nil {
+		return ""
 	}
-	for _, dw := range r.deps {
-		if dw.d == nil || e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != dw.namespace {
-			continue
+	switch name := e.InvolvedObject.Name; e.InvolvedObject.Kind {
+	case "ReplicaSet":
+		switch {
+		case dw.newRS != nil && name == dw.newRS.Name:
+			return "new ReplicaSet " + name
+		case dw.oldRSNamed(name) != nil:
+			return "old ReplicaSet " + name
 		}
-		var about string
-		switch e.InvolvedObject.Kind {
-		case "ReplicaSet":
-			switch {
-			case dw.newRS != nil && e.InvolvedObject.Name == dw.newRS.Name:
-				about = "new ReplicaSet " + e.InvolvedObject.Name
-			case dw.oldRSNamed(e.InvolvedObject.Name) != nil:
-				about = "old ReplicaSet " + e.InvolvedObject.Name
-			}
-		case "Pod":
-			name := e.InvolvedObject.Name
-			switch {
-			case dw.newRS != nil && strings.HasPrefix(name, dw.newRS.Name+"-"):
-				about = "pod " + name
-			default:
-				for _, rs := range dw.oldRS {
-					if strings.HasPrefix(name, rs.Name+"-") {
-						about = fmt.Sprintf("pod %s (old ReplicaSet %s)", name, rs.Name)
-						break
-					}
-				}
+	case "Pod":
+		if dw.newRS != nil && strings.HasPrefix(name, dw.newRS.Name+"-") {
+			return "pod " + name
+		}
+		for _, rs := range dw.oldRS {
+			if strings.HasPrefix(name, rs.Name+"-") {
+				return fmt.Sprintf("pod %s (old ReplicaSet %s)", name, rs.Name)
 			}
 		}
-		if about == "" {
-			continue
-		}
-		key := fmt.Sprintf("event/%s/%d/%s", e.UID, e.Count, e.Message)
-		if dw.warned[key] {
-			return
-		}
-		dw.warned[key] = true
-		cur := r.res.Objects[dw.idx]
-		r.set(dw, cur.Status, cur.Message, about+": "+formatEvent(e))
-		return
 	}
+	return ""
 }

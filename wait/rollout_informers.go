@@ -304,13 +304,11 @@ func (r *rolloutRun) deploymentHandler() cache.ResourceEventHandler {
 	}
 }
 
-// startDeployment starts the informer of a Deployment.
-func (r *rolloutRun) startDeployment(dw *deployWatch) {
+// start starts the informer of a Deployment; its ReplicaSets' and new
+// pods' start once it is seen (evaluate).
+func (dw *deployWatch) start(r *rolloutRun) {
 	c := r.deploymentsIn(dw.namespace)
-	name := fields.OneTermEqualSelector("metadata.name", dw.name).String()
-	dw.dep = r.newInformer("watch "+dw.ref.String(),
-		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.FieldSelector = name }),
-		&appsv1.Deployment{}, r.deploymentHandler())
+	dw.self = r.newInformer("watch "+dw.ref.String(), listWatch(c.List, c.Watch, byName(dw.name)), &appsv1.Deployment{}, r.deploymentHandler())
 }
 
 // startPods starts the informer of the pods of a Deployment's new
@@ -320,10 +318,7 @@ func (r *rolloutRun) startPods(dw *deployWatch, sel labels.Selector, hash string
 	if err != nil {
 		return fmt.Errorf("%s: pod-template-hash %q: %w", dw.ref, hash, err)
 	}
-	s := sel.Add(*req).String()
-	c := r.podsIn(dw.namespace)
-	dw.pods = r.newInformer("watch the pods of "+dw.ref.String(),
-		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }), &corev1.Pod{}, r.podHandler())
+	r.watchPods(&dw.watchBase, sel.Add(*req).String(), r.podHandler())
 	dw.podHash = hash
 	dw.judge = r.newJudge()
 	return nil

@@ -73,7 +73,7 @@ func (r *rolloutRun) begin(objs []*unstructured.Unstructured) (Outcome, error) {
 	if err := r.identify(objs); err != nil {
 		return OutcomeError, err
 	}
-	if len(r.deps) == 0 && len(r.stss) == 0 && len(r.lwss) == 0 && len(r.runs) == 0 && len(r.other) == 0 {
+	if len(r.watches()) == 0 && len(r.other) == 0 {
 		return OutcomeCurrent, nil
 	}
 	if len(r.other) > 0 && r.others == nil {
@@ -89,34 +89,16 @@ func (r *rolloutRun) finish(o Outcome, err error) (Result, error) {
 	return r.res, err
 }
 
-// startInformers starts the informers of every Deployment, Job and Pod
-// and of the events of their namespaces, until the returned function
+// startInformers starts the informers of every object the watcher follows
+// itself and of the events of their namespaces, until the returned function
 // stops them and waits for their goroutines.
 func (r *rolloutRun) startInformers(wctx context.Context) (stop func()) {
 	ictx, stopInformers := context.WithCancel(wctx)
 	r.ctx = ictx
-	for _, dw := range r.deps {
-		r.startDeployment(dw)
-		if r.ns[dw.namespace] == nil {
-			r.ns[dw.namespace] = r.startEvents(dw.namespace)
-		}
-	}
-	for _, sw := range r.stss {
-		r.startStatefulSet(sw)
-		if r.ns[sw.namespace] == nil {
-			r.ns[sw.namespace] = r.startEvents(sw.namespace)
-		}
-	}
-	for _, lw := range r.lwss {
-		r.startLWS(lw)
-		if r.ns[lw.namespace] == nil {
-			r.ns[lw.namespace] = r.startEvents(lw.namespace)
-		}
-	}
-	for _, rw := range r.runs {
-		r.startRun(rw)
-		if r.ns[rw.namespace] == nil {
-			r.ns[rw.namespace] = r.startEvents(rw.namespace)
+	for _, w := range r.watches() {
+		w.start(r)
+		if ns := w.base().namespace; r.ns[ns] == nil {
+			r.ns[ns] = r.startEvents(ns)
 		}
 	}
 	return func() {
@@ -319,31 +301,11 @@ func (r *rolloutRun) settle(wctx context.Context, l *loop, p pause) (end bool) {
 				alarmedC = alarmed.C()
 			}
 		case <-r.turned:
-			if r.deploymentTurned() || r.statefulSetTurned() || r.lwsTurned() {
+			if r.anyTurned() {
 				return false
 			}
 		}
 	}
-}
-
-// deploymentTurned reports whether a Deployment not seen rolled out yet
-// now is, or exceeded its progress deadline, by its informer: a cheap
-// look, without judging its pods.
-func (r *rolloutRun) deploymentTurned() bool {
-	for _, dw := range r.deps {
-		if dw.done || !dw.dep.synced() {
-			continue
-		}
-		obj, exists, _ := dw.dep.inf.GetStore().GetByKey(dw.namespace + "/" + dw.name)
-		d, _ := obj.(*appsv1.Deployment)
-		if !exists || d == nil {
-			continue
-		}
-		if done, failed, _ := rolloutStatus(d); done || failed {
-			return true
-		}
-	}
-	return false
 }
 
 // othersDone records the other waiter's result, and reports whether it
@@ -381,23 +343,8 @@ func (r *rolloutRun) conclude(ctx, wctx context.Context, l *loop) (Result, error
 		r.canaryReached()
 		return r.finish(OutcomeCurrent, nil)
 	case !l.timedOut && ctx.Err() == nil && wctx.Err() == nil:
-		for _, dw := range r.deps {
-			if dw.progress.Verdict != rollout.VerdictRolledOut {
-				dw.progress.Verdict = rollout.VerdictRolledOut
-				r.set(dw, rollout.StatusCurrent, dw.msg, "")
-			}
-		}
-		for _, sw := range r.stss {
-			if sw.progress.Verdict != rollout.VerdictRolledOut {
-				sw.progress.Verdict = rollout.VerdictRolledOut
-				r.set(sw, rollout.StatusCurrent, sw.msg, "")
-			}
-		}
-		for _, lw := range r.lwss {
-			if lw.progress.Verdict != rollout.VerdictRolledOut {
-				lw.progress.Verdict = rollout.VerdictRolledOut
-				r.set(lw, rollout.StatusCurrent, lw.msg, "")
-			}
+		for _, w := range r.watches() {
+			w.rolledOut(r)
 		}
 		return r.finish(OutcomeCurrent, nil)
 	case !l.timedOut && errors.Is(ctx.Err(), context.Canceled):
@@ -415,20 +362,8 @@ func (r *rolloutRun) failed(ctx context.Context, f *failure) (Result, error) {
 	}
 	r.res.Diagnosis = d
 	switch {
-	case f.dw != nil:
-		f.dw.progress.Verdict = f.verdict
-		f.dw.progress.Cause, f.dw.progress.Evidence, f.dw.progress.Hints = d.Cause, d.Evidence, d.Hints
-		r.set(f.dw, rollout.StatusFailed, d.Summary(), "")
-	case f.sts != nil:
-		f.sts.progress.Verdict = f.verdict
-		f.sts.progress.Cause, f.sts.progress.Evidence, f.sts.progress.Hints = d.Cause, d.Evidence, d.Hints
-		r.set(f.sts, rollout.StatusFailed, d.Summary(), "")
-	case f.lws != nil:
-		f.lws.progress.Verdict = f.verdict
-		f.lws.progress.Cause, f.lws.progress.Evidence, f.lws.progress.Hints = d.Cause, d.Evidence, d.Hints
-		r.set(f.lws, rollout.StatusFailed, d.Summary(), "")
-	case f.run != nil:
-		r.setRun(f.run, rollout.StatusFailed, d.Summary())
+	case f.w != nil:
+		f.w.failedWith(r, f.verdict, d)
 	default:
 		r.res.Objects[f.other].Status, r.res.Objects[f.other].Message = rollout.StatusFailed, d.Summary()
 	}
@@ -496,9 +431,7 @@ func (r *rolloutRun) identify(objs []*unstructured.Unstructured) error {
 			r.otherIdx = append(r.otherIdx, idx)
 		default:
 			r.deps = append(r.deps, &deployWatch{
-				rolloutState: rolloutState{idx: idx, ref: ref, progress: rollout.RolloutProgress{Deployment: ref.Name, Verdict: rollout.VerdictProgressing}},
-				namespace:    ref.Namespace, name: ref.Name, object: rollout.ObjectName(ref),
-				judge: r.newJudge(), warned: map[string]bool{},
+				rolloutState: newRolloutState(idx, ref, rollout.RolloutProgress{Deployment: ref.Name}), judge: r.newJudge(),
 			})
 		}
 	}

@@ -68,25 +68,25 @@ func (syncedRegistration) HasSynced() bool { return true }
 func TestDeploymentTurned(t *testing.T) {
 	d := testDeployment("vllm/vllm-openai:v0.11.0")
 	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &appsv1.Deployment{}, 0, cache.Indexers{})
-	dw := &deployWatch{namespace: ns, name: d.Name, dep: &informer{inf: inf, reg: syncedRegistration{}}}
+	dw := &deployWatch{rolloutState: rolloutState{watchBase: watchBase{namespace: ns, name: d.Name, self: &informer{inf: inf, reg: syncedRegistration{}}}}}
 	r := &rolloutRun{deps: []*deployWatch{dw}}
-	assert.False(t, r.deploymentTurned(), "no Deployment yet")
+	assert.False(t, r.anyTurned(), "no Deployment yet")
 
 	assert.NoError(t, inf.GetStore().Add(d))
-	assert.False(t, r.deploymentTurned(), "mid-rollout")
+	assert.False(t, r.anyTurned(), "mid-rollout")
 
 	done := d.DeepCopy()
 	done.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
 	assert.NoError(t, inf.GetStore().Update(done))
-	assert.True(t, r.deploymentTurned(), "rolled out")
+	assert.True(t, r.anyTurned(), "rolled out")
 	dw.done = true
-	assert.False(t, r.deploymentTurned(), "already seen rolled out")
+	assert.False(t, r.anyTurned(), "already seen rolled out")
 
 	dw.done = false
 	failed := d.DeepCopy()
 	failed.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: reasonProgressDeadline}}
 	assert.NoError(t, inf.GetStore().Update(failed))
-	assert.True(t, r.deploymentTurned(), "progress deadline exceeded")
+	assert.True(t, r.anyTurned(), "progress deadline exceeded")
 }
 
 // TestPodTrouble checks what of a pod may be a verdict, and so shortens

@@ -16,9 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/object"
@@ -27,29 +25,16 @@ import (
 	"github.com/vllmctl/vllmctl/internal/vllmcause"
 )
 
-// runWatch follows a Job, or a bare Pod that runs to completion.
+// runWatch follows a Job, or a bare Pod that runs to completion. Its
+// informers are on the Job or the Pod (self) and a Job's pods (pods; nil
+// for a Pod); its stall measures how long its controller has not started
+// it; its suspect is the most suspect pod seen (the one that failed last,
+// or else one the verdicts suspect), kept when the pod goes away (a Job's
+// controller deletes its pods when it fails).
 type runWatch struct {
-	idx       int
-	ref       object.Ref
-	namespace string
-	name      string
-	object    string // "job.batch/migrate", "pod/db-check"
-	isJob     bool
-
-	self  *informer // the Job, or the Pod
-	pods  *informer // a Job's pods; nil for a Pod
-	uid   types.UID
+	watchBase
+	isJob bool
 	judge *podJudge
-
-	done bool
-	msg  string
-	sent bool
-	// stall measures how long its controller has not started it.
-	stall stallTimer
-	// suspect is the most suspect pod seen: the one that failed last, or
-	// else one the verdicts suspect. It is kept when the pod goes away (a
-	// Job's controller deletes its pods when it fails).
-	suspect *podFinding
 }
 
 // runsToCompletion reports whether the RolloutWatcher itself waits for
@@ -68,8 +53,24 @@ func runsToCompletion(obj *unstructured.Unstructured) (ok, isJob bool) {
 }
 
 func newRunWatch(idx int, ref object.Ref, isJob bool, judge *podJudge) *runWatch {
-	return &runWatch{idx: idx, ref: ref, namespace: ref.Namespace, name: ref.Name, object: rollout.ObjectName(ref), isJob: isJob, judge: judge}
+	return &runWatch{watchBase: newWatchBase(idx, ref), isJob: isJob, judge: judge}
 }
+
+func (rw *runWatch) report(r *rolloutRun, st rollout.Status, msg, _ string) { r.setRun(rw, st, msg) }
+
+// rolledOut: a Job or Pod has no rollout.
+func (rw *runWatch) rolledOut(*rolloutRun) {}
+
+func (rw *runWatch) failedWith(r *rolloutRun, _ rollout.Verdict, d *rollout.Diagnosis) {
+	r.setRun(rw, rollout.StatusFailed, d.Summary())
+}
+
+// turnedTo: a Job or Pod ends the pause between evaluations by its pods'
+// alarms only.
+func (rw *runWatch) turnedTo(any) bool { return false }
+
+// eventAbout: the events of a Job or its pods are not reported.
+func (rw *runWatch) eventAbout(*corev1.Event) string { return "" }
 
 // setRun records the status of a Job or Pod and sends an event when it
 // changed.
@@ -84,18 +85,16 @@ func (r *rolloutRun) setRun(rw *runWatch, st rollout.Status, msg string) {
 	r.emit(rollout.Event{Object: rw.ref, Status: st, Message: msg})
 }
 
-// startRun starts the informer of a Job or a Pod (field selector on its
+// start starts the informer of a Job or a Pod (field selector on its
 // name); a Job's pods are watched once its UID is known (startJobPods).
-func (r *rolloutRun) startRun(rw *runWatch) {
-	name := fields.OneTermEqualSelector("metadata.name", rw.name).String()
-	byName := func(o *metav1.ListOptions) { o.FieldSelector = name }
+func (rw *runWatch) start(r *rolloutRun) {
 	if rw.isJob {
 		c := r.client.BatchV1().Jobs(rw.namespace)
-		rw.self = r.newInformer("watch "+rw.ref.String(), listWatch(c.List, c.Watch, byName), &batchv1.Job{}, r.pokeHandler())
+		rw.self = r.newInformer("watch "+rw.ref.String(), listWatch(c.List, c.Watch, byName(rw.name)), &batchv1.Job{}, r.pokeHandler())
 		return
 	}
 	c := r.podsIn(rw.namespace)
-	rw.self = r.newInformer("watch "+rw.ref.String(), listWatch(c.List, c.Watch, byName), &corev1.Pod{}, r.podHandler())
+	rw.self = r.newInformer("watch "+rw.ref.String(), listWatch(c.List, c.Watch, byName(rw.name)), &corev1.Pod{}, r.podHandler())
 }
 
 // startJobPods starts the informer of a Job's pods: its selector (the
@@ -109,33 +108,22 @@ func (r *rolloutRun) startJobPods(rw *runWatch, job *batchv1.Job) error {
 		}
 		sel = s
 	}
-	s := sel.String()
-	c := r.podsIn(rw.namespace)
-	rw.pods = r.newInformer("watch the pods of "+rw.ref.String(),
-		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }), &corev1.Pod{}, r.podHandler())
+	r.watchPods(&rw.watchBase, sel.String(), r.podHandler())
 	return nil
 }
 
-// current returns the object of rw's synced informer (nil when it has not
-// synced, or the object is missing: recorded as NotFound), starting over
-// when it is a new (or recreated) one.
-func (r *rolloutRun) current(rw *runWatch) metav1.Object {
-	obj := watchedObject(rw.self, rw.namespace+"/"+rw.name, &rw.uid, func() {
-		rw.done = false
-		r.setRun(rw, rollout.StatusNotFound, "not found")
-	}, func() {
-		if rw.pods != nil {
-			rw.pods.cancel()
-		}
-		rw.pods, rw.suspect, rw.judge = nil, nil, r.newJudge()
-	})
-	m, _ := obj.(metav1.Object)
+// current returns rw's Job or Pod (see rolloutRun.current).
+func (rw *runWatch) current(r *rolloutRun) metav1.Object {
+	m, _ := r.current(rw, func() {
+		rw.stopPods()
+		rw.suspect, rw.judge = nil, r.newJudge()
+	}).(metav1.Object)
 	return m
 }
 
-// evaluateRun brings a Job or Pod up to date, and returns its failure and
+// evaluate brings a Job or Pod up to date, and returns its failure and
 // when to evaluate again without news.
-func (r *rolloutRun) evaluateRun(rw *runWatch, now time.Time) (*failure, time.Time) {
+func (rw *runWatch) evaluate(r *rolloutRun, now time.Time) (*failure, time.Time) {
 	if rw.isJob {
 		return r.evaluateJob(rw, now)
 	}
@@ -146,13 +134,13 @@ func (r *rolloutRun) evaluateRun(rw *runWatch, now time.Time) (*failure, time.Ti
 // failed when its condition Failed is True or one of its pods meets a
 // failure verdict (before the Job's backoffLimit is spent).
 func (r *rolloutRun) evaluateJob(rw *runWatch, now time.Time) (*failure, time.Time) {
-	job, _ := r.current(rw).(*batchv1.Job)
+	job, _ := rw.current(r).(*batchv1.Job)
 	if job == nil {
 		return nil, time.Time{}
 	}
 	if rw.pods == nil {
 		if err := r.startJobPods(rw, job); err != nil {
-			return &failure{verdict: rollout.VerdictJobFailed, run: rw, reason: "InvalidSelector", message: err.Error()}, time.Time{}
+			return selectorFailure(rw, rollout.VerdictJobFailed, err.Error()), time.Time{}
 		}
 	}
 	if c := jobCondition(job, batchv1.JobComplete); c != nil {
@@ -166,21 +154,15 @@ func (r *rolloutRun) evaluateJob(rw *runWatch, now time.Time) (*failure, time.Ti
 		r.setRun(rw, rollout.StatusInProgress, jobProgress(job))
 		return nil, time.Time{}
 	}
-	fail, recheck := r.judgeRunPods(rw, r.runPods(rw), now)
+	fail, recheck := r.judgeRunPods(rw, rw.runPods(), now)
 	if fail == nil {
 		// The Job controller stamps startTime (or a condition) at its
 		// first sync of a Job that is not suspended.
 		pending := job.Status.StartTime == nil && len(job.Status.Conditions) == 0 && !ptr.Deref(job.Spec.Suspend, false)
-		if after, again := r.stalled(&rw.stall, job.Generation, pending, now); after > 0 {
-			fail = stallFailure(&ControllerStalledError{Object: "Job " + rw.namespace + "/" + rw.name, Ref: rw.object,
-				Namespace: rw.namespace, Generation: job.Generation, Observed: -1, After: after})
-			fail.run = rw
-		} else if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
-			recheck = again
-		}
+		fail, recheck = r.checkStall(rw, "Job", "", job.Generation, -1, pending, now, recheck)
 	}
 	if c := jobCondition(job, batchv1.JobFailed); c != nil {
-		return &failure{verdict: rollout.VerdictJobFailed, run: rw, finding: rw.suspect, reason: c.Reason,
+		return &failure{verdict: rollout.VerdictJobFailed, w: rw, finding: rw.suspect, reason: c.Reason,
 			message: joinNonEmpty(": ", "job failed", c.Reason, c.Message)}, time.Time{}
 	}
 	if fail != nil {
@@ -198,7 +180,7 @@ func (r *rolloutRun) evaluateJob(rw *runWatch, now time.Time) (*failure, time.Ti
 // phase is Succeeded, failed when it is Failed or the pod meets a failure
 // verdict.
 func (r *rolloutRun) evaluatePod(rw *runWatch, now time.Time) (*failure, time.Time) {
-	pod, _ := r.current(rw).(*corev1.Pod)
+	pod, _ := rw.current(r).(*corev1.Pod)
 	if pod == nil {
 		return nil, time.Time{}
 	}
@@ -213,7 +195,7 @@ func (r *rolloutRun) evaluatePod(rw *runWatch, now time.Time) (*failure, time.Ti
 		return fail, time.Time{}
 	}
 	if pod.Status.Phase == corev1.PodFailed {
-		return &failure{verdict: rollout.VerdictPodFailed, run: rw, finding: rw.suspect, reason: string(corev1.PodFailed),
+		return &failure{verdict: rollout.VerdictPodFailed, w: rw, finding: rw.suspect, reason: string(corev1.PodFailed),
 			message: joinNonEmpty(": ", "pod failed", pod.Status.Reason, pod.Status.Message)}, time.Time{}
 	}
 	msg := "pod is " + podPhase(pod, false).Phase
@@ -236,7 +218,7 @@ func (r *rolloutRun) judgeRunPods(rw *runWatch, pods []*corev1.Pod, now time.Tim
 		}
 		f, suspects, again := rw.judge.judge(pod, obs[i], now)
 		if f != nil && fail == nil {
-			fail = &failure{verdict: f.Verdict, run: rw, finding: f}
+			fail = &failure{verdict: f.Verdict, w: rw, finding: f}
 		}
 		if pod.Status.Phase == corev1.PodFailed {
 			failed = failedPodFinding(pod)
@@ -244,9 +226,7 @@ func (r *rolloutRun) judgeRunPods(rw *runWatch, pods []*corev1.Pod, now time.Tim
 		if suspect == nil && len(suspects) > 0 {
 			suspect = &suspects[0]
 		}
-		if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
-			recheck = again
-		}
+		recheck = earliest(recheck, again)
 	}
 	rw.judge.sweep()
 	switch {
@@ -261,19 +241,8 @@ func (r *rolloutRun) judgeRunPods(rw *runWatch, pods []*corev1.Pod, now time.Tim
 }
 
 // runPods returns a Job's pods that are not being deleted, oldest first.
-func (r *rolloutRun) runPods(rw *runWatch) []*corev1.Pod {
-	all := rw.pods.list()
-	pods := make([]*corev1.Pod, 0, len(all))
-	for _, o := range all {
-		pod, ok := o.(*corev1.Pod)
-		if !ok || pod.DeletionTimestamp != nil || pod.Namespace != rw.namespace {
-			continue
-		}
-		if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.UID != rw.uid {
-			continue
-		}
-		pods = append(pods, pod)
-	}
+func (rw *runWatch) runPods() []*corev1.Pod {
+	pods := rw.podsOf(&rw.uid, live)
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
 		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 			return c
@@ -323,32 +292,29 @@ func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCond
 	return nil
 }
 
-// diagnoseRun explains the failure of a Job or Pod: from its failed (or
+// diagnose explains the failure of a Job or Pod: from its failed (or
 // most suspect) pod, with the pod's events, log tail and cause, as a
 // Deployment's.
-func (r *rolloutRun) diagnoseRun(ctx context.Context, f *failure) *rollout.Diagnosis {
-	rw := f.run
+func (rw *runWatch) diagnose(ctx context.Context, r *rolloutRun, f *failure) *rollout.Diagnosis {
 	if f.finding == nil {
 		d := &rollout.Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: rw.object, Namespace: rw.namespace, Message: f.message}
 		d.Hints = []string{fmt.Sprintf("kubectl describe %s%s shows its conditions and events", rw.object, nsFlag(rw.namespace))}
 		return d
 	}
-	g := diagnoser{client: r.client, opts: r.o}
-	d := g.fromPod(ctx, f.verdict, rw.object, rw.namespace, f.finding, r.podEvents(ctx, rw.namespace, f.finding.Pod))
+	d := r.podDiagnosis(ctx, &rw.watchBase, f.verdict, f.finding)
 	d.Message = joinNonEmpty("; ", f.message, d.Message)
 	return d
 }
 
-// runTimeout explains a timeout on a Job or Pod not done yet.
-func (r *rolloutRun) runTimeout(ctx context.Context, rw *runWatch) *rollout.Diagnosis {
+// timeout explains a timeout on a Job or Pod not done yet.
+func (rw *runWatch) timeout(ctx context.Context, r *rolloutRun) *rollout.Diagnosis {
 	msg := "waiting for " + rw.object + " to complete: " + r.res.Objects[rw.idx].Message
 	if rw.suspect == nil {
 		d := &rollout.Diagnosis{Verdict: rollout.VerdictTimeout, Reason: reasonTimeout, Object: rw.object, Namespace: rw.namespace, Message: msg}
 		d.Hints = []string{fmt.Sprintf("kubectl describe %s%s shows its conditions and events", rw.object, nsFlag(rw.namespace))}
 		return d
 	}
-	g := diagnoser{client: r.client, opts: r.o}
-	d := g.fromPod(ctx, rollout.VerdictTimeout, rw.object, rw.namespace, rw.suspect, r.podEvents(ctx, rw.namespace, rw.suspect.Pod))
+	d := r.podDiagnosis(ctx, &rw.watchBase, rollout.VerdictTimeout, rw.suspect)
 	d.Reason = reasonTimeout
 	d.Message = msg
 	return d

@@ -8,14 +8,12 @@ package wait
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -80,23 +78,11 @@ func StatefulSetRolledOut(sts *appsv1.StatefulSet) (done bool, msg string) {
 // stsWatch follows one StatefulSet.
 type stsWatch struct {
 	rolloutState
-	namespace string
-	name      string
-	object    string // "statefulset/web"
-
-	sts, pods *informer
-	uid       types.UID
 	// judge judges the pods of the update revision; oldJudge those of the
 	// other revisions, whose failures are warnings only (it reads no log).
 	judge, oldJudge *podJudge
 
-	s       *appsv1.StatefulSet
-	done    bool
-	msg     string
-	suspect *podFinding
-	warned  map[string]bool
-	// stall measures how long its controller has not observed it.
-	stall stallTimer
+	s *appsv1.StatefulSet
 	// released is when the watcher last saw a pod of the StatefulSet
 	// terminating or gone, which frees its share of a quota; guarded by
 	// rolloutRun.mu.
@@ -113,28 +99,22 @@ type stsWatch struct {
 
 func (r *rolloutRun) newStatefulSetWatch(idx int, ref object.Ref) *stsWatch {
 	return &stsWatch{
-		rolloutState: rolloutState{idx: idx, ref: ref, progress: rollout.RolloutProgress{StatefulSet: ref.Name, Verdict: rollout.VerdictProgressing}},
-		namespace:    ref.Namespace, name: ref.Name, object: rollout.ObjectName(ref),
-		judge: r.newJudge(), oldJudge: newPodJudge(r.o), warned: map[string]bool{},
+		rolloutState: newRolloutState(idx, ref, rollout.RolloutProgress{StatefulSet: ref.Name}),
+		judge:        r.newJudge(), oldJudge: newPodJudge(r.o),
 	}
 }
 
-// startStatefulSet starts the informer of a StatefulSet (field selector on
-// its name); its pods are watched once its selector is known.
-func (r *rolloutRun) startStatefulSet(sw *stsWatch) {
+// start starts the informer of a StatefulSet (field selector on its
+// name); its pods are watched once its selector is known.
+func (sw *stsWatch) start(r *rolloutRun) {
 	c := r.client.AppsV1().StatefulSets(sw.namespace)
-	name := fields.OneTermEqualSelector("metadata.name", sw.name).String()
-	sw.sts = r.newInformer("watch "+sw.ref.String(),
-		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.FieldSelector = name }),
-		&appsv1.StatefulSet{}, r.deploymentHandler())
+	sw.self = r.newInformer("watch "+sw.ref.String(), listWatch(c.List, c.Watch, byName(sw.name)), &appsv1.StatefulSet{}, r.deploymentHandler())
 }
 
 // startStatefulSetPods starts the informer of the pods a StatefulSet
 // selects, of every revision, noting the ones going away (see
 // statefulSetFailedCreate).
 func (r *rolloutRun) startStatefulSetPods(sw *stsWatch, sel labels.Selector) {
-	s := sel.String()
-	c := r.podsIn(sw.namespace)
 	h := r.podHandler()
 	release := func() {
 		r.mu.Lock()
@@ -158,38 +138,28 @@ func (r *rolloutRun) startStatefulSetPods(sw *stsWatch, sel labels.Selector) {
 		release()
 		del(obj)
 	}
-	sw.pods = r.newInformer("watch the pods of "+sw.ref.String(),
-		listWatch(c.List, c.Watch, func(o *metav1.ListOptions) { o.LabelSelector = s }), &corev1.Pod{}, h)
+	r.watchPods(&sw.watchBase, sel.String(), h)
 }
 
-// currentStatefulSet returns sw's StatefulSet from its synced informer,
-// starting over when it is a new (or recreated) one, and records it. It
-// returns nil when the informer has not synced or the StatefulSet is
-// missing (recorded as NotFound).
-func (r *rolloutRun) currentStatefulSet(sw *stsWatch) *appsv1.StatefulSet {
-	obj := watchedObject(sw.sts, sw.namespace+"/"+sw.name, &sw.uid, func() {
-		sw.done = false
-		r.set(sw, rollout.StatusNotFound, "not found", "")
-	}, func() {
-		if sw.pods != nil {
-			sw.pods.cancel()
-		}
-		sw.pods, sw.suspect, sw.judge, sw.oldJudge = nil, nil, r.newJudge(), newPodJudge(r.o)
-	})
-	s, _ := obj.(*appsv1.StatefulSet)
+// current returns sw's StatefulSet (see rolloutRun.current), and records
+// it.
+func (sw *stsWatch) current(r *rolloutRun) *appsv1.StatefulSet {
+	s, _ := r.current(sw, func() {
+		sw.stopPods()
+		sw.suspect, sw.judge, sw.oldJudge = nil, r.newJudge(), newPodJudge(r.o)
+	}).(*appsv1.StatefulSet)
 	if s != nil {
 		sw.s = s
 	}
 	return s
 }
 
-// evaluateStatefulSet brings sw up to date: its StatefulSet, its rollout
-// status, the informer of its pods (unless it rolled out), then the
-// verdicts on the pods of its update revision and its
-// FailedCreate events. It returns the failure found, and when to evaluate
-// again without news.
-func (r *rolloutRun) evaluateStatefulSet(sw *stsWatch, now time.Time) (*failure, time.Time) {
-	s := r.currentStatefulSet(sw)
+// evaluate brings sw up to date: its StatefulSet, its rollout status, the
+// informer of its pods (unless it rolled out), then the verdicts on the
+// pods of its update revision and its FailedCreate events. It returns the
+// failure found, and when to evaluate again without news.
+func (sw *stsWatch) evaluate(r *rolloutRun, now time.Time) (*failure, time.Time) {
+	s := sw.current(r)
 	if s == nil {
 		return nil, time.Time{}
 	}
@@ -202,7 +172,7 @@ func (r *rolloutRun) evaluateStatefulSet(sw *stsWatch, now time.Time) (*failure,
 	if sw.pods == nil {
 		sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
 		if err != nil {
-			return &failure{verdict: rollout.VerdictFailedCreate, sts: sw, reason: "InvalidSelector", message: fmt.Sprintf("invalid selector: %v", err)}, time.Time{}
+			return selectorFailure(sw, rollout.VerdictFailedCreate, fmt.Sprintf("invalid selector: %v", err)), time.Time{}
 		}
 		r.startStatefulSetPods(sw, sel)
 	}
@@ -211,14 +181,7 @@ func (r *rolloutRun) evaluateStatefulSet(sw *stsWatch, now time.Time) (*failure,
 		fail = r.statefulSetFailedCreate(sw, s)
 	}
 	if fail == nil {
-		pending := s.Generation > s.Status.ObservedGeneration
-		if after, again := r.stalled(&sw.stall, s.Generation, pending, now); after > 0 {
-			fail = stallFailure(&ControllerStalledError{Object: "StatefulSet " + sw.namespace + "/" + sw.name, Ref: sw.object,
-				Namespace: sw.namespace, Generation: s.Generation, Observed: s.Status.ObservedGeneration, After: after})
-			fail.sts = sw
-		} else if !again.IsZero() && (recheck.IsZero() || again.Before(recheck)) {
-			recheck = again
-		}
+		fail, recheck = r.checkStall(sw, "StatefulSet", "", s.Generation, s.Status.ObservedGeneration, s.Generation > s.Status.ObservedGeneration, now, recheck)
 	}
 	if fail != nil {
 		recheck = time.Time{}
@@ -228,48 +191,28 @@ func (r *rolloutRun) evaluateStatefulSet(sw *stsWatch, now time.Time) (*failure,
 		status = rollout.StatusCurrent
 	}
 	r.set(sw, status, sw.msg, "")
-	for _, w := range warnings {
-		if w != "" {
-			r.set(sw, rollout.StatusInProgress, sw.msg, w)
-		}
-	}
+	r.warn(sw, rollout.StatusInProgress, warnings)
 	return fail, recheck
 }
 
 // observeStatus applies StatefulSetRolledOut to s, recording whether it
 // rolled out, the message, the replica counts and the revisions in sw.
 func (sw *stsWatch) observeStatus(s *appsv1.StatefulSet) {
-	sw.done, sw.msg = StatefulSetRolledOut(s)
-	p := &sw.progress
-	p.Desired = ptr.Deref(s.Spec.Replicas, 1)
-	p.Updated, p.Ready, p.Available = s.Status.UpdatedReplicas, s.Status.ReadyReplicas, s.Status.AvailableReplicas
-	p.UpdateRevision, p.CurrentRevision = s.Status.UpdateRevision, s.Status.CurrentRevision
-	p.Verdict = rollout.VerdictProgressing
-	if sw.done {
-		p.Verdict = rollout.VerdictRolledOut
-	}
+	done, msg := StatefulSetRolledOut(s)
+	sw.observed(done, msg, ptr.Deref(s.Spec.Replicas, 1), s.Status.UpdatedReplicas, s.Status.ReadyReplicas, s.Status.AvailableReplicas)
+	sw.progress.UpdateRevision, sw.progress.CurrentRevision = s.Status.UpdateRevision, s.Status.CurrentRevision
 }
 
 // statefulSetPods returns the pods of s that are not being deleted, by
 // name: those of its update revision, and the others.
 func (sw *stsWatch) statefulSetPods(s *appsv1.StatefulSet) (update, other []*corev1.Pod) {
-	for _, o := range sw.pods.list() {
-		pod, ok := o.(*corev1.Pod)
-		if !ok || pod.DeletionTimestamp != nil || pod.Namespace != sw.namespace {
-			continue
-		}
-		if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.UID != s.UID {
-			continue
-		}
+	for _, pod := range sw.podsOf(&s.UID, live) {
 		if rev := PodRevision(pod); rev != "" && rev == s.Status.UpdateRevision {
 			update = append(update, pod)
 		} else {
 			other = append(other, pod)
 		}
 	}
-	byName := func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) }
-	slices.SortFunc(update, byName)
-	slices.SortFunc(other, byName)
 	return update, other
 }
 
@@ -285,30 +228,13 @@ func (r *rolloutRun) judgeStatefulSetPods(sw *stsWatch, s *appsv1.StatefulSet, n
 	}
 	update, other := sw.statefulSetPods(s)
 	sw.progress.Pods = r.podPhasesIn(sw.namespace, update)
-	v := r.judgeRolloutPods(sw.judge, update, now)
+	v := r.judgeRolloutPods(sw.judge, sw.warned, update, now)
 	sw.suspect = v.suspect
 	sw.canaryReady = v.ready
 	if v.fail != nil {
-		fail = &failure{verdict: v.fail.Verdict, sts: sw, finding: v.fail}
+		fail = &failure{verdict: v.fail.Verdict, w: sw, finding: v.fail}
 	}
-	for i := range v.suspects {
-		warnings = append(warnings, r.suspicion(sw.warned, &v.suspects[i]))
-	}
-	// Pods of other revisions: what would fail an update-revision pod is
-	// reported, once per container and restart.
-	obs := r.observations(other)
-	for i, pod := range other {
-		f, suspects, _ := sw.oldJudge.judge(pod, obs[i], now)
-		if f != nil {
-			suspects = append([]podFinding{*f}, suspects...)
-		}
-		for k := range suspects {
-			if w := r.suspicion(sw.warned, &suspects[k]); w != "" {
-				warnings = append(warnings, strings.Replace(w, "pod "+pod.Name, fmt.Sprintf("pod %s (revision %s)", pod.Name, PodRevision(pod)), 1))
-			}
-		}
-	}
-	sw.oldJudge.sweep()
+	warnings = append(v.warnings, r.judgeOtherRevisions(sw.oldJudge, sw.warned, other, PodRevision, now)...)
 	return fail, warnings, v.recheck
 }
 
@@ -344,7 +270,7 @@ func (r *rolloutRun) statefulSetFailedCreate(sw *stsWatch, s *appsv1.StatefulSet
 		r.mu.Unlock()
 		return nil
 	}
-	fail := &failure{verdict: rollout.VerdictFailedCreate, sts: sw, reason: reasonFailedCreate, message: e.Message}
+	fail := &failure{verdict: rollout.VerdictFailedCreate, w: sw, reason: reasonFailedCreate, message: e.Message}
 	if !strings.Contains(e.Message, "exceeded quota") {
 		return fail
 	}
@@ -354,66 +280,43 @@ func (r *rolloutRun) statefulSetFailedCreate(sw *stsWatch, s *appsv1.StatefulSet
 			releasing = true
 		}
 	}
-	r.mu.Lock()
-	if releasing {
-		sw.released = r.clk.Now()
-	}
-	settled := sw.released
-	r.mu.Unlock()
-	if settled.Before(r.start) {
-		settled = r.start
-	}
-	if releasing || at.Before(settled.Add(quotaSettle)) {
+	if !r.quotaCounts(&sw.released, releasing, at) {
 		return nil
 	}
 	return fail
 }
 
-// reportStatefulSetEvent reports a Warning event about a StatefulSet or
-// one of its pods, naming the revision of a pod not of the update
-// revision. It reports whether e was about one.
-func (r *rolloutRun) reportStatefulSetEvent(e *corev1.Event) bool {
-	for _, sw := range r.stss {
-		if sw.s == nil || e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != sw.namespace {
-			continue
-		}
-		var about string
-		switch name := e.InvolvedObject.Name; e.InvolvedObject.Kind {
-		case "StatefulSet":
-			if name == sw.name {
-				about = "StatefulSet " + name
-			}
-		case "Pod":
-			if !isOrdinalOf(name, sw.name) {
-				continue
-			}
-			about = "pod " + name
-			if sw.pods == nil {
-				break
-			}
-			// Pods keep their names across revisions: the event may be
-			// of an earlier pod of that name.
-			obj, _, _ := sw.pods.inf.GetStore().GetByKey(sw.namespace + "/" + name)
-			switch pod, _ := obj.(*corev1.Pod); {
-			case pod == nil:
-			case e.InvolvedObject.UID != "" && e.InvolvedObject.UID != pod.UID:
-				about = fmt.Sprintf("pod %s (an earlier pod of that name)", name)
-			case PodRevision(pod) != sw.s.Status.UpdateRevision:
-				about = fmt.Sprintf("pod %s (revision %s)", name, PodRevision(pod))
-			}
-		}
-		if about == "" {
-			continue
-		}
-		key := fmt.Sprintf("event/%s/%d/%s", e.UID, e.Count, e.Message)
-		if !sw.warned[key] {
-			sw.warned[key] = true
-			cur := r.res.Objects[sw.idx]
-			r.set(sw, cur.Status, cur.Message, about+": "+formatEvent(e))
-		}
-		return true
+// eventAbout says what a Warning event is about: the StatefulSet or one
+// of its pods, naming the revision of a pod not of the update revision.
+func (sw *stsWatch) eventAbout(e *corev1.Event) string {
+	if sw.s == nil {
+		return ""
 	}
-	return false
+	switch name := e.InvolvedObject.Name; e.InvolvedObject.Kind {
+	case "StatefulSet":
+		if name == sw.name {
+			return "StatefulSet " + name
+		}
+	case "Pod":
+		if !isOrdinalOf(name, sw.name) {
+			return ""
+		}
+		if sw.pods == nil {
+			return "pod " + name
+		}
+		// Pods keep their names across revisions: the event may be of an
+		// earlier pod of that name.
+		obj, _, _ := sw.pods.inf.GetStore().GetByKey(sw.namespace + "/" + name)
+		switch pod, _ := obj.(*corev1.Pod); {
+		case pod == nil:
+		case e.InvolvedObject.UID != "" && e.InvolvedObject.UID != pod.UID:
+			return fmt.Sprintf("pod %s (an earlier pod of that name)", name)
+		case PodRevision(pod) != sw.s.Status.UpdateRevision:
+			return fmt.Sprintf("pod %s (revision %s)", name, PodRevision(pod))
+		}
+		return "pod " + name
+	}
+	return ""
 }
 
 // isOrdinalOf reports whether name is a pod of the StatefulSet called
@@ -431,39 +334,21 @@ func isOrdinalOf(name, sts string) bool {
 	return true
 }
 
-// statefulSetTurned reports whether a StatefulSet not seen rolled out yet
-// now is, by its informer (see settle).
-func (r *rolloutRun) statefulSetTurned() bool {
-	for _, sw := range r.stss {
-		if sw.done || !sw.sts.synced() {
-			continue
-		}
-		obj, exists, _ := sw.sts.inf.GetStore().GetByKey(sw.namespace + "/" + sw.name)
-		if s, _ := obj.(*appsv1.StatefulSet); exists && s != nil {
-			if done, _ := StatefulSetRolledOut(s); done {
-				return true
-			}
-		}
+// turnedTo reports whether the StatefulSet obj rolled out.
+func (sw *stsWatch) turnedTo(obj any) bool {
+	s, _ := obj.(*appsv1.StatefulSet)
+	if s == nil {
+		return false
 	}
-	return false
+	done, _ := StatefulSetRolledOut(s)
+	return done
 }
 
-// refreshStatefulSet brings sw's suspect pod up to date before a
-// diagnosis.
-func (r *rolloutRun) refreshStatefulSet(ctx context.Context, sw *stsWatch) {
-	sw.pods.waitSynced(ctx, 2*time.Second)
-	if sw.sts.synced() {
-		_, _ = r.evaluateStatefulSet(sw, r.clk.Now())
-	}
-}
-
-// diagnoseStatefulSet explains the failure of a StatefulSet: from its
-// failed pod, as a Deployment's, or from its FailedCreate event.
-func (r *rolloutRun) diagnoseStatefulSet(ctx context.Context, f *failure) *rollout.Diagnosis {
-	sw := f.sts
+// diagnose explains the failure of a StatefulSet: from its failed pod, as
+// a Deployment's, or from its FailedCreate event.
+func (sw *stsWatch) diagnose(ctx context.Context, r *rolloutRun, f *failure) *rollout.Diagnosis {
 	if f.finding != nil {
-		g := diagnoser{client: r.client, opts: r.o}
-		return g.fromPod(ctx, f.verdict, sw.object, sw.namespace, f.finding, r.podEvents(ctx, sw.namespace, f.finding.Pod))
+		return r.podDiagnosis(ctx, &sw.watchBase, f.verdict, f.finding)
 	}
 	d := &rollout.Diagnosis{Verdict: f.verdict, Reason: f.reason, Object: sw.object, Namespace: sw.namespace, Message: fmt.Sprintf("StatefulSet %s: %s", sw.name, f.message)}
 	if nw := r.ns[sw.namespace]; nw != nil && f.reason == reasonFailedCreate {
@@ -474,16 +359,8 @@ func (r *rolloutRun) diagnoseStatefulSet(ctx context.Context, f *failure) *rollo
 	return d
 }
 
-// statefulSetTimeout explains a timeout on a StatefulSet not rolled out,
-// with its most suspect pod of the update revision.
-func (r *rolloutRun) statefulSetTimeout(ctx context.Context, sw *stsWatch) *rollout.Diagnosis {
-	r.refreshStatefulSet(ctx, sw)
-	sw.progress.Verdict = rollout.VerdictTimeout
-	msg := sw.msg
-	if msg == "" {
-		msg = r.res.Objects[sw.idx].Message
-	}
-	d := r.suspectTimeout(ctx, sw.object, sw.namespace, "waiting for rollout to finish: "+msg, sw.suspect)
-	r.set(sw, r.res.Objects[sw.idx].Status, r.res.Objects[sw.idx].Message, "")
-	return d
+// timeout explains a timeout on a StatefulSet not rolled out, with its
+// most suspect pod of the update revision.
+func (sw *stsWatch) timeout(ctx context.Context, r *rolloutRun) *rollout.Diagnosis {
+	return r.rolloutTimeout(ctx, sw, &sw.rolloutState, nil)
 }
