@@ -118,6 +118,9 @@ func (e *Engine) runHooks(ctx context.Context, rec *storage.Release, event chart
 			// does not end.
 			dctx, cancel := storage.FinishContext(ctx)
 			e.deleteHooks(dctx, rec, hooks[i:i+1], charts.HookFailed)
+			if ctx.Err() != nil && hookFailure(err).Reason == "ApplyFailed" && hooks[i].HasPolicy(charts.HookFailed) {
+				e.deleteLateHook(dctx, rec, hooks[i])
+			}
 			e.deleteHooks(dctx, rec, hooks[:i], charts.HookSucceeded)
 			cancel()
 			return runs, err
@@ -210,6 +213,35 @@ func (e *Engine) deleteHook(ctx context.Context, rec *storage.Release, h charts.
 		e.emit(rec.Name, rec.Revision, PhaseHook, ref.String(), "deleted", "")
 	}
 	return res, nil
+}
+
+// lateApplyWindow is how long deleteLateHook looks for a hook whose apply
+// an interrupt cut short.
+const lateApplyWindow = 3 * time.Second
+
+// deleteLateHook deletes hook h again if it appears within lateApplyWindow.
+// An apply that an interrupt cut short may still land after the first
+// delete found nothing: the API server finishes a request whose client has
+// gone away.
+func (e *Engine) deleteLateHook(ctx context.Context, rec *storage.Release, h charts.Hook) {
+	ctx, cancel := context.WithTimeout(ctx, lateApplyWindow)
+	defer cancel()
+	tick := time.NewTicker(lateApplyWindow / 12)
+	defer tick.Stop()
+	for {
+		switch _, err := e.Objects.Get(ctx, h.Object, e.Namespace()); {
+		case err == nil:
+			e.deleteHooks(ctx, rec, []charts.Hook{h}, charts.HookFailed)
+			return
+		case !apierrors.IsNotFound(err):
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // hookFailure returns the diagnosis of a failed hook run.

@@ -3,8 +3,11 @@ package release_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,6 +18,7 @@ import (
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -497,4 +501,63 @@ func TestInterruptDuringPreUpgradeHook(t *testing.T) {
 			require.NoError(t, err)
 		})
 	}
+}
+
+// lateApply is an object client whose apply of the Job named job is cut
+// short by an interrupt (cancel) and lands only after the first delete of
+// it has found nothing, as the API server finishes a request whose client
+// has gone away.
+type lateApply struct {
+	release.ObjectClient
+	job    string
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	pending []*unstructured.Unstructured
+}
+
+func (l *lateApply) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts cluster.ApplyOptions) ([]cluster.ApplyResult, error) {
+	if len(objs) == 1 && objs[0].GetKind() == "Job" && objs[0].GetName() == l.job && l.cancel != nil {
+		l.mu.Lock()
+		l.pending = append(l.pending, objs[0].DeepCopy())
+		l.mu.Unlock()
+		l.cancel()
+		return nil, fmt.Errorf("apply batch/v1 Job %s: %w", l.job, ctx.Err())
+	}
+	return l.ObjectClient.Apply(ctx, objs, opts)
+}
+
+func (l *lateApply) Delete(ctx context.Context, obj *unstructured.Unstructured, opts cluster.PruneOptions) (cluster.PruneResult, error) {
+	res, err := l.ObjectClient.Delete(ctx, obj, opts)
+	l.mu.Lock()
+	landing := l.pending
+	l.pending = nil
+	l.mu.Unlock()
+	if len(landing) > 0 {
+		_, aerr := l.ObjectClient.Apply(ctx, landing, cluster.ApplyOptions{Namespace: engNS})
+		return res, errors.Join(err, aerr)
+	}
+	return res, err
+}
+
+// TestInterruptedHookApplyThatLandsLate: an interrupt that cuts a hook's
+// apply short leaves no hook behind when the apply lands after the first
+// delete: a hook-failed policy deletes it again.
+func TestInterruptedHookApplyThatLandsLate(t *testing.T) {
+	f := newEngFixture(t)
+	hooks := []*unstructured.Unstructured{hookObj("Job", "migrate", "pre-upgrade", "", "hook-failed")}
+	_, err := f.engine.Deploy(context.Background(), hookSpec(baseSpec(), hooks...))
+	require.NoError(t, err)
+	require.Nil(t, f.cluster.Object("batch", "Job", engNS, "migrate"), "an install runs no pre-upgrade hook")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	late := &lateApply{ObjectClient: f.engine.Objects, job: "migrate", cancel: cancel}
+	f.engine.Objects = late
+	s := baseSpec()
+	s.greeting = "v2"
+	_, err = f.engine.Deploy(ctx, hookSpec(s, hooks...))
+	require.Error(t, err)
+	assert.Equal(t, 130, exitCode(err), "%v", err)
+	assert.Nil(t, f.cluster.Object("batch", "Job", engNS, "migrate"), "the hook whose apply landed late is deleted")
 }
