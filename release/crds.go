@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/internal/rollout"
@@ -272,7 +273,7 @@ func (e *Engine) planCRDs(ctx context.Context, name string, revision int, crds, 
 	var waiting []string
 	for _, o := range objs {
 		if _, ok := plan.defines(o); ok {
-			waiting = append(waiting, refIn(o, e.Namespace()).String())
+			waiting = append(waiting, charts.RefIn(o, e.Namespace()).String())
 		}
 	}
 	if len(waiting) > 0 {

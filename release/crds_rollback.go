@@ -133,7 +133,7 @@ func (r *Engine) checkKinds(ctx context.Context, target *storage.Release, plan *
 		k := MissingKind{Kind: gvk, CRD: recordedCRD(target.CRDs, gvk.GroupKind())}
 		for _, o := range objs {
 			if o.GroupVersionKind() == gvk {
-				k.Objects = append(k.Objects, refIn(o, r.Namespace()))
+				k.Objects = append(k.Objects, charts.RefIn(o, r.Namespace()))
 			}
 		}
 		e.Kinds = append(e.Kinds, k)

@@ -15,6 +15,7 @@ import (
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/release/analysis"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -83,8 +84,8 @@ type DeployOptions struct {
 	// report) before anything is applied.
 	Diff bool
 	// Canary, when set, rolls the new revision out through a canary phase
-	// (see CanaryOptions); the record keeps the chart's strategy.
-	Canary *CanaryOptions
+	// (see canary.Options); the record keeps the chart's strategy.
+	Canary *canary.Options
 	// Analysis, when set, measures the canary pods against the stable
 	// pods during the canary hold (deploy --analysis FILE); without it
 	// the built-in chart's analysis values are read, when enabled.
@@ -234,7 +235,7 @@ func settleOptions(ctx context.Context, opts *DeployOptions) error {
 	}
 	if c := opts.Canary; c != nil {
 		cc := *c
-		if err := cc.Validate(*opts); err != nil {
+		if err := cc.Validate(opts.MaxSurge != nil || opts.MaxUnavailable != nil, opts.DryRun); err != nil {
 			return err
 		}
 		opts.Canary = &cc

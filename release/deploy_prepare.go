@@ -18,9 +18,11 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -125,7 +127,7 @@ func (d *Engine) prepare(ctx context.Context, opts DeployOptions, plan storage.P
 		return nil, err
 	}
 	d.Redactor.AddObjects(p.objs...)
-	if _, err := resolveServeCheck(p.chart, p.computed, d.ServeCheck); err != nil {
+	if _, err := servecheck.Resolve(p.chart, p.computed, d.ServeCheck); err != nil {
 		return nil, fmt.Errorf("release %s: %w", opts.Name, err)
 	}
 	if err := d.planDeployCRDs(ctx, p); err != nil {
@@ -160,7 +162,7 @@ func (p *deployPlan) build(ctx context.Context, plan storage.Plan, entries []sto
 		return err
 	}
 	p.values, p.computed, p.notes = r.UserValues, r.Values, r.Notes
-	if p.analysis, err = analysisOf(opts, in.Chart.Values, r.Values); err != nil {
+	if p.analysis, err = analysis.Of(opts.Analysis, in.Chart.Values, r.Values, opts.Canary != nil, opts.Prometheus != nil); err != nil {
 		return err
 	}
 	if p.hooks, err = storage.HooksOf(r.Hooks); err != nil {
@@ -189,7 +191,7 @@ func (p *deployPlan) adjusts() bool {
 func (p *deployPlan) knownDeployment(namespace string) func(ns, name string) (live, applied *unstructured.Unstructured, ok bool) {
 	refs := map[[2]string]string{}
 	for _, o := range p.objs {
-		if r := refIn(o, namespace); r.IsDeployment() {
+		if r := charts.RefIn(o, namespace); r.IsDeployment() {
 			refs[[2]string{r.Namespace, r.Name}] = r.String()
 		}
 	}
@@ -280,11 +282,11 @@ func (d *Engine) preflight(ctx context.Context, p *deployPlan) error {
 		// nothing unavailable: its extra pods must fit.
 		zero := intstr.FromInt32(0)
 		pfOpts.Overrides = func(ns, name string) (*intstr.IntOrString, *intstr.IntOrString) {
-			t := targetOf(targets, object.Ref{Group: "apps", Kind: "Deployment", Namespace: ns, Name: name})
+			t := canary.TargetOf(targets, object.Ref{Group: "apps", Kind: "Deployment", Namespace: ns, Name: name})
 			if t == nil {
 				return nil, nil
 			}
-			surge := intstr.FromInt32(t.pods)
+			surge := intstr.FromInt32(t.Pods)
 			return &surge, &zero
 		}
 	}
@@ -407,7 +409,7 @@ func (e *Engine) diffLive(ctx context.Context, name string, entries []storage.En
 	applyOpts.Namespace = e.Namespace()
 	wanted := map[string]bool{}
 	for _, o := range objs {
-		wanted[refIn(o, e.Namespace()).String()] = true
+		wanted[charts.RefIn(o, e.Namespace()).String()] = true
 	}
 	cluster := cluster.NewDiffCluster(e.Objects, applyOpts)
 	var mu sync.Mutex
@@ -441,7 +443,7 @@ func (e *Engine) diffLive(ctx context.Context, name string, entries []storage.En
 	cluster.Get = func(ctx context.Context, obj *unstructured.Unstructured, namespace string) (*unstructured.Unstructured, error) {
 		l, err := get(ctx, obj, namespace)
 		if err == nil {
-			note(refIn(obj, namespace).String(), l)
+			note(charts.RefIn(obj, namespace).String(), l)
 		}
 		return l, err
 	}
@@ -467,18 +469,6 @@ func (e *Engine) liveCopies(ctx context.Context, objs []*unstructured.Unstructur
 		out = append(out, l)
 	}
 	return out, nil
-}
-
-// refIn is obj's reference, in namespace when it names none.
-func refIn(obj *unstructured.Unstructured, namespace string) object.Ref {
-	r := object.RefOf(obj)
-	if r.Namespace == "" && !charts.IsNamespacedKind(obj.GroupVersionKind()) {
-		return r
-	}
-	if r.Namespace == "" {
-		r.Namespace = namespace
-	}
-	return r
 }
 
 // joinNotes joins description notes with "; ".

@@ -13,7 +13,9 @@ import (
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -194,7 +196,7 @@ func (d *Engine) rollout(ctx context.Context, p *deployPlan, rec *storage.Releas
 			defer func() { d.warnIf(rec, d.removeSurge(ctx, rec)) }()
 		}
 	}
-	canary, err := d.planCanary(p, rec, res, install, waves)
+	cd, err := d.planCanary(p, rec, res, install, waves)
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(), &rollout.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
@@ -218,12 +220,12 @@ func (d *Engine) rollout(ctx context.Context, p *deployPlan, rec *storage.Releas
 		d.emit(rec.Name, rec.Revision, PhaseApply, "", "wave",
 			fmt.Sprintf("%d group(s) change, %d per wave: wave 1 of %d: group(s) %s", waves.groups, waves.size, len(waves.later)+1, groupNames(waves.wave1)))
 	}
-	applied, err := d.applyObjects(ctx, rec, res, waves.withoutLater(canary.applied(p.objs)), applyOpts)
+	applied, err := d.applyObjects(ctx, rec, res, waves.withoutLater(cd.applied(p.objs)), applyOpts)
 	if err != nil {
 		return d.applyFailed(ctx, rec, res, start, opts, applied, err, install)
 	}
 
-	wres, f, werr := d.awaitRollout(ctx, p, rec, res, canary, waves, applyOpts, applied, start, &opts)
+	wres, f, werr := d.awaitRollout(ctx, p, rec, res, cd, waves, applyOpts, applied, start, &opts)
 	if werr == nil && f == nil && p.analysis != nil && p.opts.Canary == nil {
 		// No canary: the analysis bakes the new pods after the rollout.
 		if len(rec.ReplicaSets) == 0 && len(rec.ControllerRevisions) == 0 {
@@ -237,7 +239,7 @@ func (d *Engine) rollout(ctx context.Context, p *deployPlan, rec *storage.Releas
 		return res, lost
 	}
 	if werr != nil {
-		var hold *AnalysisHoldError
+		var hold *analysis.HoldError
 		if errors.As(werr, &hold) {
 			// inconclusive: hold: no rollback, the canary stays held.
 			opts.RollbackOnFailure = false
@@ -351,7 +353,7 @@ func (d *Engine) applyFailed(ctx context.Context, rec *storage.Release, res *Res
 // was held); the canary's summary is added to opts.Note. It returns the
 // wait's result and failure (werr; f, when already known). A lock taken
 // over during the discovery is werr as it is.
-func (d *Engine) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, canary *canaryDeploy, waves wavePlan, applyOpts cluster.ApplyOptions,
+func (d *Engine) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, cd *canaryDeploy, waves wavePlan, applyOpts cluster.ApplyOptions,
 	applied []cluster.ApplyResult, start time.Time, opts *DeployOptions) (wres wait.Result, f *rollout.Diagnosis, werr error) {
 	objs, clk := waves.first, d.clock()
 	deadline := start.Add(opts.Timeout)
@@ -366,16 +368,16 @@ func (d *Engine) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.R
 		}
 		werr = fmt.Errorf("release %s revision %d: find ReplicaSets: %w", rec.Name, rec.Revision, err)
 		f = replicaSetFailure(werr)
-	case canary != nil:
-		wres, f, werr = d.runCanary(ctx, p, rec, canary, applyOpts, remaining)
-		deadline = deadline.Add(canary.run.held)
-		opts.Note = joinNotes(opts.Note, canarySummary(rec.Canary))
+	case cd != nil:
+		wres, f, werr = d.runCanary(ctx, p, rec, cd, applyOpts, remaining)
+		deadline = deadline.Add(cd.run.Held)
+		opts.Note = joinNotes(opts.Note, canary.Summary(rec.Canary))
 		if rec.Analysis != nil {
 			opts.Note = joinNotes(opts.Note, analysis.Summary(rec.Analysis))
 		}
 		if werr == nil {
 			wres, werr = d.waitObjects(ctx, rec, objs, remaining())
-			canary.run.finish()
+			cd.run.Finish()
 		}
 	default:
 		wres, werr = d.waitObjects(ctx, rec, objs, remaining())
@@ -383,12 +385,12 @@ func (d *Engine) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.R
 	if werr == nil && f == nil && len(waves.later) > 0 {
 		wres, f, werr = d.rollWaves(ctx, rec, res, waves, applyOpts, opts.Timeout)
 	}
-	if canary == nil && rec.Canary != nil {
-		opts.Note = joinNotes(opts.Note, canarySummary(rec.Canary))
+	if cd == nil && rec.Canary != nil {
+		opts.Note = joinNotes(opts.Note, canary.Summary(rec.Canary))
 	}
 	if werr == nil && f == nil {
 		// Ready is not serving: every new pod must answer.
-		f, werr = d.checkServing(ctx, rec, p.objs, serveScope{})
+		f, werr = d.checkServing(ctx, rec, p.objs, servecheck.Scope{})
 	}
 	return wres, f, werr
 }

@@ -137,7 +137,7 @@ func diffHooks(hooks []charts.Hook, namespace string, upgrade bool) []diff.Hook 
 			}
 		}
 		if len(events) > 0 {
-			out = append(out, diff.Hook{Object: refIn(h.Object, namespace).String(), Events: events, Weight: h.Weight})
+			out = append(out, diff.Hook{Object: charts.RefIn(h.Object, namespace).String(), Events: events, Weight: h.Weight})
 		}
 	}
 	return out

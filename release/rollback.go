@@ -17,6 +17,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -237,7 +238,7 @@ func (r *Engine) run(ctx context.Context, target *storage.Release, held *storage
 		}
 		return r.failRollback(ctx, rec, res, start, desc, waitFailure(wres, werr), werr)
 	}
-	if f, err := r.checkServing(ctx, rec, objs, serveScope{}); err != nil {
+	if f, err := r.checkServing(ctx, rec, objs, servecheck.Scope{}); err != nil {
 		if lost := lockLost(err); lost != nil {
 			return res, lost
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -59,8 +60,8 @@ type StatusReport struct {
 	// ServeCheck is the revision's last serve check, if one ran.
 	ServeCheck *rollout.ServeReport `json:"serveCheck,omitempty"`
 	// CanaryLeftovers are the revision's Deployments that still carry a
-	// canary's transient strategy (see canary_leftover.go).
-	CanaryLeftovers []CanaryLeftover `json:"canaryLeftovers,omitempty"`
+	// canary's transient strategy (canary.Leftover).
+	CanaryLeftovers []canary.Leftover `json:"canaryLeftovers,omitempty"`
 	// HelmRecords are Helm's own records of a release whose current
 	// revision was adopted from Helm: an adopt cut short (killed) after it
 	// wrote vllmctl's records and before it relabelled Helm's leaves the
@@ -192,7 +193,7 @@ func (s *Engine) StatusOf(ctx context.Context, rec *storage.Release) (*StatusRep
 			} else {
 				lo.Status, lo.Message = string(res.Status), res.Message
 			}
-			if l, ok := canaryLeftoverOf(live); ok {
+			if l, ok := canary.LeftoverOf(live); ok {
 				rep.CanaryLeftovers = append(rep.CanaryLeftovers, l)
 				lo.Message = "canary held (not promoted): " + lo.Message
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -128,5 +129,5 @@ func (t *Engine) testServing(ctx context.Context, rec *storage.Release) (*rollou
 	if err != nil {
 		return nil, nil, &InvalidManifestError{Name: rec.Name, Err: fmt.Errorf("revision %d: %w", rec.Revision, err)}
 	}
-	return t.runServeCheck(ctx, rec, objs, cfg, serveScope{live: true})
+	return t.runServeCheck(ctx, rec, objs, cfg, servecheck.Scope{Live: true})
 }

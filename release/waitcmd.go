@@ -11,7 +11,9 @@ import (
 
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -102,7 +104,7 @@ func (w *Engine) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	// Nothing is rendered: the revision's Secrets are learnt from its
 	// record, so that a pod logging one shows it nowhere.
 	w.Redactor.AddObjects(objs...)
-	cfg, skip, err := waitAnalysisOf(rec, opts)
+	cfg, skip, err := analysis.OfWait(opts.Analysis, rec, opts.Prometheus != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -153,14 +155,14 @@ func (w *Engine) await(ctx context.Context, rec *storage.Release, objs []*unstru
 		return wait.Result{}, nil, nil, fmt.Errorf("wait on release %s revision %d: %w", rec.Name, rec.Revision, err)
 	}
 	if len(leftovers) > 0 {
-		f = canaryLeftoverFailure(rec.Name, leftovers[0])
+		f = canary.LeftoverFailure(rec.Name, leftovers[0])
 		return wait.Result{}, f, errors.New(f.Message), nil
 	}
 	wres, werr = w.watch(ctx, rec, objs, timeout)
 	if werr == nil {
 		// Ready is not serving: the pods must answer. The report is the
 		// result's; the wait writes no record.
-		f, werr = w.checkServing(ctx, rec, objs, serveScope{})
+		f, werr = w.checkServing(ctx, rec, objs, servecheck.Scope{})
 	}
 	return wres, f, werr, nil
 }

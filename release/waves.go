@@ -16,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -138,7 +140,7 @@ func (p *deployPlan) groupWaves(namespace string, install bool) wavePlan {
 		if install {
 			return false
 		}
-		key := refIn(o, namespace).String()
+		key := charts.RefIn(o, namespace).String()
 		live := p.known[key]
 		if live == nil {
 			return false
@@ -147,7 +149,7 @@ func (p *deployPlan) groupWaves(namespace string, install bool) wavePlan {
 		if want == nil {
 			want = o
 		}
-		return !sameTemplate(live, want)
+		return !canary.SameTemplate(live, want)
 	}
 	first := 0
 	if c := p.opts.Canary; c != nil && !install {
