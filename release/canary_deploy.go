@@ -12,6 +12,7 @@ import (
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/groups"
 	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -34,7 +35,7 @@ type canaryDeploy struct {
 // records its report in rec and res. There is none (nil, and the report
 // says skipped) on a first install (no pods to hold a canary next to) or
 // when no Deployment's pod template differs from the deployed revision's.
-func (d *Engine) planCanary(p *deployPlan, rec *storage.Release, res *Result, install bool, waves wavePlan) (*canaryDeploy, error) {
+func (d *Engine) planCanary(p *deployPlan, rec *storage.Release, res *Result, install bool, waves groups.Plan) (*canaryDeploy, error) {
 	o := p.opts.Canary
 	if o == nil {
 		return nil, nil
@@ -53,12 +54,12 @@ func (d *Engine) planCanary(p *deployPlan, rec *storage.Release, res *Result, in
 		return skip("first install: there are no pods of a previous revision to hold a canary next to")
 	}
 	targets := p.canaryTargets(d.Namespace())
-	if len(targets) == 0 && len(waves.wave1) > 0 {
-		for _, g := range waves.wave1 {
+	if len(targets) == 0 && len(waves.Wave1) > 0 {
+		for _, g := range waves.Wave1 {
 			d.emit(rec.Name, rec.Revision, PhaseCanary, "StatefulSet "+charts.RefIn(g, d.Namespace()).Namespace+"/"+g.GetName(), "planned",
 				fmt.Sprintf("engine group held as the canary (%d pod(s)); the next wave starts once it passed", canary.ReplicasOf(g)))
 		}
-		return &canaryDeploy{objs: p.objs, groups: waves.wave1}, nil
+		return &canaryDeploy{objs: p.objs, groups: waves.Wave1}, nil
 	}
 	if len(targets) == 0 {
 		return skip("no Deployment's pod template differs from the deployed revision's: nothing to hold")

@@ -20,6 +20,7 @@ import (
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/groups"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
 	"github.com/vllmctl/vllmctl/release/servecheck"
@@ -298,8 +299,8 @@ func (d *Engine) preflight(ctx context.Context, p *deployPlan) error {
 		objs = append(slices.Clone(p.objs), p.surge...)
 	}
 	report, err := preflight.Run(ctx, d.Client, objs, pfOpts)
-	if err != nil && policy == preflight.SurgePolicyAuto && surgeRefused(err, p.surge) {
-		p.opts.Note = joinNotes(p.opts.Note, fmt.Sprintf("no temporary surge group: %s would not fit (--max-surge)", groupNames(p.surge)))
+	if err != nil && policy == preflight.SurgePolicyAuto && groups.SurgeRefused(err, p.surge) {
+		p.opts.Note = joinNotes(p.opts.Note, fmt.Sprintf("no temporary surge group: %s would not fit (--max-surge)", groups.Names(p.surge)))
 		p.surge = nil
 		report, err = preflight.Run(ctx, d.Client, p.objs, pfOpts)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/groups"
 	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -188,11 +189,11 @@ func (d *Engine) rollout(ctx context.Context, p *deployPlan, rec *storage.Releas
 	applyOpts := p.applyOptions(rec.Name)
 	applyOpts.Namespace, applyOpts.Known = d.Namespace(), p.known
 	waves := p.groupWaves(d.Namespace(), install)
-	if hasGroups(objs) {
+	if groups.Has(objs) {
 		// Surge groups an interrupted deploy left, then this deploy's own
 		// once it ended (after a rollback: they serve meanwhile).
 		d.warnIf(rec, d.removeSurge(ctx, rec))
-		if len(p.surge) > 0 && len(waves.wave1) > 0 {
+		if len(p.surge) > 0 && len(waves.Wave1) > 0 {
 			defer func() { d.warnIf(rec, d.removeSurge(ctx, rec)) }()
 		}
 	}
@@ -207,7 +208,7 @@ func (d *Engine) rollout(ctx context.Context, p *deployPlan, rec *storage.Releas
 	if r, err := d.deployHooks(ctx, rec, res, opts, install, charts.HookPreInstall, charts.HookPreUpgrade); err != nil {
 		return r, err
 	}
-	if len(p.surge) > 0 && len(waves.wave1) > 0 {
+	if len(p.surge) > 0 && len(waves.Wave1) > 0 {
 		wres, f, err := d.addSurge(ctx, rec, res, p.surge, applyOpts, opts.Timeout)
 		if lost := lockLost(err); lost != nil {
 			return res, lost
@@ -216,11 +217,11 @@ func (d *Engine) rollout(ctx context.Context, p *deployPlan, rec *storage.Releas
 			return d.waitFailed(ctx, rec, res, start, opts, wres, err, f, install)
 		}
 	}
-	if len(waves.later) > 0 {
+	if len(waves.Later) > 0 {
 		d.emit(rec.Name, rec.Revision, PhaseApply, "", "wave",
-			fmt.Sprintf("%d group(s) change, %d per wave: wave 1 of %d: group(s) %s", waves.groups, waves.size, len(waves.later)+1, groupNames(waves.wave1)))
+			fmt.Sprintf("%d group(s) change, %d per wave: wave 1 of %d: group(s) %s", waves.Groups, waves.Size, len(waves.Later)+1, groups.Names(waves.Wave1)))
 	}
-	applied, err := d.applyObjects(ctx, rec, res, waves.withoutLater(cd.applied(p.objs)), applyOpts)
+	applied, err := d.applyObjects(ctx, rec, res, waves.WithoutLater(cd.applied(p.objs)), applyOpts)
 	if err != nil {
 		return d.applyFailed(ctx, rec, res, start, opts, applied, err, install)
 	}
@@ -353,9 +354,9 @@ func (d *Engine) applyFailed(ctx context.Context, rec *storage.Release, res *Res
 // was held); the canary's summary is added to opts.Note. It returns the
 // wait's result and failure (werr; f, when already known). A lock taken
 // over during the discovery is werr as it is.
-func (d *Engine) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, cd *canaryDeploy, waves wavePlan, applyOpts cluster.ApplyOptions,
+func (d *Engine) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, cd *canaryDeploy, waves groups.Plan, applyOpts cluster.ApplyOptions,
 	applied []cluster.ApplyResult, start time.Time, opts *DeployOptions) (wres wait.Result, f *rollout.Diagnosis, werr error) {
-	objs, clk := waves.first, d.clock()
+	objs, clk := waves.First, d.clock()
 	deadline := start.Add(opts.Timeout)
 	remaining := func() time.Duration { return max(deadline.Sub(storage.Stamp(clk)), time.Millisecond) }
 	rctx, cancel := context.WithTimeout(ctx, remaining())
@@ -382,7 +383,7 @@ func (d *Engine) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.R
 	default:
 		wres, werr = d.waitObjects(ctx, rec, objs, remaining())
 	}
-	if werr == nil && f == nil && len(waves.later) > 0 {
+	if werr == nil && f == nil && len(waves.Later) > 0 {
 		wres, f, werr = d.rollWaves(ctx, rec, res, waves, applyOpts, opts.Timeout)
 	}
 	if cd == nil && rec.Canary != nil {

@@ -14,7 +14,8 @@
 // new pods from their metrics and decides what the measurements mean;
 // release/canary decides which Deployments a canary holds and runs its
 // phases and gate; release/servecheck resolves the serve check and
-// reads and checks the pods that serve; wait watches a rollout and
+// reads and checks the pods that serve; release/groups plans the waves
+// of engine groups and their surge copies; wait watches a rollout and
 // diagnoses its failure; diff compares desired and live objects; charts
 // renders. No package below imports this one
 // (TestNothingBelowReleaseImportsIt).
