@@ -16,13 +16,13 @@ import (
 // that refused the revision (analysis.ErrFailed wrapped, or an
 // *analysis.HoldError under inconclusive: hold), nil otherwise; an
 // interrupt is the end of ctx, without a diagnosis.
-func (w *Engine) bakeWait(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint,
+func (e *Engine) bakeWait(ctx context.Context, rec *storage.Release, cfg *analysis.Config, prom *analysis.PrometheusEndpoint,
 	res *Result) (*rollout.Diagnosis, error) {
 	if len(rec.ReplicaSets) == 0 && len(rec.ControllerRevisions) == 0 {
-		w.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no pods of a Deployment or an engine group to analyse")
+		e.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no pods of a Deployment or an engine group to analyse")
 		return nil, nil
 	}
-	report, err := w.bakeAnalysis(ctx, rec, cfg, prom, "the wait was interrupted before the analysis ended")
+	report, err := e.bakeAnalysis(ctx, rec, cfg, prom, "the wait was interrupted before the analysis ended")
 	res.Analysis = report
 	if err != nil {
 		return nil, err

@@ -35,7 +35,7 @@ type canaryDeploy struct {
 // records its report in rec and res. There is none (nil, and the report
 // says skipped) on a first install (no pods to hold a canary next to) or
 // when no Deployment's pod template differs from the deployed revision's.
-func (d *Engine) planCanary(p *deployPlan, rec *storage.Release, res *Result, install bool, waves groups.Plan) (*canaryDeploy, error) {
+func (e *Engine) planCanary(p *deployPlan, rec *storage.Release, res *Result, install bool, waves groups.Plan) (*canaryDeploy, error) {
 	o := p.opts.Canary
 	if o == nil {
 		return nil, nil
@@ -44,19 +44,19 @@ func (d *Engine) planCanary(p *deployPlan, rec *storage.Release, res *Result, in
 	rec.Canary, res.Canary = report, report
 	skip := func(reason string) (*canaryDeploy, error) {
 		report.Outcome, report.Reason = storage.CanarySkipped, reason
-		d.emit(rec.Name, rec.Revision, PhaseCanary, "", storage.CanarySkipped, reason)
+		e.emit(rec.Name, rec.Revision, PhaseCanary, "", storage.CanarySkipped, reason)
 		if p.analysis != nil {
-			d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no canary to analyse")
+			e.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no canary to analyse")
 		}
 		return nil, nil
 	}
 	if install {
 		return skip("first install: there are no pods of a previous revision to hold a canary next to")
 	}
-	targets := p.canaryTargets(d.Namespace())
+	targets := p.canaryTargets(e.Namespace())
 	if len(targets) == 0 && len(waves.Wave1) > 0 {
 		for _, g := range waves.Wave1 {
-			d.emit(rec.Name, rec.Revision, PhaseCanary, "StatefulSet "+charts.RefIn(g, d.Namespace()).Namespace+"/"+g.GetName(), "planned",
+			e.emit(rec.Name, rec.Revision, PhaseCanary, "StatefulSet "+charts.RefIn(g, e.Namespace()).Namespace+"/"+g.GetName(), "planned",
 				fmt.Sprintf("engine group held as the canary (%d pod(s)); the next wave starts once it passed", canary.ReplicasOf(g)))
 		}
 		return &canaryDeploy{objs: p.objs, groups: waves.Wave1}, nil
@@ -64,12 +64,12 @@ func (d *Engine) planCanary(p *deployPlan, rec *storage.Release, res *Result, in
 	if len(targets) == 0 {
 		return skip("no Deployment's pod template differs from the deployed revision's: nothing to hold")
 	}
-	objs, err := canary.Objects(p.objs, targets, rec.Revision, d.Namespace())
+	objs, err := canary.Objects(p.objs, targets, rec.Revision, e.Namespace())
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range targets {
-		d.emit(rec.Name, rec.Revision, PhaseCanary, "Deployment "+t.Ref.Namespace+"/"+t.Ref.Name, "planned",
+		e.emit(rec.Name, rec.Revision, PhaseCanary, "Deployment "+t.Ref.Namespace+"/"+t.Ref.Name, "planned",
 			fmt.Sprintf("%d canary pod(s) of %d first (maxSurge %d, maxUnavailable 0 until promoted)", t.Pods, t.Replicas, t.Pods))
 	}
 	return &canaryDeploy{targets: targets, objs: objs}, nil
@@ -112,9 +112,9 @@ func (c *canaryDeploy) applied(objs []*unstructured.Unstructured) []*unstructure
 // have their own durations). It returns the failure, if any, as the
 // rollout does: the wait's result and error, and the diagnosis when the
 // canary found it itself (a refusing gate).
-func (d *Engine) runCanary(ctx context.Context, p *deployPlan, rec *storage.Release, c *canaryDeploy, applyOpts cluster.ApplyOptions, remaining func() time.Duration) (wait.Result, *rollout.Diagnosis, error) {
+func (e *Engine) runCanary(ctx context.Context, p *deployPlan, rec *storage.Release, c *canaryDeploy, applyOpts cluster.ApplyOptions, remaining func() time.Duration) (wait.Result, *rollout.Diagnosis, error) {
 	o := *p.opts.Canary
-	ns := d.Namespace()
+	ns := e.Namespace()
 	goal := wait.CanaryGoal{Pods: map[string]int32{}, MaxRestarts: o.MaxRestarts}
 	for _, t := range c.targets {
 		goal.Pods[t.Ref.Namespace+"/"+t.Ref.Name] = t.Pods
@@ -127,12 +127,12 @@ func (d *Engine) runCanary(ctx context.Context, p *deployPlan, rec *storage.Rele
 		}
 	}
 	c.run = &canary.Machine{
-		Clock:  d.clock(),
+		Clock:  e.clock(),
 		Opts:   o,
 		Pods:   pods,
 		Report: rec.Canary,
 		Emit: func(phase, msg string) {
-			d.emit(rec.Name, rec.Revision, PhaseCanary, "", phase, msg)
+			e.emit(rec.Name, rec.Revision, PhaseCanary, "", phase, msg)
 		},
 		Watch: func(ctx context.Context, until <-chan struct{}) (wait.Result, error) {
 			g := goal
@@ -141,7 +141,7 @@ func (d *Engine) runCanary(ctx context.Context, p *deployPlan, rec *storage.Rele
 			if until != nil {
 				timeout += max(o.Hold, analysisLength(p.analysis)) + o.GateTimeout + c.run.ServeTimeout
 			}
-			return d.waitWith(ctx, rec, watched, wait.Options{Timeout: timeout, Canary: &g})
+			return e.waitWith(ctx, rec, watched, wait.Options{Timeout: timeout, Canary: &g})
 		},
 		Gate: func(ctx context.Context, pods []string) (*storage.GateResult, error) {
 			return canary.RunGate(ctx, o.Gate, canary.GateEnv{Release: rec.Name, Namespace: ns, Revision: rec.Revision, Pods: pods, Service: canary.ServiceOf(p.objs)}, o.GateTimeout)
@@ -150,9 +150,9 @@ func (d *Engine) runCanary(ctx context.Context, p *deployPlan, rec *storage.Rele
 			if len(c.targets) == 0 {
 				return nil // groups: the next waves follow
 			}
-			applied, err := d.Objects.Apply(ctx, canary.TargetObjects(p.objs, c.targets, ns), applyOpts)
+			applied, err := e.Objects.Apply(ctx, canary.TargetObjects(p.objs, c.targets, ns), applyOpts)
 			for _, a := range applied {
-				d.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "the chart's strategy")
+				e.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "the chart's strategy")
 			}
 			return err
 		},
@@ -164,14 +164,14 @@ func (d *Engine) runCanary(ctx context.Context, p *deployPlan, rec *storage.Rele
 				if len(c.targets) == 0 {
 					// Engine groups: the canary groups' leaders against
 					// the other groups' leaders.
-					return d.groupAnalysisTargets(ctx, p.objs, pods)
+					return e.groupAnalysisTargets(ctx, p.objs, pods)
 				}
-				return canary.AnalysisTargets(ctx, d.Client, d.Namespace(), c.targets, pods)
+				return canary.AnalysisTargets(ctx, e.Client, e.Namespace(), c.targets, pods)
 			}
-			return d.runAnalysis(ctx, rec, cfg, p.opts.Prometheus, resolve, report)
+			return e.runAnalysis(ctx, rec, cfg, p.opts.Prometheus, resolve, report)
 		}
 	}
-	serve, err := d.serveCheckOf(rec)
+	serve, err := e.serveCheckOf(rec)
 	if err != nil {
 		return wait.Result{}, &rollout.Diagnosis{Reason: "ServeCheckError", Message: err.Error()}, err
 	}
@@ -179,7 +179,7 @@ func (d *Engine) runCanary(ctx context.Context, p *deployPlan, rec *storage.Rele
 		c.run.ServeTimeout = serve.Spec.Timeout
 		c.run.Serve = func(ctx context.Context, pods []string) (*rollout.ServeReport, *rollout.Diagnosis, error) {
 			// The watch keeps the lock fresh meanwhile.
-			return d.runServeCheck(ctx, rec, p.objs, serve, servecheck.Scope{Pods: pods})
+			return e.runServeCheck(ctx, rec, p.objs, serve, servecheck.Scope{Pods: pods})
 		}
 	}
 	wres, f, err := c.run.Run(ctx)

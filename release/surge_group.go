@@ -65,20 +65,20 @@ func (p *deployPlan) surgeGroups(namespace string, install bool) []*unstructured
 // out (every verdict applies to their pods), before the first wave
 // replaces a group, within timeout. It returns as the wait does, with the
 // diagnosis when already known (a refused apply).
-func (d *Engine) addSurge(ctx context.Context, rec *storage.Release, res *Result, surge []*unstructured.Unstructured,
+func (e *Engine) addSurge(ctx context.Context, rec *storage.Release, res *Result, surge []*unstructured.Unstructured,
 	applyOpts cluster.ApplyOptions, timeout time.Duration) (wait.Result, *rollout.Diagnosis, error) {
-	d.emit(rec.Name, rec.Revision, PhaseApply, "", "surge",
+	e.emit(rec.Name, rec.Revision, PhaseApply, "", "surge",
 		fmt.Sprintf("temporary group(s) %s on the new revision first (--max-surge), deleted once the upgrade ended", groups.Names(surge)))
-	applied, err := d.Objects.Apply(ctx, surge, applyOpts)
+	applied, err := e.Objects.Apply(ctx, surge, applyOpts)
 	res.Applied = append(res.Applied, applied...)
 	for _, a := range applied {
-		d.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "temporary surge group")
+		e.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "temporary surge group")
 	}
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d: surge group: %w", rec.Name, rec.Revision, err)
 		return wait.Result{}, applyFailure(err), err
 	}
-	wres, err := d.waitObjects(ctx, rec, surge, timeout)
+	wres, err := e.waitObjects(ctx, rec, surge, timeout)
 	return wres, nil, err
 }
 
@@ -86,11 +86,11 @@ func (d *Engine) addSurge(ctx context.Context, rec *storage.Release, res *Result
 // deploy added and any an interrupted deploy left behind (found by their
 // labels), on a context of its own (it runs after an interrupt too). Each
 // deletion is reported; an error is returned joined.
-func (d *Engine) removeSurge(ctx context.Context, rec *storage.Release) error {
+func (e *Engine) removeSurge(ctx context.Context, rec *storage.Release) error {
 	rctx, cancel := storage.FinishContext(ctx)
 	defer cancel()
 	sel := groups.SurgeLabel + "=true," + owner.LabelRelease + "=" + rec.Name
-	list, err := d.Client.AppsV1().StatefulSets(d.Namespace()).List(rctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := e.Client.AppsV1().StatefulSets(e.Namespace()).List(rctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return fmt.Errorf("release %s: list temporary surge groups: %w", rec.Name, err)
 	}
@@ -102,8 +102,8 @@ func (d *Engine) removeSurge(ctx context.Context, rec *storage.Release) error {
 		u.SetKind("StatefulSet")
 		u.SetNamespace(s.Namespace)
 		u.SetName(s.Name)
-		r, err := d.Objects.Delete(rctx, u, cluster.PruneOptions{Release: rec.Name, Namespace: d.Namespace()})
-		d.emit(rec.Name, rec.Revision, PhasePrune, r.Object.String(), string(r.Action), "temporary surge group")
+		r, err := e.Objects.Delete(rctx, u, cluster.PruneOptions{Release: rec.Name, Namespace: e.Namespace()})
+		e.emit(rec.Name, rec.Revision, PhasePrune, r.Object.String(), string(r.Action), "temporary surge group")
 		if err != nil {
 			errs = append(errs, fmt.Errorf("release %s: delete temporary surge group %s: %w", rec.Name, s.Name, err))
 		}
@@ -112,8 +112,8 @@ func (d *Engine) removeSurge(ctx context.Context, rec *storage.Release) error {
 }
 
 // warnIf reports err as a warning of rec's operation (nothing when nil).
-func (d *Engine) warnIf(rec *storage.Release, err error) {
+func (e *Engine) warnIf(rec *storage.Release, err error) {
 	if err != nil {
-		d.emit(rec.Name, rec.Revision, PhasePrune, "", "warning", err.Error())
+		e.emit(rec.Name, rec.Revision, PhasePrune, "", "warning", err.Error())
 	}
 }

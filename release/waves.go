@@ -62,25 +62,25 @@ func (p *deployPlan) groupWaves(namespace string, install bool) groups.Plan {
 // weights as the first wave's did). It returns as the wait does, with the
 // diagnosis when it is already known (a refused apply, a revision not
 // found).
-func (d *Engine) rollWaves(ctx context.Context, rec *storage.Release, res *Result, w groups.Plan, applyOpts cluster.ApplyOptions,
+func (e *Engine) rollWaves(ctx context.Context, rec *storage.Release, res *Result, w groups.Plan, applyOpts cluster.ApplyOptions,
 	timeout time.Duration) (wait.Result, *rollout.Diagnosis, error) {
-	clk := d.clock()
+	clk := e.clock()
 	for i, wave := range w.Later {
 		deadline := storage.Stamp(clk).Add(timeout)
 		remaining := func() time.Duration { return max(deadline.Sub(storage.Stamp(clk)), time.Millisecond) }
-		d.emit(rec.Name, rec.Revision, PhaseApply, "", "wave",
+		e.emit(rec.Name, rec.Revision, PhaseApply, "", "wave",
 			fmt.Sprintf("wave %d of %d: group(s) %s (the previous wave is Ready)", i+2, len(w.Later)+1, groups.Names(wave)))
-		applied, err := d.Objects.Apply(ctx, wave, applyOpts)
+		applied, err := e.Objects.Apply(ctx, wave, applyOpts)
 		res.Applied = append(res.Applied, applied...)
 		for _, a := range applied {
-			d.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
+			e.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
 		}
 		if err != nil {
 			err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 			return wait.Result{}, applyFailure(err), err
 		}
 		rctx, cancel := context.WithTimeout(ctx, remaining())
-		err = d.discoverReplicaSets(rctx, rec, wave, applied)
+		err = e.discoverReplicaSets(rctx, rec, wave, applied)
 		cancel()
 		if err != nil {
 			if lost := lockLost(err); lost != nil {
@@ -89,7 +89,7 @@ func (d *Engine) rollWaves(ctx context.Context, rec *storage.Release, res *Resul
 			err = fmt.Errorf("release %s revision %d: find ControllerRevisions: %w", rec.Name, rec.Revision, err)
 			return wait.Result{}, replicaSetFailure(err), err
 		}
-		if wres, err := d.waitObjects(ctx, rec, wave, remaining()); err != nil {
+		if wres, err := e.waitObjects(ctx, rec, wave, remaining()); err != nil {
 			return wres, nil, err
 		}
 	}
