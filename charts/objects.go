@@ -12,6 +12,8 @@ import (
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vllmctl/vllmctl/internal/object"
 	"sigs.k8s.io/yaml"
 )
 
@@ -303,4 +305,17 @@ func firstLine(s string) string {
 		s = s[:60] + " ..."
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// RefIn is obj's reference, in namespace when it names none and its kind
+// is namespaced (IsNamespacedKind).
+func RefIn(obj *unstructured.Unstructured, namespace string) object.Ref {
+	r := object.RefOf(obj)
+	if r.Namespace == "" && !IsNamespacedKind(obj.GroupVersionKind()) {
+		return r
+	}
+	if r.Namespace == "" {
+		r.Namespace = namespace
+	}
+	return r
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/analysis"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -88,7 +89,7 @@ presets:
 	// What the analysis adds beyond its window (3 × 4s): the hold (1s,
 	// shorter) lasts as long as the analysis, plus its last scrape.
 	// The phases: starting, serve check (the built-in chart's), holding.
-	require.Equal(t, release.CanaryHolding, res.Canary.Phases[2].Name)
+	require.Equal(t, canary.PhaseHolding, res.Canary.Phases[2].Name)
 	held := res.Canary.Phases[2].DurationSeconds
 	t.Logf("holding with the analysis: %.3fs for a 12s window", held)
 	assert.GreaterOrEqual(t, held, 12.0)
@@ -195,7 +196,7 @@ func TestAnalysisNoTrafficInconclusive(t *testing.T) {
 		assert.Equal(t, rollout.VerdictAnalysisInconclusive, res.Failure.Verdict)
 		assert.Zero(t, res.RolledBackTo, "not rolled back")
 		d := f.deployment(t)
-		assert.Equal(t, "2", d.Annotations[release.CanaryAnnotation], "the canary is kept held")
+		assert.Equal(t, "2", d.Annotations[canary.Annotation], "the canary is kept held")
 		status := f.run(t, "status", relName)
 		assert.Contains(t, status.stdout, "CANARY HELD")
 		assert.Contains(t, status.stdout, "ANALYSIS: inconclusive (revision 2")

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -32,13 +32,13 @@ const refusedTag = "v0.11.1-refuseme"
 // assertCanaryHeld checks that the live Deployment holds revision rev's
 // canary: the transient strategy marked with rev, every old pod and at
 // most canary pods of the refused image.
-func (f *relFixture) assertCanaryHeld(t *testing.T, rev int, oldHash string, canary int) {
+func (f *relFixture) assertCanaryHeld(t *testing.T, rev int, oldHash string, canaryPods int) {
 	t.Helper()
 	d := f.deployment(t)
-	assert.Equal(t, strconv.Itoa(rev), d.Annotations[release.CanaryAnnotation], "the Deployment says whose canary it holds")
+	assert.Equal(t, strconv.Itoa(rev), d.Annotations[canary.Annotation], "the Deployment says whose canary it holds")
 	assert.Greater(t, d.Spec.MinReadySeconds, int32(365*24*3600), "no canary pod ever counts as available by itself")
 	assert.Equal(t, canaryReplicas, len(f.podUIDs(t, oldHash)), "every old pod kept")
-	assert.LessOrEqual(t, f.refusedPods(t), canary, "no pod of the unvetted revision beyond the canary")
+	assert.LessOrEqual(t, f.refusedPods(t), canaryPods, "no pod of the unvetted revision beyond the canary")
 }
 
 // refusedPods counts the release's non-terminating pods of refusedTag.
@@ -96,7 +96,7 @@ func TestCanaryRefusedRerunHoldsAgain(t *testing.T) {
 	assert.Less(t, time.Since(start), 60*time.Second, "at once, not at the timeout")
 	wres := result(t, w)
 	require.NotNil(t, wres.Failure)
-	assert.Equal(t, release.VerdictCanaryNotPromoted, wres.Failure.Reason)
+	assert.Equal(t, canary.VerdictNotPromoted, wres.Failure.Reason)
 	assert.Contains(t, wres.Failure.Message, "minReadySeconds")
 
 	st := f.run(t, "status", relName)
@@ -113,7 +113,7 @@ func TestCanaryRefusedRerunHoldsAgain(t *testing.T) {
 	assert.Equal(t, storage.CanaryFailed, res.Canary.Outcome)
 	assert.Equal(t, 1, res.RolledBackTo)
 	d := f.deployment(t)
-	assert.NotContains(t, d.Annotations, release.CanaryAnnotation, "the rollback restored the chart's strategy")
+	assert.NotContains(t, d.Annotations, canary.Annotation, "the rollback restored the chart's strategy")
 	assert.Equal(t, "1/0", strategyOf(d))
 	assert.Equal(t, before.Spec.MinReadySeconds, d.Spec.MinReadySeconds)
 	eventually(t, 60*time.Second, "the canary pod gone", func(context.Context) (bool, error) { return f.refusedPods(t) == 0, nil })
@@ -156,7 +156,7 @@ func TestCanaryKilledDuringHold(t *testing.T) {
 	assert.Equal(t, 1, res.RolledBackTo)
 	assert.Empty(t, pendingRecords(t, f), "no lock left behind")
 	d := f.deployment(t)
-	assert.NotContains(t, d.Annotations, release.CanaryAnnotation)
+	assert.NotContains(t, d.Annotations, canary.Annotation)
 	eventually(t, 60*time.Second, "the canary pod gone", func(context.Context) (bool, error) { return f.refusedPods(t) == 0, nil })
 	f.assertNeverDeployedRefused(t)
 	assert.Equal(t, 0, f.run(t, "wait", relName, "--timeout", "1m").code, "healthy again")

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -143,7 +144,7 @@ func (c *podCounter) assertHeld(t *testing.T, oldHash string, old, canary int, u
 // message ("": any of them).
 func canaryHolding(message string) func(release.ProgressEvent) bool {
 	return func(ev release.ProgressEvent) bool {
-		return ev.Phase == release.PhaseCanary && ev.Status == release.CanaryHolding && (message == "" || ev.Message == message)
+		return ev.Phase == release.PhaseCanary && ev.Status == canary.PhaseHolding && (message == "" || ev.Message == message)
 	}
 }
 
@@ -185,7 +186,7 @@ func TestCanaryPromotes(t *testing.T) {
 	for _, ph := range res.Canary.Phases {
 		names = append(names, ph.Name)
 	}
-	assert.Equal(t, []string{release.CanaryStarting, release.CanaryServeCheck, release.CanaryHolding, release.CanaryGate, release.CanaryPromoting, release.CanaryRollout}, names)
+	assert.Equal(t, []string{canary.PhaseStarting, canary.PhaseServeCheck, canary.PhaseHolding, canary.PhaseGate, canary.PhasePromoting, canary.PhaseRollout}, names)
 	assert.GreaterOrEqual(t, res.Canary.Phases[2].DurationSeconds, 10.0, "held 10s")
 
 	revs := f.history(t)

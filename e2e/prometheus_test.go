@@ -26,7 +26,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/internal/podhttp"
 	"github.com/vllmctl/vllmctl/internal/rollout"
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -402,7 +402,7 @@ func TestPrometheusAnalysisDown(t *testing.T) {
 				assert.Equal(t, rollout.VerdictAnalysisInconclusive, res.Failure.Verdict)
 			} else {
 				assert.Nil(t, res.Failure)
-				assert.Equal(t, release.CanaryHolding, res.Canary.Phases[2].Name)
+				assert.Equal(t, canary.PhaseHolding, res.Canary.Phases[2].Name)
 			}
 		})
 	}

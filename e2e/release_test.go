@@ -177,9 +177,9 @@ func statuses(revs []*storage.Release) []storage.Status {
 	return out
 }
 
-func (f *env) configMapData(t *testing.T, name string) map[string]string {
+func (e *env) configMapData(t *testing.T, name string) map[string]string {
 	t.Helper()
-	cm, err := f.client.CoreV1().ConfigMaps(f.namespace).Get(context.Background(), name, metav1.GetOptions{})
+	cm, err := e.client.CoreV1().ConfigMaps(e.namespace).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	return cm.Data
 }

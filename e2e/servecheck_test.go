@@ -16,6 +16,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -152,7 +153,7 @@ func TestServeCheckCanary(t *testing.T) {
 	for _, p := range res.Canary.Phases {
 		phases = append(phases, p.Name)
 	}
-	assert.Equal(t, []string{release.CanaryStarting, release.CanaryServeCheck}, phases, "no hold, no gate")
+	assert.Equal(t, []string{canary.PhaseStarting, canary.PhaseServeCheck}, phases, "no hold, no gate")
 	assert.Nil(t, res.Canary.Gate)
 	_, err := os.Stat(marker)
 	assert.True(t, os.IsNotExist(err), "the gate never ran")

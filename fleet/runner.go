@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
 // GateFunc runs the gate command with vars (NAME=value) added to its
-// environment, within timeout: release.RunGate.
+// environment, within timeout: canary.RunGateCommand.
 type GateFunc func(ctx context.Context, command string, vars []string, timeout time.Duration) (*storage.GateResult, error)
 
 // Runner runs a fleet file's operations on its targets.
@@ -28,7 +28,7 @@ type Runner struct {
 	// for the fleet's, else the target's name). It is called from several
 	// goroutines at once.
 	Log func(target, message string)
-	// Gate runs the gate command (default release.RunGate).
+	// Gate runs the gate command (default canary.RunGateCommand).
 	Gate GateFunc
 	// GateTimeout bounds the gate (0: DefaultGateTimeout).
 	GateTimeout time.Duration
@@ -364,7 +364,7 @@ func (st *run) gate(ctx context.Context, wave int) bool {
 	}
 	run, timeout := st.Gate, st.GateTimeout
 	if run == nil {
-		run = release.RunGate
+		run = canary.RunGateCommand
 	}
 	if timeout <= 0 {
 		timeout = DefaultGateTimeout

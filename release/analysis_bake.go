@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/kubectl/pkg/util/podutils"
-
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
-	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -38,7 +34,7 @@ func (e *Engine) bakeUnderLock(ctx context.Context, rec *storage.Release, cfg *a
 	if err != nil {
 		return nil, err
 	}
-	return analysisVerdict(subject, rec.Name, rec.Revision, report)
+	return analysis.Verdict(subject, rec.Name, rec.Revision, report)
 }
 
 // bakeAnalysis measures the Ready pods of the ReplicaSets rec made alone
@@ -61,39 +57,16 @@ func (e *Engine) bakeAnalysis(ctx context.Context, rec *storage.Release, cfg *an
 	return report, nil
 }
 
-// newPodTargets are the Ready pods of the ReplicaSets rec made, and the
-// serving leaders of its engine groups.
+// newPodTargets are the pods of revision rec (servecheck.Pods.Revision)
+// to measure alone.
 func (e *Engine) newPodTargets(ctx context.Context, rec *storage.Release) (analysis.Targets, error) {
-	ns := e.Namespace()
-	out := analysis.Targets{Namespace: ns}
-	for _, rs := range rec.ReplicaSets {
-		pods, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "pod-template-hash=" + rs.PodTemplateHash})
-		if err != nil {
-			return out, fmt.Errorf("replicaset %s/%s: list its pods: %w", ns, rs.Name, err)
-		}
-		for i := range pods.Items {
-			pod := &pods.Items[i]
-			if pod.DeletionTimestamp == nil && podutils.IsPodReady(pod) {
-				out.Canary = append(out.Canary, analysis.Target{Pod: pod.Name, Port: podPort(pod)})
-			}
-		}
+	out := analysis.Targets{Namespace: e.Namespace()}
+	pods, err := e.pods().Revision(ctx, rec)
+	if err != nil {
+		return out, err
 	}
-	if len(rec.ControllerRevisions) > 0 {
-		// Engine groups: the leaders of the revision's groups, the pods
-		// the release's Service sends traffic to.
-		objs, err := cluster.ParseManifest(rec.Manifest)
-		if err != nil {
-			return out, fmt.Errorf("release %s revision %d: its manifest, read for its Services: %w", rec.Name, rec.Revision, err)
-		}
-		pods, err := e.servingPods(ctx, objs)
-		if err != nil {
-			return out, err
-		}
-		for i := range pods {
-			if ofRevision(&pods[i], rec) {
-				out.Canary = append(out.Canary, analysis.Target{Pod: pods[i].Name, Port: podPort(&pods[i])})
-			}
-		}
+	for i := range pods {
+		out.Canary = append(out.Canary, analysis.Target{Pod: pods[i].Name, Port: analysis.PodPort(&pods[i])})
 	}
 	if len(out.Canary) == 0 {
 		return out, fmt.Errorf("no Ready pod of the revision's ReplicaSets or groups to measure")

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/internal/rollout"
@@ -272,7 +273,7 @@ func (e *Engine) planCRDs(ctx context.Context, name string, revision int, crds, 
 	var waiting []string
 	for _, o := range objs {
 		if _, ok := plan.defines(o); ok {
-			waiting = append(waiting, refIn(o, e.Namespace()).String())
+			waiting = append(waiting, charts.RefIn(o, e.Namespace()).String())
 		}
 	}
 	if len(waiting) > 0 {
@@ -364,11 +365,11 @@ func (c *crdObjects) Get(ctx context.Context, obj *unstructured.Unstructured, na
 
 // planDeployCRDs plans what the deploy does with its CRDs (none with
 // SkipCRDs).
-func (d *Engine) planDeployCRDs(ctx context.Context, p *deployPlan) error {
+func (e *Engine) planDeployCRDs(ctx context.Context, p *deployPlan) error {
 	if p.opts.SkipCRDs {
 		return nil
 	}
-	plan, err := d.planCRDs(ctx, p.opts.Name, p.plan.Revision, p.crdObjs, p.objs)
+	plan, err := e.planCRDs(ctx, p.opts.Name, p.plan.Revision, p.crdObjs, p.objs)
 	if err != nil {
 		return err
 	}
@@ -480,7 +481,7 @@ func (e *Engine) createCRDs(ctx context.Context, plan *crdPlan, objs []*unstruct
 // cluster refused before anything was applied: the revision is marked
 // failed (nothing to roll back: no other object was applied, and CRDs are
 // never deleted).
-func (d *Engine) crdsFailed(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time, install bool, err error) (*Result, error) {
+func (e *Engine) crdsFailed(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time, install bool, err error) (*Result, error) {
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}
@@ -489,12 +490,12 @@ func (d *Engine) crdsFailed(ctx context.Context, p *deployPlan, rec *storage.Rel
 	if errors.As(err, &ce) {
 		f.Reason, f.Object = ce.Reason, objectName(cluster.CRDKind, ce.CRD)
 	}
-	return d.finishFailed(ctx, rec, res, start, p.opts.withNote(p.opts.verb(install)+" failed: "+f.Reason), f, err)
+	return e.finishFailed(ctx, rec, res, start, p.opts.withNote(p.opts.verb(install)+" failed: "+f.Reason), f, err)
 }
 
 // keptCRDs returns the CRDs the release's revisions (entries) created,
 // which an uninstall leaves in place, and says so in one progress line.
-func (u *Engine) keptCRDs(rec *storage.Release, entries []storage.Entry) []string {
+func (e *Engine) keptCRDs(rec *storage.Release, entries []storage.Entry) []string {
 	var names []string
 	for _, en := range entries {
 		r, err := en.Release()
@@ -511,7 +512,7 @@ func (u *Engine) keptCRDs(rec *storage.Release, entries []storage.Entry) []strin
 		return nil
 	}
 	sort.Strings(names)
-	u.emit(rec.Name, rec.Revision, PhaseDelete, "", "kept", fmt.Sprintf(
+	e.emit(rec.Name, rec.Revision, PhaseDelete, "", "kept", fmt.Sprintf(
 		"CustomResourceDefinitions are left in place, vllmctl never deletes one (deleting it deletes every object of its kinds in every namespace): %s",
 		strings.Join(names, ", ")))
 	return names

@@ -41,10 +41,10 @@ import (
 // crdRecord returns the CRDs of the deploy's crds/ to keep in its record
 // (Release.CRDManifest): none with --skip-crds, and none, said in one
 // progress line, when they would make the record too large to store.
-func (d *Engine) crdRecord(p *deployPlan) string {
+func (e *Engine) crdRecord(p *deployPlan) string {
 	manifest, err := p.crdManifest()
 	if err != nil {
-		d.emit(p.opts.Name, p.plan.Revision, PhaseCRDs, "", "not recorded", fmt.Sprintf(
+		e.emit(p.opts.Name, p.plan.Revision, PhaseCRDs, "", "not recorded", fmt.Sprintf(
 			"the record keeps no definition of the chart's CRDs (%v): a rollback to this revision cannot create one deleted since", err))
 		return ""
 	}
@@ -74,7 +74,7 @@ func (p *deployPlan) crdManifest() (string, error) {
 // target's record to create (nil: none; see planCRDs for its errors), and
 // a *MissingKindsError when objs need a kind the cluster does not serve
 // that none of them defines.
-func (r *Engine) planRollbackCRDs(ctx context.Context, target *storage.Release, objs []*unstructured.Unstructured) (*crdPlan, error) {
+func (e *Engine) planRollbackCRDs(ctx context.Context, target *storage.Release, objs []*unstructured.Unstructured) (*crdPlan, error) {
 	var crds []*unstructured.Unstructured
 	if strings.TrimSpace(target.CRDManifest) != "" {
 		parsed, err := cluster.ParseManifest(target.CRDManifest)
@@ -83,11 +83,11 @@ func (r *Engine) planRollbackCRDs(ctx context.Context, target *storage.Release, 
 		}
 		crds = parsed
 	}
-	plan, err := r.planCRDs(ctx, target.Name, 0, crds, objs)
+	plan, err := e.planCRDs(ctx, target.Name, 0, crds, objs)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.checkKinds(ctx, target, plan, objs); err != nil {
+	if err := e.checkKinds(ctx, target, plan, objs); err != nil {
 		return nil, err
 	}
 	return plan, nil
@@ -98,7 +98,7 @@ func (r *Engine) planRollbackCRDs(ctx context.Context, target *storage.Release, 
 // own API groups are served; the others are asked of discovery afresh
 // (a cached discovery, kubectl's on disk, still maps the kinds of a CRD
 // deleted since, and the apply would then fail under the lock).
-func (r *Engine) checkKinds(ctx context.Context, target *storage.Release, plan *crdPlan, objs []*unstructured.Unstructured) error {
+func (e *Engine) checkKinds(ctx context.Context, target *storage.Release, plan *crdPlan, objs []*unstructured.Unstructured) error {
 	var gvks []schema.GroupVersionKind
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
@@ -109,7 +109,7 @@ func (r *Engine) checkKinds(ctx context.Context, target *storage.Release, plan *
 	if len(gvks) == 0 && plan.empty() {
 		return nil
 	}
-	client, ok := r.Objects.(CRDClient)
+	client, ok := e.Objects.(CRDClient)
 	if !ok {
 		return nil // it cannot tell: the apply reports an unknown kind
 	}
@@ -128,24 +128,24 @@ func (r *Engine) checkKinds(ctx context.Context, target *storage.Release, plan *
 	if len(missing) == 0 {
 		return nil
 	}
-	e := &MissingKindsError{Release: target.Name, Revision: target.Revision, Recorded: strings.TrimSpace(target.CRDManifest) != ""}
+	kerr := &MissingKindsError{Release: target.Name, Revision: target.Revision, Recorded: strings.TrimSpace(target.CRDManifest) != ""}
 	for _, gvk := range missing {
 		k := MissingKind{Kind: gvk, CRD: recordedCRD(target.CRDs, gvk.GroupKind())}
 		for _, o := range objs {
 			if o.GroupVersionKind() == gvk {
-				k.Objects = append(k.Objects, refIn(o, r.Namespace()))
+				k.Objects = append(k.Objects, charts.RefIn(o, e.Namespace()))
 			}
 		}
-		e.Kinds = append(e.Kinds, k)
+		kerr.Kinds = append(kerr.Kinds, k)
 	}
-	return e
+	return kerr
 }
 
 // restoreCRDsFailed finishes a rollback whose CRD step failed under the
 // lock, before any other object was applied: the revision rec is marked
 // failed and err (a *CRDError: exit code 6) returned, as for an apply the
 // cluster refused.
-func (r *Engine) restoreCRDsFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, err error) (*Result, error) {
+func (e *Engine) restoreCRDsFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, err error) (*Result, error) {
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}
@@ -158,10 +158,10 @@ func (r *Engine) restoreCRDsFailed(ctx context.Context, rec *storage.Release, re
 	if f.Object != "" {
 		d += " (" + f.Object + ")"
 	}
-	if merr := r.markFailed(ctx, rec, d, f); merr != nil {
+	if merr := e.markFailed(ctx, rec, d, f); merr != nil {
 		err = errors.Join(err, merr)
 	}
-	res.sync(rec, start, r.clock())
+	res.sync(rec, start, e.clock())
 	return res, err
 }
 

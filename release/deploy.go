@@ -15,6 +15,7 @@ import (
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/release/analysis"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -83,8 +84,8 @@ type DeployOptions struct {
 	// report) before anything is applied.
 	Diff bool
 	// Canary, when set, rolls the new revision out through a canary phase
-	// (see CanaryOptions); the record keeps the chart's strategy.
-	Canary *CanaryOptions
+	// (see canary.Options); the record keeps the chart's strategy.
+	Canary *canary.Options
 	// Analysis, when set, measures the canary pods against the stable
 	// pods during the canary hold (deploy --analysis FILE); without it
 	// the built-in chart's analysis values are read, when enabled.
@@ -170,44 +171,44 @@ func (opts DeployOptions) reconciles() bool { return !opts.DryRun && !opts.Force
 //
 // The result is returned whenever a revision was written, also with an
 // error.
-func (d *Engine) Deploy(ctx context.Context, opts DeployOptions) (*Result, error) {
-	if err := d.check(needStore, needObjects, needWaiter, needClient); err != nil {
+func (e *Engine) Deploy(ctx context.Context, opts DeployOptions) (*Result, error) {
+	if err := e.check(needStore, needObjects, needWaiter, needClient); err != nil {
 		return nil, err
 	}
-	start := storage.Stamp(d.clock())
+	start := storage.Stamp(e.clock())
 	if err := settleOptions(ctx, &opts); err != nil {
 		return nil, err
 	}
-	p, entries, err := d.planDeploy(ctx, opts)
+	p, entries, err := e.planDeploy(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	if opts.DryRun {
-		return p.withNotes(d.deployDryRun(ctx, p, entries, start))
+		return p.withNotes(e.deployDryRun(ctx, p, entries, start))
 	}
-	if err := d.settleChanges(ctx, p, entries); err != nil {
+	if err := e.settleChanges(ctx, p, entries); err != nil {
 		return nil, err
 	}
-	d.warnStartup(p)
-	d.emitDiff(p)
-	if res, err := d.upToDate(ctx, p, entries, start); res != nil || err != nil {
+	e.warnStartup(p)
+	e.emitDiff(p)
+	if res, err := e.upToDate(ctx, p, entries, start); res != nil || err != nil {
 		return p.withNotes(res, err)
 	}
-	if err := d.createNamespace(ctx, opts); err != nil {
+	if err := e.createNamespace(ctx, opts); err != nil {
 		return nil, err
 	}
-	rec, err := d.lock(ctx, p)
+	rec, err := e.lock(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	res := newResult(rec)
-	switch done, err := d.recheck(ctx, p, rec, entries, res, start); {
+	switch done, err := e.recheck(ctx, p, rec, entries, res, start); {
 	case err != nil:
 		return nil, err
 	case done:
 		return p.withNotes(res, nil)
 	}
-	return p.withNotes(p.withPreflight(d.rollout(ctx, p, rec, res, start)))
+	return p.withNotes(p.withPreflight(e.rollout(ctx, p, rec, res, start)))
 }
 
 // withNotes puts the chart's rendered NOTES.txt into the result of a
@@ -234,7 +235,7 @@ func settleOptions(ctx context.Context, opts *DeployOptions) error {
 	}
 	if c := opts.Canary; c != nil {
 		cc := *c
-		if err := cc.Validate(*opts); err != nil {
+		if err := cc.Validate(opts.MaxSurge != nil || opts.MaxUnavailable != nil, opts.DryRun); err != nil {
 			return err
 		}
 		opts.Canary = &cc
@@ -245,18 +246,18 @@ func settleOptions(ctx context.Context, opts *DeployOptions) error {
 // planDeploy reads the release's records and renders the chart for the
 // revision they imply; it returns the plan and the records it was made
 // from.
-func (d *Engine) planDeploy(ctx context.Context, opts DeployOptions) (*deployPlan, []storage.Entry, error) {
-	entries, err := d.Store.List(ctx, opts.Name)
+func (e *Engine) planDeploy(ctx context.Context, opts DeployOptions) (*deployPlan, []storage.Entry, error) {
+	entries, err := e.Store.List(ctx, opts.Name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("release %s: read its records: %w", opts.Name, err)
 	}
 	if err := storage.CheckReadable(entries); err != nil {
 		return nil, nil, err
 	}
-	if err := storage.CheckNotHandedOver(entries, d.Namespace(), opts.Name); err != nil {
+	if err := storage.CheckNotHandedOver(entries, e.Namespace(), opts.Name); err != nil {
 		return nil, nil, err
 	}
-	p, err := d.prepare(ctx, opts, storage.PlanOf(entries), entries)
+	p, err := e.prepare(ctx, opts, storage.PlanOf(entries), entries)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -265,7 +266,7 @@ func (d *Engine) planDeploy(ctx context.Context, opts DeployOptions) (*deployPla
 	}
 	// A strategy the API server would refuse is the preflight's refusal,
 	// named as the preflight names it, before any dry run.
-	if err := preflight.CheckStrategies(p.objs, d.Namespace()); err != nil {
+	if err := preflight.CheckStrategies(p.objs, e.Namespace()); err != nil {
 		return nil, nil, err
 	}
 	return p, entries, nil
@@ -274,35 +275,35 @@ func (d *Engine) planDeploy(ctx context.Context, opts DeployOptions) (*deployPla
 // deployDryRun is a deploy with DryRun: the changes (with Diff), the
 // capacity preflight and a server-side dry run of every object; nothing is
 // recorded.
-func (d *Engine) deployDryRun(ctx context.Context, p *deployPlan, entries []storage.Entry, start time.Time) (*Result, error) {
+func (e *Engine) deployDryRun(ctx context.Context, p *deployPlan, entries []storage.Entry, start time.Time) (*Result, error) {
 	if p.opts.Diff {
 		// --dry-run --diff: what the deploy would change, from the
 		// same server-side dry run a deploy computes it with.
-		if err := d.changes(ctx, p, entries); err != nil {
+		if err := e.changes(ctx, p, entries); err != nil {
 			return nil, err
 		}
 	}
-	if err := d.preflight(ctx, p); err != nil {
+	if err := e.preflight(ctx, p); err != nil {
 		return nil, err
 	}
-	d.warnStartup(p)
-	d.emitDiff(p)
-	return p.withPreflight(d.dryRun(ctx, p, start))
+	e.warnStartup(p)
+	e.emitDiff(p)
+	return p.withPreflight(e.dryRun(ctx, p, start))
 }
 
 // settleChanges computes what the deploy changes and runs the capacity
 // preflight. The dry run of the changes comes first: the preflight takes
 // the live Deployments and their dry-run outcome from it. A strategy the
 // preflight then steers changes the objects: their dry run is redone.
-func (d *Engine) settleChanges(ctx context.Context, p *deployPlan, entries []storage.Entry) error {
-	if err := d.changes(ctx, p, entries); err != nil {
+func (e *Engine) settleChanges(ctx context.Context, p *deployPlan, entries []storage.Entry) error {
+	if err := e.changes(ctx, p, entries); err != nil {
 		return err
 	}
-	switch adjusted, err := d.preflightAdjusts(ctx, p); {
+	switch adjusted, err := e.preflightAdjusts(ctx, p); {
 	case err != nil:
 		return err
 	case adjusted:
-		return d.changes(ctx, p, entries)
+		return e.changes(ctx, p, entries)
 	}
 	return nil
 }

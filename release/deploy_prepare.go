@@ -18,9 +18,12 @@ import (
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/groups"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -114,9 +117,9 @@ type deployPlan struct {
 }
 
 // prepare renders the chart for plan and prepares the objects.
-func (d *Engine) prepare(ctx context.Context, opts DeployOptions, plan storage.Plan, entries []storage.Entry) (*deployPlan, error) {
+func (e *Engine) prepare(ctx context.Context, opts DeployOptions, plan storage.Plan, entries []storage.Entry) (*deployPlan, error) {
 	p := &deployPlan{opts: opts}
-	kv, rc, err := d.RenderCluster(ctx, opts.Name, !opts.SkipCRDs)
+	kv, rc, err := e.RenderCluster(ctx, opts.Name, !opts.SkipCRDs)
 	if err != nil {
 		return nil, err
 	}
@@ -124,11 +127,11 @@ func (d *Engine) prepare(ctx context.Context, opts DeployOptions, plan storage.P
 	if err := p.build(ctx, plan, entries); err != nil {
 		return nil, err
 	}
-	d.Redactor.AddObjects(p.objs...)
-	if _, err := resolveServeCheck(p.chart, p.computed, d.ServeCheck); err != nil {
+	e.Redactor.AddObjects(p.objs...)
+	if _, err := servecheck.Resolve(p.chart, p.computed, e.ServeCheck); err != nil {
 		return nil, fmt.Errorf("release %s: %w", opts.Name, err)
 	}
-	if err := d.planDeployCRDs(ctx, p); err != nil {
+	if err := e.planDeployCRDs(ctx, p); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -160,7 +163,7 @@ func (p *deployPlan) build(ctx context.Context, plan storage.Plan, entries []sto
 		return err
 	}
 	p.values, p.computed, p.notes = r.UserValues, r.Values, r.Notes
-	if p.analysis, err = analysisOf(opts, in.Chart.Values, r.Values); err != nil {
+	if p.analysis, err = analysis.Of(opts.Analysis, in.Chart.Values, r.Values, opts.Canary != nil, opts.Prometheus != nil); err != nil {
 		return err
 	}
 	if p.hooks, err = storage.HooksOf(r.Hooks); err != nil {
@@ -189,7 +192,7 @@ func (p *deployPlan) adjusts() bool {
 func (p *deployPlan) knownDeployment(namespace string) func(ns, name string) (live, applied *unstructured.Unstructured, ok bool) {
 	refs := map[[2]string]string{}
 	for _, o := range p.objs {
-		if r := refIn(o, namespace); r.IsDeployment() {
+		if r := charts.RefIn(o, namespace); r.IsDeployment() {
 			refs[[2]string{r.Namespace, r.Name}] = r.String()
 		}
 	}
@@ -244,13 +247,13 @@ func prepareObjects(name string, objs []*unstructured.Unstructured, manifest str
 // preflight runs the capacity preflight (unless skipped): a refusal is an
 // error with exit code 2, before anything is applied or recorded; a
 // strategy the surge policy changed is applied to the objects.
-func (d *Engine) preflight(ctx context.Context, p *deployPlan) error {
+func (e *Engine) preflight(ctx context.Context, p *deployPlan) error {
 	opts := p.opts
-	p.surge = p.surgeGroups(d.Namespace(), !p.plan.Upgrade)
+	p.surge = p.surgeGroups(e.Namespace(), !p.plan.Upgrade)
 	if opts.SkipPreflight {
 		return nil
 	}
-	if err := d.checkModelFit(ctx, p); err != nil {
+	if err := e.checkModelFit(ctx, p); err != nil {
 		return err
 	}
 	policy := opts.SurgePolicy
@@ -258,12 +261,12 @@ func (d *Engine) preflight(ctx context.Context, p *deployPlan) error {
 		policy = preflight.SurgePolicyAuto
 	}
 	pfOpts := preflight.Options{
-		Namespace:      d.Namespace(),
+		Namespace:      e.Namespace(),
 		Release:        opts.Name,
 		Policy:         policy,
 		MaxSurge:       opts.MaxSurge,
 		MaxUnavailable: opts.MaxUnavailable,
-		PodClient:      d.PodClient,
+		PodClient:      e.PodClient,
 	}
 	if p.modelFit != nil {
 		// The model-fit check listed every node: not listed again.
@@ -273,18 +276,18 @@ func (d *Engine) preflight(ctx context.Context, p *deployPlan) error {
 	if p.known != nil {
 		// The deploy's dry run already read the Deployments and listed
 		// the HPAs: the preflight reads neither again.
-		pfOpts.Known, pfOpts.HPAs = p.knownDeployment(d.Namespace()), p.hpas.Listed
+		pfOpts.Known, pfOpts.HPAs = p.knownDeployment(e.Namespace()), p.hpas.Listed
 	}
-	if targets := p.canaryTargets(d.Namespace()); len(targets) > 0 {
+	if targets := p.canaryTargets(e.Namespace()); len(targets) > 0 {
 		// The canary phase surges by each target's canary count with
 		// nothing unavailable: its extra pods must fit.
 		zero := intstr.FromInt32(0)
 		pfOpts.Overrides = func(ns, name string) (*intstr.IntOrString, *intstr.IntOrString) {
-			t := targetOf(targets, object.Ref{Group: "apps", Kind: "Deployment", Namespace: ns, Name: name})
+			t := canary.TargetOf(targets, object.Ref{Group: "apps", Kind: "Deployment", Namespace: ns, Name: name})
 			if t == nil {
 				return nil, nil
 			}
-			surge := intstr.FromInt32(t.pods)
+			surge := intstr.FromInt32(t.Pods)
 			return &surge, &zero
 		}
 	}
@@ -295,14 +298,14 @@ func (d *Engine) preflight(ctx context.Context, p *deployPlan) error {
 	if len(p.surge) > 0 {
 		objs = append(slices.Clone(p.objs), p.surge...)
 	}
-	report, err := preflight.Run(ctx, d.Client, objs, pfOpts)
-	if err != nil && policy == preflight.SurgePolicyAuto && surgeRefused(err, p.surge) {
-		p.opts.Note = joinNotes(p.opts.Note, fmt.Sprintf("no temporary surge group: %s would not fit (--max-surge)", groupNames(p.surge)))
+	report, err := preflight.Run(ctx, e.Client, objs, pfOpts)
+	if err != nil && policy == preflight.SurgePolicyAuto && groups.SurgeRefused(err, p.surge) {
+		p.opts.Note = joinNotes(p.opts.Note, fmt.Sprintf("no temporary surge group: %s would not fit (--max-surge)", groups.Names(p.surge)))
 		p.surge = nil
-		report, err = preflight.Run(ctx, d.Client, p.objs, pfOpts)
+		report, err = preflight.Run(ctx, e.Client, p.objs, pfOpts)
 	}
 	if report != nil && (len(report.Deployments) > 0 || len(report.Groups) > 0) {
-		d.emitEvent(ProgressEvent{Release: opts.Name, Phase: PhasePreflight, Preflight: report})
+		e.emitEvent(ProgressEvent{Release: opts.Name, Phase: PhasePreflight, Preflight: report})
 		p.preflight = report
 	}
 	if err != nil {
@@ -315,9 +318,9 @@ func (d *Engine) preflight(ctx context.Context, p *deployPlan) error {
 }
 
 // preflightAdjusts is preflight, reporting whether it changed the objects.
-func (d *Engine) preflightAdjusts(ctx context.Context, p *deployPlan) (bool, error) {
+func (e *Engine) preflightAdjusts(ctx context.Context, p *deployPlan) (bool, error) {
 	before := p.manifest
-	if err := d.preflight(ctx, p); err != nil {
+	if err := e.preflight(ctx, p); err != nil {
 		return false, err
 	}
 	return p.manifest != before, nil
@@ -332,13 +335,13 @@ func (d *Engine) preflightAdjusts(ctx context.Context, p *deployPlan) (bool, err
 // without the release's labels (another release's, or made by other
 // means) refuses the deploy (*OwnershipError) unless TakeOwnership adopts
 // it, which the revision's description then says.
-func (d *Engine) changes(ctx context.Context, p *deployPlan, entries []storage.Entry) error {
-	rep, known, dry, err := d.withCRDs(p.crds).diffLive(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
+func (e *Engine) changes(ctx context.Context, p *deployPlan, entries []storage.Entry) error {
+	rep, known, dry, err := e.withCRDs(p.crds).diffLive(ctx, p.opts.Name, entries, p.objs, p.applyOptions(p.opts.Name))
 	if err != nil {
 		// Whose objects they are comes first: a refused dry run may be
 		// the consequence (another release's immutable selector).
-		if live, gerr := d.withCRDs(p.crds).liveCopies(ctx, p.objs); gerr == nil && !p.opts.TakeOwnership {
-			if foreign := foreignObjects(p.opts.Name, d.Namespace(), live); len(foreign) > 0 {
+		if live, gerr := e.withCRDs(p.crds).liveCopies(ctx, p.objs); gerr == nil && !p.opts.TakeOwnership {
+			if foreign := foreignObjects(p.opts.Name, e.Namespace(), live); len(foreign) > 0 {
 				return &OwnershipError{Name: p.opts.Name, Objects: foreign}
 			}
 		}
@@ -348,7 +351,7 @@ func (d *Engine) changes(ctx context.Context, p *deployPlan, entries []storage.E
 	for _, l := range known {
 		live = append(live, l)
 	}
-	if foreign := foreignObjects(p.opts.Name, d.Namespace(), live); len(foreign) > 0 {
+	if foreign := foreignObjects(p.opts.Name, e.Namespace(), live); len(foreign) > 0 {
 		if !p.opts.TakeOwnership {
 			return &OwnershipError{Name: p.opts.Name, Objects: foreign}
 		}
@@ -359,7 +362,7 @@ func (d *Engine) changes(ctx context.Context, p *deployPlan, entries []storage.E
 	// cannot keep (too large) are compared as the record would keep them:
 	// none.
 	crds, _ := p.crdManifest()
-	recorded, err := d.recordedChanges(entries, recorded{hooks: p.hooks, notes: p.notes, crdManifest: crds, values: p.computed, postRenderer: p.opts.Render.Options.PostRenderer})
+	recorded, err := e.recordedChanges(entries, recorded{hooks: p.hooks, notes: p.notes, crdManifest: crds, values: p.computed, postRenderer: p.opts.Render.Options.PostRenderer})
 	if err != nil {
 		return err
 	}
@@ -369,9 +372,9 @@ func (d *Engine) changes(ctx context.Context, p *deployPlan, entries []storage.E
 }
 
 // emitDiff emits what the deploy changes (a PhaseDiff event), when asked.
-func (d *Engine) emitDiff(p *deployPlan) {
+func (e *Engine) emitDiff(p *deployPlan) {
 	if p.opts.Diff && p.diff != nil {
-		d.emitEvent(ProgressEvent{Release: p.opts.Name, Phase: PhaseDiff, Diff: p.diff})
+		e.emitEvent(ProgressEvent{Release: p.opts.Name, Phase: PhaseDiff, Diff: p.diff})
 	}
 }
 
@@ -407,7 +410,7 @@ func (e *Engine) diffLive(ctx context.Context, name string, entries []storage.En
 	applyOpts.Namespace = e.Namespace()
 	wanted := map[string]bool{}
 	for _, o := range objs {
-		wanted[refIn(o, e.Namespace()).String()] = true
+		wanted[charts.RefIn(o, e.Namespace()).String()] = true
 	}
 	cluster := cluster.NewDiffCluster(e.Objects, applyOpts)
 	var mu sync.Mutex
@@ -441,7 +444,7 @@ func (e *Engine) diffLive(ctx context.Context, name string, entries []storage.En
 	cluster.Get = func(ctx context.Context, obj *unstructured.Unstructured, namespace string) (*unstructured.Unstructured, error) {
 		l, err := get(ctx, obj, namespace)
 		if err == nil {
-			note(refIn(obj, namespace).String(), l)
+			note(charts.RefIn(obj, namespace).String(), l)
 		}
 		return l, err
 	}
@@ -467,18 +470,6 @@ func (e *Engine) liveCopies(ctx context.Context, objs []*unstructured.Unstructur
 		out = append(out, l)
 	}
 	return out, nil
-}
-
-// refIn is obj's reference, in namespace when it names none.
-func refIn(obj *unstructured.Unstructured, namespace string) object.Ref {
-	r := object.RefOf(obj)
-	if r.Namespace == "" && !charts.IsNamespacedKind(obj.GroupVersionKind()) {
-		return r
-	}
-	if r.Namespace == "" {
-		r.Namespace = namespace
-	}
-	return r
 }
 
 // joinNotes joins description notes with "; ".

@@ -13,47 +13,50 @@ import (
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/groups"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
 
 // createNamespace creates the release namespace when asked to: the
 // records live there, so it must exist before the lock can be taken.
-func (d *Engine) createNamespace(ctx context.Context, opts DeployOptions) error {
+func (e *Engine) createNamespace(ctx context.Context, opts DeployOptions) error {
 	if !opts.CreateNamespace {
 		return nil
 	}
-	created, err := d.Objects.Apply(ctx, nil, cluster.ApplyOptions{Namespace: d.Namespace(), CreateNamespace: true})
+	created, err := e.Objects.Apply(ctx, nil, cluster.ApplyOptions{Namespace: e.Namespace(), CreateNamespace: true})
 	for _, a := range created {
-		d.emit(opts.Name, 0, PhaseApply, a.Object.String(), string(a.Action), "")
+		e.emit(opts.Name, 0, PhaseApply, a.Object.String(), string(a.Action), "")
 	}
 	if err != nil {
-		return fmt.Errorf("release %s: create namespace %s: %w", opts.Name, d.Namespace(), err)
+		return fmt.Errorf("release %s: create namespace %s: %w", opts.Name, e.Namespace(), err)
 	}
 	return nil
 }
 
 // lock takes the release's lock: the next revision, pending, with the
 // chart, the user values and the manifest.
-func (d *Engine) lock(ctx context.Context, p *deployPlan) (*storage.Release, error) {
+func (e *Engine) lock(ctx context.Context, p *deployPlan) (*storage.Release, error) {
 	opts := p.opts
-	rec, err := storage.Acquire(ctx, d.Store, opts.Name, storage.OpDeploy, d.lockTerms(storage.LockOptions{
-		Holder:  d.holder(),
+	rec, err := storage.Acquire(ctx, e.Store, opts.Name, storage.OpDeploy, e.lockTerms(storage.LockOptions{
+		Holder:  e.holder(),
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
-		Clock:   d.clock(),
+		Clock:   e.clock(),
 		Record: &storage.Release{Chart: p.chart, Values: p.values, ComputedValues: p.computed, Notes: p.notes, Manifest: p.manifest,
-			Hooks: p.hooks, CRDManifest: d.crdRecord(p), PostRenderer: p.opts.Render.Options.PostRenderer},
+			Hooks: p.hooks, CRDManifest: e.crdRecord(p), PostRenderer: p.opts.Render.Options.PostRenderer},
 		Seen: &p.seen,
 	}))
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("release %s: does namespace %s exist? (--create-namespace creates it): %w", opts.Name, d.Namespace(), err)
+		return nil, fmt.Errorf("release %s: does namespace %s exist? (--create-namespace creates it): %w", opts.Name, e.Namespace(), err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	d.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
+	e.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
 	return rec, nil
 }
 
@@ -62,30 +65,30 @@ func (d *Engine) lock(ctx context.Context, p *deployPlan) (*storage.Release, err
 // only if the records did not change while it was computed: they are read
 // again, and any change sends the deploy to the lock, where the decision
 // is taken again (recheck).
-func (d *Engine) upToDate(ctx context.Context, p *deployPlan, entries []storage.Entry, start time.Time) (*Result, error) {
+func (e *Engine) upToDate(ctx context.Context, p *deployPlan, entries []storage.Entry, start time.Time) (*Result, error) {
 	if !p.opts.reconciles() || p.diff == nil || !p.diff.Empty() {
 		return nil, nil
 	}
-	current, err := d.healthyDeployed(ctx, entries)
+	current, err := e.healthyDeployed(ctx, entries)
 	if err != nil || current == nil {
 		return nil, err
 	}
-	again, err := d.Store.List(ctx, p.opts.Name)
+	again, err := e.Store.List(ctx, p.opts.Name)
 	if err != nil {
 		return nil, fmt.Errorf("release %s: read its records: %w", p.opts.Name, err)
 	}
 	if !sameEntries(again, entries) {
 		return nil, nil
 	}
-	return d.upToDateResult(current, start), nil
+	return e.upToDateResult(current, start), nil
 }
 
 // upToDateResult reports a deploy that changes nothing: a done event and
 // the result document of the healthy deployed revision current.
-func (d *Engine) upToDateResult(current *StatusReport, start time.Time) *Result {
-	d.emit(current.Release, current.Revision, PhaseDone, "", "up to date",
+func (e *Engine) upToDateResult(current *StatusReport, start time.Time) *Result {
+	e.emit(current.Release, current.Revision, PhaseDone, "", "up to date",
 		fmt.Sprintf("release %s is up to date (revision %d): nothing to change, no new revision", current.Release, current.Revision))
-	return upToDateResult(current, start, d.clock())
+	return upToDateResult(current, start, e.clock())
 }
 
 // recheck takes the decisions made from the records before the lock again
@@ -94,12 +97,12 @@ func (d *Engine) upToDateResult(current *StatusReport, start time.Time) *Result 
 // is computed again; when nothing would change then and the deployed
 // revision is healthy, the pending record is removed and res is the
 // up-to-date result: done is true.
-func (d *Engine) recheck(ctx context.Context, p *deployPlan, rec *storage.Release, before []storage.Entry, res *Result, start time.Time) (bool, error) {
+func (e *Engine) recheck(ctx context.Context, p *deployPlan, rec *storage.Release, before []storage.Entry, res *Result, start time.Time) (bool, error) {
 	entries := p.seen
 	if entries == nil {
 		var err error
-		if entries, err = d.Store.List(ctx, rec.Name); err != nil {
-			return true, d.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
+		if entries, err = e.Store.List(ctx, rec.Name); err != nil {
+			return true, e.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
 		}
 	}
 	entries = without(entries, rec.Revision)
@@ -108,32 +111,32 @@ func (d *Engine) recheck(ctx context.Context, p *deployPlan, rec *storage.Releas
 		return false, nil // the decisions taken before the lock stand
 	}
 	if err := p.readDeployed(entries); err != nil {
-		return true, d.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
+		return true, e.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
 	}
-	if err := d.replan(ctx, p, rec, entries); err != nil {
-		return true, d.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
+	if err := e.replan(ctx, p, rec, entries); err != nil {
+		return true, e.unlock(ctx, rec, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err))
 	}
 	if !p.opts.reconciles() || p.diff == nil || !p.diff.Empty() {
 		return false, nil
 	}
-	current, err := d.healthyDeployed(ctx, entries)
+	current, err := e.healthyDeployed(ctx, entries)
 	if err != nil {
-		return true, d.unlock(ctx, rec, err)
+		return true, e.unlock(ctx, rec, err)
 	}
 	if current == nil {
 		return false, nil
 	}
-	if err := d.unlock(ctx, rec, nil); err != nil {
+	if err := e.unlock(ctx, rec, nil); err != nil {
 		return true, err
 	}
-	*res = *d.upToDateResult(current, start)
+	*res = *e.upToDateResult(current, start)
 	return true, nil
 }
 
 // replan renders the objects again for the revision the lock holds (when
 // it is not the one they were rendered for) and computes again what the
 // deploy changes.
-func (d *Engine) replan(ctx context.Context, p *deployPlan, rec *storage.Release, entries []storage.Entry) error {
+func (e *Engine) replan(ctx context.Context, p *deployPlan, rec *storage.Release, entries []storage.Entry) error {
 	plan := storage.Plan{Revision: rec.Revision, Upgrade: rec.Status == storage.StatusPendingUpgrade}
 	if ro := p.opts.Render.Options; plan != p.plan || ro.ReuseValues || ro.ResetThenReuseValues {
 		// With --reuse-values the values depend on the current revision,
@@ -141,17 +144,17 @@ func (d *Engine) replan(ctx context.Context, p *deployPlan, rec *storage.Release
 		if err := p.build(ctx, plan, entries); err != nil {
 			return err
 		}
-		d.Redactor.AddObjects(p.objs...)
+		e.Redactor.AddObjects(p.objs...)
 		rec.Manifest, rec.Hooks = p.manifest, p.hooks
 		rec.Values, rec.ComputedValues, rec.Notes = p.values, p.computed, p.notes
-		if err := d.Store.Update(ctx, rec); err != nil {
+		if err := e.Store.Update(ctx, rec); err != nil {
 			return fmt.Errorf("record the manifest: %w", err)
 		}
 	}
 	if !p.opts.reconciles() {
 		return nil
 	}
-	rep, err := d.withCRDs(p.crds).diff(ctx, rec.Name, entries, p.objs, p.applyOptions(rec.Name))
+	rep, err := e.withCRDs(p.crds).diff(ctx, rec.Name, entries, p.objs, p.applyOptions(rec.Name))
 	if err != nil {
 		p.diff = nil // a refusal: the apply reports it
 		return nil
@@ -162,10 +165,10 @@ func (d *Engine) replan(ctx context.Context, p *deployPlan, rec *storage.Release
 
 // unlock removes the pending record of a deploy that applied nothing
 // (it changed nothing, or failed before the apply) and returns cause.
-func (d *Engine) unlock(ctx context.Context, rec *storage.Release, cause error) error {
+func (e *Engine) unlock(ctx context.Context, rec *storage.Release, cause error) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storage.FinishTimeout)
 	defer cancel()
-	if err := d.Store.Delete(fctx, rec.Name, rec.Revision); err != nil {
+	if err := e.Store.Delete(fctx, rec.Name, rec.Revision); err != nil {
 		return errors.Join(cause, fmt.Errorf("release %s: remove pending revision %d: %w", rec.Name, rec.Revision, err))
 	}
 	return cause
@@ -173,63 +176,63 @@ func (d *Engine) unlock(ctx context.Context, rec *storage.Release, cause error) 
 
 // rollout applies the objects under the lock, records the ReplicaSets,
 // waits and finishes the record.
-func (d *Engine) rollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time) (*Result, error) {
+func (e *Engine) rollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time) (*Result, error) {
 	opts, objs := p.opts, p.objs
 	install := rec.Status == storage.StatusPendingInstall
 
-	previous, err := d.previousObjects(ctx, p, rec)
+	previous, err := e.previousObjects(ctx, p, rec)
 	if err != nil {
-		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(),
+		return e.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(),
 			&rollout.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
 	}
 
 	applyOpts := p.applyOptions(rec.Name)
-	applyOpts.Namespace, applyOpts.Known = d.Namespace(), p.known
-	waves := p.groupWaves(d.Namespace(), install)
-	if hasGroups(objs) {
+	applyOpts.Namespace, applyOpts.Known = e.Namespace(), p.known
+	waves := p.groupWaves(e.Namespace(), install)
+	if groups.Has(objs) {
 		// Surge groups an interrupted deploy left, then this deploy's own
 		// once it ended (after a rollback: they serve meanwhile).
-		d.warnIf(rec, d.removeSurge(ctx, rec))
-		if len(p.surge) > 0 && len(waves.wave1) > 0 {
-			defer func() { d.warnIf(rec, d.removeSurge(ctx, rec)) }()
+		e.warnIf(rec, e.removeSurge(ctx, rec))
+		if len(p.surge) > 0 && len(waves.Wave1) > 0 {
+			defer func() { e.warnIf(rec, e.removeSurge(ctx, rec)) }()
 		}
 	}
-	canary, err := d.planCanary(p, rec, res, install, waves)
+	cd, err := e.planCanary(p, rec, res, install, waves)
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
-		return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(), &rollout.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
+		return e.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+err.Error(), &rollout.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
 	}
-	if err := d.createCRDs(ctx, p.crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
-		return d.crdsFailed(ctx, p, rec, res, start, install, err)
+	if err := e.createCRDs(ctx, p.crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
+		return e.crdsFailed(ctx, p, rec, res, start, install, err)
 	}
-	if r, err := d.deployHooks(ctx, rec, res, opts, install, charts.HookPreInstall, charts.HookPreUpgrade); err != nil {
+	if r, err := e.deployHooks(ctx, rec, res, opts, install, charts.HookPreInstall, charts.HookPreUpgrade); err != nil {
 		return r, err
 	}
-	if len(p.surge) > 0 && len(waves.wave1) > 0 {
-		wres, f, err := d.addSurge(ctx, rec, res, p.surge, applyOpts, opts.Timeout)
+	if len(p.surge) > 0 && len(waves.Wave1) > 0 {
+		wres, f, err := e.addSurge(ctx, rec, res, p.surge, applyOpts, opts.Timeout)
 		if lost := lockLost(err); lost != nil {
 			return res, lost
 		}
 		if err != nil {
-			return d.waitFailed(ctx, rec, res, start, opts, wres, err, f, install)
+			return e.waitFailed(ctx, rec, res, start, opts, wres, err, f, install)
 		}
 	}
-	if len(waves.later) > 0 {
-		d.emit(rec.Name, rec.Revision, PhaseApply, "", "wave",
-			fmt.Sprintf("%d group(s) change, %d per wave: wave 1 of %d: group(s) %s", waves.groups, waves.size, len(waves.later)+1, groupNames(waves.wave1)))
+	if len(waves.Later) > 0 {
+		e.emit(rec.Name, rec.Revision, PhaseApply, "", "wave",
+			fmt.Sprintf("%d group(s) change, %d per wave: wave 1 of %d: group(s) %s", waves.Groups, waves.Size, len(waves.Later)+1, groups.Names(waves.Wave1)))
 	}
-	applied, err := d.applyObjects(ctx, rec, res, waves.withoutLater(canary.applied(p.objs)), applyOpts)
+	applied, err := e.applyObjects(ctx, rec, res, waves.WithoutLater(cd.applied(p.objs)), applyOpts)
 	if err != nil {
-		return d.applyFailed(ctx, rec, res, start, opts, applied, err, install)
+		return e.applyFailed(ctx, rec, res, start, opts, applied, err, install)
 	}
 
-	wres, f, werr := d.awaitRollout(ctx, p, rec, res, canary, waves, applyOpts, applied, start, &opts)
+	wres, f, werr := e.awaitRollout(ctx, p, rec, res, cd, waves, applyOpts, applied, start, &opts)
 	if werr == nil && f == nil && p.analysis != nil && p.opts.Canary == nil {
 		// No canary: the analysis bakes the new pods after the rollout.
 		if len(rec.ReplicaSets) == 0 && len(rec.ControllerRevisions) == 0 {
-			d.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no pods of a Deployment or an engine group to analyse")
+			e.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", "no pods of a Deployment or an engine group to analyse")
 		} else {
-			f, werr = d.bakeUnderLock(ctx, rec, p.analysis, p.opts.Prometheus, "deploy", "the analysis after the rollout")
+			f, werr = e.bakeUnderLock(ctx, rec, p.analysis, p.opts.Prometheus, "deploy", "the analysis after the rollout")
 			opts.Note = joinNotes(opts.Note, analysis.Summary(rec.Analysis))
 		}
 	}
@@ -237,17 +240,17 @@ func (d *Engine) rollout(ctx context.Context, p *deployPlan, rec *storage.Releas
 		return res, lost
 	}
 	if werr != nil {
-		var hold *AnalysisHoldError
+		var hold *analysis.HoldError
 		if errors.As(werr, &hold) {
 			// inconclusive: hold: no rollback, the canary stays held.
 			opts.RollbackOnFailure = false
 		}
-		return d.waitFailed(ctx, rec, res, start, opts, wres, werr, f, install)
+		return e.waitFailed(ctx, rec, res, start, opts, wres, werr, f, install)
 	}
-	if r, err := d.deployHooks(ctx, rec, res, opts, install, charts.HookPostInstall, charts.HookPostUpgrade); err != nil {
+	if r, err := e.deployHooks(ctx, rec, res, opts, install, charts.HookPostInstall, charts.HookPostUpgrade); err != nil {
 		return r, err
 	}
-	return d.finishDeployed(ctx, p, rec, res, start, opts, previous, install)
+	return e.finishDeployed(ctx, p, rec, res, start, opts, previous, install)
 }
 
 // deployHooks runs the deploy's hooks of one side of the apply (onInstall
@@ -255,13 +258,13 @@ func (d *Engine) rollout(ctx context.Context, p *deployPlan, rec *storage.Releas
 // that fails fails the rollout as a failed wait does (with rollback on
 // failure the previous good revision is restored: exit code 3); its
 // result and error are then returned.
-func (d *Engine) deployHooks(ctx context.Context, rec *storage.Release, res *Result, opts DeployOptions, install bool,
+func (e *Engine) deployHooks(ctx context.Context, rec *storage.Release, res *Result, opts DeployOptions, install bool,
 	onInstall, onUpgrade charts.HookEvent) (*Result, error) {
 	event := onUpgrade
 	if install {
 		event = onInstall
 	}
-	runs, err := d.runHooks(ctx, rec, event, opts.Timeout)
+	runs, err := e.runHooks(ctx, rec, event, opts.Timeout)
 	res.Hooks = append(res.Hooks, runs...)
 	if err == nil {
 		return nil, nil
@@ -276,9 +279,9 @@ func (d *Engine) deployHooks(ctx context.Context, rec *storage.Release, res *Res
 		f := &rollout.Diagnosis{Reason: "Interrupted", Object: hookFailure(err).Object,
 			Message: "the deploy was interrupted during its " + string(event) + " hooks, before anything of the release was applied"}
 		ierr := &InterruptedError{Name: rec.Name, Revision: rec.Revision, During: string(event) + " hooks", Err: err}
-		return d.finishFailed(ctx, rec, res, storage.Stamp(d.clock()), opts.withNote(opts.verb(install)+" interrupted"), f, ierr)
+		return e.finishFailed(ctx, rec, res, storage.Stamp(e.clock()), opts.withNote(opts.verb(install)+" interrupted"), f, ierr)
 	}
-	return d.rolloutFailed(ctx, rec, res, storage.Stamp(d.clock()), opts, wait.Result{}, err, hookFailure(err), install)
+	return e.rolloutFailed(ctx, rec, res, storage.Stamp(e.clock()), opts, wait.Result{}, err, hookFailure(err), install)
 }
 
 // InterruptedError is an operation interrupted (SIGINT, SIGTERM, SIGHUP)
@@ -306,8 +309,8 @@ func (e *InterruptedError) ExitCode() int { return exitcode.Interrupted }
 // previousObjects returns the objects of the release's live revisions
 // before rec, among the records known under the lock: what the deploy
 // prunes unless rec has them too.
-func (d *Engine) previousObjects(ctx context.Context, p *deployPlan, rec *storage.Release) ([]*unstructured.Unstructured, error) {
-	live, err := d.liveRevisionsAmong(ctx, p.underLock, rec.Name, rec.Revision)
+func (e *Engine) previousObjects(ctx context.Context, p *deployPlan, rec *storage.Release) ([]*unstructured.Unstructured, error) {
+	live, err := e.liveRevisionsAmong(ctx, p.underLock, rec.Name, rec.Revision)
 	var previous []*unstructured.Unstructured
 	if err == nil {
 		previous, err = manifestObjects(live)
@@ -320,14 +323,14 @@ func (d *Engine) previousObjects(ctx context.Context, p *deployPlan, rec *storag
 
 // applyObjects applies objs under the lock, reporting each in res and the
 // progress events, and notes the canaries this deploy replaced.
-func (d *Engine) applyObjects(ctx context.Context, rec *storage.Release, res *Result, objs []*unstructured.Unstructured,
+func (e *Engine) applyObjects(ctx context.Context, rec *storage.Release, res *Result, objs []*unstructured.Unstructured,
 	applyOpts cluster.ApplyOptions) ([]cluster.ApplyResult, error) {
-	applied, err := d.Objects.Apply(ctx, objs, applyOpts)
+	applied, err := e.Objects.Apply(ctx, objs, applyOpts)
 	res.Applied = applied
 	for _, a := range applied {
-		d.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
+		e.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
 	}
-	d.emitCanaryLeftovers(rec, beforeObjects(applied), "this deploy replaced that strategy with its own")
+	e.emitCanaryLeftovers(rec, beforeObjects(applied), "this deploy replaced that strategy with its own")
 	if err != nil {
 		return applied, fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 	}
@@ -337,13 +340,13 @@ func (d *Engine) applyObjects(ctx context.Context, rec *storage.Release, res *Re
 // applyFailed finishes a deploy whose apply the cluster refused. Refused
 // midway on an upgrade with RollbackOnFailure, what was applied before the
 // refusal is restored to the previous good revision (exit code 3).
-func (d *Engine) applyFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
+func (e *Engine) applyFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
 	applied []cluster.ApplyResult, err error, install bool) (*Result, error) {
 	f := applyFailure(err)
 	if opts.RollbackOnFailure && !install && changedAny(applied) {
-		return d.rolloutFailed(ctx, rec, res, start, opts, wait.Result{}, err, f, install)
+		return e.rolloutFailed(ctx, rec, res, start, opts, wait.Result{}, err, f, install)
 	}
-	return d.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+f.Reason, f, err)
+	return e.finishFailed(ctx, rec, res, start, opts.verb(install)+" failed: "+f.Reason, f, err)
 }
 
 // awaitRollout discovers the ReplicaSets, then runs the canary when there
@@ -351,13 +354,13 @@ func (d *Engine) applyFailed(ctx context.Context, rec *storage.Release, res *Res
 // was held); the canary's summary is added to opts.Note. It returns the
 // wait's result and failure (werr; f, when already known). A lock taken
 // over during the discovery is werr as it is.
-func (d *Engine) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, canary *canaryDeploy, waves wavePlan, applyOpts cluster.ApplyOptions,
+func (e *Engine) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, cd *canaryDeploy, waves groups.Plan, applyOpts cluster.ApplyOptions,
 	applied []cluster.ApplyResult, start time.Time, opts *DeployOptions) (wres wait.Result, f *rollout.Diagnosis, werr error) {
-	objs, clk := waves.first, d.clock()
+	objs, clk := waves.First, e.clock()
 	deadline := start.Add(opts.Timeout)
 	remaining := func() time.Duration { return max(deadline.Sub(storage.Stamp(clk)), time.Millisecond) }
 	rctx, cancel := context.WithTimeout(ctx, remaining())
-	err := d.discoverReplicaSets(rctx, rec, objs, applied)
+	err := e.discoverReplicaSets(rctx, rec, objs, applied)
 	cancel()
 	switch {
 	case err != nil:
@@ -366,36 +369,36 @@ func (d *Engine) awaitRollout(ctx context.Context, p *deployPlan, rec *storage.R
 		}
 		werr = fmt.Errorf("release %s revision %d: find ReplicaSets: %w", rec.Name, rec.Revision, err)
 		f = replicaSetFailure(werr)
-	case canary != nil:
-		wres, f, werr = d.runCanary(ctx, p, rec, canary, applyOpts, remaining)
-		deadline = deadline.Add(canary.run.held)
-		opts.Note = joinNotes(opts.Note, canarySummary(rec.Canary))
+	case cd != nil:
+		wres, f, werr = e.runCanary(ctx, p, rec, cd, applyOpts, remaining)
+		deadline = deadline.Add(cd.run.Held)
+		opts.Note = joinNotes(opts.Note, canary.Summary(rec.Canary))
 		if rec.Analysis != nil {
 			opts.Note = joinNotes(opts.Note, analysis.Summary(rec.Analysis))
 		}
 		if werr == nil {
-			wres, werr = d.waitObjects(ctx, rec, objs, remaining())
-			canary.run.finish()
+			wres, werr = e.waitObjects(ctx, rec, objs, remaining())
+			cd.run.Finish()
 		}
 	default:
-		wres, werr = d.waitObjects(ctx, rec, objs, remaining())
+		wres, werr = e.waitObjects(ctx, rec, objs, remaining())
 	}
-	if werr == nil && f == nil && len(waves.later) > 0 {
-		wres, f, werr = d.rollWaves(ctx, rec, res, waves, applyOpts, opts.Timeout)
+	if werr == nil && f == nil && len(waves.Later) > 0 {
+		wres, f, werr = e.rollWaves(ctx, rec, res, waves, applyOpts, opts.Timeout)
 	}
-	if canary == nil && rec.Canary != nil {
-		opts.Note = joinNotes(opts.Note, canarySummary(rec.Canary))
+	if cd == nil && rec.Canary != nil {
+		opts.Note = joinNotes(opts.Note, canary.Summary(rec.Canary))
 	}
 	if werr == nil && f == nil {
 		// Ready is not serving: every new pod must answer.
-		f, werr = d.checkServing(ctx, rec, p.objs, serveScope{})
+		f, werr = e.checkServing(ctx, rec, p.objs, servecheck.Scope{})
 	}
 	return wres, f, werr
 }
 
 // waitFailed finishes a rollout whose ReplicaSet discovery, canary or wait
 // failed (werr; f, when already known).
-func (d *Engine) waitFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
+func (e *Engine) waitFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
 	wres wait.Result, werr error, f *rollout.Diagnosis, install bool) (*Result, error) {
 	if ctx.Err() != nil {
 		// Interrupted mid-rollout: the new revision never became
@@ -404,34 +407,34 @@ func (d *Engine) waitFailed(ctx context.Context, rec *storage.Release, res *Resu
 		// record is finished as interrupted.
 		f := &rollout.Diagnosis{Reason: "Interrupted", Message: "the deploy was interrupted before the rollout completed: " + werr.Error()}
 		if opts.RollbackOnFailure {
-			return d.rolloutFailed(ctx, rec, res, start, opts, wres, werr, f, install)
+			return e.rolloutFailed(ctx, rec, res, start, opts, wres, werr, f, install)
 		}
-		return d.finishFailed(ctx, rec, res, start, opts.withNote(opts.verb(install)+" interrupted"), f, werr)
+		return e.finishFailed(ctx, rec, res, start, opts.withNote(opts.verb(install)+" interrupted"), f, werr)
 	}
-	return d.rolloutFailed(ctx, rec, res, start, opts, wres, werr, f, install)
+	return e.rolloutFailed(ctx, rec, res, start, opts, wres, werr, f, install)
 }
 
 // finishDeployed finishes a healthy rollout: rec is marked deployed, then
 // what the previous revisions had and this one has not is pruned, then
 // the records beyond opts.HistoryMax are deleted.
-func (d *Engine) finishDeployed(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
+func (e *Engine) finishDeployed(ctx context.Context, p *deployPlan, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
 	previous []*unstructured.Unstructured, install bool) (*Result, error) {
-	clk := d.clock()
+	clk := e.clock()
 	desc := "Upgrade complete"
 	if install {
 		desc = "Install complete"
 	}
 	desc = opts.withNote(desc)
-	if err := d.markDeployed(ctx, p, rec, desc); err != nil {
+	if err := e.markDeployed(ctx, p, rec, desc); err != nil {
 		res.sync(rec, start, clk)
 		return res, fmt.Errorf("mark release %s revision %d deployed: %w", rec.Name, rec.Revision, err)
 	}
-	d.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), desc)
+	e.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), desc)
 	var errs []error
-	pruned, err := d.pruneObjects(ctx, rec, previous, p.objs)
+	pruned, err := e.pruneObjects(ctx, rec, previous, p.objs)
 	res.Pruned = pruned
 	errs = append(errs, err)
-	errs = append(errs, d.PruneHistoryAmong(ctx, rec, opts.HistoryMax, p.afterDeployed(rec)))
+	errs = append(errs, e.PruneHistoryAmong(ctx, rec, opts.HistoryMax, p.afterDeployed(rec)))
 	res.sync(rec, start, clk)
 	return res, errors.Join(errs...)
 }
@@ -456,18 +459,18 @@ func lockLost(err error) error {
 }
 
 // finishFailed marks rec failed and returns the result with err.
-func (d *Engine) finishFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *rollout.Diagnosis, err error) (*Result, error) {
-	if merr := d.markFailed(ctx, rec, desc, f); merr != nil {
+func (e *Engine) finishFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *rollout.Diagnosis, err error) (*Result, error) {
+	if merr := e.markFailed(ctx, rec, desc, f); merr != nil {
 		err = errors.Join(err, merr)
 	}
-	res.sync(rec, start, d.clock())
+	res.sync(rec, start, e.clock())
 	return res, err
 }
 
 // rolloutFailed handles a failed ReplicaSet discovery or wait: diagnosis
 // (f, when already known), the automatic rollback while the lock is held,
 // then the failed record.
-func (d *Engine) rolloutFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
+func (e *Engine) rolloutFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, opts DeployOptions,
 	wres wait.Result, werr error, f *rollout.Diagnosis, install bool) (*Result, error) {
 	if f == nil {
 		f = waitFailure(wres, werr)
@@ -479,8 +482,8 @@ func (d *Engine) rolloutFailed(ctx context.Context, rec *storage.Release, res *R
 	}
 	desc = opts.withNote(desc)
 	if opts.RollbackOnFailure {
-		d.emit(rec.Name, rec.Revision, PhaseRollback, "", "started", "rollout failed: "+f.Reason)
-		rb, err := d.autoRollback(ctx, rec, opts)
+		e.emit(rec.Name, rec.Revision, PhaseRollback, "", "started", "rollout failed: "+f.Reason)
+		rb, err := e.autoRollback(ctx, rec, opts)
 		res.Rollback = rb
 		switch {
 		case err != nil:
@@ -492,16 +495,16 @@ func (d *Engine) rolloutFailed(ctx context.Context, rec *storage.Release, res *R
 			desc += fmt.Sprintf("; rolled back to %d", rb.RolledBackTo)
 		}
 	}
-	return d.finishFailed(ctx, rec, res, start, desc, f, rerr)
+	return e.finishFailed(ctx, rec, res, start, desc, f, rerr)
 }
 
 // autoRollback restores the newest good revision while the failed
 // revision's lock is still held, on a context of its own (an interrupt of
 // the deploy stops the wait, never the rescue) bounded by its own budget.
-func (d *Engine) autoRollback(ctx context.Context, failed *storage.Release, opts DeployOptions) (*Result, error) {
+func (e *Engine) autoRollback(ctx context.Context, failed *storage.Release, opts DeployOptions) (*Result, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.RollbackTimeout)
 	defer cancel()
-	return d.RollbackHeld(rctx, failed, RollbackOptions{
+	return e.RollbackHeld(rctx, failed, RollbackOptions{
 		Timeout:        opts.RollbackTimeout,
 		HistoryMax:     opts.HistoryMax,
 		ForceConflicts: opts.ForceConflicts,
@@ -510,27 +513,27 @@ func (d *Engine) autoRollback(ctx context.Context, failed *storage.Release, opts
 
 // dryRun applies every object with a server-side dry run; nothing is
 // recorded.
-func (d *Engine) dryRun(ctx context.Context, p *deployPlan, start time.Time) (*Result, error) {
+func (e *Engine) dryRun(ctx context.Context, p *deployPlan, start time.Time) (*Result, error) {
 	opts := p.opts
 	status := storage.StatusPendingInstall
 	if p.plan.Upgrade {
 		status = storage.StatusPendingUpgrade
 	}
-	res := newResult(&storage.Release{Name: opts.Name, Namespace: d.Namespace(), Revision: p.plan.Revision, Status: status, Chart: p.chart})
+	res := newResult(&storage.Release{Name: opts.Name, Namespace: e.Namespace(), Revision: p.plan.Revision, Status: status, Chart: p.chart})
 	res.DryRun = true
 	res.Description = "Dry run complete"
 	applyOpts := p.applyOptions(opts.Name)
-	applyOpts.Namespace, applyOpts.DryRun = d.Namespace(), true
-	applied, err := d.withCRDs(p.crds).Objects.Apply(ctx, p.objs, applyOpts)
+	applyOpts.Namespace, applyOpts.DryRun = e.Namespace(), true
+	applied, err := e.withCRDs(p.crds).Objects.Apply(ctx, p.objs, applyOpts)
 	res.Applied = applied
 	for _, a := range applied {
 		msg := "dry run"
 		if a.Unvalidated {
 			msg = "dry run, not validated: its namespace does not exist yet"
 		}
-		d.emit(opts.Name, res.Revision, PhaseApply, a.Object.String(), string(a.Action), msg)
+		e.emit(opts.Name, res.Revision, PhaseApply, a.Object.String(), string(a.Action), msg)
 	}
-	res.DurationSeconds = storage.Stamp(d.clock()).Sub(start).Seconds()
+	res.DurationSeconds = storage.Stamp(e.clock()).Sub(start).Seconds()
 	if err != nil {
 		// As the deploy would be refused: no result, the dry run's code
 		// (2 for an invalid object).
@@ -543,7 +546,7 @@ func (d *Engine) dryRun(ctx context.Context, p *deployPlan, start time.Time) (*R
 			live = append(live, a.Before)
 		}
 	}
-	if foreign := foreignObjects(opts.Name, d.Namespace(), live); len(foreign) > 0 {
+	if foreign := foreignObjects(opts.Name, e.Namespace(), live); len(foreign) > 0 {
 		if !opts.TakeOwnership {
 			return nil, &OwnershipError{Name: opts.Name, Objects: foreign}
 		}
@@ -554,8 +557,8 @@ func (d *Engine) dryRun(ctx context.Context, p *deployPlan, start time.Time) (*R
 
 // markDeployed marks rec deployed and supersedes the deployed revision,
 // among the records known under the lock when they are.
-func (d *Engine) markDeployed(ctx context.Context, p *deployPlan, rec *storage.Release, desc string) error {
-	return storage.MarkDeployedAmong(ctx, d.Store, rec, d.clock(), desc, p.underLock)
+func (e *Engine) markDeployed(ctx context.Context, p *deployPlan, rec *storage.Release, desc string) error {
+	return storage.MarkDeployedAmong(ctx, e.Store, rec, e.clock(), desc, p.underLock)
 }
 
 // afterDeployed returns the release's records once rec is deployed, as

@@ -56,15 +56,15 @@ func followingNote(t time.Duration) string {
 // (StartupTimeout) and there is nothing to warn about. Given one, it warns
 // about every Deployment whose pods may take longer than it allows: such
 // a rollout times out while the pods are still loading their weights.
-func (d *Engine) warnStartup(p *deployPlan) {
+func (e *Engine) warnStartup(p *deployPlan) {
 	for _, w := range p.renderWarnings {
-		d.emit(p.opts.Name, 0, PhaseRender, "", "warning", w)
+		e.emit(p.opts.Name, 0, PhaseRender, "", "warning", w)
 	}
 	if p.opts.timeoutFollowsStartup {
-		p.opts.Timeout = d.followStartup(p.opts.Name, 0, PhasePreflight, p.objs)
+		p.opts.Timeout = e.followStartup(p.opts.Name, 0, PhasePreflight, p.objs)
 		return
 	}
 	for _, w := range wait.StartupWarnings(p.objs, p.opts.Timeout) {
-		d.emit(p.opts.Name, 0, PhasePreflight, "", "warning", w)
+		e.emit(p.opts.Name, 0, PhasePreflight, "", "warning", w)
 	}
 }

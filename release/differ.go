@@ -36,21 +36,21 @@ type DiffOptions struct {
 // before the cluster is asked anything; a model that cannot fit its GPUs
 // (the model-fit preflight, unless SkipPreflight) is refused with exit
 // code 2 before the dry run.
-func (d *Engine) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, error) {
+func (e *Engine) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, error) {
 	if err := storage.ValidateName(opts.Name); err != nil {
 		return nil, err
 	}
 	if err := validateRender(ctx, opts.Name, &opts.Render); err != nil {
 		return nil, err
 	}
-	if err := d.check(needStore, needObjects, needClient); err != nil {
+	if err := e.check(needStore, needObjects, needClient); err != nil {
 		return nil, err
 	}
-	entries, err := d.Store.List(ctx, opts.Name)
+	entries, err := e.Store.List(ctx, opts.Name)
 	if err != nil {
 		return nil, fmt.Errorf("release %s: read its records: %w", opts.Name, err)
 	}
-	kv, rc, err := d.RenderCluster(ctx, opts.Name, true)
+	kv, rc, err := e.RenderCluster(ctx, opts.Name, true)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func (d *Engine) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 		return nil, err
 	}
 	for _, w := range r.Warnings {
-		d.emit(opts.Name, 0, PhaseRender, "", "warning", w)
+		e.emit(opts.Name, 0, PhaseRender, "", "warning", w)
 	}
 	if !opts.SkipPreflight && opts.ModelFit.Configured() {
 		// What deploy would refuse, diff refuses too (exit code 2).
@@ -74,15 +74,15 @@ func (d *Engine) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 		if err != nil {
 			return nil, err
 		}
-		if _, err := runModelFit(ctx, d, d.Client, opts.Name, r.Objects, r.Values, vm, opts.ModelFit); err != nil {
+		if _, err := runModelFit(ctx, e, e.Client, opts.Name, r.Objects, r.Values, vm, opts.ModelFit); err != nil {
 			return nil, err
 		}
 	}
-	crds, err := d.planCRDs(ctx, opts.Name, plan.Revision, r.CRDs, r.Objects)
+	crds, err := e.planCRDs(ctx, opts.Name, plan.Revision, r.CRDs, r.Objects)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := d.withCRDs(crds).diff(ctx, opts.Name, entries, r.Objects, cluster.ApplyOptions{
+	rep, err := e.withCRDs(crds).diff(ctx, opts.Name, entries, r.Objects, cluster.ApplyOptions{
 		Release:         opts.Name,
 		Force:           opts.ForceConflicts,
 		CreateNamespace: opts.CreateNamespace,
@@ -90,13 +90,13 @@ func (d *Engine) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	if err != nil {
 		return rep, err
 	}
-	rep.Hooks = diffHooks(r.Hooks, d.Namespace(), plan.Upgrade)
+	rep.Hooks = diffHooks(r.Hooks, e.Namespace(), plan.Upgrade)
 	next, err := recordedOfRender(opts.Name, r)
 	if err != nil {
 		return nil, err
 	}
 	next.postRenderer = opts.Render.Options.PostRenderer
-	changes, err := d.recordedChanges(entries, next)
+	changes, err := e.recordedChanges(entries, next)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func diffHooks(hooks []charts.Hook, namespace string, upgrade bool) []diff.Hook 
 			}
 		}
 		if len(events) > 0 {
-			out = append(out, diff.Hook{Object: refIn(h.Object, namespace).String(), Events: events, Weight: h.Weight})
+			out = append(out, diff.Hook{Object: charts.RefIn(h.Object, namespace).String(), Events: events, Weight: h.Weight})
 		}
 	}
 	return out

@@ -11,9 +11,14 @@
 // records, the lock and the status transitions; release/cluster applies,
 // dry-runs and prunes objects, creates CRDs and finds ReplicaSets;
 // release/preflight checks capacity; release/analysis measures canary and
-// new pods from their metrics; wait watches a rollout and diagnoses
-// its failure; diff compares desired and live objects; charts renders. No
-// package below imports this one.
+// new pods from their metrics and decides what the measurements mean;
+// release/canary decides which Deployments a canary holds and runs its
+// phases and gate; release/servecheck resolves the serve check and
+// reads and checks the pods that serve; release/groups plans the waves
+// of engine groups and their surge copies; wait watches a rollout and
+// diagnoses its failure; diff compares desired and live objects; charts
+// renders. No package below imports this one
+// (TestNothingBelowReleaseImportsIt).
 //
 // Errors that map to an exit code implement ExitCode() int
 // (internal/exitcode).

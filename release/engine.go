@@ -22,6 +22,7 @@ import (
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/preflight"
 	"github.com/vllmctl/vllmctl/release/preflight/modelfit"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -104,7 +105,7 @@ type Engine struct {
 	// ServeCheck are the serve check's flags for every operation of the
 	// engine (deploy, its automatic rollback, rollback, wait, test); the
 	// check reaches pods through PodHTTP (nil: no serve check).
-	ServeCheck ServeCheckOptions
+	ServeCheck servecheck.Options
 
 	// discovered is the cluster's discovery as the engine's first render
 	// read it (RenderCluster): read once per engine.

@@ -133,7 +133,7 @@ func (e *Engine) runHooks(ctx context.Context, rec *storage.Release, event chart
 
 // runHook runs one hook.
 func (e *Engine) runHook(ctx context.Context, rec *storage.Release, h charts.Hook, event charts.HookEvent, timeout time.Duration) (HookRun, error) {
-	ref := refIn(h.Object, e.Namespace())
+	ref := charts.RefIn(h.Object, e.Namespace())
 	kind, name := h.Object.GetKind(), h.Object.GetName()
 	run := HookRun{Name: name, Kind: kind, Event: event, StartedAt: storage.Stamp(e.clock())}
 	fail := func(f *rollout.Diagnosis, err error) (HookRun, error) {
@@ -201,7 +201,7 @@ func (e *Engine) deleteHooks(ctx context.Context, rec *storage.Release, hooks []
 // deleteHook deletes a hook's object (never a CRD, as Helm never does) and
 // waits until it is gone.
 func (e *Engine) deleteHook(ctx context.Context, rec *storage.Release, h charts.Hook) (cluster.PruneResult, error) {
-	ref := refIn(h.Object, e.Namespace())
+	ref := charts.RefIn(h.Object, e.Namespace())
 	if h.Object.GetKind() == "CustomResourceDefinition" {
 		return cluster.PruneResult{Object: ref, Action: cluster.PruneKept}, nil
 	}

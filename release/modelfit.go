@@ -23,11 +23,11 @@ const StatusModelFit = "model-fit"
 // before anything is applied; notes (a skip and why, a fit in the grey
 // zone) go to the progress. A deploy whose ModelFit source is not
 // configured (library callers, tests) runs no check.
-func (d *Engine) checkModelFit(ctx context.Context, p *deployPlan) error {
+func (e *Engine) checkModelFit(ctx context.Context, p *deployPlan) error {
 	if p.modelFit != nil || !p.opts.ModelFit.Configured() {
 		return nil
 	}
-	rep, err := runModelFit(ctx, d, d.Client, p.opts.Name, p.objs, p.computed, p.chart.ValuesMap, p.opts.ModelFit)
+	rep, err := runModelFit(ctx, e, e.Client, p.opts.Name, p.objs, p.computed, p.chart.ValuesMap, p.opts.ModelFit)
 	p.modelFit = rep
 	return err
 }

@@ -51,7 +51,7 @@ func (r recorded) items(namespace, what string) ([]diff.RecordedItem, error) {
 			return nil, fmt.Errorf("%s: hook %s %s: %w", what, h.Kind, h.Name, err)
 		}
 		for _, o := range objs {
-			out = append(out, diff.RecordedItem{What: diff.RecordedHook, Name: refIn(o, namespace).String(), Object: o})
+			out = append(out, diff.RecordedItem{What: diff.RecordedHook, Name: charts.RefIn(o, namespace).String(), Object: o})
 		}
 	}
 	if r.notes != "" {

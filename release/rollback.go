@@ -17,6 +17,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -58,21 +59,21 @@ type RollbackOptions struct {
 // revision that cannot be restored, or no revision to restore, is an
 // *InvalidRevisionError (exit code 2). Nothing is changed then. A failed
 // rollout is a *RolloutError (exit code 4).
-func (r *Engine) Rollback(ctx context.Context, opts RollbackOptions) (*Result, error) {
-	if err := r.check(needStore, needObjects, needWaiter, needClient); err != nil {
+func (e *Engine) Rollback(ctx context.Context, opts RollbackOptions) (*Result, error) {
+	if err := e.check(needStore, needObjects, needWaiter, needClient); err != nil {
 		return nil, err
 	}
 	if err := storage.ValidateName(opts.Name); err != nil {
 		return nil, err
 	}
 	if opts.ToRevision < 0 {
-		return nil, &InvalidRevisionError{Namespace: r.Namespace(), Name: opts.Name, Revision: opts.ToRevision, Reason: "must be 1 or more (0: the previous good revision)"}
+		return nil, &InvalidRevisionError{Namespace: e.Namespace(), Name: opts.Name, Revision: opts.ToRevision, Reason: "must be 1 or more (0: the previous good revision)"}
 	}
-	entries, err := storage.HistoryEntries(ctx, r.Store, opts.Name)
+	entries, err := storage.HistoryEntries(ctx, e.Store, opts.Name)
 	if err != nil {
 		return nil, err
 	}
-	if err := storage.CheckNotHandedOver(entries, r.Namespace(), opts.Name); err != nil {
+	if err := storage.CheckNotHandedOver(entries, e.Namespace(), opts.Name); err != nil {
 		return nil, err
 	}
 	if opts.ToRevision == 0 {
@@ -83,11 +84,11 @@ func (r *Engine) Rollback(ctx context.Context, opts RollbackOptions) (*Result, e
 			return nil, err
 		}
 	}
-	target, err := r.target(ctx, entries, opts, entries[len(entries)-1].Revision)
+	target, err := e.target(ctx, entries, opts, entries[len(entries)-1].Revision)
 	if err != nil {
 		return nil, err
 	}
-	return r.run(ctx, target, nil, opts)
+	return e.run(ctx, target, nil, opts)
 }
 
 // RollbackHeld is Rollback for an operation that holds the release's lock
@@ -97,50 +98,50 @@ func (r *Engine) Rollback(ctx context.Context, opts RollbackOptions) (*Result, e
 // with ToRevision 0 the target is the newest deployed or superseded
 // revision before held. held itself is left pending: finishing it is the
 // caller's job.
-func (r *Engine) RollbackHeld(ctx context.Context, held *storage.Release, opts RollbackOptions) (*Result, error) {
-	if err := r.check(needStore, needObjects, needWaiter, needClient); err != nil {
+func (e *Engine) RollbackHeld(ctx context.Context, held *storage.Release, opts RollbackOptions) (*Result, error) {
+	if err := e.check(needStore, needObjects, needWaiter, needClient); err != nil {
 		return nil, err
 	}
 	if held == nil {
 		return nil, errors.New("rollback: no held record")
 	}
 	opts.Name = held.Name
-	entries, err := storage.HistoryEntries(ctx, r.Store, held.Name)
+	entries, err := storage.HistoryEntries(ctx, e.Store, held.Name)
 	if err != nil {
 		return nil, err
 	}
 	if opts.ToRevision == held.Revision {
-		return nil, &InvalidRevisionError{Namespace: r.Namespace(), Name: held.Name, Revision: held.Revision,
+		return nil, &InvalidRevisionError{Namespace: e.Namespace(), Name: held.Name, Revision: held.Revision,
 			Reason: "is the revision being rolled back", Existing: storage.Revisions(entries)}
 	}
-	target, err := r.target(ctx, entries, opts, held.Revision)
+	target, err := e.target(ctx, entries, opts, held.Revision)
 	if err != nil {
 		return nil, err
 	}
-	return r.run(ctx, target, held, opts)
+	return e.run(ctx, target, held, opts)
 }
 
 // target picks the revision to restore: opts.ToRevision, or the newest
 // deployed or superseded revision below current.
-func (r *Engine) target(ctx context.Context, entries []storage.Entry, opts RollbackOptions, current int) (*storage.Release, error) {
+func (e *Engine) target(ctx context.Context, entries []storage.Entry, opts RollbackOptions, current int) (*storage.Release, error) {
 	existing := storage.Revisions(entries)
 	invalid := func(rev int, reason string) error {
-		return &InvalidRevisionError{Namespace: r.Namespace(), Name: opts.Name, Revision: rev, Reason: reason, Existing: existing}
+		return &InvalidRevisionError{Namespace: e.Namespace(), Name: opts.Name, Revision: rev, Reason: reason, Existing: existing}
 	}
 	var pick *storage.Entry
 	if opts.ToRevision > 0 {
-		e, ok := storage.RevisionAmong(entries, opts.ToRevision)
+		entry, ok := storage.RevisionAmong(entries, opts.ToRevision)
 		if !ok {
-			return nil, &storage.NotFoundError{Namespace: r.Namespace(), Name: opts.Name, Revision: opts.ToRevision, Existing: existing}
+			return nil, &storage.NotFoundError{Namespace: e.Namespace(), Name: opts.Name, Revision: opts.ToRevision, Existing: existing}
 		}
-		pick = &e
+		pick = &entry
 		if pick.Status.IsPending() {
 			return nil, invalid(pick.Revision, fmt.Sprintf("is %s: its operation has not finished", pick.Status))
 		}
 	} else {
 		for i := len(entries) - 1; i >= 0; i-- {
-			e := entries[i]
-			if e.Revision < current && (e.Status == storage.StatusDeployed || e.Status == storage.StatusSuperseded) {
+			entry := entries[i]
+			if entry.Revision < current && (entry.Status == storage.StatusDeployed || entry.Status == storage.StatusSuperseded) {
 				pick = &entries[i]
 				break
 			}
@@ -161,8 +162,8 @@ func (r *Engine) target(ctx context.Context, entries []storage.Entry, opts Rollb
 
 // run restores target as the next revision; held, when set, is the
 // pending record the caller holds.
-func (r *Engine) run(ctx context.Context, target *storage.Release, held *storage.Release, opts RollbackOptions) (*Result, error) {
-	clk := r.clock()
+func (e *Engine) run(ctx context.Context, target *storage.Release, held *storage.Release, opts RollbackOptions) (*Result, error) {
+	clk := e.clock()
 	start := storage.Stamp(clk)
 	n := target.Revision
 	objs, err := cluster.ParseManifest(target.Manifest)
@@ -170,81 +171,81 @@ func (r *Engine) run(ctx context.Context, target *storage.Release, held *storage
 		return nil, &InvalidManifestError{Name: target.Name, Err: fmt.Errorf("revision %d: %w", n, err)}
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = r.followStartup(target.Name, 0, PhaseRollback, objs)
+		opts.Timeout = e.followStartup(target.Name, 0, PhaseRollback, objs)
 	}
-	if _, err := r.serveCheckOf(target); err != nil {
+	if _, err := e.serveCheckOf(target); err != nil {
 		return nil, err
 	}
-	crds, err := r.planRollbackCRDs(ctx, target, objs) // crds_rollback.go
+	crds, err := e.planRollbackCRDs(ctx, target, objs) // crds_rollback.go
 	if err != nil {
 		return nil, err
 	}
 	desc := fmt.Sprintf("Rollback to %d", n)
 
-	rec, err := r.lockRollback(ctx, target, held, opts, desc)
+	rec, err := e.lockRollback(ctx, target, held, opts, desc)
 	if err != nil {
 		return nil, err
 	}
 	res := newResult(rec)
 	res.RolledBackTo = n
-	r.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
+	e.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
 
-	previous, err := r.objectsBeforeRollback(ctx, rec)
+	previous, err := e.objectsBeforeRollback(ctx, rec)
 	if err != nil {
-		return r.failRollback(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
+		return e.failRollback(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "Internal", Message: err.Error()}, err)
 	}
 
-	r.Redactor.AddObjects(objs...)
-	r.Redactor.AddObjects(previous...)
-	if err := r.createCRDs(ctx, crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
-		return r.restoreCRDsFailed(ctx, rec, res, start, desc, err)
+	e.Redactor.AddObjects(objs...)
+	e.Redactor.AddObjects(previous...)
+	if err := e.createCRDs(ctx, crds, objs, rec, res, start.Add(opts.Timeout)); err != nil {
+		return e.restoreCRDsFailed(ctx, rec, res, start, desc, err)
 	}
-	if runs, err := r.runHooks(ctx, rec, charts.HookPreRollback, opts.Timeout); err != nil || len(runs) > 0 {
+	if runs, err := e.runHooks(ctx, rec, charts.HookPreRollback, opts.Timeout); err != nil || len(runs) > 0 {
 		res.Hooks = append(res.Hooks, runs...)
 		if err != nil {
-			return r.hookFailed(ctx, rec, res, start, desc, err)
+			return e.hookFailed(ctx, rec, res, start, desc, err)
 		}
 	}
-	applied, err := r.applyRestored(ctx, rec, res, objs, desc, opts.ForceConflicts)
+	applied, err := e.applyRestored(ctx, rec, res, objs, desc, opts.ForceConflicts)
 	if err != nil {
 		res.sync(rec, start, clk)
 		return res, err // the cluster refused: keep the apply error's exit code
 	}
 	// Restore revision N's set of objects before waiting: what the failed
 	// or later revision added goes now.
-	pruned, err := r.pruneObjects(ctx, rec, previous, objs)
+	pruned, err := e.pruneObjects(ctx, rec, previous, objs)
 	res.Pruned = pruned
 	if err != nil {
-		return r.failRollback(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "PruneFailed", Message: err.Error()}, err)
+		return e.failRollback(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "PruneFailed", Message: err.Error()}, err)
 	}
 
 	deadline := start.Add(opts.Timeout)
 	remaining := func() time.Duration { return max(deadline.Sub(storage.Stamp(clk)), time.Millisecond) }
-	if f, err := r.checkRestored(ctx, rec, target, objs, applied, remaining()); err != nil {
+	if f, err := e.checkRestored(ctx, rec, target, objs, applied, remaining()); err != nil {
 		if lost := lockLost(err); lost != nil {
 			return res, lost
 		}
-		return r.failRollback(ctx, rec, res, start, desc, f, err)
+		return e.failRollback(ctx, rec, res, start, desc, f, err)
 	}
 
-	wres, werr := r.waitObjects(ctx, rec, objs, remaining())
+	wres, werr := e.waitObjects(ctx, rec, objs, remaining())
 	if lost := lockLost(werr); lost != nil {
 		return res, lost
 	}
 	if werr != nil {
 		if ctx.Err() != nil {
-			return r.failRollback(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "Interrupted", Message: werr.Error()}, werr)
+			return e.failRollback(ctx, rec, res, start, desc, &rollout.Diagnosis{Reason: "Interrupted", Message: werr.Error()}, werr)
 		}
-		return r.failRollback(ctx, rec, res, start, desc, waitFailure(wres, werr), werr)
+		return e.failRollback(ctx, rec, res, start, desc, waitFailure(wres, werr), werr)
 	}
-	if f, err := r.checkServing(ctx, rec, objs, serveScope{}); err != nil {
+	if f, err := e.checkServing(ctx, rec, objs, servecheck.Scope{}); err != nil {
 		if lost := lockLost(err); lost != nil {
 			return res, lost
 		}
-		return r.failRollback(ctx, rec, res, start, desc, f, err)
+		return e.failRollback(ctx, rec, res, start, desc, f, err)
 	}
 	if opts.Analysis != nil {
-		f, err := r.bakeUnderLock(ctx, rec, opts.Analysis, opts.Prometheus, "rollback", "the analysis after the rollback")
+		f, err := e.bakeUnderLock(ctx, rec, opts.Analysis, opts.Prometheus, "rollback", "the analysis after the rollback")
 		res.Analysis = rec.Analysis
 		if err != nil {
 			if lost := lockLost(err); lost != nil {
@@ -256,35 +257,35 @@ func (r *Engine) run(ctx context.Context, target *storage.Release, held *storage
 					f.Reason = "Interrupted"
 				}
 			}
-			return r.failRollback(ctx, rec, res, start, desc, f, err)
+			return e.failRollback(ctx, rec, res, start, desc, f, err)
 		}
 	}
-	runs, err := r.runHooks(ctx, rec, charts.HookPostRollback, opts.Timeout)
+	runs, err := e.runHooks(ctx, rec, charts.HookPostRollback, opts.Timeout)
 	res.Hooks = append(res.Hooks, runs...)
 	if err != nil {
-		return r.hookFailed(ctx, rec, res, start, desc, err)
+		return e.hookFailed(ctx, rec, res, start, desc, err)
 	}
-	return r.finish(ctx, rec, res, start, desc, opts.HistoryMax)
+	return e.finish(ctx, rec, res, start, desc, opts.HistoryMax)
 }
 
 // hookFailed finishes a rollback one of whose hooks failed.
-func (r *Engine) hookFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, err error) (*Result, error) {
+func (e *Engine) hookFailed(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, err error) (*Result, error) {
 	if lost := lockLost(err); lost != nil {
 		return res, lost
 	}
-	return r.failRollback(ctx, rec, res, start, desc, hookFailure(err), err)
+	return e.failRollback(ctx, rec, res, start, desc, hookFailure(err), err)
 }
 
 // lock takes the release's lock for the rollback to target: the next
 // revision, pending-rollback, with target's chart, values and manifests
 // (held, when set, is the pending record the caller already holds).
-func (r *Engine) lockRollback(ctx context.Context, target, held *storage.Release, opts RollbackOptions, desc string) (*storage.Release, error) {
-	return storage.Acquire(ctx, r.Store, target.Name, storage.OpRollback, r.lockTerms(storage.LockOptions{
-		Holder:      r.holder(),
+func (e *Engine) lockRollback(ctx context.Context, target, held *storage.Release, opts RollbackOptions, desc string) (*storage.Release, error) {
+	return storage.Acquire(ctx, e.Store, target.Name, storage.OpRollback, e.lockTerms(storage.LockOptions{
+		Holder:      e.holder(),
 		Description: desc + " in progress",
 		Timeout:     opts.Timeout,
 		Force:       opts.ForceUnlock,
-		Clock:       r.clock(),
+		Clock:       e.clock(),
 		Held:        held,
 		Record: &storage.Release{Chart: target.Chart, Values: target.Values, ComputedValues: target.ComputedValues, Notes: target.Notes,
 			Manifest: target.Manifest, Hooks: target.Hooks, CRDManifest: target.CRDManifest, RollbackOf: target.Revision,
@@ -295,24 +296,24 @@ func (r *Engine) lockRollback(ctx context.Context, target, held *storage.Release
 // failed finishes a rollback that failed under the lock with the
 // diagnosis f: the revision rec is marked failed and a *RolloutError
 // returned with the result.
-func (r *Engine) failRollback(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *rollout.Diagnosis, err error) (*Result, error) {
+func (e *Engine) failRollback(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, f *rollout.Diagnosis, err error) (*Result, error) {
 	rerr := &RolloutError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision, Op: storage.OpRollback, Failure: f, Err: err}
 	d := fmt.Sprintf("%s failed: %s", desc, f.Reason)
 	if f.Object != "" {
 		d += " (" + f.Object + ")"
 	}
 	var out error = rerr
-	if merr := r.markFailed(ctx, rec, d, f); merr != nil {
+	if merr := e.markFailed(ctx, rec, d, f); merr != nil {
 		out = errors.Join(rerr, merr)
 	}
-	res.sync(rec, start, r.clock())
+	res.sync(rec, start, e.clock())
 	return res, out
 }
 
 // previousObjects returns the objects of the release's live revisions
 // before rec: what the rollback prunes unless rec has them too.
-func (r *Engine) objectsBeforeRollback(ctx context.Context, rec *storage.Release) ([]*unstructured.Unstructured, error) {
-	live, err := r.liveRevisions(ctx, rec.Name, rec.Revision)
+func (e *Engine) objectsBeforeRollback(ctx context.Context, rec *storage.Release) ([]*unstructured.Unstructured, error) {
+	live, err := e.liveRevisions(ctx, rec.Name, rec.Revision)
 	var previous []*unstructured.Unstructured
 	if err == nil {
 		previous, err = manifestObjects(live)
@@ -326,17 +327,17 @@ func (r *Engine) objectsBeforeRollback(ctx context.Context, rec *storage.Release
 // applyObjects applies the restored objects, reporting each in res and
 // the progress events. When the cluster refuses, rec is marked failed
 // (desc names the rollback) and the apply error returned.
-func (r *Engine) applyRestored(ctx context.Context, rec *storage.Release, res *Result, objs []*unstructured.Unstructured,
+func (e *Engine) applyRestored(ctx context.Context, rec *storage.Release, res *Result, objs []*unstructured.Unstructured,
 	desc string, force bool) ([]cluster.ApplyResult, error) {
-	applied, err := r.Objects.Apply(ctx, objs, cluster.ApplyOptions{Namespace: r.Namespace(), Release: rec.Name, Force: force, NoCreateNamespaceFlag: true})
+	applied, err := e.Objects.Apply(ctx, objs, cluster.ApplyOptions{Namespace: e.Namespace(), Release: rec.Name, Force: force, NoCreateNamespaceFlag: true})
 	res.Applied = applied
 	for _, a := range applied {
-		r.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
+		e.emit(rec.Name, rec.Revision, PhaseApply, a.Object.String(), string(a.Action), "")
 	}
-	r.emitCanaryLeftovers(rec, beforeObjects(applied), fmt.Sprintf("the rollback restored revision %d's pod template and strategy", rec.RollbackOf))
+	e.emitCanaryLeftovers(rec, beforeObjects(applied), fmt.Sprintf("the rollback restored revision %d's pod template and strategy", rec.RollbackOf))
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
-		if mf := r.markFailed(ctx, rec, desc+" failed: "+applyFailure(err).Reason, applyFailure(err)); mf != nil {
+		if mf := e.markFailed(ctx, rec, desc+" failed: "+applyFailure(err).Reason, applyFailure(err)); mf != nil {
 			err = errors.Join(err, mf)
 		}
 		return applied, err
@@ -348,10 +349,10 @@ func (r *Engine) applyRestored(ctx context.Context, rec *storage.Release, res *R
 // that every Deployment serves the pod template target ran. A failure is
 // returned with its diagnosis; a lock taken over meanwhile is its
 // *storage.ConflictError, without one.
-func (r *Engine) checkRestored(ctx context.Context, rec, target *storage.Release, objs []*unstructured.Unstructured,
+func (e *Engine) checkRestored(ctx context.Context, rec, target *storage.Release, objs []*unstructured.Unstructured,
 	applied []cluster.ApplyResult, timeout time.Duration) (*rollout.Diagnosis, error) {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
-	err := r.discoverReplicaSets(rctx, rec, objs, applied)
+	err := e.discoverReplicaSets(rctx, rec, objs, applied)
 	cancel()
 	if err != nil {
 		if lost := lockLost(err); lost != nil {
@@ -360,12 +361,12 @@ func (r *Engine) checkRestored(ctx context.Context, rec, target *storage.Release
 		err = fmt.Errorf("release %s revision %d: find ReplicaSets: %w", rec.Name, rec.Revision, err)
 		return replicaSetFailure(err), err
 	}
-	if f := r.verify(rec, target); f != nil {
+	if f := e.verify(rec, target); f != nil {
 		return f, errors.New(f.Message)
 	}
 	rctx, cancel = context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := r.rescue(rctx, rec, objs); err != nil {
+	if err := e.rescue(rctx, rec, objs); err != nil {
 		err = fmt.Errorf("release %s revision %d: %w", rec.Name, rec.Revision, err)
 		return &rollout.Diagnosis{Reason: "RescueFailed", Message: err.Error()}, err
 	}
@@ -375,7 +376,7 @@ func (r *Engine) checkRestored(ctx context.Context, rec, target *storage.Release
 // rescue frees every StatefulSet among objs from the pods left on a bad
 // revision (cluster.RescueStatefulSet): the rollout failure `kubectl
 // rollout undo` cannot undo. Each eviction is reported.
-func (r *Engine) rescue(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured) error {
+func (e *Engine) rescue(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured) error {
 	for _, obj := range objs {
 		ref := object.RefOf(obj)
 		if !cluster.IsStatefulSet(ref) {
@@ -383,10 +384,10 @@ func (r *Engine) rescue(ctx context.Context, rec *storage.Release, objs []*unstr
 		}
 		ns := ref.Namespace
 		if ns == "" {
-			ns = r.Namespace()
+			ns = e.Namespace()
 		}
-		_, err := cluster.RescueStatefulSet(ctx, r.Client, r.clock(), ns, ref.Name, func(ev cluster.RescueEvent) {
-			r.emit(rec.Name, rec.Revision, PhaseRollback, "Pod "+ns+"/"+ev.Pod, ev.Action,
+		_, err := cluster.RescueStatefulSet(ctx, e.Client, e.clock(), ns, ref.Name, func(ev cluster.RescueEvent) {
+			e.emit(rec.Name, rec.Revision, PhaseRollback, "Pod "+ns+"/"+ev.Pod, ev.Action,
 				fmt.Sprintf("StatefulSet %s: %s", ref.Name, ev.Message))
 		})
 		if err != nil {
@@ -398,14 +399,14 @@ func (r *Engine) rescue(ctx context.Context, rec *storage.Release, objs []*unstr
 
 // finish marks the healthy rollback deployed with the description desc,
 // then deletes the records beyond historyMax.
-func (r *Engine) finish(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, historyMax int) (*Result, error) {
-	clk := r.clock()
-	if err := storage.MarkDeployed(ctx, r.Store, rec, clk, desc); err != nil {
+func (e *Engine) finish(ctx context.Context, rec *storage.Release, res *Result, start time.Time, desc string, historyMax int) (*Result, error) {
+	clk := e.clock()
+	if err := storage.MarkDeployed(ctx, e.Store, rec, clk, desc); err != nil {
 		res.sync(rec, start, clk)
 		return res, fmt.Errorf("mark release %s revision %d deployed: %w", rec.Name, rec.Revision, err)
 	}
-	r.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), desc)
-	err := r.pruneHistory(ctx, rec, historyMax)
+	e.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), desc)
+	err := e.pruneHistory(ctx, rec, historyMax)
 	res.sync(rec, start, clk)
 	return res, err
 }
@@ -444,17 +445,17 @@ func controllerRevisionRefs(refs []storage.ControllerRevisionRef) []templateRef 
 // ControllerRevision found now has the hash target recorded (the
 // controller reuses it and gives it a new revision number). It returns
 // the failure when one does not.
-func (r *Engine) verify(rec, target *storage.Release) *rollout.Diagnosis {
+func (e *Engine) verify(rec, target *storage.Release) *rollout.Diagnosis {
 	deploymentTemplates := templateKind{"Deployment", "serves", "ReplicaSet", "pod-template-hash", "Deployment revision"}
 	statefulSetTemplates := templateKind{"StatefulSet", "updates to", "ControllerRevision", "hash", "revision"}
-	if f := r.verifyTemplates(rec, target, deploymentTemplates, replicaSetRefs(rec.ReplicaSets), replicaSetRefs(target.ReplicaSets)); f != nil {
+	if f := e.verifyTemplates(rec, target, deploymentTemplates, replicaSetRefs(rec.ReplicaSets), replicaSetRefs(target.ReplicaSets)); f != nil {
 		return f
 	}
-	return r.verifyTemplates(rec, target, statefulSetTemplates, controllerRevisionRefs(rec.ControllerRevisions), controllerRevisionRefs(target.ControllerRevisions))
+	return e.verifyTemplates(rec, target, statefulSetTemplates, controllerRevisionRefs(rec.ControllerRevisions), controllerRevisionRefs(target.ControllerRevisions))
 }
 
 // verifyTemplates is verify for the workloads of one kind k.
-func (r *Engine) verifyTemplates(rec, target *storage.Release, k templateKind, found, recorded []templateRef) *rollout.Diagnosis {
+func (e *Engine) verifyTemplates(rec, target *storage.Release, k templateKind, found, recorded []templateRef) *rollout.Diagnosis {
 	for _, want := range recorded {
 		i := slices.IndexFunc(found, func(got templateRef) bool { return got.owner == want.owner })
 		if i < 0 {
@@ -470,7 +471,7 @@ func (r *Engine) verifyTemplates(rec, target *storage.Release, k templateKind, f
 					k.kind, want.owner, k.verb, k.unit, got.name, k.hashName, got.hash, target.Revision, want.name, k.hashName, want.hash, target.Revision),
 			}
 		}
-		r.emit(rec.Name, rec.Revision, PhaseRollback, k.kind+" "+r.Namespace()+"/"+want.owner, "verified",
+		e.emit(rec.Name, rec.Revision, PhaseRollback, k.kind+" "+e.Namespace()+"/"+want.owner, "verified",
 			fmt.Sprintf("%s %s of revision %d restored (%s %s), now %s %d",
 				k.unit, got.name, target.Revision, k.hashName, got.hash, k.revisionName, got.revision))
 	}

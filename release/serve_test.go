@@ -23,6 +23,7 @@ import (
 	"github.com/vllmctl/vllmctl/diff"
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -155,7 +156,7 @@ func serveFixture(t *testing.T) *engFixture {
 	}
 	on := true
 	f.engine.PodHTTP = newSimPods(t, f.cluster.Client).Client
-	f.engine.ServeCheck = release.ServeCheckOptions{Enabled: &on, Timeout: 5 * time.Second}
+	f.engine.ServeCheck = servecheck.Options{Enabled: &on, Timeout: 5 * time.Second}
 	f.engine.UseRedactor(diff.NewRedactor())
 	return f
 }

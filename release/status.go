@@ -19,6 +19,7 @@ import (
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/object"
 	"github.com/vllmctl/vllmctl/internal/rollout"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -59,8 +60,8 @@ type StatusReport struct {
 	// ServeCheck is the revision's last serve check, if one ran.
 	ServeCheck *rollout.ServeReport `json:"serveCheck,omitempty"`
 	// CanaryLeftovers are the revision's Deployments that still carry a
-	// canary's transient strategy (see canary_leftover.go).
-	CanaryLeftovers []CanaryLeftover `json:"canaryLeftovers,omitempty"`
+	// canary's transient strategy (canary.Leftover).
+	CanaryLeftovers []canary.Leftover `json:"canaryLeftovers,omitempty"`
 	// HelmRecords are Helm's own records of a release whose current
 	// revision was adopted from Helm: an adopt cut short (killed) after it
 	// wrote vllmctl's records and before it relabelled Helm's leaves the
@@ -122,29 +123,29 @@ type ServingReplicaSet struct {
 // Status reads the release's highest revision, GETs each of its objects and
 // computes its kstatus, and lists the ReplicaSets serving its Deployments.
 // A release without records is a *NotFoundError (exit code 2).
-func (s *Engine) Status(ctx context.Context, name string) (*StatusReport, error) {
-	if err := s.check(needStore, needObjects, needClient); err != nil {
+func (e *Engine) Status(ctx context.Context, name string) (*StatusReport, error) {
+	if err := e.check(needStore, needObjects, needClient); err != nil {
 		return nil, err
 	}
-	rec, err := storage.Last(ctx, s.Store, name)
+	rec, err := storage.Last(ctx, e.Store, name)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := s.StatusOf(ctx, rec)
+	rep, err := e.StatusOf(ctx, rec)
 	if err != nil || rep.Analysis != nil || rec.RollbackOf == 0 || rec.Revision <= 1 {
 		return rep, err
 	}
 	// A rollback right after a revision whose analysis refused it: that
 	// analysis is why the release is where it is.
-	if prev, perr := s.Store.Get(ctx, name, rec.Revision-1); perr == nil && prev.Analysis != nil && prev.Status == storage.StatusFailed {
+	if prev, perr := e.Store.Get(ctx, name, rec.Revision-1); perr == nil && prev.Analysis != nil && prev.Status == storage.StatusFailed {
 		rep.Analysis, rep.AnalysisRevision = prev.Analysis, prev.Revision
 	}
 	return rep, nil
 }
 
 // StatusOf is Status of the revision rec.
-func (s *Engine) StatusOf(ctx context.Context, rec *storage.Release) (*StatusReport, error) {
-	if err := s.check(needObjects, needClient); err != nil {
+func (e *Engine) StatusOf(ctx context.Context, rec *storage.Release) (*StatusReport, error) {
+	if err := e.check(needObjects, needClient); err != nil {
 		return nil, err
 	}
 	rep := &StatusReport{
@@ -157,7 +158,7 @@ func (s *Engine) StatusOf(ctx context.Context, rec *storage.Release) (*StatusRep
 	if rec.Analysis != nil {
 		rep.AnalysisRevision = rec.Revision
 	}
-	rep.HelmRecords = s.helmStillOwns(ctx, rec)
+	rep.HelmRecords = e.helmStillOwns(ctx, rec)
 	if len(rec.ReplicaSets) > 0 {
 		rep.RecordedReplicaSets = rec.ReplicaSets
 	}
@@ -169,10 +170,10 @@ func (s *Engine) StatusOf(ctx context.Context, rec *storage.Release) (*StatusRep
 	for _, obj := range objs {
 		ref := object.RefOf(obj)
 		if ref.Namespace == "" {
-			ref.Namespace = s.Namespace()
+			ref.Namespace = e.Namespace()
 		}
 		lo := LiveObject{Object: ref}
-		live, err := s.Objects.Get(ctx, obj, s.Namespace())
+		live, err := e.Objects.Get(ctx, obj, e.Namespace())
 		switch {
 		case apierrors.IsNotFound(err):
 			lo.Status = LiveNotFound
@@ -192,7 +193,7 @@ func (s *Engine) StatusOf(ctx context.Context, rec *storage.Release) (*StatusRep
 			} else {
 				lo.Status, lo.Message = string(res.Status), res.Message
 			}
-			if l, ok := canaryLeftoverOf(live); ok {
+			if l, ok := canary.LeftoverOf(live); ok {
 				rep.CanaryLeftovers = append(rep.CanaryLeftovers, l)
 				lo.Message = "canary held (not promoted): " + lo.Message
 			}
@@ -200,14 +201,14 @@ func (s *Engine) StatusOf(ctx context.Context, rec *storage.Release) (*StatusRep
 		rep.Objects = append(rep.Objects, lo)
 
 		if ref.IsDeployment() {
-			serving, err := ServingReplicaSets(ctx, s.Client, ref.Namespace, ref.Name)
+			serving, err := ServingReplicaSets(ctx, e.Client, ref.Namespace, ref.Name)
 			if err != nil && !apierrors.IsNotFound(err) {
 				return nil, err
 			}
 			rep.ReplicaSets = append(rep.ReplicaSets, serving...)
 		}
 		if cluster.IsStatefulSet(ref) {
-			sts, err := s.Client.AppsV1().StatefulSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			sts, err := e.Client.AppsV1().StatefulSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return nil, fmt.Errorf("get StatefulSet %s/%s: %w", ref.Namespace, ref.Name, err)
 			}

@@ -14,13 +14,13 @@ import (
 // between leaves both tools owning the release. It asks only when the
 // revision is an adopted one (at most two LISTs, Secrets and ConfigMaps,
 // Helm's two drivers); what cannot be read is not reported.
-func (s *Engine) helmStillOwns(ctx context.Context, rec *storage.Release) []string {
-	if rec.HelmRevision() == 0 || rec.Status == storage.StatusHandedOver || s.Client == nil {
+func (e *Engine) helmStillOwns(ctx context.Context, rec *storage.Release) []string {
+	if rec.HelmRevision() == 0 || rec.Status == storage.StatusHandedOver || e.Client == nil {
 		return nil
 	}
 	var keys []string
 	for _, d := range []helmrecords.Driver{helmrecords.DriverSecret, helmrecords.DriverConfigMap} {
-		recs, err := helmrecords.Read(ctx, s.Client, d, rec.Namespace, rec.Name)
+		recs, err := helmrecords.Read(ctx, e.Client, d, rec.Namespace, rec.Name)
 		if err != nil {
 			continue
 		}

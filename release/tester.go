@@ -10,6 +10,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 )
 
@@ -75,8 +76,8 @@ func (e *TestFailedError) ExitCode() int { return exitcode.Failed }
 // container, reason, exit code, events, last log lines). It takes no lock
 // and writes no record. A release without a deployed revision is an error
 // (exit code 2); one without test hooks passes with no tests.
-func (t *Engine) Test(ctx context.Context, opts TestOptions) (*TestResult, error) {
-	if err := t.check(needStore, needObjects, needWaiter); err != nil {
+func (e *Engine) Test(ctx context.Context, opts TestOptions) (*TestResult, error) {
+	if err := e.check(needStore, needObjects, needWaiter); err != nil {
 		return nil, err
 	}
 	if err := storage.ValidateName(opts.Name); err != nil {
@@ -85,29 +86,29 @@ func (t *Engine) Test(ctx context.Context, opts TestOptions) (*TestResult, error
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	start := storage.Stamp(t.clock())
-	rec, err := storage.Deployed(ctx, t.Store, opts.Name)
+	start := storage.Stamp(e.clock())
+	rec, err := storage.Deployed(ctx, e.Store, opts.Name)
 	if err != nil {
 		return nil, err
 	}
-	serve, f, err := t.testServing(ctx, rec)
+	serve, f, err := e.testServing(ctx, rec)
 	if err != nil && f == nil {
 		return nil, err
 	}
 	if f != nil {
 		res := &TestResult{Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Tests: []HookRun{}, ServeCheck: serve}
-		res.DurationSeconds = storage.Stamp(t.clock()).Sub(start).Seconds()
+		res.DurationSeconds = storage.Stamp(e.clock()).Sub(start).Seconds()
 		if ctx.Err() != nil {
 			return res, err
 		}
 		return res, &TestFailedError{Name: rec.Name, Revision: rec.Revision, NotServing: f}
 	}
-	runs, err := t.runHooks(ctx, rec, charts.HookTest, opts.Timeout)
+	runs, err := e.runHooks(ctx, rec, charts.HookTest, opts.Timeout)
 	res := &TestResult{Release: rec.Name, Namespace: rec.Namespace, Revision: rec.Revision, Tests: runs, Passed: err == nil, ServeCheck: serve}
 	if res.Tests == nil {
 		res.Tests = []HookRun{}
 	}
-	res.DurationSeconds = storage.Stamp(t.clock()).Sub(start).Seconds()
+	res.DurationSeconds = storage.Stamp(e.clock()).Sub(start).Seconds()
 	var he *HookError
 	if errors.As(err, &he) && he.Event == charts.HookTest && ctx.Err() == nil {
 		return res, &TestFailedError{Name: rec.Name, Revision: rec.Revision, Err: he}
@@ -118,15 +119,15 @@ func (t *Engine) Test(ctx context.Context, opts TestOptions) (*TestResult, error
 // testServing runs the serve check of rec (when it is on for it) on the
 // Ready pods its Services select now, of any revision: what serves the
 // release, as the chart's test hook reaches it through the Service.
-func (t *Engine) testServing(ctx context.Context, rec *storage.Release) (*rollout.ServeReport, *rollout.Diagnosis, error) {
-	cfg, err := t.serveCheckOf(rec)
+func (e *Engine) testServing(ctx context.Context, rec *storage.Release) (*rollout.ServeReport, *rollout.Diagnosis, error) {
+	cfg, err := e.serveCheckOf(rec)
 	if err != nil || cfg == nil {
 		return nil, nil, err
 	}
-	_ = LearnRecord(t.Redactor, rec) // a pod may answer with a Secret's value
+	_ = LearnRecord(e.Redactor, rec) // a pod may answer with a Secret's value
 	objs, err := cluster.ParseManifest(rec.Manifest)
 	if err != nil {
 		return nil, nil, &InvalidManifestError{Name: rec.Name, Err: fmt.Errorf("revision %d: %w", rec.Revision, err)}
 	}
-	return t.runServeCheck(ctx, rec, objs, cfg, serveScope{live: true})
+	return e.runServeCheck(ctx, rec, objs, cfg, servecheck.Scope{Live: true})
 }

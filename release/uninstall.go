@@ -63,35 +63,35 @@ type UninstallResult struct {
 // then deletes every record, or with KeepHistory marks the new record
 // uninstalled (the deployed one superseded). A release without records is
 // a *NotFoundError (exit code 2).
-func (u *Engine) Uninstall(ctx context.Context, opts UninstallOptions) (*UninstallResult, error) {
-	if err := u.check(needStore, needObjects); err != nil {
+func (e *Engine) Uninstall(ctx context.Context, opts UninstallOptions) (*UninstallResult, error) {
+	if err := e.check(needStore, needObjects); err != nil {
 		return nil, err
 	}
-	clk := u.clock()
+	clk := e.clock()
 	start := storage.Stamp(clk)
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	entries, err := storage.HistoryEntries(ctx, u.Store, opts.Name)
+	entries, err := storage.HistoryEntries(ctx, e.Store, opts.Name)
 	if err != nil {
 		return nil, err
 	}
-	if err := storage.CheckNotHandedOver(entries, u.Namespace(), opts.Name); err != nil {
+	if err := storage.CheckNotHandedOver(entries, e.Namespace(), opts.Name); err != nil {
 		return nil, err
 	}
 	last, err := entries[len(entries)-1].Release()
 	if err != nil {
 		return nil, err
 	}
-	res := &UninstallResult{Release: opts.Name, Namespace: u.Namespace(), Deleted: []object.Ref{}, KeptHistory: opts.KeepHistory}
+	res := &UninstallResult{Release: opts.Name, Namespace: e.Namespace(), Deleted: []object.Ref{}, KeptHistory: opts.KeepHistory}
 	if last.Status == storage.StatusUninstalled && opts.KeepHistory {
 		// Already uninstalled with its history kept: nothing to do.
 		res.Revision, res.Status = last.Revision, last.Status
 		return res, nil
 	}
 
-	rec, err := storage.Acquire(ctx, u.Store, opts.Name, storage.OpUninstall, u.lockTerms(storage.LockOptions{
-		Holder:  u.holder(),
+	rec, err := storage.Acquire(ctx, e.Store, opts.Name, storage.OpUninstall, e.lockTerms(storage.LockOptions{
+		Holder:  e.holder(),
 		Timeout: opts.Timeout,
 		Force:   opts.ForceUnlock,
 		Clock:   clk,
@@ -101,27 +101,27 @@ func (u *Engine) Uninstall(ctx context.Context, opts UninstallOptions) (*Uninsta
 		return nil, err
 	}
 	res.Revision = rec.Revision
-	u.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
+	e.emit(rec.Name, rec.Revision, PhaseLock, "", string(rec.Status), rec.Description+", held by "+rec.Holder)
 
-	if err := u.deleteHooksRun(ctx, rec, res, charts.HookPreDelete, opts.Timeout); err != nil {
+	if err := e.deleteHooksRun(ctx, rec, res, charts.HookPreDelete, opts.Timeout); err != nil {
 		return res, err
 	}
-	if err := u.deleteObjects(ctx, rec, res); err != nil {
-		return res, u.deleteFailed(ctx, rec, res, err)
+	if err := e.deleteObjects(ctx, rec, res); err != nil {
+		return res, e.deleteFailed(ctx, rec, res, err)
 	}
-	res.KeptCRDs = u.keptCRDs(rec, entries)
-	if err := u.deleteHooksRun(ctx, rec, res, charts.HookPostDelete, opts.Timeout); err != nil {
+	res.KeptCRDs = e.keptCRDs(rec, entries)
+	if err := e.deleteHooksRun(ctx, rec, res, charts.HookPostDelete, opts.Timeout); err != nil {
 		return res, err
 	}
 
 	if opts.KeepHistory {
-		if err := u.markUninstalled(ctx, rec, res); err != nil {
+		if err := e.markUninstalled(ctx, rec, res); err != nil {
 			return res, err
 		}
 		res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
 		return res, nil
 	}
-	if err := u.deleteRecords(ctx, rec, res); err != nil {
+	if err := e.deleteRecords(ctx, rec, res); err != nil {
 		return res, err
 	}
 	res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
@@ -131,8 +131,8 @@ func (u *Engine) Uninstall(ctx context.Context, opts UninstallOptions) (*Uninsta
 // deleteHooksRun runs the pre-delete or post-delete hooks of rec (the
 // last revision's): a hook that fails fails the uninstall (rec is marked
 // failed; the records stay).
-func (u *Engine) deleteHooksRun(ctx context.Context, rec *storage.Release, res *UninstallResult, event charts.HookEvent, timeout time.Duration) error {
-	runs, err := u.runHooks(ctx, rec, event, timeout)
+func (e *Engine) deleteHooksRun(ctx context.Context, rec *storage.Release, res *UninstallResult, event charts.HookEvent, timeout time.Duration) error {
+	runs, err := e.runHooks(ctx, rec, event, timeout)
 	res.Hooks = append(res.Hooks, runs...)
 	if err == nil {
 		return nil
@@ -141,7 +141,7 @@ func (u *Engine) deleteHooksRun(ctx context.Context, rec *storage.Release, res *
 		return lost
 	}
 	err = fmt.Errorf("uninstall release %s: %w", rec.Name, err)
-	if merr := u.markFailed(ctx, rec, "Uninstall failed: "+hookFailure(err).Reason, hookFailure(err)); merr != nil {
+	if merr := e.markFailed(ctx, rec, "Uninstall failed: "+hookFailure(err).Reason, hookFailure(err)); merr != nil {
 		err = errors.Join(err, merr)
 	}
 	res.Status = rec.Status
@@ -151,14 +151,14 @@ func (u *Engine) deleteHooksRun(ctx context.Context, rec *storage.Release, res *
 // deleteObjects deletes the objects of the release's live revisions
 // (foreground, reverse apply order; namespaces and objects no longer
 // labelled as the release's are kept), reporting each in res.
-func (u *Engine) deleteObjects(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
-	objs, err := u.liveObjects(ctx, rec)
+func (e *Engine) deleteObjects(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
+	objs, err := e.liveObjects(ctx, rec)
 	if err != nil {
 		return err
 	}
-	results, err := u.Objects.Prune(ctx, objs, nil, cluster.PruneOptions{Release: rec.Name, Namespace: u.Namespace()})
+	results, err := e.Objects.Prune(ctx, objs, nil, cluster.PruneOptions{Release: rec.Name, Namespace: e.Namespace()})
 	for _, r := range results {
-		u.emit(rec.Name, rec.Revision, PhaseDelete, r.Object.String(), string(r.Action), r.Reason)
+		e.emit(rec.Name, rec.Revision, PhaseDelete, r.Object.String(), string(r.Action), r.Reason)
 		switch r.Action {
 		case cluster.PruneDeleted:
 			res.Deleted = append(res.Deleted, r.Object)
@@ -171,9 +171,9 @@ func (u *Engine) deleteObjects(ctx context.Context, rec *storage.Release, res *U
 
 // deleteFailed marks rec failed after the objects could not be deleted and
 // returns the error, with the failure to mark it when there is one.
-func (u *Engine) deleteFailed(ctx context.Context, rec *storage.Release, res *UninstallResult, err error) error {
+func (e *Engine) deleteFailed(ctx context.Context, rec *storage.Release, res *UninstallResult, err error) error {
 	err = fmt.Errorf("uninstall release %s: %w", rec.Name, err)
-	if merr := u.markFailed(ctx, rec, "Uninstall failed: "+err.Error(), &rollout.Diagnosis{Reason: "DeleteFailed", Message: err.Error()}); merr != nil {
+	if merr := e.markFailed(ctx, rec, "Uninstall failed: "+err.Error(), &rollout.Diagnosis{Reason: "DeleteFailed", Message: err.Error()}); merr != nil {
 		err = errors.Join(err, merr)
 	}
 	res.Status = rec.Status
@@ -182,42 +182,42 @@ func (u *Engine) deleteFailed(ctx context.Context, rec *storage.Release, res *Un
 
 // markUninstalled keeps the records: rec is marked uninstalled (the
 // deployed revision superseded).
-func (u *Engine) markUninstalled(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
-	if err := storage.MarkUninstalled(ctx, u.Store, rec, u.clock(), "Uninstallation complete"); err != nil {
+func (e *Engine) markUninstalled(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
+	if err := storage.MarkUninstalled(ctx, e.Store, rec, e.clock(), "Uninstallation complete"); err != nil {
 		return fmt.Errorf("mark release %s revision %d uninstalled: %w", rec.Name, rec.Revision, err)
 	}
-	u.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), "Uninstallation complete")
+	e.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), "Uninstallation complete")
 	res.Status = rec.Status
 	return nil
 }
 
 // deleteRecords deletes every record of the release, the lock rec last,
 // noting each revision in res.
-func (u *Engine) deleteRecords(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
-	all, err := u.Store.List(ctx, rec.Name)
+func (e *Engine) deleteRecords(ctx context.Context, rec *storage.Release, res *UninstallResult) error {
+	all, err := e.Store.List(ctx, rec.Name)
 	if err != nil {
 		return err
 	}
-	for _, e := range all {
-		if e.Revision == rec.Revision {
+	for _, entry := range all {
+		if entry.Revision == rec.Revision {
 			continue
 		}
-		if err := u.deleteRecord(ctx, rec.Name, e.Revision); err != nil {
+		if err := e.deleteRecord(ctx, rec.Name, entry.Revision); err != nil {
 			return err
 		}
-		res.DeletedRecords = append(res.DeletedRecords, e.Revision)
+		res.DeletedRecords = append(res.DeletedRecords, entry.Revision)
 	}
-	if err := u.deleteRecord(ctx, rec.Name, rec.Revision); err != nil {
+	if err := e.deleteRecord(ctx, rec.Name, rec.Revision); err != nil {
 		return err
 	}
 	res.DeletedRecords = append(res.DeletedRecords, rec.Revision)
 	res.Status = storage.StatusUninstalled
-	u.emit(rec.Name, rec.Revision, PhaseDone, "", string(storage.StatusUninstalled), fmt.Sprintf("%d record(s) deleted", len(res.DeletedRecords)))
+	e.emit(rec.Name, rec.Revision, PhaseDone, "", string(storage.StatusUninstalled), fmt.Sprintf("%d record(s) deleted", len(res.DeletedRecords)))
 	return nil
 }
 
-func (u *Engine) deleteRecord(ctx context.Context, name string, revision int) error {
-	err := u.Store.Delete(ctx, name, revision)
+func (e *Engine) deleteRecord(ctx context.Context, name string, revision int) error {
+	err := e.Store.Delete(ctx, name, revision)
 	var nf *storage.NotFoundError
 	if err != nil && !errors.As(err, &nf) {
 		return fmt.Errorf("delete record of release %s revision %d: %w", name, revision, err)
@@ -227,8 +227,8 @@ func (u *Engine) deleteRecord(ctx context.Context, name string, revision int) er
 
 // liveObjects returns the objects of the release's live revisions without
 // repeats (the newest revision's copy wins), in apply order.
-func (u *Engine) liveObjects(ctx context.Context, rec *storage.Release) ([]*unstructured.Unstructured, error) {
-	live, err := u.liveRevisions(ctx, rec.Name, rec.Revision)
+func (e *Engine) liveObjects(ctx context.Context, rec *storage.Release) ([]*unstructured.Unstructured, error) {
+	live, err := e.liveRevisions(ctx, rec.Name, rec.Revision)
 	if err != nil {
 		return nil, err
 	}

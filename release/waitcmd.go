@@ -11,7 +11,9 @@ import (
 
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
+	"github.com/vllmctl/vllmctl/release/canary"
 	"github.com/vllmctl/vllmctl/release/cluster"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -78,20 +80,20 @@ type WaitOptions struct {
 //
 // The result is returned whenever a revision was waited on, also with an
 // error.
-func (w *Engine) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
-	if err := w.check(needStore, needWaiter); err != nil {
+func (e *Engine) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
+	if err := e.check(needStore, needWaiter); err != nil {
 		return nil, err
 	}
-	clk := w.clock()
+	clk := e.clock()
 	start := storage.Stamp(clk)
-	entries, err := storage.HistoryEntries(ctx, w.Store, opts.Name)
+	entries, err := storage.HistoryEntries(ctx, e.Store, opts.Name)
 	if err != nil {
 		return nil, err
 	}
-	if err := storage.CheckNotHandedOver(entries, w.Namespace(), opts.Name); err != nil {
+	if err := storage.CheckNotHandedOver(entries, e.Namespace(), opts.Name); err != nil {
 		return nil, err
 	}
-	rec, err := w.current(ctx, entries, opts)
+	rec, err := e.current(ctx, entries, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -101,13 +103,13 @@ func (w *Engine) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	}
 	// Nothing is rendered: the revision's Secrets are learnt from its
 	// record, so that a pod logging one shows it nowhere.
-	w.Redactor.AddObjects(objs...)
-	cfg, skip, err := waitAnalysisOf(rec, opts)
+	e.Redactor.AddObjects(objs...)
+	cfg, skip, err := analysis.OfWait(opts.Analysis, rec, opts.Prometheus != nil)
 	if err != nil {
 		return nil, err
 	}
 	if skip != "" {
-		w.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", skip)
+		e.emit(rec.Name, rec.Revision, PhaseAnalysis, "", "skipped", skip)
 	}
 	timeoutNote := ""
 	if opts.Timeout <= 0 {
@@ -121,22 +123,22 @@ func (w *Engine) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 	if cfg != nil {
 		timeoutNote += fmt.Sprintf(", then an analysis of %s (%d × %s)", cfg.Duration(), cfg.Count, cfg.Interval)
 	}
-	w.emit(rec.Name, rec.Revision, PhaseWait, "", "waiting",
+	e.emit(rec.Name, rec.Revision, PhaseWait, "", "waiting",
 		fmt.Sprintf("revision %d (%s: %s), %d object(s), timeout %s%s", rec.Revision, rec.Status, rec.Description, len(objs), opts.Timeout, timeoutNote))
 
 	rec.ServeCheck = nil // the result shows this wait's check only
-	wres, f, werr, err := w.await(ctx, rec, objs, opts.Timeout)
+	wres, f, werr, err := e.await(ctx, rec, objs, opts.Timeout)
 	if err != nil {
 		return nil, err
 	}
 	res.ServeCheck = rec.ServeCheck
 	if werr == nil && cfg != nil {
-		f, werr = w.bakeWait(ctx, rec, cfg, opts.Prometheus, res)
+		f, werr = e.bakeWait(ctx, rec, cfg, opts.Prometheus, res)
 	}
 	if werr == nil {
-		w.reportHealthy(rec)
+		e.reportHealthy(rec)
 	} else {
-		err = w.failWait(ctx, rec, entries, res, wres, werr, f, opts)
+		err = e.failWait(ctx, rec, entries, res, wres, werr, f, opts)
 	}
 	res.DurationSeconds = storage.Stamp(clk).Sub(start).Seconds()
 	return res, err
@@ -146,39 +148,39 @@ func (w *Engine) Wait(ctx context.Context, opts WaitOptions) (*Result, error) {
 // never finish rolling out by itself: it is the failure f at once, rather
 // than a timeout on pods that never count as available. werr is the
 // wait's failure; err is a failure to look for the leftovers.
-func (w *Engine) await(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured,
+func (e *Engine) await(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured,
 	timeout time.Duration) (wres wait.Result, f *rollout.Diagnosis, werr, err error) {
-	leftovers, err := w.liveCanaryLeftovers(ctx, objs)
+	leftovers, err := e.liveCanaryLeftovers(ctx, objs)
 	if err != nil {
 		return wait.Result{}, nil, nil, fmt.Errorf("wait on release %s revision %d: %w", rec.Name, rec.Revision, err)
 	}
 	if len(leftovers) > 0 {
-		f = canaryLeftoverFailure(rec.Name, leftovers[0])
+		f = canary.LeftoverFailure(rec.Name, leftovers[0])
 		return wait.Result{}, f, errors.New(f.Message), nil
 	}
-	wres, werr = w.watch(ctx, rec, objs, timeout)
+	wres, werr = e.watch(ctx, rec, objs, timeout)
 	if werr == nil {
 		// Ready is not serving: the pods must answer. The report is the
 		// result's; the wait writes no record.
-		f, werr = w.checkServing(ctx, rec, objs, serveScope{})
+		f, werr = e.checkServing(ctx, rec, objs, servecheck.Scope{})
 	}
 	return wres, f, werr, nil
 }
 
 // reportHealthy emits the done event of a healthy wait on rec; its record
 // is left as it is.
-func (w *Engine) reportHealthy(rec *storage.Release) {
+func (e *Engine) reportHealthy(rec *storage.Release) {
 	msg := "healthy"
 	if rec.Status != storage.StatusDeployed {
 		msg += fmt.Sprintf("; the record stays %s (wait changes no record)", rec.Status)
 	}
-	w.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), msg)
+	e.emit(rec.Name, rec.Revision, PhaseDone, "", string(rec.Status), msg)
 }
 
 // failed handles a failed wait on rec (werr; f, when already known): an
 // interrupt, another operation started meanwhile, or the *RolloutError,
 // after the automatic rollback with opts.RollbackOnFailure.
-func (w *Engine) failWait(ctx context.Context, rec *storage.Release, entries []storage.Entry, res *Result,
+func (e *Engine) failWait(ctx context.Context, rec *storage.Release, entries []storage.Entry, res *Result,
 	wres wait.Result, werr error, f *rollout.Diagnosis, opts WaitOptions) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("wait on release %s revision %d: interrupted: %w", rec.Name, rec.Revision, werr)
@@ -191,26 +193,26 @@ func (w *Engine) failWait(ctx context.Context, rec *storage.Release, entries []s
 
 	// Another operation may have started meanwhile: its rollout is not
 	// this wait's to judge, nor to roll back.
-	if changed := w.changedMeanwhile(ctx, rec, opts); changed != nil {
+	if changed := e.changedMeanwhile(ctx, rec, opts); changed != nil {
 		return fmt.Errorf("wait on release %s revision %d: %s; %w", rec.Name, rec.Revision, f.Reason, changed)
 	}
 	if isAnalysisHold(werr) {
-		w.emit(rec.Name, rec.Revision, PhaseDone, "", "unhealthy", f.Reason+" (not rolled back: inconclusive: hold)")
+		e.emit(rec.Name, rec.Revision, PhaseDone, "", "unhealthy", f.Reason+" (not rolled back: inconclusive: hold)")
 		return rerr
 	}
 	if !opts.RollbackOnFailure {
-		w.emit(rec.Name, rec.Revision, PhaseDone, "", "unhealthy", f.Reason+" (not rolled back: rollback on failure is off)")
+		e.emit(rec.Name, rec.Revision, PhaseDone, "", "unhealthy", f.Reason+" (not rolled back: rollback on failure is off)")
 		return rerr
 	}
-	return w.rollbackFailed(ctx, rec, entries, res, f, rerr, opts)
+	return e.rollbackFailed(ctx, rec, entries, res, f, rerr, opts)
 }
 
 // rollbackFailed restores the newest good revision after the failed wait
 // on rec and returns rerr with the rollback's outcome; a rollback that
 // cannot take the lock is its own error.
-func (w *Engine) rollbackFailed(ctx context.Context, rec *storage.Release, entries []storage.Entry, res *Result,
+func (e *Engine) rollbackFailed(ctx context.Context, rec *storage.Release, entries []storage.Entry, res *Result,
 	f *rollout.Diagnosis, rerr *RolloutError, opts WaitOptions) error {
-	rb, err := w.rollback(ctx, rec, entries, f, opts)
+	rb, err := e.rollback(ctx, rec, entries, f, opts)
 	if rb != nil {
 		res.Rollback = rb
 	}
@@ -224,7 +226,7 @@ func (w *Engine) rollbackFailed(ctx context.Context, rec *storage.Release, entri
 	default:
 		rerr.RolledBackTo = rb.RolledBackTo
 		res.RolledBackTo = rb.RolledBackTo
-		if now, gerr := w.Store.Get(ctx, rec.Name, rec.Revision); gerr == nil {
+		if now, gerr := e.Store.Get(ctx, rec.Name, rec.Revision); gerr == nil {
 			res.Status, res.Description = now.Status, now.Description
 		}
 	}
@@ -233,21 +235,21 @@ func (w *Engine) rollbackFailed(ctx context.Context, rec *storage.Release, entri
 
 // current returns the revision to wait on: the release's highest one,
 // which must be neither uninstalled nor pending.
-func (w *Engine) current(ctx context.Context, entries []storage.Entry, opts WaitOptions) (*storage.Release, error) {
-	for _, e := range slices.Backward(entries) {
-		if !e.Status.IsPending() {
+func (e *Engine) current(ctx context.Context, entries []storage.Entry, opts WaitOptions) (*storage.Release, error) {
+	for _, entry := range slices.Backward(entries) {
+		if !entry.Status.IsPending() {
 			continue
 		}
-		p, err := e.Release()
+		p, err := entry.Release()
 		if err != nil {
 			return nil, err
 		}
-		locked := storage.LockedBy(p, storage.Stamp(w.clock()).Sub(p.Updated), storage.LeaseOf(p)).Refusing(OpWait)
-		return nil, fmt.Errorf("wait on release %s: another operation is in progress (wait for it to finish)%s: %w", opts.Name, w.pendingCanaryNote(ctx, p), locked)
+		locked := storage.LockedBy(p, storage.Stamp(e.clock()).Sub(p.Updated), storage.LeaseOf(p)).Refusing(OpWait)
+		return nil, fmt.Errorf("wait on release %s: another operation is in progress (wait for it to finish)%s: %w", opts.Name, e.pendingCanaryNote(ctx, p), locked)
 	}
 	top := entries[len(entries)-1]
 	if top.Status == storage.StatusUninstalled {
-		return nil, &InvalidRevisionError{Namespace: w.Namespace(), Name: opts.Name, Revision: top.Revision,
+		return nil, &InvalidRevisionError{Namespace: e.Namespace(), Name: opts.Name, Revision: top.Revision,
 			Reason: "is uninstalled: the release has no objects to wait for", Existing: storage.Revisions(entries)}
 	}
 	return top.Release()
@@ -257,25 +259,25 @@ func (w *Engine) current(ctx context.Context, entries []storage.Entry, opts Wait
 // progress of rec. It notes once per Deployment when the pod template
 // being rolled out is not the one rec recorded (another manager changed
 // it). Nothing is written: the wait holds no lock.
-func (w *Engine) watch(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, timeout time.Duration) (wait.Result, error) {
+func (e *Engine) watch(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, timeout time.Duration) (wait.Result, error) {
 	events := make(chan rollout.Event)
 	forwarded := make(chan struct{})
 	go func() {
 		defer close(forwarded)
 		noted := map[string]bool{}
 		for ev := range events {
-			if w.Progress == nil {
+			if e.Progress == nil {
 				continue
 			}
-			w.Progress(ProgressEvent{Time: ev.Time.UTC(), Release: rec.Name, Revision: rec.Revision, Phase: PhaseWait,
+			e.Progress(ProgressEvent{Time: ev.Time.UTC(), Release: rec.Name, Revision: rec.Revision, Phase: PhaseWait,
 				Object: ev.Object.String(), Status: string(ev.Status), Message: ev.Message, Rollout: ev.Rollout, Wait: &ev})
 			if msg := drift(rec, ev); msg != "" && !noted[ev.Object.String()] {
 				noted[ev.Object.String()] = true
-				w.emit(rec.Name, rec.Revision, PhaseReplicaSet, ev.Object.Kind+" "+ev.Object.Namespace+"/"+ev.Object.Name, "changed", msg)
+				e.emit(rec.Name, rec.Revision, PhaseReplicaSet, ev.Object.Kind+" "+ev.Object.Namespace+"/"+ev.Object.Name, "changed", msg)
 			}
 		}
 	}()
-	res, err := w.Waiter.Wait(ctx, objs, wait.Options{Timeout: timeout, Namespace: w.Namespace(), Events: events,
+	res, err := e.Waiter.Wait(ctx, objs, wait.Options{Timeout: timeout, Namespace: e.Namespace(), Events: events,
 		Values: ChartValuesMap(rec.Chart)})
 	<-forwarded
 	return res, err
@@ -311,22 +313,22 @@ func drift(rec *storage.Release, ev rollout.Event) string {
 // while rec was waited on: a pending record (*LockedError) or a newer
 // revision (*ConflictError). It returns nil when nothing changed or the
 // records cannot be read.
-func (w *Engine) changedMeanwhile(ctx context.Context, rec *storage.Release, opts WaitOptions) error {
-	entries, err := w.Store.List(ctx, rec.Name)
+func (e *Engine) changedMeanwhile(ctx context.Context, rec *storage.Release, opts WaitOptions) error {
+	entries, err := e.Store.List(ctx, rec.Name)
 	if err != nil {
 		return nil
 	}
-	for _, e := range slices.Backward(entries) {
-		if e.Status.IsPending() {
-			p, err := e.Release()
+	for _, entry := range slices.Backward(entries) {
+		if entry.Status.IsPending() {
+			p, err := entry.Release()
 			if err != nil {
 				return nil
 			}
-			return storage.LockedBy(p, storage.Stamp(w.clock()).Sub(p.Updated), storage.LeaseOf(p)).Refusing(OpWait)
+			return storage.LockedBy(p, storage.Stamp(e.clock()).Sub(p.Updated), storage.LeaseOf(p)).Refusing(OpWait)
 		}
-		if e.Revision > rec.Revision {
+		if entry.Revision > rec.Revision {
 			return &storage.ConflictError{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision,
-				Err: fmt.Errorf("revision %d (%s) was written while waiting", e.Revision, e.Status)}
+				Err: fmt.Errorf("revision %d (%s) was written while waiting", entry.Revision, entry.Status)}
 		}
 	}
 	return nil
@@ -335,7 +337,7 @@ func (w *Engine) changedMeanwhile(ctx context.Context, rec *storage.Release, opt
 // rollback restores the newest good revision at or below rec, on a
 // context of its own (an interrupt stops the wait, never the rescue)
 // bounded by opts.RollbackTimeout.
-func (w *Engine) rollback(ctx context.Context, rec *storage.Release, entries []storage.Entry, f *rollout.Diagnosis, opts WaitOptions) (*Result, error) {
+func (e *Engine) rollback(ctx context.Context, rec *storage.Release, entries []storage.Entry, f *rollout.Diagnosis, opts WaitOptions) (*Result, error) {
 	// An analysis judged the waited revision's own manifest: restoring it
 	// would change nothing, so the rollback goes below it. Other failures
 	// may come from changes made outside vllmctl, which restoring the
@@ -345,25 +347,25 @@ func (w *Engine) rollback(ctx context.Context, rec *storage.Release, entries []s
 		below--
 	}
 	target := 0
-	for _, e := range slices.Backward(entries) {
-		if e.Revision <= below && (e.Status == storage.StatusDeployed || e.Status == storage.StatusSuperseded) {
-			target = e.Revision
+	for _, entry := range slices.Backward(entries) {
+		if entry.Revision <= below && (entry.Status == storage.StatusDeployed || entry.Status == storage.StatusSuperseded) {
+			target = entry.Revision
 			break
 		}
 	}
 	if target == 0 {
-		return nil, &InvalidRevisionError{Namespace: w.Namespace(), Name: rec.Name,
+		return nil, &InvalidRevisionError{Namespace: e.Namespace(), Name: rec.Name,
 			Reason: fmt.Sprintf("no deployed or superseded revision up to revision %d to roll back to", below), Existing: storage.Revisions(entries)}
 	}
 	budget := opts.RollbackTimeout
 	if budget <= 0 {
 		budget = DefaultTimeout
 	}
-	w.emit(rec.Name, rec.Revision, PhaseRollback, "", "started",
+	e.emit(rec.Name, rec.Revision, PhaseRollback, "", "started",
 		fmt.Sprintf("rollout failed: %s; restoring revision %d", f.Reason, target))
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
-	rb := w
+	rb := e
 	res, err := rb.Rollback(rctx, RollbackOptions{
 		Name:           rec.Name,
 		ToRevision:     target,
@@ -380,12 +382,12 @@ func (w *Engine) rollback(ctx context.Context, rec *storage.Release, entries []s
 // pendingCanaryNote says, for a pending revision p, whether its Deployments
 // hold a canary ("" when not, or when that cannot be read): a deploy that
 // died during its canary leaves both its lock and its canary behind.
-func (w *Engine) pendingCanaryNote(ctx context.Context, p *storage.Release) string {
+func (e *Engine) pendingCanaryNote(ctx context.Context, p *storage.Release) string {
 	objs, err := cluster.ParseManifest(p.Manifest)
 	if err != nil {
 		return ""
 	}
-	leftovers, err := w.liveCanaryLeftovers(ctx, objs)
+	leftovers, err := e.liveCanaryLeftovers(ctx, objs)
 	if err != nil || len(leftovers) == 0 {
 		return ""
 	}

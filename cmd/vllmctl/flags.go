@@ -7,6 +7,7 @@ import (
 
 	"github.com/vllmctl/vllmctl/release"
 	"github.com/vllmctl/vllmctl/release/preflight"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -302,13 +303,13 @@ func (s *serveCheckFlags) Complete(fs *pflag.FlagSet, g *GlobalOptions) {
 
 // Validate checks --serve-check-timeout.
 func (s *serveCheckFlags) Validate() error {
-	return release.ValidateServeTimeout("--serve-check-timeout", s.timeout)
+	return servecheck.ValidateTimeout("--serve-check-timeout", s.timeout)
 }
 
 // options are the engine's serve check options of the flags: only what
 // the user chose, the chart's values deciding the rest.
-func (s *serveCheckFlags) options() release.ServeCheckOptions {
-	var o release.ServeCheckOptions
+func (s *serveCheckFlags) options() servecheck.Options {
+	var o servecheck.Options
 	if s.enabledGiven {
 		on := s.enabled
 		o.Enabled = &on

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
-	"github.com/vllmctl/vllmctl/release"
+	"github.com/vllmctl/vllmctl/release/servecheck"
 )
 
 // TestServeCheckFlags: only what the user chose reaches the engine (the
@@ -20,14 +20,14 @@ import (
 func TestServeCheckFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args    []string
-		want    release.ServeCheckOptions
+		want    servecheck.Options
 		invalid string
 	}{
-		{args: nil, want: release.ServeCheckOptions{}},
-		{args: []string{"--serve-check"}, want: release.ServeCheckOptions{Enabled: ptr.To(true)}},
-		{args: []string{"--serve-check=false"}, want: release.ServeCheckOptions{Enabled: ptr.To(false)}},
-		{args: []string{"--serve-check-timeout", "5s"}, want: release.ServeCheckOptions{Timeout: 5 * time.Second}},
-		{args: []string{"--serve-check-timeout", "60s"}, want: release.ServeCheckOptions{Timeout: time.Minute}},
+		{args: nil, want: servecheck.Options{}},
+		{args: []string{"--serve-check"}, want: servecheck.Options{Enabled: ptr.To(true)}},
+		{args: []string{"--serve-check=false"}, want: servecheck.Options{Enabled: ptr.To(false)}},
+		{args: []string{"--serve-check-timeout", "5s"}, want: servecheck.Options{Timeout: 5 * time.Second}},
+		{args: []string{"--serve-check-timeout", "60s"}, want: servecheck.Options{Timeout: time.Minute}},
 		{args: []string{"--serve-check-timeout", "0"}, invalid: "--serve-check-timeout: 0s"},
 		{args: []string{"--serve-check-timeout", "-1s"}, invalid: "--serve-check-timeout: -1s"},
 		{args: []string{"--serve-check-timeout", "61m"}, invalid: "--serve-check-timeout: 1h1m0s"},

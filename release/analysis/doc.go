@@ -7,7 +7,10 @@
 // measurements into an outcome (failureLimit, inconclusiveLimit,
 // consecutiveErrorLimit, minRequests), and the optional synthetic load
 // (OpenAI /v1/completions requests to both sides) that gives the metrics
-// something to measure. What the analysis concluded is a
-// storage.AnalysisReport; release wires it into the canary hold (or, without
-// a canary, into a bake of the new pods after the rollout).
+// something to measure; which analysis a deploy or a wait runs (Of,
+// OfWait), one analysis run with its load and progress (Session), and
+// what its outcome decides (Verdict: go on, fail, or hold). What the
+// analysis concluded is a storage.AnalysisReport; release wires it into
+// the canary hold (or, without a canary, into a bake of the new pods
+// after the rollout).
 package analysis

@@ -32,8 +32,8 @@ import (
 )
 
 // GroupLabel marks a StatefulSet as one engine group of a multi-node
-// release; its value is the group's index. It is release.GroupLabel,
-// which this package cannot import.
+// release; its value is the group's index (release/groups.Label, which
+// rolls the groups out wave by wave, is this label).
 const GroupLabel = "vllmctl.io/group"
 
 // GroupPreflight is the gang-fit preflight of one engine group.

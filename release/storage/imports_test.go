@@ -2,6 +2,7 @@ package storage
 
 import (
 	"go/build"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,4 +44,33 @@ func TestImportsNoWatcher(t *testing.T) {
 	deps := moduleDeps(t, ".")
 	assert.True(t, deps[module+"/internal/rollout"], "the record's types: %v", deps)
 	assert.False(t, deps[module+"/wait"], "release/storage imports the watcher: %v", deps)
+}
+
+// TestNothingBelowReleaseImportsIt: the packages under release/ are the
+// layers below the engine (docs/architecture.md): none imports package
+// release, directly or not; release/releasetest, its test fakes, is the
+// one package above it there.
+func TestNothingBelowReleaseImportsIt(t *testing.T) {
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	var dirs []string
+	require.NoError(t, filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || path == root {
+			return err
+		}
+		if d.Name() == "releasetest" || d.Name() == "testdata" {
+			return filepath.SkipDir
+		}
+		if _, err := build.ImportDir(path, 0); err == nil {
+			dirs = append(dirs, path)
+		}
+		return nil
+	}))
+	rel := func(dir string) string { r, _ := filepath.Rel(root, dir); return "release/" + r }
+	var names []string
+	for _, dir := range dirs {
+		names = append(names, rel(dir))
+		assert.False(t, moduleDeps(t, dir)[module+"/release"], "%s imports package release", rel(dir))
+	}
+	assert.Subset(t, names, []string{"release/canary", "release/servecheck", "release/groups", "release/analysis", "release/cluster", "release/storage"})
 }

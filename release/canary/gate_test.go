@@ -1,6 +1,6 @@
 //go:build unix
 
-package release
+package canary
 
 import (
 	"bytes"
@@ -64,11 +64,11 @@ func assertGone(t *testing.T, pid int) {
 }
 
 func TestRunGateBackgroundChildren(t *testing.T) {
-	env := gateEnv{Release: "chat", Namespace: "ml", Revision: 3, Pods: []string{"a"}, Service: "chat"}
+	env := GateEnv{Release: "chat", Namespace: "ml", Revision: 3, Pods: []string{"a"}, Service: "chat"}
 
 	t.Run("a background child and exit 0 pass at once, and the child is killed", func(t *testing.T) {
 		start := time.Now()
-		g, err := runGate(context.Background(), `sleep 300 & echo $!; echo started; exit 0`, env, time.Minute)
+		g, err := RunGate(context.Background(), `sleep 300 & echo $!; echo started; exit 0`, env, time.Minute)
 		pid := childPid(t, g)
 		require.NoError(t, err)
 		assert.True(t, g.Passed(), "%+v", g)
@@ -81,7 +81,7 @@ func TestRunGateBackgroundChildren(t *testing.T) {
 
 	t.Run("a background child and exit 1 fail with exit code 1, and the child is killed", func(t *testing.T) {
 		start := time.Now()
-		g, err := runGate(context.Background(), `sleep 300 & echo $!; echo "HTTP 503"; exit 1`, env, time.Minute)
+		g, err := RunGate(context.Background(), `sleep 300 & echo $!; echo "HTTP 503"; exit 1`, env, time.Minute)
 		pid := childPid(t, g)
 		require.NoError(t, err)
 		assert.False(t, g.Passed())
@@ -94,7 +94,7 @@ func TestRunGateBackgroundChildren(t *testing.T) {
 
 	t.Run("the timeout still kills the shell and its children", func(t *testing.T) {
 		start := time.Now()
-		g, err := runGate(context.Background(), `sleep 300 & echo $!; sleep 300; echo never`, env, 300*time.Millisecond)
+		g, err := RunGate(context.Background(), `sleep 300 & echo $!; sleep 300; echo never`, env, 300*time.Millisecond)
 		pid := childPid(t, g)
 		require.NoError(t, err)
 		assert.True(t, g.TimedOut)
@@ -112,7 +112,7 @@ func TestRunGateBackgroundChildren(t *testing.T) {
 		ready := filepath.Join(t.TempDir(), "ready")
 		cmd := fmt.Sprintf(`setsid sh -c 'touch "$0"; exec sleep 300' %q & echo $!; while [ ! -e %q ]; do sleep 0.01; done; exit 0`, ready, ready)
 		start := time.Now()
-		g, err := runGate(context.Background(), cmd, env, time.Minute)
+		g, err := RunGate(context.Background(), cmd, env, time.Minute)
 		childPid(t, g) // killed by the cleanup: it left the gate's group
 		require.NoError(t, err)
 		assert.True(t, g.Passed(), "%+v", g)

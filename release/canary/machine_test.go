@@ -1,4 +1,4 @@
-package release
+package canary
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // promote are recorded.
 type canaryHarness struct {
 	clk      *testingclock.FakeClock
-	run      *canaryRun
+	run      *Machine
 	mu       sync.Mutex
 	events   []string
 	watches  int
@@ -34,16 +34,16 @@ type canaryHarness struct {
 	gateExit int
 }
 
-func newCanaryHarness(o CanaryOptions) *canaryHarness {
+func newCanaryHarness(o Options) *canaryHarness {
 	h := &canaryHarness{clk: testingclock.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))}
-	h.run = &canaryRun{
-		clk: h.clk, opts: o, report: newCanaryReport(o), tick: 15 * time.Second,
-		emit: func(phase, msg string) {
+	h.run = &Machine{
+		Clock: h.clk, Opts: o, Report: NewReport(o), Tick: 15 * time.Second,
+		Emit: func(phase, msg string) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.events = append(h.events, phase+": "+msg)
 		},
-		watch: func(ctx context.Context, until <-chan struct{}) (wait.Result, error) {
+		Watch: func(ctx context.Context, until <-chan struct{}) (wait.Result, error) {
 			h.mu.Lock()
 			h.watches++
 			n := h.watches
@@ -60,14 +60,14 @@ func newCanaryHarness(o CanaryOptions) *canaryHarness {
 			}
 			return wait.Result{Outcome: wait.OutcomeCurrent, CanaryPods: []string{"chat-new-a"}}, nil
 		},
-		gate: func(ctx context.Context, pods []string) (*storage.GateResult, error) {
+		Gate: func(ctx context.Context, pods []string) (*storage.GateResult, error) {
 			h.mu.Lock()
 			h.gateRan = true
 			h.mu.Unlock()
 			h.clk.Step(3 * time.Second)
 			return &storage.GateResult{Command: "smoke", ExitCode: h.gateExit, DurationSeconds: 3, OutputTail: []string{"HTTP 503 from " + pods[0]}}, nil
 		},
-		promote: func(context.Context) error {
+		Promote: func(context.Context) error {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.promoted = true
@@ -81,7 +81,7 @@ func newCanaryHarness(o CanaryOptions) *canaryHarness {
 func (h *canaryHarness) start(ctx context.Context) <-chan *rollout.Diagnosis {
 	out := make(chan *rollout.Diagnosis, 1)
 	go func() {
-		_, f, err := h.run.run(ctx)
+		_, f, err := h.run.Run(ctx)
 		if err != nil && f == nil {
 			f = &rollout.Diagnosis{Reason: "watch", Message: err.Error()}
 		}
@@ -98,7 +98,7 @@ func (h *canaryHarness) holdTimers(t *testing.T) {
 
 func (h *canaryHarness) phases() []string {
 	var out []string
-	for _, p := range h.run.report.Phases {
+	for _, p := range h.run.Report.Phases {
 		out = append(out, p.Name)
 	}
 	return out
@@ -111,7 +111,7 @@ func (h *canaryHarness) eventLog() string {
 }
 
 func TestCanaryPhases(t *testing.T) {
-	opts := CanaryOptions{Count: intstr.FromInt32(1), Hold: time.Minute, Gate: "smoke", GateTimeout: time.Minute}
+	opts := Options{Count: intstr.FromInt32(1), Hold: time.Minute, Gate: "smoke", GateTimeout: time.Minute}
 
 	t.Run("healthy: held, gate passes, promoted", func(t *testing.T) {
 		h := newCanaryHarness(opts)
@@ -124,12 +124,12 @@ func TestCanaryPhases(t *testing.T) {
 		assert.Nil(t, f)
 		assert.True(t, h.gateRan)
 		assert.True(t, h.promoted)
-		assert.Equal(t, []string{CanaryStarting, CanaryHolding, CanaryGate, CanaryPromoting, CanaryRollout}, h.phases())
-		assert.Equal(t, storage.CanaryPromoted, h.run.report.Outcome)
-		assert.Equal(t, []string{"chat-new-a"}, h.run.report.Pods)
-		assert.InDelta(t, 60, h.run.report.Phases[1].DurationSeconds, 0.001, "the hold lasted a minute of the fake clock")
-		assert.InDelta(t, 3, h.run.report.Phases[2].DurationSeconds, 0.001)
-		assert.Equal(t, 63*time.Second, h.run.held, "hold and gate are not counted against --timeout")
+		assert.Equal(t, []string{PhaseStarting, PhaseHolding, PhaseGate, PhasePromoting, PhaseRollout}, h.phases())
+		assert.Equal(t, storage.CanaryPromoted, h.run.Report.Outcome)
+		assert.Equal(t, []string{"chat-new-a"}, h.run.Report.Pods)
+		assert.InDelta(t, 60, h.run.Report.Phases[1].DurationSeconds, 0.001, "the hold lasted a minute of the fake clock")
+		assert.InDelta(t, 3, h.run.Report.Phases[2].DurationSeconds, 0.001)
+		assert.Equal(t, 63*time.Second, h.run.Held, "hold and gate are not counted against --timeout")
 	})
 
 	t.Run("a canary failing during the hold is never promoted and the gate never runs", func(t *testing.T) {
@@ -140,8 +140,8 @@ func TestCanaryPhases(t *testing.T) {
 		assert.Contains(t, f.Message, "CrashLoopBackOff")
 		assert.False(t, h.gateRan)
 		assert.False(t, h.promoted)
-		assert.Equal(t, storage.CanaryFailed, h.run.report.Outcome)
-		assert.Equal(t, []string{CanaryStarting, CanaryHolding}, h.phases())
+		assert.Equal(t, storage.CanaryFailed, h.run.Report.Outcome)
+		assert.Equal(t, []string{PhaseStarting, PhaseHolding}, h.phases())
 	})
 
 	t.Run("a gate that exits 1 fails the canary with its output", func(t *testing.T) {
@@ -156,9 +156,9 @@ func TestCanaryPhases(t *testing.T) {
 		assert.Contains(t, f.Message, `"smoke" exited 1`)
 		assert.Equal(t, []string{"HTTP 503 from chat-new-a"}, f.LogTail)
 		assert.False(t, h.promoted)
-		assert.Equal(t, storage.CanaryFailed, h.run.report.Outcome)
-		require.NotNil(t, h.run.report.Gate)
-		assert.Equal(t, 1, h.run.report.Gate.ExitCode)
+		assert.Equal(t, storage.CanaryFailed, h.run.Report.Outcome)
+		require.NotNil(t, h.run.Report.Gate)
+		assert.Equal(t, 1, h.run.Report.Gate.ExitCode)
 	})
 
 	t.Run("Ctrl-C during the hold: interrupted, not promoted", func(t *testing.T) {
@@ -171,21 +171,21 @@ func TestCanaryPhases(t *testing.T) {
 		require.NotNil(t, f)
 		assert.False(t, h.gateRan)
 		assert.False(t, h.promoted)
-		assert.Equal(t, storage.CanaryInterrupted, h.run.report.Outcome)
+		assert.Equal(t, storage.CanaryInterrupted, h.run.Report.Outcome)
 	})
 
 	t.Run("no hold, no gate: straight to promotion once the canary is Ready", func(t *testing.T) {
-		h := newCanaryHarness(CanaryOptions{Count: intstr.FromString("34%"), GateTimeout: time.Minute})
+		h := newCanaryHarness(Options{Count: intstr.FromString("34%"), GateTimeout: time.Minute})
 		assert.Nil(t, <-h.start(context.Background()))
-		assert.Equal(t, []string{CanaryStarting, CanaryPromoting, CanaryRollout}, h.phases())
-		assert.Equal(t, "34%", h.run.report.Count)
+		assert.Equal(t, []string{PhaseStarting, PhasePromoting, PhaseRollout}, h.phases())
+		assert.Equal(t, "34%", h.run.Report.Count)
 	})
 }
 
 func TestRunGate(t *testing.T) {
-	env := gateEnv{Release: "chat", Namespace: "ml", Revision: 3, Pods: []string{"a", "b"}, Service: "chat"}
+	env := GateEnv{Release: "chat", Namespace: "ml", Revision: 3, Pods: []string{"a", "b"}, Service: "chat"}
 	t.Run("exit code and output, with the release in the environment", func(t *testing.T) {
-		g, err := runGate(context.Background(), `echo "$VLLMCTL_RELEASE $VLLMCTL_NAMESPACE $VLLMCTL_REVISION [$VLLMCTL_CANARY_PODS] $VLLMCTL_SERVICE"; echo oops >&2; exit 7`, env, time.Minute)
+		g, err := RunGate(context.Background(), `echo "$VLLMCTL_RELEASE $VLLMCTL_NAMESPACE $VLLMCTL_REVISION [$VLLMCTL_CANARY_PODS] $VLLMCTL_SERVICE"; echo oops >&2; exit 7`, env, time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, 7, g.ExitCode)
 		assert.False(t, g.Passed())
@@ -193,7 +193,7 @@ func TestRunGate(t *testing.T) {
 	})
 	t.Run("a gate that hangs is killed at its timeout, children too", func(t *testing.T) {
 		start := time.Now()
-		g, err := runGate(context.Background(), `sleep 30 & sleep 30; echo never`, env, 300*time.Millisecond)
+		g, err := RunGate(context.Background(), `sleep 30 & sleep 30; echo never`, env, 300*time.Millisecond)
 		require.NoError(t, err)
 		assert.True(t, g.TimedOut)
 		assert.False(t, g.Passed())
@@ -202,18 +202,18 @@ func TestRunGate(t *testing.T) {
 	t.Run("interrupted", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		_, err := runGate(ctx, `sleep 30`, env, time.Minute)
+		_, err := RunGate(ctx, `sleep 30`, env, time.Minute)
 		require.Error(t, err)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 	})
 	t.Run("exit 0 passes", func(t *testing.T) {
-		g, err := runGate(context.Background(), `true`, env, time.Minute)
+		g, err := RunGate(context.Background(), `true`, env, time.Minute)
 		require.NoError(t, err)
 		assert.True(t, g.Passed())
 	})
 }
 
-func TestParseCanaryCount(t *testing.T) {
+func TestParseCount(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want string
@@ -224,9 +224,9 @@ func TestParseCanaryCount(t *testing.T) {
 		{"99999999999999999999", "", false}, {"1.5", "", false}, {"%", "", false},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseCanaryCount(tc.in)
+			got, err := ParseCount(tc.in)
 			if !tc.ok {
-				var ie *CanaryInputError
+				var ie *InputError
 				require.ErrorAs(t, err, &ie)
 				assert.Equal(t, exitcode.Invalid, ie.ExitCode())
 				return
@@ -242,7 +242,7 @@ func TestParseCanaryCount(t *testing.T) {
 // fails the canary there (NotServing), and neither the hold nor the gate
 // runs; one that serves goes on to the hold.
 func TestCanaryServeCheck(t *testing.T) {
-	opts := CanaryOptions{Count: intstr.FromInt32(1), Hold: time.Minute, Gate: "smoke", GateTimeout: time.Minute}
+	opts := Options{Count: intstr.FromInt32(1), Hold: time.Minute, Gate: "smoke", GateTimeout: time.Minute}
 	for _, tc := range []struct {
 		name    string
 		serving bool
@@ -250,8 +250,8 @@ func TestCanaryServeCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newCanaryHarness(opts)
 			var checked []string
-			h.run.serveTimeout = 5 * time.Second
-			h.run.serve = func(ctx context.Context, pods []string) (*rollout.ServeReport, *rollout.Diagnosis, error) {
+			h.run.ServeTimeout = 5 * time.Second
+			h.run.Serve = func(ctx context.Context, pods []string) (*rollout.ServeReport, *rollout.Diagnosis, error) {
 				checked = append(checked, pods...)
 				if tc.serving {
 					return &rollout.ServeReport{Outcome: rollout.ServePassed, Pods: []rollout.ServePod{{Pod: pods[0], Outcome: rollout.ServePassed, Status: 200}}}, nil, nil
@@ -262,25 +262,25 @@ func TestCanaryServeCheck(t *testing.T) {
 			done := h.start(context.Background())
 			if tc.serving {
 				h.holdTimers(t)
-				assert.Equal(t, []string{CanaryStarting, CanaryServeCheck, CanaryHolding}, h.phases())
+				assert.Equal(t, []string{PhaseStarting, PhaseServeCheck, PhaseHolding}, h.phases())
 				h.clk.Step(time.Minute)
 				require.Nil(t, <-done)
 				assert.True(t, h.gateRan)
-				assert.Equal(t, storage.CanaryPromoted, h.run.report.Outcome)
-				assert.Equal(t, rollout.ServePassed, h.run.served.Outcome)
+				assert.Equal(t, storage.CanaryPromoted, h.run.Report.Outcome)
+				assert.Equal(t, rollout.ServePassed, h.run.Served.Outcome)
 				return
 			}
 			f := <-done
 			require.NotNil(t, f)
 			assert.Equal(t, rollout.VerdictNotServing, f.Verdict)
 			assert.Equal(t, []string{"chat-new-a"}, checked)
-			assert.Equal(t, []string{CanaryStarting, CanaryServeCheck}, h.phases(), "no hold, no gate")
+			assert.Equal(t, []string{PhaseStarting, PhaseServeCheck}, h.phases(), "no hold, no gate")
 			assert.False(t, h.gateRan)
 			assert.False(t, h.promoted)
-			assert.Equal(t, storage.CanaryFailed, h.run.report.Outcome)
-			assert.Contains(t, h.run.report.Reason, "does not serve")
+			assert.Equal(t, storage.CanaryFailed, h.run.Report.Outcome)
+			assert.Contains(t, h.run.Report.Reason, "does not serve")
 			assert.Equal(t, 2, h.watches, "the canary pods stay watched during the check")
-			assert.Equal(t, rollout.ServeFailed, h.run.served.Outcome)
+			assert.Equal(t, rollout.ServeFailed, h.run.Served.Outcome)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package release
+package servecheck
 
 import (
 	"context"
@@ -13,21 +13,30 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/kubectl/pkg/util/podutils"
 
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
+
+// Pods reads the pods of the release namespace that serve its traffic.
+type Pods struct {
+	Client    kubernetes.Interface
+	Namespace string
+}
 
 // defaultServePort is the port checked on a pod that names no container
 // port http and declares none: vLLM's default.
 const defaultServePort = 8000
 
-// serveSelectors are the label selectors of the pods that serve the
+// Selectors are the label selectors of the pods that serve the
 // release: its Services' (only what a Service sends traffic to serves; a
 // multi-node group's leader, not its workers), headless Services (the
 // built-in chart's <fullname>-nodes, which names every pod of a group for
 // DNS) only when there is no other, else, for a chart without a Service,
 // its Deployments' and StatefulSets'.
-func serveSelectors(objs []*unstructured.Unstructured) []labels.Selector {
+func Selectors(objs []*unstructured.Unstructured) []labels.Selector {
 	var services, headless, workloads []labels.Selector
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
@@ -58,20 +67,20 @@ func serveSelectors(objs []*unstructured.Unstructured) []labels.Selector {
 	return workloads
 }
 
-// serveTargets lists the pods a serve check of rec takes (see serveScope):
-// Ready, not terminating, selected by serveSelectors, in name order, each
+// Targets lists the pods a serve check of rec takes (see Scope):
+// Ready, not terminating, selected by Selectors, in name order, each
 // with its port; owners maps each to its workload ("deployment/chat").
-func (e *Engine) serveTargets(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, cfg *serveConfig,
-	scope serveScope) ([]wait.ServeTarget, map[string]string, error) {
-	selectors := serveSelectors(objs)
-	if len(selectors) == 0 || e.Client == nil {
+func (ps Pods) Targets(ctx context.Context, rec *storage.Release, objs []*unstructured.Unstructured, cfg *Config,
+	scope Scope) ([]wait.ServeTarget, map[string]string, error) {
+	selectors := Selectors(objs)
+	if len(selectors) == 0 || ps.Client == nil {
 		return nil, nil, nil
 	}
-	ns := e.Namespace()
+	ns := ps.Namespace
 	var pods []corev1.Pod
-	if scope.pods != nil {
-		for _, name := range scope.pods {
-			p, err := e.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if scope.Pods != nil {
+		for _, name := range scope.Pods {
+			p, err := ps.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return nil, nil, fmt.Errorf("read pod %s/%s: %w", ns, name, err)
 			}
@@ -79,7 +88,7 @@ func (e *Engine) serveTargets(ctx context.Context, rec *storage.Release, objs []
 		}
 	} else {
 		var err error
-		if pods, err = e.selectedPods(ctx, selectors); err != nil {
+		if pods, err = ps.Selected(ctx, selectors); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -87,10 +96,10 @@ func (e *Engine) serveTargets(ctx context.Context, rec *storage.Release, objs []
 	owners := map[string]string{}
 	for i := range pods {
 		p := &pods[i]
-		if !servesTraffic(p, selectors) || (!scope.live && scope.pods == nil && !ofRevision(p, rec)) {
+		if !ServesTraffic(p, selectors) || (!scope.Live && scope.Pods == nil && !OfRevision(p, rec)) {
 			continue
 		}
-		port := cfg.port
+		port := cfg.Port
 		if port == 0 {
 			port = httpPort(p)
 		}
@@ -101,14 +110,14 @@ func (e *Engine) serveTargets(ctx context.Context, rec *storage.Release, objs []
 	return targets, owners, nil
 }
 
-// selectedPods lists the pods of the release namespace that one of
+// Selected lists the pods of the release namespace that one of
 // selectors selects, each once.
-func (e *Engine) selectedPods(ctx context.Context, selectors []labels.Selector) ([]corev1.Pod, error) {
-	ns := e.Namespace()
+func (ps Pods) Selected(ctx context.Context, selectors []labels.Selector) ([]corev1.Pod, error) {
+	ns := ps.Namespace
 	var pods []corev1.Pod
 	seen := map[string]bool{}
 	for _, sel := range selectors {
-		list, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		list, err := ps.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 		if err != nil {
 			return nil, fmt.Errorf("list the pods of %s in namespace %s: %w", sel, ns, err)
 		}
@@ -122,29 +131,67 @@ func (e *Engine) selectedPods(ctx context.Context, selectors []labels.Selector) 
 	return pods, nil
 }
 
-// servingPods are the pods that serve the release's traffic now: selected
-// by serveSelectors(objs) (a group's leader, not its workers), Ready and
+// Serving are the pods that serve the release's traffic now: selected
+// by Selectors(objs) (a group's leader, not its workers), Ready and
 // not terminating.
-func (e *Engine) servingPods(ctx context.Context, objs []*unstructured.Unstructured) ([]corev1.Pod, error) {
-	selectors := serveSelectors(objs)
-	pods, err := e.selectedPods(ctx, selectors)
-	return slices.DeleteFunc(pods, func(p corev1.Pod) bool { return !servesTraffic(&p, selectors) }), err
+func (ps Pods) Serving(ctx context.Context, objs []*unstructured.Unstructured) ([]corev1.Pod, error) {
+	selectors := Selectors(objs)
+	pods, err := ps.Selected(ctx, selectors)
+	return slices.DeleteFunc(pods, func(p corev1.Pod) bool { return !ServesTraffic(&p, selectors) }), err
 }
 
-// servesTraffic reports whether pod is Ready, not terminating and
+// Revision are the pods of revision rec: the Ready, not terminating pods
+// of the ReplicaSets it made, and the serving leaders (Serving) of its
+// engine groups, those of its ControllerRevisions (OfRevision).
+func (ps Pods) Revision(ctx context.Context, rec *storage.Release) ([]corev1.Pod, error) {
+	ns := ps.Namespace
+	var out []corev1.Pod
+	for _, rs := range rec.ReplicaSets {
+		pods, err := ps.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "pod-template-hash=" + rs.PodTemplateHash})
+		if err != nil {
+			return nil, fmt.Errorf("replicaset %s/%s: list its pods: %w", ns, rs.Name, err)
+		}
+		for i := range pods.Items {
+			pod := &pods.Items[i]
+			if pod.DeletionTimestamp == nil && podutils.IsPodReady(pod) {
+				out = append(out, *pod)
+			}
+		}
+	}
+	if len(rec.ControllerRevisions) > 0 {
+		// Engine groups: the leaders of the revision's groups, the pods
+		// the release's Service sends traffic to.
+		objs, err := cluster.ParseManifest(rec.Manifest)
+		if err != nil {
+			return nil, fmt.Errorf("release %s revision %d: its manifest, read for its Services: %w", rec.Name, rec.Revision, err)
+		}
+		pods, err := ps.Serving(ctx, objs)
+		if err != nil {
+			return nil, err
+		}
+		for i := range pods {
+			if OfRevision(&pods[i], rec) {
+				out = append(out, pods[i])
+			}
+		}
+	}
+	return out, nil
+}
+
+// ServesTraffic reports whether pod is Ready, not terminating and
 // selected by one of selectors.
-func servesTraffic(pod *corev1.Pod, selectors []labels.Selector) bool {
+func ServesTraffic(pod *corev1.Pod, selectors []labels.Selector) bool {
 	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
 		return false
 	}
 	return podutils.IsPodReady(pod) && slices.ContainsFunc(selectors, func(s labels.Selector) bool { return s.Matches(labels.Set(pod.Labels)) })
 }
 
-// ofRevision reports whether pod belongs to rec's pod templates: owned by
+// OfRevision reports whether pod belongs to rec's pod templates: owned by
 // one of its ReplicaSets, or of one of its StatefulSets' recorded
 // ControllerRevisions. A pod of another workload (a LeaderWorkerSet's)
 // counts when rec recorded nothing for it.
-func ofRevision(pod *corev1.Pod, rec *storage.Release) bool {
+func OfRevision(pod *corev1.Pod, rec *storage.Release) bool {
 	for _, o := range pod.OwnerReferences {
 		switch o.Kind {
 		case "ReplicaSet":

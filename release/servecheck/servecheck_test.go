@@ -1,4 +1,4 @@
-package release
+package servecheck
 
 import (
 	"context"
@@ -39,34 +39,34 @@ func TestResolveServeCheck(t *testing.T) {
 		name   string
 		chart  storage.Chart
 		values map[string]any
-		opts   ServeCheckOptions
+		opts   Options
 		// want nil: the check is off; wantErr: the field the error names.
-		want    *serveConfig
+		want    *Config
 		wantErr string
 	}{
 		{name: "built-in defaults", chart: builtin, values: builtinValues(defaults),
-			want: &serveConfig{spec: wait.ServeSpec{Model: "Qwen/Qwen3-0.6B", Prompt: "Say hello", MaxTokens: 4, Timeout: time.Minute}}},
+			want: &Config{Spec: wait.ServeSpec{Model: "Qwen/Qwen3-0.6B", Prompt: "Say hello", MaxTokens: 4, Timeout: time.Minute}}},
 		{name: "served model name wins over the model", chart: builtin,
 			values: map[string]any{"model": map[string]any{"name": "a/b", "servedModelName": "chat"}, "serveCheck": defaults},
-			want:   &serveConfig{spec: wait.ServeSpec{Model: "chat", Prompt: "Say hello", MaxTokens: 4, Timeout: time.Minute}}},
+			want:   &Config{Spec: wait.ServeSpec{Model: "chat", Prompt: "Say hello", MaxTokens: 4, Timeout: time.Minute}}},
 		{name: "serveCheck.model wins", chart: builtin, values: builtinValues(with("model", "other")),
-			want: &serveConfig{spec: wait.ServeSpec{Model: "other", Prompt: "Say hello", MaxTokens: 4, Timeout: time.Minute}}},
+			want: &Config{Spec: wait.ServeSpec{Model: "other", Prompt: "Say hello", MaxTokens: 4, Timeout: time.Minute}}},
 		{name: "built-in record of before the check: on, defaults", chart: builtin, values: map[string]any{"model": model},
-			want: &serveConfig{spec: wait.ServeSpec{Model: "Qwen/Qwen3-0.6B", Timeout: wait.DefaultServeTimeout}}},
+			want: &Config{Spec: wait.ServeSpec{Model: "Qwen/Qwen3-0.6B", Timeout: wait.DefaultServeTimeout}}},
 		{name: "values turn it off", chart: builtin, values: builtinValues(with("enabled", false))},
-		{name: "--serve-check=false", chart: builtin, values: builtinValues(defaults), opts: ServeCheckOptions{Enabled: &off}},
-		{name: "--serve-check wins over the values", chart: builtin, values: builtinValues(with("enabled", false)), opts: ServeCheckOptions{Enabled: &on},
-			want: &serveConfig{spec: wait.ServeSpec{Model: "Qwen/Qwen3-0.6B", Prompt: "Say hello", MaxTokens: 4, Timeout: time.Minute}}},
-		{name: "--serve-check-timeout wins over the values", chart: builtin, values: builtinValues(with("timeout", "2m")), opts: ServeCheckOptions{Timeout: 5 * time.Second},
-			want: &serveConfig{spec: wait.ServeSpec{Model: "Qwen/Qwen3-0.6B", Prompt: "Say hello", MaxTokens: 4, Timeout: 5 * time.Second}}},
+		{name: "--serve-check=false", chart: builtin, values: builtinValues(defaults), opts: Options{Enabled: &off}},
+		{name: "--serve-check wins over the values", chart: builtin, values: builtinValues(with("enabled", false)), opts: Options{Enabled: &on},
+			want: &Config{Spec: wait.ServeSpec{Model: "Qwen/Qwen3-0.6B", Prompt: "Say hello", MaxTokens: 4, Timeout: time.Minute}}},
+		{name: "--serve-check-timeout wins over the values", chart: builtin, values: builtinValues(with("timeout", "2m")), opts: Options{Timeout: 5 * time.Second},
+			want: &Config{Spec: wait.ServeSpec{Model: "Qwen/Qwen3-0.6B", Prompt: "Say hello", MaxTokens: 4, Timeout: 5 * time.Second}}},
 		{name: "port", chart: builtin, values: builtinValues(with("port", 8080)),
-			want: &serveConfig{port: 8080, spec: wait.ServeSpec{Model: "Qwen/Qwen3-0.6B", Prompt: "Say hello", MaxTokens: 4, Timeout: time.Minute}}},
+			want: &Config{Port: 8080, Spec: wait.ServeSpec{Model: "Qwen/Qwen3-0.6B", Prompt: "Say hello", MaxTokens: 4, Timeout: time.Minute}}},
 		{name: "another chart: off", chart: other, values: map[string]any{"model": model}},
 		{name: "another chart's own serveCheck key is left alone", chart: other, values: map[string]any{"serveCheck": "yes please"}},
 		{name: "another chart asks in its values", chart: other, values: map[string]any{"serveCheck": map[string]any{"enabled": true, "model": "m"}},
-			want: &serveConfig{spec: wait.ServeSpec{Model: "m", Timeout: wait.DefaultServeTimeout}}},
-		{name: "another chart with --serve-check: any listed model", chart: other, values: map[string]any{}, opts: ServeCheckOptions{Enabled: &on},
-			want: &serveConfig{spec: wait.ServeSpec{Timeout: wait.DefaultServeTimeout}}},
+			want: &Config{Spec: wait.ServeSpec{Model: "m", Timeout: wait.DefaultServeTimeout}}},
+		{name: "another chart with --serve-check: any listed model", chart: other, values: map[string]any{}, opts: Options{Enabled: &on},
+			want: &Config{Spec: wait.ServeSpec{Timeout: wait.DefaultServeTimeout}}},
 		{name: "timeout 0", chart: builtin, values: builtinValues(with("timeout", "0s")), wantErr: "serveCheck.timeout"},
 		{name: "timeout negative", chart: builtin, values: builtinValues(with("timeout", "-5s")), wantErr: "serveCheck.timeout"},
 		{name: "timeout huge", chart: builtin, values: builtinValues(with("timeout", "1000h")), wantErr: "serveCheck.timeout"},
@@ -84,10 +84,10 @@ func TestResolveServeCheck(t *testing.T) {
 			values: map[string]any{"serveCheck": map[string]any{"enabled": true, "timeout": 5}}, wantErr: "serveCheck.timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := resolveServeCheck(tc.chart, tc.values, tc.opts)
+			got, err := Resolve(tc.chart, tc.values, tc.opts)
 			if tc.wantErr != "" {
 				require.Error(t, err)
-				var ie *ServeCheckInputError
+				var ie *InputError
 				require.ErrorAs(t, err, &ie)
 				assert.Equal(t, tc.wantErr, ie.Field)
 				assert.Contains(t, err.Error(), tc.wantErr+":")
@@ -100,12 +100,12 @@ func TestResolveServeCheck(t *testing.T) {
 	}
 }
 
-func TestValidateServeTimeout(t *testing.T) {
+func TestValidateTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		d  time.Duration
 		ok bool
 	}{{time.Second, true}, {time.Hour, true}, {0, false}, {-time.Second, false}, {time.Hour + 1, false}} {
-		err := ValidateServeTimeout("--serve-check-timeout", tc.d)
+		err := ValidateTimeout("--serve-check-timeout", tc.d)
 		if tc.ok {
 			assert.NoError(t, err, tc.d)
 			continue
@@ -154,7 +154,7 @@ func TestServeTargets(t *testing.T) {
 		pod("gone-0", "0", "chat-g0-new", true, true, http),     // terminating
 		pod("bare-0", "0", "chat-g0-new", true, false),          // no port declared
 	)
-	e := &Engine{Store: storage.NewMemory("ml"), Client: client}
+	e := Pods{Client: client, Namespace: "ml"}
 	rec := &storage.Release{Name: "chat", Revision: 2,
 		ControllerRevisions: []storage.ControllerRevisionRef{{StatefulSet: "chat-g0", Name: "chat-g0-new", Hash: "new"}}}
 	nodes := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service",
@@ -163,30 +163,30 @@ func TestServeTargets(t *testing.T) {
 	objs := []*unstructured.Unstructured{svc, nodes, sts}
 	ctx := context.Background()
 
-	targets, owners, err := e.serveTargets(ctx, rec, objs, &serveConfig{}, serveScope{})
+	targets, owners, err := e.Targets(ctx, rec, objs, &Config{}, Scope{})
 	require.NoError(t, err)
 	assert.Equal(t, []wait.ServeTarget{{Pod: "bare-0", Port: defaultServePort, Node: "gpu-node-1"}, {Pod: "chat-g0-0", Port: 8000, Node: "gpu-node-1"}}, targets)
 	assert.Equal(t, "statefulset/chat-g0", owners["chat-g0-0"])
 
-	live, _, err := e.serveTargets(ctx, rec, objs, &serveConfig{port: 8080}, serveScope{live: true})
+	live, _, err := e.Targets(ctx, rec, objs, &Config{Port: 8080}, Scope{Live: true})
 	require.NoError(t, err)
 	assert.Equal(t, []wait.ServeTarget{{Pod: "bare-0", Port: 8080, Node: "gpu-node-1"}, {Pod: "chat-g0-0", Port: 8080, Node: "gpu-node-1"},
 		{Pod: "old-0", Port: 8080, Node: "gpu-node-1"}}, live, "test: whatever the Services select now")
 
-	canary, _, err := e.serveTargets(ctx, rec, objs, &serveConfig{}, serveScope{pods: []string{"chat-g0-0", "chat-g0-1"}})
+	canary, _, err := e.Targets(ctx, rec, objs, &Config{}, Scope{Pods: []string{"chat-g0-0", "chat-g0-1"}})
 	require.NoError(t, err)
 	assert.Equal(t, []wait.ServeTarget{{Pod: "chat-g0-0", Port: 8000, Node: "gpu-node-1"}}, canary, "a canary group: its leader")
 
-	_, _, err = e.serveTargets(ctx, rec, objs, &serveConfig{}, serveScope{pods: []string{"missing"}})
+	_, _, err = e.Targets(ctx, rec, objs, &Config{}, Scope{Pods: []string{"missing"}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pod ml/missing")
 
 	// Only a headless Service, or none: every pod it (or the workloads)
 	// selects.
-	headless, _, err := e.serveTargets(ctx, rec, []*unstructured.Unstructured{nodes, sts}, &serveConfig{}, serveScope{})
+	headless, _, err := e.Targets(ctx, rec, []*unstructured.Unstructured{nodes, sts}, &Config{}, Scope{})
 	require.NoError(t, err)
 	assert.Len(t, headless, 3, "leader and worker of the new revision, with ports or not: %+v", headless)
-	none, _, err := e.serveTargets(ctx, rec, []*unstructured.Unstructured{sts}, &serveConfig{}, serveScope{})
+	none, _, err := e.Targets(ctx, rec, []*unstructured.Unstructured{sts}, &Config{}, Scope{})
 	require.NoError(t, err)
 	assert.Len(t, none, 3, "leader and worker of the new revision, with ports or not: %+v", none)
 }

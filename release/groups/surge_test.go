@@ -1,4 +1,4 @@
-package release
+package groups
 
 import (
 	"strings"
@@ -42,16 +42,16 @@ spec:
 func TestSurgeCopy(t *testing.T) {
 	g := &unstructured.Unstructured{}
 	require.NoError(t, yaml.Unmarshal([]byte(groupYAML), &g.Object))
-	c, err := surgeCopy(g)
+	c, err := SurgeCopy(g)
 	require.NoError(t, err)
 	assert.Equal(t, "chat-g0-surge", c.GetName())
 	assert.Equal(t, "true", c.GetLabels()[SurgeLabel])
-	assert.Equal(t, "0-surge", c.GetLabels()[GroupLabel])
+	assert.Equal(t, "0-surge", c.GetLabels()[Label])
 	assert.Equal(t, "chat", c.GetLabels()["vllmctl.io/release"], "still the release's")
 	sel, _, _ := unstructured.NestedStringMap(c.Object, "spec", "selector", "matchLabels")
-	assert.Equal(t, map[string]string{"app": "chat", GroupLabel: "0-surge"}, sel, "never selects the group's own pods")
+	assert.Equal(t, map[string]string{"app": "chat", Label: "0-surge"}, sel, "never selects the group's own pods")
 	tl, _, _ := unstructured.NestedStringMap(c.Object, "spec", "template", "metadata", "labels")
-	assert.Equal(t, "0-surge", tl[GroupLabel])
+	assert.Equal(t, "0-surge", tl[Label])
 	out, err := yaml.Marshal(c.Object)
 	require.NoError(t, err)
 	s := string(out)
@@ -63,14 +63,14 @@ func TestSurgeCopy(t *testing.T) {
 	aff, _, _ := unstructured.NestedSlice(c.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
 	require.Len(t, aff, 1)
 	ml, _, _ := unstructured.NestedStringMap(aff[0].(map[string]any), "labelSelector", "matchLabels")
-	assert.Equal(t, "0-surge", ml[GroupLabel], "one pod per node among the copy's pods")
+	assert.Equal(t, "0-surge", ml[Label], "one pod per node among the copy's pods")
 	// The original is untouched.
 	assert.Equal(t, "chat-g0", g.GetName())
-	assert.Equal(t, "0", g.GetLabels()[GroupLabel])
+	assert.Equal(t, "0", g.GetLabels()[Label])
 
 	long := g.DeepCopy()
 	long.SetName(strings.Repeat("a", 47))
-	_, err = surgeCopy(long)
+	_, err = SurgeCopy(long)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "longer than 52")
 }

@@ -1,4 +1,4 @@
-package release
+package canary
 
 import (
 	"bytes"
@@ -23,15 +23,15 @@ const gateTailLines = 20
 // gateOutputLimit bounds the gate's output kept in memory.
 const gateOutputLimit = 64 << 10
 
-// gateEnv is what a gate command finds in its environment.
-type gateEnv struct {
+// GateEnv is what a canary's gate command finds in its environment.
+type GateEnv struct {
 	Release, Namespace string
 	Revision           int
 	Pods               []string
 	Service            string
 }
 
-func (e gateEnv) vars() []string {
+func (e GateEnv) vars() []string {
 	return []string{
 		"VLLMCTL_RELEASE=" + e.Release,
 		"VLLMCTL_NAMESPACE=" + e.Namespace,
@@ -47,7 +47,7 @@ func (e gateEnv) vars() []string {
 // hold the pipe open longer, and its output is not waited for.
 const gateDrainDelay = time.Second
 
-// runGate runs command with sh -c, once, within timeout. The verdict is
+// RunGate runs the canary's gate command with sh -c, once, within timeout. The verdict is
 // the shell's exit status: once the shell exits, its process group is
 // killed (a background child, such as `kubectl port-forward … &`, never
 // outlives the gate) and the output is read for at most gateDrainDelay
@@ -55,17 +55,17 @@ const gateDrainDelay = time.Second
 // ctx ends (Ctrl-C). stdout and stderr are kept (the last
 // gateOutputLimit bytes), never printed: the last lines go into the
 // result.
-func runGate(ctx context.Context, command string, env gateEnv, timeout time.Duration) (*storage.GateResult, error) {
+func RunGate(ctx context.Context, command string, env GateEnv, timeout time.Duration) (*storage.GateResult, error) {
 	return runGateWith(ctx, "canary gate", command, env.vars(), timeout)
 }
 
-// RunGate runs a gate command as the canary's gate runs (see runGate):
+// RunGateCommand runs a gate command as the canary's gate runs (see RunGate):
 // sh -c command, once, within timeout, with vars (NAME=value) added to
 // the environment; its process group never outlives it. The verdict is
 // the result's ExitCode (-1 with TimedOut when the timeout passed); the
 // error reports a gate that could not run or was interrupted (ctx ended).
 // `vllmctl fleet deploy` runs its gate between waves with it.
-func RunGate(ctx context.Context, command string, vars []string, timeout time.Duration) (*storage.GateResult, error) {
+func RunGateCommand(ctx context.Context, command string, vars []string, timeout time.Duration) (*storage.GateResult, error) {
 	return runGateWith(ctx, "gate", command, vars, timeout)
 }
 

@@ -1,6 +1,6 @@
 //go:build unix
 
-package release
+package canary
 
 import (
 	"os/exec"

@@ -1,4 +1,4 @@
-package release
+package groups
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ func groupSet(name string, group string) *unstructured.Unstructured {
 		"metadata": map[string]any{"name": name},
 	}}
 	if group != "" {
-		u.SetLabels(map[string]string{GroupLabel: group})
+		u.SetLabels(map[string]string{Label: group})
 	}
 	return u
 }
@@ -68,20 +68,20 @@ func TestPlanWaves(t *testing.T) {
 			[]string{"chat-g0"}, [][]string{{"chat-g2"}}, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := planWaves(tc.objs, tc.changed, tc.maxUnav, tc.canary)
-			assert.Equal(t, tc.wave1, names(p.wave1))
+			p := PlanWaves(tc.objs, tc.changed, tc.maxUnav, tc.canary)
+			assert.Equal(t, tc.wave1, names(p.Wave1))
 			var later [][]string
-			for _, w := range p.later {
+			for _, w := range p.Later {
 				later = append(later, names(w))
 			}
 			assert.Equal(t, tc.later, later)
-			assert.Len(t, p.first, tc.firstHasN, "first apply: %v", names(p.first))
+			assert.Len(t, p.First, tc.firstHasN, "first apply: %v", names(p.First))
 			// Every object is applied exactly once.
 			seen := map[string]int{}
-			for _, o := range p.first {
+			for _, o := range p.First {
 				seen[o.GetName()]++
 			}
-			for _, w := range p.later {
+			for _, w := range p.Later {
 				for _, o := range w {
 					seen[o.GetName()]++
 				}
@@ -91,7 +91,7 @@ func TestPlanWaves(t *testing.T) {
 				assert.Equal(t, 1, c, n)
 			}
 			// withoutLater keeps the first apply's objects.
-			assert.Equal(t, names(p.first), names(p.withoutLater(tc.objs)))
+			assert.Equal(t, names(p.First), names(p.WithoutLater(tc.objs)))
 		})
 	}
 }

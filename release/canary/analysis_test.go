@@ -1,4 +1,4 @@
-package release
+package canary
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 // is sent its outcome (or its context ends), with one measurement.
 func withAnalysis(h *canaryHarness, policy string) (finish chan<- string, started <-chan []string) {
 	fin, st := make(chan string), make(chan []string, 1)
-	h.run.name, h.run.revision = "chat", 2
-	h.run.analyze = func(ctx context.Context, pods []string, r *storage.AnalysisReport) error {
+	h.run.Name, h.run.Revision = "chat", 2
+	h.run.Analyze = func(ctx context.Context, pods []string, r *storage.AnalysisReport) error {
 		r.Provider, r.Inconclusive = analysis.ProviderScrape, policy
 		st <- pods
 		select {
@@ -42,7 +42,7 @@ func withAnalysis(h *canaryHarness, policy string) (finish chan<- string, starte
 }
 
 func TestCanaryAnalysisLongerThanHold(t *testing.T) {
-	h := newCanaryHarness(CanaryOptions{Count: intstr.FromInt32(1), Hold: time.Minute, Gate: "smoke", GateTimeout: time.Minute})
+	h := newCanaryHarness(Options{Count: intstr.FromInt32(1), Hold: time.Minute, Gate: "smoke", GateTimeout: time.Minute})
 	finish, started := withAnalysis(h, analysis.InconclusiveFail)
 	done := h.start(context.Background())
 	assert.Equal(t, []string{"chat-new-a"}, <-started, "the analysis runs on the Ready canary pods")
@@ -56,12 +56,12 @@ func TestCanaryAnalysisLongerThanHold(t *testing.T) {
 	require.Nil(t, <-done)
 	assert.True(t, h.gateRan, "the gate runs after a passing analysis")
 	assert.True(t, h.promoted)
-	assert.Equal(t, storage.AnalysisPassed, h.run.analysis.Outcome)
-	assert.Equal(t, storage.CanaryPromoted, h.run.report.Outcome)
+	assert.Equal(t, storage.AnalysisPassed, h.run.Analysis.Outcome)
+	assert.Equal(t, storage.CanaryPromoted, h.run.Report.Outcome)
 }
 
 func TestCanaryAnalysisHoldLongerThanAnalysis(t *testing.T) {
-	h := newCanaryHarness(CanaryOptions{Count: intstr.FromInt32(1), Hold: time.Minute})
+	h := newCanaryHarness(Options{Count: intstr.FromInt32(1), Hold: time.Minute})
 	finish, started := withAnalysis(h, analysis.InconclusiveFail)
 	done := h.start(context.Background())
 	<-started
@@ -90,12 +90,12 @@ func TestCanaryAnalysisRefuses(t *testing.T) {
 		{"inconclusive, pass", analysis.InconclusivePass, storage.AnalysisInconclusive, "", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newCanaryHarness(CanaryOptions{Count: intstr.FromInt32(1), Hold: 10 * time.Minute, Gate: "smoke", GateTimeout: time.Minute})
+			h := newCanaryHarness(Options{Count: intstr.FromInt32(1), Hold: 10 * time.Minute, Gate: "smoke", GateTimeout: time.Minute})
 			finish, started := withAnalysis(h, tc.policy)
 			var f *rollout.Diagnosis
 			var err error
 			done := make(chan struct{})
-			go func() { defer close(done); _, f, err = h.run.run(context.Background()) }()
+			go func() { defer close(done); _, f, err = h.run.Run(context.Background()) }()
 			<-started
 			// Refused before the hold's 10m passed: the hold ends at once.
 			finish <- tc.outcome
@@ -112,20 +112,20 @@ func TestCanaryAnalysisRefuses(t *testing.T) {
 			assert.Equal(t, tc.verdict, f.Verdict)
 			assert.Equal(t, string(tc.verdict), f.Reason)
 			assert.Contains(t, f.Evidence, "ttftP95Ratio 6.1 (canary -, stable -; value <= 2; requests 0/0): "+tc.outcome)
-			assert.Equal(t, storage.CanaryFailed, h.run.report.Outcome)
-			var holdErr *AnalysisHoldError
+			assert.Equal(t, storage.CanaryFailed, h.run.Report.Outcome)
+			var holdErr *analysis.HoldError
 			assert.Equal(t, tc.hold, errors.As(err, &holdErr))
 			if tc.hold {
 				assert.Equal(t, exitcode.Failed, exitcode.Of(err))
 			} else {
-				assert.ErrorIs(t, err, errAnalysisFailed)
+				assert.ErrorIs(t, err, analysis.ErrFailed)
 			}
 		})
 	}
 }
 
 func TestCanaryAnalysisStoppedByAFailingCanary(t *testing.T) {
-	h := newCanaryHarness(CanaryOptions{Count: intstr.FromInt32(1), Hold: 10 * time.Minute})
+	h := newCanaryHarness(Options{Count: intstr.FromInt32(1), Hold: 10 * time.Minute})
 	h.failOn = 2 // the hold's watch: a canary pod crash-loops
 	_, started := withAnalysis(h, analysis.InconclusiveFail)
 	done := h.start(context.Background())
@@ -133,40 +133,6 @@ func TestCanaryAnalysisStoppedByAFailingCanary(t *testing.T) {
 	f := <-done
 	require.NotNil(t, f)
 	assert.Contains(t, f.Message, "CrashLoopBackOff")
-	assert.Equal(t, storage.AnalysisStopped, h.run.analysis.Outcome, "the analysis is cut short with the canary")
+	assert.Equal(t, storage.AnalysisStopped, h.run.Analysis.Outcome, "the analysis is cut short with the canary")
 	assert.False(t, h.promoted)
-}
-
-func TestAnalysisOfValues(t *testing.T) {
-	builtin := map[string]any{"analysis": map[string]any{"enabled": false, "interval": "1m"}}
-	canary := DeployOptions{Canary: &CanaryOptions{Count: intstr.FromInt32(1)}}
-
-	cfg, err := analysisOf(canary, builtin, map[string]any{"analysis": map[string]any{"enabled": false, "interval": "1m"}})
-	require.NoError(t, err)
-	assert.Nil(t, cfg, "disabled by default")
-
-	cfg, err = analysisOf(canary, builtin, map[string]any{"analysis": map[string]any{"enabled": true, "interval": "10s", "count": 2,
-		"presets": map[string]any{"ttftP95Ratio": map[string]any{"max": 2.0}}}})
-	require.NoError(t, err)
-	require.NotNil(t, cfg)
-	assert.Equal(t, 20*time.Second, cfg.Duration())
-	require.Len(t, cfg.Checks, 1)
-	assert.Equal(t, 2.0, cfg.Checks[0].Max)
-
-	_, err = analysisOf(DeployOptions{}, builtin, map[string]any{"analysis": map[string]any{"enabled": true,
-		"presets": map[string]any{"ttftP95Ratio": map[string]any{"max": 2.0}}}})
-	require.ErrorContains(t, err, "presets.ttftP95Ratio: compares the canary with the stable pods: it needs --canary")
-	assert.Equal(t, exitcode.Invalid, exitcode.Of(err))
-
-	// A chart of its own whose values happen to have an analysis key is
-	// not read: only the built-in chart's (its defaults carry enabled).
-	cfg, err = analysisOf(canary, map[string]any{"analysis": "weekly"}, map[string]any{"analysis": map[string]any{"enabled": true, "count": 0}})
-	require.NoError(t, err)
-	assert.Nil(t, cfg)
-
-	// --analysis wins over the values.
-	file := &analysis.Config{Count: 7}
-	cfg, err = analysisOf(DeployOptions{Analysis: file}, builtin, map[string]any{"analysis": map[string]any{"enabled": true, "count": 0}})
-	require.NoError(t, err)
-	assert.Same(t, file, cfg)
 }
