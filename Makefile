@@ -16,6 +16,9 @@ GOTESTFLAGS ?=
 # RACE runs the unit tests and the e2e package under the race detector
 # (cgo: gcc); `make test RACE=` runs them without it.
 RACE ?= -race
+# E2E_PARALLEL is how many e2e tests that share the cluster run at once
+# (e2e/share_test.go): the others run alone, before them.
+E2E_PARALLEL ?= 5
 
 .PHONY: all build test unit fuzz e2e lint cluster cluster-b fleet-kubeconfig cluster-down helm registry lws prometheus demo bench bench-peers clean
 
@@ -47,7 +50,7 @@ e2e: cluster cluster-b helm registry lws prometheus
 	FLEET_KUBECONFIG=$(FLEET_KUBECONFIG) hack/fleet-kubeconfig.sh
 	VLLMCTL_RELEASE_TEST_KUBECONFIG=$(KUBECONFIG_E2E) $(GO) test -count=1 -run TestStoreContract $(GOTESTFLAGS) ./release/storage/
 	VLLMCTL_E2E_KUBECONFIG=$(KUBECONFIG_E2E) VLLMCTL_E2E_FLEET_KUBECONFIG=$(FLEET_KUBECONFIG) HELM_BIN=$$(hack/install-helm.sh) REGISTRY_BIN=$$(hack/install-registry.sh) \
-	  LWS_BIN=$$(hack/install-lws.sh) PROMETHEUS_BIN=$$(hack/install-prometheus.sh) KUBECTL_BIN=$$(hack/build-devcluster.sh)/kubectl $(GO) test $(RACE) -tags e2e -count=1 -p 1 -timeout 40m $(GOTESTFLAGS) ./e2e/...
+	  LWS_BIN=$$(hack/install-lws.sh) PROMETHEUS_BIN=$$(hack/install-prometheus.sh) KUBECTL_BIN=$$(hack/build-devcluster.sh)/kubectl $(GO) test $(RACE) -tags e2e -count=1 -p 1 -parallel $(E2E_PARALLEL) -timeout 40m $(GOTESTFLAGS) ./e2e/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi

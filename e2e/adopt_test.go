@@ -47,6 +47,7 @@ const helmChart = "testdata/helmchart"
 // --force-conflicts, and rolls back to Helm's revision 1, reusing its
 // ReplicaSet.
 func TestAdoptHelmRelease(t *testing.T) {
+	shareCluster(t, 4)
 	_, helmBin := testregistry.Bins(t)
 	for _, apply := range []string{"server-side", "client-side"} {
 		t.Run(apply, func(t *testing.T) {
@@ -314,6 +315,7 @@ func (f *relFixture) helmRecord(t *testing.T, kind, name, status, manifest, data
 // no object changed, Helm's records untouched. The ConfigMap driver's
 // records adopt as the Secrets' do.
 func TestAdoptRefuses(t *testing.T) {
+	shareCluster(t, 4)
 	const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: crafted-config\ndata:\n  greeting: hi\n"
 	f := newRelFixture(t)
 	ctx := context.Background()

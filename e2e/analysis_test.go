@@ -53,6 +53,7 @@ func measured(r *storage.AnalysisReport, metric string) []storage.AnalysisMeasur
 }
 
 func TestAnalysisHealthyPromoted(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	f.canaryInstall(t)
 	r, res := f.analysisUpgrade(t, "v0.11.1", `
@@ -113,6 +114,7 @@ presets:
 }
 
 func TestAnalysisServeSlowRolledBack(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	rev1, uids := f.canaryInstall(t)
 	ready := f.watchReady(t, hashSelector(rev1.ReplicaSets[0]), canaryReplicas)
@@ -152,6 +154,7 @@ presets:
 }
 
 func TestAnalysisServeErrorsRolledBack(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	f.canaryInstall(t)
 	r, res := f.analysisUpgrade(t, "v0.11.0-serve-errors", `
@@ -175,6 +178,7 @@ presets:
 }
 
 func TestAnalysisNoTrafficInconclusive(t *testing.T) {
+	shareCluster(t, 5)
 	spec := func(policy string) string {
 		return "interval: 3s\ncount: 2\nminRequests: 1\ninconclusive: " + policy + "\npresets: {errorRatio: {max: 0.05}}\n"
 	}
@@ -204,6 +208,7 @@ func TestAnalysisNoTrafficInconclusive(t *testing.T) {
 }
 
 func TestAnalysisBadSpecNothingApplied(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	f.canaryInstall(t)
 	before := f.deployment(t)
@@ -229,6 +234,7 @@ func TestAnalysisBadSpecNothingApplied(t *testing.T) {
 // TestAnalysisChartValues: the built-in chart's analysis values, without
 // --analysis, catch a serve-errors canary.
 func TestAnalysisChartValues(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	f.canaryInstall(t)
 	r := f.run(t, canaryArgs("--set", "image.tag=v0.11.0-serve-errors", "--canary", "1", "--canary-hold", "1s", "-o", "json",
@@ -247,6 +253,7 @@ func TestAnalysisChartValues(t *testing.T) {
 // the new pods alone once the rollout is complete; a serve-errors
 // revision is rolled back.
 func TestAnalysisBakeWithoutCanary(t *testing.T) {
+	shareCluster(t, 5)
 	spec := "interval: 3s\ncount: 2\nminRequests: 3\nload: {rps: 4}\npresets: {errorRatio: {max: 0.05}}\n"
 	for _, tc := range []struct {
 		tag, outcome string
@@ -286,6 +293,7 @@ func TestAnalysisBakeWithoutCanary(t *testing.T) {
 // --rollback-on-failure the revision before it is restored, exit 3. The
 // records keep no analysis of a wait.
 func TestWaitAnalysis(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	f.canaryInstall(t)
 	spec := analysisSpec(t, "interval: 3s\ncount: 2\nminRequests: 3\nload: {rps: 6, maxTokens: 4}\npresets: {errorRatio: {max: 0.05}}\n")

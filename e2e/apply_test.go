@@ -139,6 +139,7 @@ func containsReplicas(raw []byte) bool {
 }
 
 func TestApplyServerSideCreatesThenUnchanged(t *testing.T) {
+	shareCluster(t, 4)
 	f := newApplyFixture(t)
 	ctx := context.Background()
 	objs := []*unstructured.Unstructured{
@@ -182,6 +183,7 @@ func TestApplyServerSideCreatesThenUnchanged(t *testing.T) {
 }
 
 func TestApplyCreateNamespace(t *testing.T) {
+	shareCluster(t, 4)
 	f := newApplyFixture(t)
 	ctx := context.Background()
 	ns := f.namespace + "-new"
@@ -206,6 +208,7 @@ func TestApplyCreateNamespace(t *testing.T) {
 }
 
 func TestApplyConflictWithAnotherManagerAndForce(t *testing.T) {
+	shareCluster(t, 4)
 	f := newApplyFixture(t)
 	ctx := context.Background()
 	dep := releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 1)
@@ -239,6 +242,7 @@ func TestApplyConflictWithAnotherManagerAndForce(t *testing.T) {
 }
 
 func TestApplyWithHPANeverFightsOverReplicas(t *testing.T) {
+	shareCluster(t, 4)
 	f := newApplyFixture(t)
 	dep := releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 1)
 	hpa := releaseHPA(t, "chat", 2, 3)
@@ -263,6 +267,7 @@ func TestApplyWithHPANeverFightsOverReplicas(t *testing.T) {
 // vllmctl scaled so far, then disables it again: replicas never drop to the
 // default, and no step conflicts.
 func TestApplyHandsReplicasOverToAnHPA(t *testing.T) {
+	shareCluster(t, 4)
 	f := newApplyFixture(t)
 	ctx := context.Background()
 	dep3 := releaseDeployment(t, "chat", "vllm/vllm-openai:v0.9.0", 3)
@@ -298,6 +303,7 @@ func TestApplyHandsReplicasOverToAnHPA(t *testing.T) {
 }
 
 func TestPruneOnlyTouchesTheReleasesObjects(t *testing.T) {
+	shareCluster(t, 4)
 	f := newApplyFixture(t)
 	ctx := context.Background()
 	cms := f.client.CoreV1().ConfigMaps(f.namespace)
@@ -357,6 +363,7 @@ func mustYAML(t *testing.T, u *unstructured.Unstructured) string {
 }
 
 func TestCurrentReplicaSetFollowsRevisions(t *testing.T) {
+	shareCluster(t, 4)
 	f := newApplyFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -391,6 +398,7 @@ func TestCurrentReplicaSetFollowsRevisions(t *testing.T) {
 }
 
 func TestKstatusWaiterOnTheCluster(t *testing.T) {
+	shareCluster(t, 4)
 	t.Run("healthy objects become Current", func(t *testing.T) {
 		f := newApplyFixture(t)
 		res, err := f.apply(t, cluster.ApplyOptions{},

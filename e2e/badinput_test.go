@@ -448,6 +448,7 @@ func snapshotNamespace(ctx context.Context, client kubernetes.Interface, ns stri
 // others are skipped (failed under CI) when VLLMCTL_E2E_KUBECONFIG is not
 // set.
 func TestBadInputCorpus(t *testing.T) {
+	shareCluster(t, 4)
 	parent := t
 	corpus := loadBadCorpus(t)
 	bin, err := relBinary()

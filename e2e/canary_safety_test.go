@@ -72,6 +72,7 @@ func (f *relFixture) assertNeverDeployedRefused(t *testing.T) {
 // once naming the held canary; a run with the rollback restores revision
 // 1 and the chart's strategy.
 func TestCanaryRefusedRerunHoldsAgain(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	rev1, _ := f.canaryInstall(t)
 	oldHash := rev1.ReplicaSets[0].PodTemplateHash
@@ -127,6 +128,7 @@ func TestCanaryRefusedRerunHoldsAgain(t *testing.T) {
 // takes the lock over once its lease has run out, holds the canary again
 // and, refused by its gate, rolls back.
 func TestCanaryKilledDuringHold(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	rev1, _ := f.canaryInstall(t)
 	oldHash := rev1.ReplicaSets[0].PodTemplateHash
@@ -166,6 +168,7 @@ func TestCanaryKilledDuringHold(t *testing.T) {
 // its base64) and names it in its command: deploy's result, status and
 // history in every output mode, and the record itself, hold neither.
 func TestCanarySecretNeverStored(t *testing.T) {
+	shareCluster(t, 5)
 	const secret = "hxSUPERSECRETvalue42"
 	b64 := base64.StdEncoding.EncodeToString([]byte(secret))
 	chart := copyChart(t, filepath.Join("..", "charts", "vllm"), func(s string) string { return s })
@@ -216,6 +219,7 @@ func TestCanarySecretNeverStored(t *testing.T) {
 // (the preflight, the plan and the progress say 3, not 40), and a canary
 // with no pod template change to hold says so without a preflight note.
 func TestCanaryCountClamped(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	f.canaryInstall(t)
 	r := f.run(t, canaryArgs("--set", "image.tag=v0.11.1", "--canary", "40", "--canary-hold", "1s", "-o", "json")...)

@@ -160,6 +160,7 @@ func (f *relFixture) assertOldKept(t *testing.T, hash string, uids map[types.UID
 }
 
 func TestCanaryPromotes(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	rev1, _ := f.canaryInstall(t)
 	oldHash := rev1.ReplicaSets[0].PodTemplateHash
@@ -213,6 +214,7 @@ func TestCanaryPromotes(t *testing.T) {
 }
 
 func TestCanaryCrashRollsBack(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	rev1, uids := f.canaryInstall(t)
 	oldHash := rev1.ReplicaSets[0].PodTemplateHash
@@ -235,6 +237,7 @@ func TestCanaryCrashRollsBack(t *testing.T) {
 }
 
 func TestCanaryGateFails(t *testing.T) {
+	shareCluster(t, 5)
 	for _, tc := range []struct {
 		name, gate, reason, output string
 		extra                      []string
@@ -263,6 +266,7 @@ func TestCanaryGateFails(t *testing.T) {
 }
 
 func TestCanaryInterrupted(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	rev1, uids := f.canaryInstall(t)
 	ready := f.watchReady(t, hashSelector(rev1.ReplicaSets[0]), canaryReplicas)
@@ -281,6 +285,7 @@ func TestCanaryInterrupted(t *testing.T) {
 }
 
 func TestCanaryPercent(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	rev1, _ := f.canaryInstall(t)
 	p := f.start(t, canaryArgs("--set", "image.tag=v0.11.1", "--canary", "34%", "--canary-hold", "4s", "-o", "json", "--progress", "json")...)
@@ -320,6 +325,7 @@ func TestCanaryNoRoomStrict(t *testing.T) {
 // TestCanaryFlags: bad canary flags are input errors (exit 2), nothing
 // applied.
 func TestCanaryFlags(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	for _, tc := range []struct {
 		args []string
@@ -346,6 +352,7 @@ func TestCanaryFlags(t *testing.T) {
 // renders none): the canary count comes from the live replicas, and the
 // HPA keeps the replicas afterwards.
 func TestCanaryHPA(t *testing.T) {
+	shareCluster(t, 7)
 	f := newRelFixture(t)
 	hpa := []string{"--set", "autoscaling.enabled=true", "--set", "autoscaling.minReplicas=3", "--set", "autoscaling.maxReplicas=5"}
 	r := f.run(t, canaryArgs(append(hpa, "-o", "json")...)...)

@@ -122,6 +122,7 @@ func (f *relFixture) capsState(t *testing.T, rel string) capsState {
 // keeps the password; `vllmctl diff` before each same-values deploy
 // reports no change.
 func TestAdoptedReleaseRendersAsHelmUpgrade(t *testing.T) {
+	shareCluster(t, 4)
 	_, helmBin := testregistry.Bins(t)
 	f := newRelFixture(t)
 	ensureCRDs(t, f.env, capsCRDs)
@@ -183,6 +184,7 @@ func TestAdoptedReleaseRendersAsHelmUpgrade(t *testing.T) {
 // its password across upgrades; `template` is offline unless asked
 // (--dry-run=server, which withholds Secret data), and -a adds versions.
 func TestDeployRendersForTheCluster(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ensureCRDs(t, f.env, capsCRDs)
 	const rel = "capd"
@@ -262,6 +264,7 @@ func TestLookupForbidden(t *testing.T) {
 // change; a failing one is exit 2 with nothing applied and no record
 // changed.
 func TestPostRendererDeploy(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ensureCRDs(t, f.env, capsCRDs)
 	dir := t.TempDir()

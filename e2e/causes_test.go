@@ -91,6 +91,7 @@ func readProgress(t *testing.T, stderr string) progressTimes {
 // the plain crash class is unknown, with the generic hints. Reading the
 // logs keeps detection and rollback as quick as the crash class'.
 func TestCausesFaultClasses(t *testing.T) {
+	shareCluster(t, 4)
 	type timing struct {
 		class               string
 		detection, rollback time.Duration
@@ -178,6 +179,7 @@ func checkRestartRule(t *testing.T, cause string, fl *rollout.Diagnosis, pt prog
 // the old rule: a fault-gpumem revision waits for --max-restarts, and is
 // then rolled back with the same cause.
 func TestCausesFailOnKnownCauseFalse(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	f.rolloutInstall(t)
 	r := f.rolloutDeploy(t, "--set", "image.tag=v0.11.1-fault-gpumem", "--fail-on-known-cause=false", "-o", "json", "--progress", "json")
@@ -199,6 +201,7 @@ func TestCausesFailOnKnownCauseFalse(t *testing.T) {
 // evidence; deploy warns before applying that --timeout is shorter than
 // the startup probe's budget.
 func TestCausesTextAndPhases(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	f.rolloutInstall(t)
 	r := f.rolloutDeploy(t, "--set", "image.tag=v0.11.1-fault-startup")

@@ -86,6 +86,7 @@ func deployment(name, image string, replicas int32) *appsv1.Deployment {
 }
 
 func TestDeploymentRollingUpdateMakesNewReplicaSet(t *testing.T) {
+	shareCluster(t, 4)
 	e := newEnv(t)
 	ctx := context.Background()
 	deps := e.client.AppsV1().Deployments(e.namespace)
@@ -132,6 +133,7 @@ func waitRolledOut(t *testing.T, e *env, name string) {
 }
 
 func TestServerSideApplyRecordsFieldManager(t *testing.T) {
+	shareCluster(t, 4)
 	e := newEnv(t)
 	ctx := context.Background()
 	cm := map[string]any{
@@ -183,6 +185,7 @@ func pod(name, image string, gpus int64, annotations map[string]string) *corev1.
 // TestFaultClasses checks that each fault class of the local cluster
 // (docs/local-cluster.md) produces exactly the container statuses it names.
 func TestFaultClasses(t *testing.T) {
+	shareCluster(t, 4)
 	e := newEnv(t)
 	ctx := context.Background()
 	pods := e.client.CoreV1().Pods(e.namespace)
@@ -320,6 +323,7 @@ func TestPodAskingTooManyGPUsIsUnschedulable(t *testing.T) {
 }
 
 func TestContainerLogsAreServed(t *testing.T) {
+	shareCluster(t, 4)
 	e := newEnv(t)
 	ctx := context.Background()
 	pods := e.client.CoreV1().Pods(e.namespace)

@@ -9,12 +9,13 @@ import "testing"
 // and after every other test of the package, whatever the file names, the
 // order of declarations or -shuffle.
 //
-// The order rests on t.Parallel: the testing package runs a parallel test
-// only with other parallel tests, so a top-level test that calls it first
-// waits until every sequential top-level test (with its subtests) has
-// returned. No other top-level test of the package calls t.Parallel
-// (TestOnlyDestructiveFaultsRunParallel in order_test.go checks it), so
-// these scenarios run last and alone. The scenarios themselves run in the
+// The order rests on t.Parallel and on the cluster share (share_test.go):
+// a top-level test that calls t.Parallel waits until every sequential
+// top-level test (with its subtests) has returned, and holdClusterAlone
+// then waits until every test that shares the cluster (shareCluster) has
+// returned, and keeps the others out while the scenarios run. No other
+// top-level test calls t.Parallel itself (TestParallelTestsShareTheCluster
+// in order_test.go checks it). The scenarios themselves run in the
 // order listed, as sequential subtests: the kube-apiserver restart, etcd
 // stopped, kube-controller-manager killed mid-deploy (the rollout fails
 // ControllerStalled), then killed again and brought back by
@@ -24,6 +25,7 @@ import "testing"
 // -run TestDestructiveFaults/EtcdStopped one of them.
 func TestDestructiveFaults(t *testing.T) {
 	t.Parallel()
+	holdClusterAlone(t)
 	// Start from a whole control plane, then leave the components to the
 	// scenarios, which stop and restart them on purpose and recover them.
 	if err := checkControlPlane(false, t.Logf); err != nil {

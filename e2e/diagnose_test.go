@@ -22,6 +22,7 @@ import (
 // memory (the local cluster logs a real CUDA OOM for its fault image), and
 // one that crashes without saying why.
 func TestDiagnose(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 	create := func(name, image string) {
@@ -91,6 +92,7 @@ func TestDiagnose(t *testing.T) {
 // and evidence the deploy's result names, the hints quoting the pod's own
 // flags.
 func TestDiagnoseReleasePod(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	f.rolloutInstall(t)
 	r := f.rolloutDeploy(t, "--set", "image.tag=v0.11.1-fault-kvcache", "--no-rollback", "-o", "json")

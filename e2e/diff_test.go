@@ -201,6 +201,7 @@ func changedLines(diff string) []string {
 }
 
 func TestDiffNotInstalledIsAllCreate(t *testing.T) {
+	shareCluster(t, 4)
 	f := newDiffFixture(t)
 	doc, run := f.diffJSON(t)
 	assert.Equal(t, 1, run.code, "changes found; stderr: %s", run.stderr)
@@ -218,6 +219,7 @@ func TestDiffNotInstalledIsAllCreate(t *testing.T) {
 }
 
 func TestDiffAgainstTheCluster(t *testing.T) {
+	shareCluster(t, 4)
 	f := newDiffFixture(t)
 	const (
 		oldToken = "tok-old-9fQ2xLr7Vb"
@@ -356,6 +358,7 @@ func TestDiffAgainstTheCluster(t *testing.T) {
 // TestDiffFollowsTheHPARule: the dry run takes the deploy's path, so a
 // Deployment an HPA takes over never shows .spec.replicas as a difference.
 func TestDiffFollowsTheHPARule(t *testing.T) {
+	shareCluster(t, 4)
 	f := newDiffFixture(t)
 	small := "resources.requests.cpu=10m,resources.requests.memory=16Mi,resources.limits.cpu=10m," +
 		"resources.limits.memory=16Mi,shm.enabled=false,replicaCount=2"
@@ -390,6 +393,7 @@ func TestDiffFollowsTheHPARule(t *testing.T) {
 }
 
 func TestDiffInvalidInputExits2(t *testing.T) {
+	shareCluster(t, 4)
 	f := newDiffFixture(t)
 	run := f.diff(t, "-f", "does-not-exist.yaml")
 	assert.Equal(t, 2, run.code, "stderr: %s", run.stderr)

@@ -405,6 +405,7 @@ func TestFaultSignals(t *testing.T) {
 // lease (6s) as watched by the new deploy, which then takes the lock over
 // (exit 0) and records the killed revision failed.
 func TestFaultKilledMidApply(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	f.faultInstall(t)
 
@@ -449,6 +450,7 @@ func TestFaultKilledMidApply(t *testing.T) {
 // after its install: exactly one takes the lock and deploys (exit 0), the
 // other four are refused (exit 5) and write nothing.
 func TestFaultConcurrentDeploys(t *testing.T) {
+	shareCluster(t, 4)
 	const n = 5
 	f := newRelFixture(t)
 	f.faultInstall(t)
@@ -496,6 +498,7 @@ func TestFaultConcurrentDeploys(t *testing.T) {
 // TestFaultRecordDeleted: a record Secret deleted by hand (kubectl delete
 // secret vllmctl.release.v1.chat.vN).
 func TestFaultRecordDeleted(t *testing.T) {
+	shareCluster(t, 4)
 	ctx := context.Background()
 	deleteRecord := func(t *testing.T, f *relFixture, rev int) {
 		t.Helper()

@@ -30,6 +30,7 @@ import (
 // target is rolled back (exit 3) and, under onFailure stop, wave 2 is not
 // started (docs/canary.md#analysis-in-wait-and-in-fleet-soaks).
 func TestFleetAnalysis(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	other := newEnv(t)
 	raw, err := clientcmd.LoadFromFile(f.kubeconfig)

@@ -198,6 +198,7 @@ func outcomeOf(t *testing.T, res *fleet.Result) map[string]fleet.Outcome {
 // then a crashing image on b through its overlay under each onFailure
 // policy, an unreachable cluster in wave 2, and a rerun that resumes.
 func TestFleetDeploy(t *testing.T) {
+	shareCluster(t, 4)
 	f := newFleetFixture(t)
 
 	// Invalid files: exit 2 naming the line, nothing applied anywhere.
@@ -345,6 +346,7 @@ func (f *fleetFixture) deadKubeconfig(t *testing.T) string {
 // started, the targets in flight roll back, then rollback-fleet restores
 // wave 1; every target serves its previous revision, no lock is left.
 func TestFleetInterrupted(t *testing.T) {
+	shareCluster(t, 4)
 	f := newFleetFixture(t)
 	r, _ := f.deploy(t, f.file(t, []string{"greeting=v1"}, nil, "rollback-fleet", "local-b"), f.kubeconfig)
 	require.Equal(t, 0, r.code, "install\n%s", r)
@@ -404,6 +406,7 @@ func TestFleetInterrupted(t *testing.T) {
 // the progress lines (the "[fleet] gate after wave 1: …" line included)
 // nor in the -o json result (gates[].command, gates[].outputTail).
 func TestFleetGateIsRedacted(t *testing.T) {
+	shareCluster(t, 4)
 	const value = "FLEETSECRETVALUE123"
 	b64 := base64.StdEncoding.EncodeToString([]byte(value))
 	f := newFleetFixture(t)

@@ -23,6 +23,7 @@ import (
 // child (a `kubectl port-forward … &` in a smoke test) passes, at once,
 // and the child does not outlive the gate.
 func TestCanaryGateBackgroundChild(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	f.canaryInstall(t)
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
@@ -64,6 +65,7 @@ func TestCanaryGateBackgroundChild(t *testing.T) {
 // nothing; a --timeout chosen shorter warns; wait and rollback follow the
 // budget too.
 func TestDeployTimeoutFollowsStartupBudget(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	r := f.run(t, append([]string{"deploy", relName, "vllm", "--progress", "plain"}, reconcileValues...)...)
 	require.Equal(t, 0, r.code, "%s", r)

@@ -46,6 +46,7 @@ func newEnv(t *testing.T) *env {
 	ctx := context.Background()
 	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err, "create namespace %s", ns)
+	sharedNamespace(t, ns)
 	t.Cleanup(func() {
 		_ = client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	})

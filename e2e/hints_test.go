@@ -32,6 +32,7 @@ var builtinValuePaths = []string{"model.maxModelLen", "model.gpuMemoryUtilizatio
 // --max-model-len with the value of the pod's args and none of the
 // built-in chart's values paths.
 func TestThirdPartyChartHints(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 	chart := filepath.Join("..", "testdata", "charts", "vllm-stack")
@@ -99,6 +100,7 @@ func TestThirdPartyChartHints(t *testing.T) {
 // hints name the flags of its command with their values, and no values
 // path.
 func TestDiagnoseKubectlDeployment(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 	kubectl := os.Getenv("KUBECTL_BIN")

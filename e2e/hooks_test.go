@@ -73,6 +73,7 @@ func (e *env) hookObjects(t *testing.T, ns string) []string {
 // pre-upgrade hook fails the deploy at once, naming its pod, and the
 // previous revision serves (exit 3), the Deployment unchanged.
 func TestDeployHooksOnTheCluster(t *testing.T) {
+	shareCluster(t, 4)
 	_, helmBin := testregistry.Bins(t)
 	f := newRelFixture(t)
 	ctx := context.Background()
@@ -143,6 +144,7 @@ func TestDeployHooksOnTheCluster(t *testing.T) {
 // A chart made by `helm create` deploys without its test Pod (a hook);
 // `vllmctl test` then runs it and reports it passed.
 func TestHelmCreateChartTestHook(t *testing.T) {
+	shareCluster(t, 4)
 	_, helmBin := testregistry.Bins(t)
 	f := newRelFixture(t)
 	dir := t.TempDir()
@@ -178,6 +180,7 @@ func TestHelmCreateChartTestHook(t *testing.T) {
 // revision 2 whose record keeps the new hook, and the pre-upgrade hooks
 // run with the new image; the same inputs again are up to date.
 func TestHookOnlyChangeMakesARevision(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 	r := f.run(t, "deploy", "hko", hookChart, "--progress", "plain", "--timeout", "2m")
@@ -219,6 +222,7 @@ func TestHookOnlyChangeMakesARevision(t *testing.T) {
 // hook-failed policy (an interrupted hook failed), nothing of the release
 // changed; the next deploy works.
 func TestSignalDuringPreUpgradeHook(t *testing.T) {
+	shareCluster(t, 4)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) { signalDuringPreUpgradeHook(t, sig) })
 	}

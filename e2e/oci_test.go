@@ -35,6 +35,7 @@ func (f *relFixture) runStdin(t *testing.T, stdin string, args ...string) relRun
 // A digest of nothing or of another tag (exit 2), a wrong password and a
 // registry that is down (exit 6) apply nothing and record nothing.
 func TestDeployFromOCIRegistry(t *testing.T) {
+	shareCluster(t, 4)
 	regBin, helmBin := testregistry.Bins(t)
 	f := newRelFixture(t)
 	r := testregistry.Start(t, regBin, testregistry.Config{User: "ci", Pass: "s3cret"})

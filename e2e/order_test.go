@@ -13,22 +13,30 @@ import (
 	"testing"
 )
 
-// destructiveTest is the one top-level test allowed to call t.Parallel:
-// see TestDestructiveFaults (destructive_test.go).
+// destructiveTest is the one top-level test allowed to call t.Parallel
+// itself: see TestDestructiveFaults (destructive_test.go).
 const destructiveTest = "TestDestructiveFaults"
 
-// TestOnlyDestructiveFaultsRunParallel checks what running the destructive
-// fault scenarios last rests on: TestDestructiveFaults calls t.Parallel in
-// its own body, and no other top-level test of the package does (that one
-// would run alongside the destructive scenarios). Parallel subtests are
-// fine: their parent test waits for them.
-func TestOnlyDestructiveFaultsRunParallel(t *testing.T) {
+// shareHelper is how every other test runs in parallel (share_test.go).
+const shareHelper = "shareCluster"
+
+// TestParallelTestsShareTheCluster checks what running the destructive
+// fault scenarios last and alone rests on:
+//   - TestDestructiveFaults calls t.Parallel in its own body;
+//   - no other top-level test does: a test runs in parallel only through
+//     shareCluster, which counts it before any test runs in parallel and
+//     holds the cluster shared, so that the destructive scenarios wait for
+//     it;
+//   - shareCluster is the first statement of the tests that call it.
+//
+// Parallel subtests are fine: their parent test waits for them.
+func TestParallelTestsShareTheCluster(t *testing.T) {
 	files, err := filepath.Glob("*_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	fset := token.NewFileSet()
-	found := false
+	found, shared := false, 0
 	for _, name := range files {
 		// Build tags do not matter here: every file of the package counts.
 		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
@@ -48,7 +56,16 @@ func TestOnlyDestructiveFaultsRunParallel(t *testing.T) {
 					t.Errorf("%s (%s) does not call t.Parallel in its body: the destructive fault scenarios would not run last", destructiveTest, fset.Position(fd.Pos()))
 				}
 			case parallel:
-				t.Errorf("%s (%s) calls t.Parallel: it would run alongside %s, which stops etcd and restarts the kube-apiserver; run its cases as parallel subtests instead", fd.Name.Name, fset.Position(fd.Pos()), destructiveTest)
+				t.Errorf("%s (%s) calls t.Parallel: it would run alongside %s, which stops etcd and restarts the kube-apiserver; call %s(t) instead, or run its cases as parallel subtests", fd.Name.Name, fset.Position(fd.Pos()), destructiveTest, shareHelper)
+			}
+			for i, st := range fd.Body.List {
+				if !callsShare(st) {
+					continue
+				}
+				shared++
+				if i != 0 {
+					t.Errorf("%s (%s) calls %s after other statements: it must come first, so that the test is counted before any test runs in parallel", fd.Name.Name, fset.Position(st.Pos()), shareHelper)
+				}
 			}
 		}
 	}
@@ -56,6 +73,23 @@ func TestOnlyDestructiveFaultsRunParallel(t *testing.T) {
 		wd, _ := os.Getwd()
 		t.Errorf("no %s among the tests of %s", destructiveTest, wd)
 	}
+	if shared == 0 {
+		t.Errorf("no test calls %s: the e2e suite runs one test at a time", shareHelper)
+	}
+}
+
+// callsShare reports whether the statement st is a call of shareCluster.
+func callsShare(st ast.Stmt) bool {
+	es, ok := st.(*ast.ExprStmt)
+	if !ok {
+		return false
+	}
+	call, ok := es.X.(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	id, ok := call.Fun.(*ast.Ident)
+	return ok && id.Name == shareHelper
 }
 
 // callsParallel reports whether the test fd calls Parallel on its

@@ -24,6 +24,7 @@ import (
 // Objects of another release, or made by hand, are
 // never taken over silently.
 func TestOwnershipIsNeverTakenSilently(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 
@@ -71,6 +72,7 @@ func TestOwnershipIsNeverTakenSilently(t *testing.T) {
 // is still recognised: the next deploy changes and prunes its objects
 // without --take-ownership, and they then carry the new keys.
 func TestReleaseMarkedByTheInstanceLabelMovesToTheNewKeys(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 	r := f.deployVLLM(t, "--set", "podDisruptionBudget.enabled=true")
@@ -132,6 +134,7 @@ func TestReleaseMarkedByTheInstanceLabelMovesToTheNewKeys(t *testing.T) {
 // the release's objects with its own keys, and a second deploy of the
 // same inputs changes nothing.
 func TestChartsOwnInstanceLabelIsKept(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 	r := f.deploy(t, "--set", "instanceLabel=kserve-controller-manager")

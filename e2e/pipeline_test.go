@@ -96,6 +96,7 @@ func (f *relFixture) deployedRevision(t *testing.T) int {
 // vLLM out of GPU memory) rolled back with their diagnosis in the summary,
 // and bad input.
 func TestPipelineScript(t *testing.T) {
+	shareCluster(t, 4)
 	if _, err := exec.LookPath("jq"); err != nil {
 		skipOrFail(t, "hack/ci-deploy.sh needs jq: %v", err)
 	}

@@ -53,6 +53,7 @@ func (f *relFixture) hfHome(t *testing.T) string {
 }
 
 func TestReconcileSameInputsTwice(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	r := f.deployVLLM(t, "-o", "json")
 	require.Equal(t, 0, r.code, "%s", r)
@@ -85,6 +86,7 @@ func TestReconcileSameInputsTwice(t *testing.T) {
 }
 
 func TestReconcileHandEditsAreShownAndUndone(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 	r := f.deployVLLM(t)

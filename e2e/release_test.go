@@ -229,6 +229,7 @@ func (f *relFixture) waitPending(t *testing.T) *storage.Release {
 }
 
 func TestReleaseDeployUpgradeRollback(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 
@@ -322,6 +323,7 @@ func TestReleaseDeployUpgradeRollback(t *testing.T) {
 }
 
 func TestReleaseFieldConflictThenForce(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 	r := f.deploy(t)
@@ -354,6 +356,7 @@ func TestReleaseFieldConflictThenForce(t *testing.T) {
 }
 
 func TestReleaseWithHPANeverResetsReplicas(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	hpa := []string{"--set", "autoscaling.enabled=true", "--set", "autoscaling.minReplicas=2", "--set", "autoscaling.maxReplicas=2"}
 	r := f.deploy(t, hpa...)
@@ -377,6 +380,7 @@ func TestReleaseWithHPANeverResetsReplicas(t *testing.T) {
 }
 
 func TestReleaseConcurrentDeploys(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -398,6 +402,7 @@ func TestReleaseConcurrentDeploys(t *testing.T) {
 }
 
 func TestReleaseKilledDeployLeavesItsLock(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	r := f.deploy(t)
 	require.Equal(t, 0, r.code, "%s", r)
@@ -450,6 +455,7 @@ func TestReleaseKilledDeployLeavesItsLock(t *testing.T) {
 // deploy A (a 25 s rollout, lease 8s renewed every 2.7s) holds the lock;
 // deploy B with --timeout 5s, 10 s later, exits 5 and A finishes deployed.
 func TestReleaseLiveLockIsNeverStolen(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	r := f.deploy(t)
 	require.Equal(t, 0, r.code, "%s", r)
@@ -475,6 +481,7 @@ func TestReleaseLiveLockIsNeverStolen(t *testing.T) {
 }
 
 func TestReleasePrunesRemovedObjectsOnly(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 	r := f.deploy(t, "--set", "extraConfig=true")
@@ -494,6 +501,7 @@ func TestReleasePrunesRemovedObjectsOnly(t *testing.T) {
 }
 
 func TestReleaseDryRunAndInvalidInput(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 	noObjects := func(t *testing.T) {
@@ -535,6 +543,7 @@ func TestReleaseDryRunAndInvalidInput(t *testing.T) {
 }
 
 func TestReleaseFailedRolloutAndUninstall(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	r := f.deploy(t)
 	require.Equal(t, 0, r.code, "%s", r)

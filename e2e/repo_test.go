@@ -27,6 +27,7 @@ import (
 // sees a new version; a version the index lacks (exit 2) and a repository
 // that is down (exit 6) apply nothing and record nothing.
 func TestDeployFromChartRepository(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	dir := t.TempDir()
 	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))

@@ -18,6 +18,7 @@ import (
 // serves errors is refused (AnalysisFailed, exit 4), the rollback
 // revision recorded failed.
 func TestRollbackAnalysis(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	f.canaryInstall(t)
 	for _, tag := range []string{"v0.11.0-serve-errors", "v0.11.1"} {

@@ -360,6 +360,7 @@ func assertBadRevision(t *testing.T, res *release.Result, rev1 *release.Result, 
 // caught, diagnosed and rolled back to revision 1, whose pods keep serving
 // throughout (never fewer Ready than replicas - maxUnavailable).
 func TestRolloutFaultRollsBack(t *testing.T) {
+	shareCluster(t, 4)
 	for _, fault := range rolloutFaults {
 		t.Run(fault.name, func(t *testing.T) {
 			f := newRelFixture(t)
@@ -388,6 +389,7 @@ func TestRolloutFaultRollsBack(t *testing.T) {
 // recorded failed, nothing else is written, and revision 1's pods still
 // serve next to the bad one.
 func TestRolloutFaultNoRollback(t *testing.T) {
+	shareCluster(t, 4)
 	ctx := context.Background()
 	for _, fault := range rolloutFaults {
 		t.Run(fault.name, func(t *testing.T) {
@@ -428,6 +430,7 @@ func TestRolloutFaultNoRollback(t *testing.T) {
 // to: exit 4, its objects are left for inspection, and the error says how to
 // remove them.
 func TestRolloutFirstInstallFails(t *testing.T) {
+	shareCluster(t, 4)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -471,6 +474,7 @@ func TestRolloutFirstInstallFails(t *testing.T) {
 // TestRolloutSlowButHealthy: pods that take longer to become Ready than a
 // crash takes to be caught are no failure.
 func TestRolloutSlowButHealthy(t *testing.T) {
+	shareCluster(t, 4)
 	const delay = 8 * time.Second
 	for _, tc := range []struct {
 		name    string
@@ -625,6 +629,7 @@ var waitMarks = []string{relName + "#2 apply: apps/v1 Deployment", relName + "#2
 // rolls out stops the wait and still rolls back to revision 1: exit 3,
 // consistent records, revision 1 serving throughout.
 func TestRolloutInterrupted(t *testing.T) {
+	shareCluster(t, 4)
 	for _, tc := range []struct {
 		name string
 		args func(t *testing.T) []string

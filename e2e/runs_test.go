@@ -60,6 +60,7 @@ func (f *watcherFixture) createRun(t *testing.T, ctx context.Context, obj runtim
 // crash-looping Job's pod fails the wait long before the Job's
 // backoffLimit is spent.
 func TestRolloutWatcherJobsAndPods(t *testing.T) {
+	shareCluster(t, 4)
 	f := newWatcherFixture(t, wait.RolloutOptions{})
 	ctx := context.Background()
 

@@ -59,6 +59,7 @@ func requireNotServing(t *testing.T, res *release.Result, message string) {
 // upgrade whose pods list another model is Ready but NotServing: exit 3,
 // rolled back, the old ReplicaSet serves again, history consistent.
 func TestServeCheckCatchesWrongModel(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	r := f.serveDeploy(t, "v0.11.0", "-o", "json", "--progress", "plain")
 	require.Equal(t, 0, r.code, "revision 1\n%s", r)
@@ -118,6 +119,7 @@ func TestServeCheckCatchesWrongModel(t *testing.T) {
 // TestServeCheckTimeout: pods that accept and never answer hit
 // --serve-check-timeout: NotServing, exit 3.
 func TestServeCheckTimeout(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	r := f.serveDeploy(t, "v0.11.0", "--progress", "plain")
 	require.Equal(t, 0, r.code, "revision 1\n%s", r)
@@ -138,6 +140,7 @@ func TestServeCheckTimeout(t *testing.T) {
 // its serve check, before the hold and the gate: the gate never runs,
 // exit 3, the stable pods were kept.
 func TestServeCheckCanary(t *testing.T) {
+	shareCluster(t, 5)
 	f := newRelFixture(t)
 	r := f.serveDeploy(t, "v0.11.0", "--progress", "plain", "--set", "replicaCount=2")
 	require.Equal(t, 0, r.code, "revision 1\n%s", r)
@@ -166,6 +169,7 @@ func TestServeCheckCanary(t *testing.T) {
 // release and fails, exit 4, once pods listing another model serve (a
 // deploy with --no-rollback left them).
 func TestServeCheckTestCommand(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	r := f.serveDeploy(t, "v0.11.0", "--progress", "plain")
 	require.Equal(t, 0, r.code, "revision 1\n%s", r)
@@ -192,6 +196,7 @@ func TestServeCheckTestCommand(t *testing.T) {
 // leader (rank 0, the pod the Service selects) serves the API and is
 // checked, not its workers nor the pods the headless Service names.
 func TestServeCheckGroupLeaders(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	r := f.deployGroups(t)
 	require.Equal(t, 0, r.code, "%s", r)

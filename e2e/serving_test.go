@@ -39,6 +39,7 @@ var servingValues = []string{
 // reached as a real pod is, through the API server's pod port-forward; a
 // serve-wrongmodel image lists another model.
 func TestServingThroughPortForward(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	for _, tc := range []struct {
 		rel, tag, model string

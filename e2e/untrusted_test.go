@@ -220,6 +220,7 @@ func assertFenced(t *testing.T, summary string, want ...string) {
 // command, or a line over the bound; the summary's code block stays
 // closed by its own fence.
 func TestUntrustedTextEscaped(t *testing.T) {
+	shareCluster(t, 4)
 	if _, err := exec.LookPath("jq"); err != nil {
 		skipOrFail(t, "hack/ci-deploy.sh needs jq: %v", err)
 	}
@@ -281,6 +282,7 @@ func TestUntrustedTextEscaped(t *testing.T) {
 // workflow commands; the step's job log sits between ::stop-commands:: and
 // its resume token.
 func TestCIDeployScriptNeutralisesText(t *testing.T) {
+	shareCluster(t, 4)
 	if _, err := exec.LookPath("jq"); err != nil {
 		skipOrFail(t, "hack/ci-deploy.sh needs jq: %v", err)
 	}

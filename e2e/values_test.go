@@ -19,6 +19,7 @@ import (
 // another, give the same user-supplied and computed values (`get values`,
 // `get values --all`) and the same ConfigMap.
 func TestReuseValuesMatchHelmUpgrade(t *testing.T) {
+	shareCluster(t, 4)
 	_, helmBin := testregistry.Bins(t)
 	f := newRelFixture(t)
 	other := newEnv(t)

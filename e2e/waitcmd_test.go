@@ -30,6 +30,7 @@ func (f *relFixture) image(t *testing.T) string {
 }
 
 func TestWaitCommandOnTheCluster(t *testing.T) {
+	shareCluster(t, 4)
 	f := newRelFixture(t)
 	ctx := context.Background()
 

@@ -220,6 +220,7 @@ func setImage(image string) func(*corev1.PodTemplateSpec) {
 // each fault class of the simulation and checks the verdict: the right
 // reason, pod (of the new ReplicaSet) and container, found quickly.
 func TestRolloutWatcherVerdictsOnTheCluster(t *testing.T) {
+	shareCluster(t, 4)
 	cases := []struct {
 		name    string
 		change  func(*corev1.PodTemplateSpec)
@@ -318,6 +319,7 @@ func TestRolloutWatcherVerdictsOnTheCluster(t *testing.T) {
 // TestRolloutWatcherSlowButHealthy: pods that take longer to become ready
 // than a crash takes to be caught are no failure.
 func TestRolloutWatcherSlowButHealthy(t *testing.T) {
+	shareCluster(t, 4)
 	f := newWatcherFixture(t, wait.RolloutOptions{})
 	f.deployHealthy(t, watchedDeployment("chat", healthyImage, 2, ""))
 	f.update(t, "chat", func(p *corev1.PodTemplateSpec) {
@@ -344,6 +346,7 @@ func TestRolloutWatcherSlowButHealthy(t *testing.T) {
 // TestRolloutWatcherIgnoresOldReplicaSetFailures: replacing a crashing
 // Deployment with a healthy one succeeds although the old pods fail.
 func TestRolloutWatcherIgnoresOldReplicaSetFailures(t *testing.T) {
+	shareCluster(t, 4)
 	f := newWatcherFixture(t, wait.RolloutOptions{})
 	ctx := context.Background()
 	_, err := f.client.AppsV1().Deployments(f.namespace).Create(ctx, watchedDeployment("chat", "vllm/vllm-openai:v0.9.0-crash", 2, ""), metav1.CreateOptions{})
@@ -384,6 +387,7 @@ func TestRolloutWatcherIgnoresOldReplicaSetFailures(t *testing.T) {
 // TestRolloutWatcherCostsTheSameRequestsHoweverLong: watching, not
 // polling, a 10s and a 60s healthy rollout make about as many requests.
 func TestRolloutWatcherCostsTheSameRequestsHoweverLong(t *testing.T) {
+	shareCluster(t, 4)
 	counts := map[string]int64{}
 	var mu sync.Mutex
 	for _, delay := range []string{"10s", "60s"} {
@@ -420,6 +424,7 @@ func TestRolloutWatcherCostsTheSameRequestsHoweverLong(t *testing.T) {
 
 // TestRolloutWatcherCanceled: canceling ctx ends the wait, Canceled.
 func TestRolloutWatcherCanceled(t *testing.T) {
+	shareCluster(t, 4)
 	f := newWatcherFixture(t, wait.RolloutOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
