@@ -36,12 +36,7 @@ func AnalysisTargets(ctx context.Context, client kubernetes.Interface, ns string
 			if p.DeletionTimestamp != nil || !podutils.IsPodReady(p) {
 				continue
 			}
-			tg := analysis.Target{Pod: p.Name, Port: analysis.PodPort(p)}
-			if slices.Contains(canaryPods, p.Name) {
-				out.Canary = append(out.Canary, tg)
-			} else {
-				out.Stable = append(out.Stable, tg)
-			}
+			addTarget(&out, p, canaryPods)
 		}
 	}
 	if len(out.Canary) == 0 {
@@ -59,15 +54,21 @@ func AnalysisTargets(ctx context.Context, client kubernetes.Interface, ns string
 func GroupAnalysisTargets(ns string, pods []corev1.Pod, canaryPods []string) (analysis.Targets, error) {
 	out := analysis.Targets{Namespace: ns}
 	for i := range pods {
-		tg := analysis.Target{Pod: pods[i].Name, Port: analysis.PodPort(&pods[i])}
-		if slices.Contains(canaryPods, tg.Pod) {
-			out.Canary = append(out.Canary, tg)
-		} else {
-			out.Stable = append(out.Stable, tg)
-		}
+		addTarget(&out, &pods[i], canaryPods)
 	}
 	if len(out.Canary) == 0 {
 		return out, fmt.Errorf("no pod of the canary groups %v serves the release's traffic (Ready, selected by its Service)", canaryPods)
 	}
 	return out, nil
+}
+
+// addTarget adds pod p to out: to its canary side when canaryPods has it,
+// else to its stable side.
+func addTarget(out *analysis.Targets, p *corev1.Pod, canaryPods []string) {
+	tg := analysis.Target{Pod: p.Name, Port: analysis.PodPort(p)}
+	if slices.Contains(canaryPods, p.Name) {
+		out.Canary = append(out.Canary, tg)
+	} else {
+		out.Stable = append(out.Stable, tg)
+	}
 }
