@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/vllmctl/vllmctl/internal/podhttp"
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/analysis"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -66,7 +67,7 @@ func (e *Engine) newPodTargets(ctx context.Context, rec *storage.Release) (analy
 		return out, err
 	}
 	for i := range pods {
-		out.Canary = append(out.Canary, analysis.Target{Pod: pods[i].Name, Port: analysis.PodPort(&pods[i])})
+		out.Canary = append(out.Canary, analysis.Target{Pod: pods[i].Name, Port: podhttp.Port(&pods[i])})
 	}
 	if len(out.Canary) == 0 {
 		return out, fmt.Errorf("no Ready pod of the revision's ReplicaSets or groups to measure")

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/vllmctl/vllmctl/internal/exitcode"
 	"github.com/vllmctl/vllmctl/internal/rollout"
 	"github.com/vllmctl/vllmctl/release/storage"
@@ -14,10 +12,6 @@ import (
 // ErrFailed is the error of a canary whose analysis failed (or
 // was inconclusive under the fail policy).
 var ErrFailed = errors.New("the canary analysis refused the new revision")
-
-// defaultPort is the port the analysis reaches a pod on when its
-// containers name none (vLLM's default).
-const defaultPort = 8000
 
 // HoldError is an analysis that was inconclusive under the
 // hold policy: the rollout fails without a rollback (exit code 4) and the
@@ -34,29 +28,6 @@ func (e *HoldError) Error() string {
 
 // ExitCode is 4: failed, not rolled back.
 func (e *HoldError) ExitCode() int { return exitcode.Failed }
-
-// PodPort is the port of a pod's container port named http, else of its
-// first container's first TCP port, else 8000.
-func PodPort(p *corev1.Pod) int {
-	first := 0
-	for _, c := range p.Spec.Containers {
-		for _, port := range c.Ports {
-			if port.Protocol != "" && port.Protocol != corev1.ProtocolTCP {
-				continue
-			}
-			if port.Name == "http" {
-				return int(port.ContainerPort)
-			}
-			if first == 0 {
-				first = int(port.ContainerPort)
-			}
-		}
-	}
-	if first == 0 {
-		return defaultPort
-	}
-	return first
-}
 
 // Verdict turns a finished analysis into the canary's (or the bake's) decision:
 // nil to go on (passed, or inconclusive under the pass policy), else the

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/util/podutils"
 
+	"github.com/vllmctl/vllmctl/internal/podhttp"
 	"github.com/vllmctl/vllmctl/release/analysis"
 )
 
@@ -65,7 +66,7 @@ func GroupAnalysisTargets(ns string, pods []corev1.Pod, canaryPods []string) (an
 // addTarget adds pod p to out: to its canary side when canaryPods has it,
 // else to its stable side.
 func addTarget(out *analysis.Targets, p *corev1.Pod, canaryPods []string) {
-	tg := analysis.Target{Pod: p.Name, Port: analysis.PodPort(p)}
+	tg := analysis.Target{Pod: p.Name, Port: podhttp.Port(p)}
 	if slices.Contains(canaryPods, p.Name) {
 		out.Canary = append(out.Canary, tg)
 	} else {

@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vllmctl/vllmctl/internal/podhttp"
 	"github.com/vllmctl/vllmctl/release/cluster"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
@@ -25,10 +26,6 @@ type Pods struct {
 	Client    kubernetes.Interface
 	Namespace string
 }
-
-// defaultServePort is the port checked on a pod that names no container
-// port http and declares none: vLLM's default.
-const defaultServePort = 8000
 
 // Selectors are the label selectors of the pods that serve the
 // release: its Services' (only what a Service sends traffic to serves; a
@@ -101,7 +98,7 @@ func (ps Pods) Targets(ctx context.Context, rec *storage.Release, objs []*unstru
 		}
 		port := cfg.Port
 		if port == 0 {
-			port = httpPort(p)
+			port = podhttp.Port(p)
 		}
 		targets = append(targets, wait.ServeTarget{Pod: p.Name, Port: port, Node: p.Spec.NodeName})
 		owners[p.Name] = ownerOf(p, rec)
@@ -218,24 +215,4 @@ func ownerOf(pod *corev1.Pod, rec *storage.Release) string {
 		}
 	}
 	return "pod/" + pod.Name
-}
-
-// httpPort is the container port a pod serves HTTP on: the one named
-// http, else the first declared, else defaultServePort.
-func httpPort(pod *corev1.Pod) int {
-	first := 0
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.Name == "http" {
-				return int(p.ContainerPort)
-			}
-			if first == 0 {
-				first = int(p.ContainerPort)
-			}
-		}
-	}
-	if first == 0 {
-		return defaultServePort
-	}
-	return first
 }

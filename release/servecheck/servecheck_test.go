@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vllmctl/vllmctl/internal/exitcode"
+	"github.com/vllmctl/vllmctl/internal/podhttp"
 	"github.com/vllmctl/vllmctl/release/storage"
 	"github.com/vllmctl/vllmctl/wait"
 )
@@ -165,7 +166,7 @@ func TestServeTargets(t *testing.T) {
 
 	targets, owners, err := e.Targets(ctx, rec, objs, &Config{}, Scope{})
 	require.NoError(t, err)
-	assert.Equal(t, []wait.ServeTarget{{Pod: "bare-0", Port: defaultServePort, Node: "gpu-node-1"}, {Pod: "chat-g0-0", Port: 8000, Node: "gpu-node-1"}}, targets)
+	assert.Equal(t, []wait.ServeTarget{{Pod: "bare-0", Port: podhttp.DefaultPort, Node: "gpu-node-1"}, {Pod: "chat-g0-0", Port: 8000, Node: "gpu-node-1"}}, targets)
 	assert.Equal(t, "statefulset/chat-g0", owners["chat-g0-0"])
 
 	live, _, err := e.Targets(ctx, rec, objs, &Config{Port: 8080}, Scope{Live: true})
