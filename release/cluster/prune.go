@@ -64,7 +64,7 @@ type PruneResult struct {
 // that the new one (current) no longer has, comparing group, kind,
 // namespace and name. It deletes in the reverse of the apply order (see
 // charts.SortObjectsForDelete), whatever the order of previous, with
-// foreground propagation, and only objects whose live copy still carries
+// foreground propagation (background for CRDs: see propagation), and only objects whose live copy still carries
 // the labels of opts.Release: an object another owner took over is kept.
 // Namespaces are never pruned (the release's records live in one).
 //
@@ -152,7 +152,7 @@ func (a *Applier) pruneOne(ctx context.Context, r *resolver, obj *unstructured.U
 	}
 	uid := live.GetUID()
 	do := metav1.DeleteOptions{
-		PropagationPolicy: ptr.To(metav1.DeletePropagationForeground),
+		PropagationPolicy: ptr.To(propagation(ref)),
 		// The object checked is the object deleted, not a replacement.
 		Preconditions: &metav1.Preconditions{UID: &uid},
 	}
@@ -167,6 +167,20 @@ func (a *Applier) pruneOne(ctx context.Context, r *resolver, obj *unstructured.U
 		return PruneResult{}, fmt.Errorf("prune %s: %w", ref, err)
 	}
 	return PruneResult{Object: ref, Action: PruneDeleted}, nil
+}
+
+// propagation is how the deletion of ref reaches its dependents:
+// foreground (the object goes once its dependents, a Deployment's pods,
+// are gone), except for a CustomResourceDefinition, which no object names
+// as its owner: the API server deletes its custom resources itself, and
+// foreground deletion would make it wait for the garbage collector too,
+// which stalls for minutes while CRDs come and go (its monitors of the
+// vanishing kinds do not sync), as seen in CI.
+func propagation(ref object.Ref) metav1.DeletionPropagation {
+	if ref.Group == "apiextensions.k8s.io" && ref.Kind == "CustomResourceDefinition" {
+		return metav1.DeletePropagationBackground
+	}
+	return metav1.DeletePropagationForeground
 }
 
 // ParseManifest parses a YAML stream of objects, as a release record stores

@@ -249,3 +249,22 @@ func TestPruneResultJSON(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"object":{"version":"v1","kind":"ConfigMap","namespace":"ml","name":"cfg"},"action":"kept","reason":"owned by release other"}`, string(b))
 }
+
+// TestPropagation: deletions are foreground, but a CRD's is background:
+// nothing names a CRD as its owner, and a foreground deletion would wait
+// for the garbage collector as well.
+func TestPropagation(t *testing.T) {
+	for _, tc := range []struct {
+		ref  object.Ref
+		want metav1.DeletionPropagation
+	}{
+		{object.Ref{Group: "apps", Kind: "Deployment", Namespace: "llm", Name: "chat"}, metav1.DeletePropagationForeground},
+		{object.Ref{Kind: "ConfigMap", Namespace: "llm", Name: "c"}, metav1.DeletePropagationForeground},
+		{object.Ref{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition", Name: "isvc.serving.kserve.io"}, metav1.DeletePropagationBackground},
+		{object.Ref{Group: "example.com", Kind: "CustomResourceDefinition", Name: "not-a-crd"}, metav1.DeletePropagationForeground},
+	} {
+		t.Run(tc.ref.String(), func(t *testing.T) {
+			assert.Equal(t, tc.want, propagation(tc.ref))
+		})
+	}
+}
