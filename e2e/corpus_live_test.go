@@ -207,10 +207,6 @@ func clusterBKubeconfig(t *testing.T) string {
 // uninstalls its releases (with their cluster-scoped objects) when it
 // ends.
 func TestCorpusLive(t *testing.T) {
-	// The whole GPU budget: no other test runs beside it (its releases
-	// hold cluster-scoped objects, and prometheus-adapter's APIService
-	// makes discovery incomplete while it exists).
-	shareCluster(t, 16)
 	_, helmBin := testregistry.Bins(t)
 	a := newCorpusCluster(t, "A", os.Getenv("VLLMCTL_E2E_KUBECONFIG"))
 	b := newCorpusCluster(t, "B", clusterBKubeconfig(t))
