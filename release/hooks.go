@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	kwait "k8s.io/apimachinery/pkg/util/wait"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -224,24 +226,14 @@ const lateApplyWindow = 3 * time.Second
 // delete found nothing: the API server finishes a request whose client has
 // gone away.
 func (e *Engine) deleteLateHook(ctx context.Context, rec *storage.Release, h charts.Hook) {
-	ctx, cancel := context.WithTimeout(ctx, lateApplyWindow)
-	defer cancel()
-	tick := time.NewTicker(lateApplyWindow / 12)
-	defer tick.Stop()
-	for {
-		switch _, err := e.Objects.Get(ctx, h.Object, e.Namespace()); {
-		case err == nil:
+	_ = kwait.PollUntilContextTimeout(ctx, lateApplyWindow/12, lateApplyWindow, true, func(ctx context.Context) (bool, error) {
+		_, err := e.Objects.Get(ctx, h.Object, e.Namespace())
+		if err == nil {
 			e.deleteHooks(ctx, rec, []charts.Hook{h}, charts.HookFailed)
-			return
-		case !apierrors.IsNotFound(err):
-			return
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+		// Found (now deleted), or an error other than not found: done.
+		return !apierrors.IsNotFound(err), nil
+	})
 }
 
 // hookFailure returns the diagnosis of a failed hook run.
