@@ -42,10 +42,6 @@ func PodChartValues(ctx context.Context, client kubernetes.Interface, dyn dynami
 // StatefulSet, LeaderWorkerSet).
 const maxOwnerHops = 6
 
-// lwsNameLabel is the label the LWS controller puts on every pod of a
-// LeaderWorkerSet (leader and workers): the LeaderWorkerSet's name.
-const lwsNameLabel = "leaderworkerset.sigs.k8s.io/name"
-
 // podRelease is the vllmctl release pod belongs to: the first of pod and
 // its controllers, followed up (ReplicaSet, Deployment, StatefulSet, Job;
 // a LeaderWorkerSet's worker StatefulSet is controlled by its leader pod,
@@ -68,8 +64,8 @@ func podRelease(ctx context.Context, client kubernetes.Interface, dyn dynamic.In
 		}
 		obj = next
 	}
-	if name := pod.Labels[lwsNameLabel]; name != "" && dyn != nil {
-		if lws, err := dyn.Resource(leaderWorkerSets()).Namespace(namespace).Get(ctx, name, metav1.GetOptions{}); err == nil {
+	if name := pod.Labels[wait.LeaderWorkerSetNameLabel]; name != "" && dyn != nil {
+		if lws, err := dyn.Resource(wait.LeaderWorkerSetResource()).Namespace(namespace).Get(ctx, name, metav1.GetOptions{}); err == nil {
 			return owner.Of(lws)
 		}
 	}
@@ -94,14 +90,9 @@ func controller(ctx context.Context, client kubernetes.Interface, dyn dynamic.In
 	case ref.Kind == "Pod" && gv.Group == "":
 		return client.CoreV1().Pods(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	case ref.Kind == "LeaderWorkerSet" && gv.Group == wait.LeaderWorkerSetGroup && dyn != nil:
-		return dyn.Resource(leaderWorkerSets()).Namespace(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		return dyn.Resource(wait.LeaderWorkerSetResource()).Namespace(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	}
 	return nil, fmt.Errorf("controller %s %s: not a kind followed", ref.Kind, ref.Name)
-}
-
-// leaderWorkerSets is the resource of LeaderWorkerSets.
-func leaderWorkerSets() schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: wait.LeaderWorkerSetGroup, Version: "v1", Resource: "leaderworkersets"}
 }
 
 // releaseChartValues is the values mapping of the chart of release

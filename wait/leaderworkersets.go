@@ -37,17 +37,19 @@ const (
 	// StatefulSet and their pods.
 	LeaderWorkerSetRevisionLabel = "leaderworkerset.sigs.k8s.io/template-revision-hash"
 	lwsKind                      = "LeaderWorkerSet"
-	lwsNameLabel                 = "leaderworkerset.sigs.k8s.io/name"
-	lwsGroupIndexLabel           = "leaderworkerset.sigs.k8s.io/group-index"
-	lwsWorkerIndexLabel          = "leaderworkerset.sigs.k8s.io/worker-index"
-	lwsAvailable                 = "Available"
+	// LeaderWorkerSetNameLabel is the label the LWS controller puts on
+	// every pod of a LeaderWorkerSet (leader and workers): its name.
+	LeaderWorkerSetNameLabel = "leaderworkerset.sigs.k8s.io/name"
+	lwsGroupIndexLabel       = "leaderworkerset.sigs.k8s.io/group-index"
+	lwsWorkerIndexLabel      = "leaderworkerset.sigs.k8s.io/worker-index"
+	lwsAvailable             = "Available"
 	// reasonRecreateGroup is the reason of the LWS controller's event when
 	// it deletes a group's leader to recreate the group.
 	reasonRecreateGroup = "RecreateGroup"
 )
 
-// leaderWorkerSetResource is the resource of LeaderWorkerSets.
-func leaderWorkerSetResource() schema.GroupVersionResource {
+// LeaderWorkerSetResource is the resource of LeaderWorkerSets.
+func LeaderWorkerSetResource() schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: LeaderWorkerSetGroup, Version: "v1", Resource: "leaderworkersets"}
 }
 
@@ -171,7 +173,7 @@ func (lw *lwsWatch) reset(r *rolloutRun) {
 // StatefulSet (field selectors on their name, both <lws>); its pods are
 // watched once the LeaderWorkerSet is seen.
 func (lw *lwsWatch) start(r *rolloutRun) {
-	c := r.dyn.Resource(leaderWorkerSetResource()).Namespace(lw.namespace)
+	c := r.dyn.Resource(LeaderWorkerSetResource()).Namespace(lw.namespace)
 	lw.self = r.newInformer("watch "+lw.ref.String(), listWatch(c.List, c.Watch, byName(lw.name)), &unstructured.Unstructured{}, r.deploymentHandler())
 	sc := r.client.AppsV1().StatefulSets(lw.namespace)
 	lw.leader = r.newInformer("watch the leader StatefulSet of "+lw.ref.String(), listWatch(sc.List, sc.Watch, byName(lw.name)), &appsv1.StatefulSet{}, r.deploymentHandler())
@@ -181,7 +183,7 @@ func (lw *lwsWatch) start(r *rolloutRun) {
 // label leaderworkerset.sigs.k8s.io/name): leaders and workers, of every
 // revision.
 func (r *rolloutRun) startLWSPods(lw *lwsWatch) {
-	r.watchPods(&lw.watchBase, labels.SelectorFromSet(labels.Set{lwsNameLabel: lw.name}).String(), r.podHandler())
+	r.watchPods(&lw.watchBase, labels.SelectorFromSet(labels.Set{LeaderWorkerSetNameLabel: lw.name}).String(), r.podHandler())
 }
 
 // current returns lw's LeaderWorkerSet (see rolloutRun.current), and
@@ -267,7 +269,7 @@ func (lw *lwsWatch) observeStatus(l *leaderWorkerSet) {
 // or not: a group's pods are deleted when it is recreated, and what they
 // say until then counts), and the others not being deleted.
 func (lw *lwsWatch) lwsPods(rev string) (current, other []*corev1.Pod) {
-	for _, pod := range lw.podsOf(nil, func(pod *corev1.Pod) bool { return pod.Labels[lwsNameLabel] == lw.name }) {
+	for _, pod := range lw.podsOf(nil, func(pod *corev1.Pod) bool { return pod.Labels[LeaderWorkerSetNameLabel] == lw.name }) {
 		switch {
 		case pod.Labels[LeaderWorkerSetRevisionLabel] == rev:
 			current = append(current, pod)

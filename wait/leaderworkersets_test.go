@@ -71,7 +71,7 @@ func lwsAvailableNow(u *unstructured.Unstructured) {
 func testLeaderSts(rev string) *appsv1.StatefulSet {
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: ns, UID: "leader-sts-uid",
-			Labels:          map[string]string{lwsNameLabel: "llm", LeaderWorkerSetRevisionLabel: rev},
+			Labels:          map[string]string{LeaderWorkerSetNameLabel: "llm", LeaderWorkerSetRevisionLabel: rev},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "leaderworkerset.x-k8s.io/v1", Kind: "LeaderWorkerSet", Name: "llm", UID: lwsUID, Controller: ptr.To(true)}},
 		},
 	}
@@ -88,7 +88,7 @@ func testLWSPod(g, w, rev, uid string, statuses ...corev1.ContainerStatus) *core
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ns, UID: types.UID(name + "-" + uid),
-			Labels: map[string]string{lwsNameLabel: "llm", lwsGroupIndexLabel: g, lwsWorkerIndexLabel: w, LeaderWorkerSetRevisionLabel: rev},
+			Labels: map[string]string{LeaderWorkerSetNameLabel: "llm", lwsGroupIndexLabel: g, lwsWorkerIndexLabel: w, LeaderWorkerSetRevisionLabel: rev},
 		},
 		Spec:   corev1.PodSpec{NodeName: "gpu-node-1", Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:v0.9.1"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: statuses},
@@ -111,7 +111,7 @@ func startLWSHarness(t *testing.T, ro RolloutOptions, lws *unstructured.Unstruct
 func startLWSHarnessWait(t *testing.T, ro RolloutOptions, wo Options, lws *unstructured.Unstructured, logs func(*corev1.PodLogOptions) (string, error), objects ...runtime.Object) *lwsHarness {
 	t.Helper()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{leaderWorkerSetResource(): "LeaderWorkerSetList"}, lws.DeepCopy())
+		map[schema.GroupVersionResource]string{LeaderWorkerSetResource(): "LeaderWorkerSetList"}, lws.DeepCopy())
 	in := lws.DeepCopy()
 	in.SetNamespace("")
 	unstructured.RemoveNestedField(in.Object, "status")
@@ -135,7 +135,7 @@ func startLWSHarnessWait(t *testing.T, ro RolloutOptions, wo Options, lws *unstr
 
 func (h *lwsHarness) updateLWS(mutate func(u *unstructured.Unstructured)) {
 	h.t.Helper()
-	c := h.dyn.Resource(leaderWorkerSetResource()).Namespace(ns)
+	c := h.dyn.Resource(LeaderWorkerSetResource()).Namespace(ns)
 	u, err := c.Get(context.Background(), "llm", metav1.GetOptions{})
 	require.NoError(h.t, err)
 	mutate(u)
