@@ -44,6 +44,9 @@ func newEnv(t *testing.T) *env {
 
 	ns := fmt.Sprintf("e2e-%s-%s", sanitize(t.Name()), rand.String(5))
 	ctx := context.Background()
+	// The namespaces of the test's earlier subtests hold GPUs of its
+	// budget until their pods are gone (share_test.go).
+	earlierPodsGone(ctx, client, t)
 	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err, "create namespace %s", ns)
 	sharedNamespace(t, ns)

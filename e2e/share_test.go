@@ -15,6 +15,7 @@ import (
 	"github.com/vllmctl/vllmctl/internal/vllm"
 	"golang.org/x/sync/semaphore"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -102,6 +103,27 @@ func sharedNamespace(t *testing.T, ns string) {
 	share.nsMu.Lock()
 	defer share.nsMu.Unlock()
 	share.namespaces[root] = append(share.namespaces[root], ns)
+}
+
+// earlierPodsGone waits up to a minute for the pods of the namespaces
+// that t's top-level test made and has since deleted (those of its
+// earlier subtests) to be gone. A test's GPU budget covers one fixture at
+// a time: without the wait, a subtest's pods would start while the last
+// one's still hold their GPUs, and the pool would run short for the other
+// parallel tests. Namespaces still in use are left alone.
+func earlierPodsGone(ctx context.Context, client kubernetes.Interface, t *testing.T) {
+	root, _, _ := strings.Cut(t.Name(), "/")
+	share.nsMu.Lock()
+	earlier := append([]string(nil), share.namespaces[root]...)
+	share.nsMu.Unlock()
+	var deleted []string
+	for _, ns := range earlier {
+		n, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && n.DeletionTimestamp != nil) {
+			deleted = append(deleted, ns)
+		}
+	}
+	podsGone(deleted, time.Minute)
 }
 
 // quietPool waits up to a minute and a half for the pods of the e2e
