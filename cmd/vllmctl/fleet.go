@@ -47,6 +47,8 @@ func newFleetCommand(g *GlobalOptions) *cobra.Command {
 		Long: "A fleet file names a release, its chart and values, the targets (a kubeconfig context and\n" +
 			"namespace each, with their own values overlays), the waves they are deployed in and the\n" +
 			"policy (maxParallel, soak, gate, onFailure). See docs/commands.md.",
+		Args: cobra.NoArgs,
+		RunE: requireSubcommand("deploy, diff or status"),
 	}
 	for _, op := range []string{"deploy", "diff", "status"} {
 		cmd.AddCommand(fleetCommand(&fleetOptions{g: g, op: op}))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -60,5 +61,41 @@ current-context: x
 			}
 			assert.Contains(t, stderr.String(), tt.wantStderr)
 		})
+	}
+}
+
+// TestEveryCommandGroupRefusesAnUnknownSubcommand: a mistyped subcommand
+// of any command group (`vllmctl fleet deplyo`) is a usage error, exit 2,
+// never the group's help with exit 0, which a CI step would take for
+// success; so is a group called with no subcommand.
+func TestEveryCommandGroupRefusesAnUnknownSubcommand(t *testing.T) {
+	root := NewRootCommand(context.Background(), genericiooptions.NewTestIOStreamsDiscard())
+	var groups [][]string
+	var walk func(path []string, c *cobra.Command)
+	walk = func(path []string, c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if !sub.HasSubCommands() || sub.Name() == "help" {
+				continue
+			}
+			p := append(slices.Clone(path), sub.Name())
+			groups = append(groups, p)
+			walk(p, sub)
+		}
+	}
+	walk(nil, root)
+	require.NotEmpty(t, groups)
+	for _, g := range groups {
+		for _, args := range [][]string{append(slices.Clone(g), "deplyo"), g} {
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+				var stdout, stderr bytes.Buffer
+				root := NewRootCommand(context.Background(), genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &stdout, ErrOut: &stderr})
+				root.SetArgs(args)
+				code := ExitCode(root.ErrOrStderr(), Execute(context.Background(), root))
+				require.NoError(t, FlushStreams(root))
+				assert.Equal(t, 2, code, "stdout: %s\nstderr: %s", stdout.String(), stderr.String())
+				assert.Contains(t, stderr.String(), "Error: ")
+			})
+		}
 	}
 }
