@@ -47,6 +47,13 @@ type RenderOptions struct {
 	// before they are parsed and marked as the release's (see
 	// PostRenderer).
 	PostRenderer *PostRenderer
+	// LearnSecrets, when set, is told the values of the rendered Secrets
+	// (secretdata.Values) when a post-renderer fails, before its error is
+	// returned: that error quotes what the post-renderer printed, which
+	// may echo its input, and the caller's one redaction (diff.Redactor,
+	// where output leaves the program) must know them. Without it the
+	// error quotes the post-renderer as is, as Helm's does.
+	LearnSecrets func(values ...string)
 	// SkipKubeVersionCheck skips the chart's kubeVersion constraint: for a
 	// render that only validates the input before the server's version is
 	// known (the constraint is checked by the render that counts).

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
@@ -59,7 +60,8 @@ func (p *PostRenderer) String() string {
 // ownership keys are set on it then: p cannot strip them. A p that
 // cannot be run, fails, prints nothing, too much or no YAML is an
 // *InputError naming it (exit 2); its standard error's last lines are in
-// the message with the values of the rendered Secrets withheld.
+// the message (RenderContext teaches RenderOptions.LearnSecrets the
+// Secrets they may echo).
 func postRender(ctx context.Context, p *PostRenderer, files map[string]string) (map[string]string, error) {
 	merged, err := annotateAndMerge(files)
 	if err != nil {
@@ -83,7 +85,7 @@ func postRender(ctx context.Context, p *PostRenderer, files map[string]string) (
 		return nil, fail(fmt.Sprintf("printed more than %d MiB", MaxPostRenderOutput>>20), nil)
 	case runErr != nil:
 		msg := runErr.Error()
-		if tail := withholdSecrets(stderr.tail(postRenderErrLines), files); tail != "" {
+		if tail := stderr.tail(postRenderErrLines); tail != "" {
 			msg += "; its last lines on stderr:\n" + tail
 		}
 		return nil, fail(msg, runErr)
@@ -92,7 +94,7 @@ func postRender(ctx context.Context, p *PostRenderer, files map[string]string) (
 	}
 	out, err := splitAndDeannotate(stdout.buf.String())
 	if err != nil {
-		msg := withholdSecrets(escapeControl(err.Error()), files)
+		msg := escapeControl(err.Error())
 		if len(msg) > 300 {
 			msg = msg[:300] + "..."
 		}
@@ -109,6 +111,22 @@ func postRenderedError(p *PostRenderer, err error) error {
 		return err
 	}
 	return &InputError{Source: "post-renderer", File: p.Path, Msg: "its output: " + ie.Error(), Err: err}
+}
+
+// secretValues are the values of the Secrets among the documents of files
+// that parse (secretdata.Values): a document that does not is skipped, so
+// that a render or a post-renderer's output that failed still gives what
+// it can.
+func secretValues(files map[string]string) []string {
+	var objs []*unstructured.Unstructured
+	for _, content := range files {
+		for _, doc := range splitDocuments(content + "\n") {
+			if got, err := parseDocument(doc); err == nil {
+				objs = append(objs, got...)
+			}
+		}
+	}
+	return secretdata.Values(objs...)
 }
 
 // annotateAndMerge is Helm's (pkg/action): the non-empty, non-partial
@@ -179,29 +197,6 @@ func splitAndDeannotate(stream string) (map[string]string, error) {
 		out[name] = s
 	}
 	return out, nil
-}
-
-// withholdSecrets replaces in text every value of a Secret of files
-// (secretdata.Values), of 6 bytes or more, by secretdata.Redacted: a
-// failing post-renderer may echo its input, and the command's Redactor
-// has not learned the Secrets of a render that failed.
-func withholdSecrets(text string, files map[string]string) string {
-	if text == "" {
-		return ""
-	}
-	objs, _, err := parseRendered(files)
-	if err != nil {
-		return secretdata.Redacted + " (the rendered manifests do not parse)"
-	}
-	values := secretdata.Values(objs...)
-	// Longest first: a value inside another is withheld with it.
-	slices.SortFunc(values, func(a, b string) int { return len(b) - len(a) })
-	for _, v := range values {
-		if len(v) >= 6 {
-			text = strings.ReplaceAll(text, v, secretdata.Redacted)
-		}
-	}
-	return text
 }
 
 // limitedBuffer keeps at most max bytes; what comes beyond is dropped

@@ -107,16 +107,25 @@ func RenderContext(ctx context.Context, ch *chart.Chart, opts RenderOptions) (*R
 		return nil, err
 	}
 	notes := takeNotes(files, ch.Name())
+	var ro *renderedObjects
 	if opts.PostRenderer != nil {
-		if files, err = postRender(ctx, opts.PostRenderer, files); err != nil {
+		rendered := files
+		files, err = postRender(ctx, opts.PostRenderer, files)
+		if err == nil {
+			if ro, err = releaseObjects(files, opts.ReleaseName, opts.Namespace); err != nil {
+				err = postRenderedError(opts.PostRenderer, err)
+			}
+		}
+		if err != nil {
+			// The error quotes what the post-renderer printed, which may
+			// echo the Secrets it was given or made.
+			if opts.LearnSecrets != nil {
+				opts.LearnSecrets(secretValues(rendered)...)
+				opts.LearnSecrets(secretValues(files)...)
+			}
 			return nil, err
 		}
-	}
-	ro, err := releaseObjects(files, opts.ReleaseName, opts.Namespace)
-	if err != nil && opts.PostRenderer != nil {
-		return nil, postRenderedError(opts.PostRenderer, err)
-	}
-	if err != nil {
+	} else if ro, err = releaseObjects(files, opts.ReleaseName, opts.Namespace); err != nil {
 		return nil, err
 	}
 

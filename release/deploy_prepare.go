@@ -118,6 +118,7 @@ type deployPlan struct {
 
 // prepare renders the chart for plan and prepares the objects.
 func (e *Engine) prepare(ctx context.Context, opts DeployOptions, plan storage.Plan, entries []storage.Entry) (*deployPlan, error) {
+	opts.Render.Options.LearnSecrets = e.learnSecrets()
 	p := &deployPlan{opts: opts}
 	kv, rc, err := e.RenderCluster(ctx, opts.Name, !opts.SkipCRDs)
 	if err != nil {

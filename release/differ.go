@@ -61,6 +61,7 @@ func (e *Engine) Diff(ctx context.Context, opts DiffOptions) (*diff.Report, erro
 	if ro.Previous, err = PreviousValues(ro, plan, entries); err != nil {
 		return nil, fmt.Errorf("release %s: %w", opts.Name, err)
 	}
+	ro.LearnSecrets = e.learnSecrets()
 	r, err := charts.RenderContext(ctx, opts.Render.Chart, ro)
 	if err != nil {
 		return nil, err

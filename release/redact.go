@@ -91,3 +91,13 @@ func WithholdSecretValues(manifest string) (string, error) {
 	}
 	return charts.Manifest(objs)
 }
+
+// learnSecrets is the render's charts.RenderOptions.LearnSecrets: the
+// engine's Redactor learns the rendered Secrets a failing post-renderer
+// may echo in its error (nil without a Redactor).
+func (e *Engine) learnSecrets() func(...string) {
+	if e.Redactor == nil {
+		return nil
+	}
+	return e.Redactor.AddValues
+}

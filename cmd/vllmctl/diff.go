@@ -107,6 +107,9 @@ func (o *diffOptions) Run(ctx context.Context) error {
 	}
 	// stdout is the diff: the render's warnings go to stderr, as template's.
 	engine.Progress = diffProgress(o.g.Streams.ErrOut)
+	// It writes no record; its Redactor learns the Secrets an error (a
+	// failing post-renderer's) may quote.
+	engine.UseRedactor(o.g.Redactor)
 	rep, err := engine.Diff(ctx, release.DiffOptions{
 		Name:            o.opts.ReleaseName,
 		Render:          release.RenderInput{Chart: o.chart, Options: o.opts},

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -174,4 +177,45 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestFailingPostRendererWithholdsSecrets: a post-renderer that fails
+// echoing its input (the rendered Secret among it) on stderr, or prints
+// it back as what is not YAML, is quoted in the command's error, and the
+// token still reaches no output: the render teaches the one redaction the
+// Secrets first, whichever command ran it (exit 2, nothing applied).
+func TestFailingPostRendererWithholdsSecrets(t *testing.T) {
+	const token = "hf_Q7zX31kLm9_5517"
+	chart := "../../testdata/charts/diffdemo"
+	dir := t.TempDir()
+	scripts := map[string]string{
+		// The Secret's data, in the last lines of stderr.
+		"echoes-stderr": "grep -A1 '^data:' >&2; exit 3",
+		// The decoded token, alone on stderr.
+		"echoes-decoded": "grep '^  token:' | tr -d ' \"' | cut -d: -f2 | base64 -d >&2; exit 3",
+	}
+	f := newReleaseFakes()
+	build := f.commands()
+	build["template"] = newTemplateCommand
+	for name, body := range scripts {
+		path := filepath.Join(dir, name+".sh")
+		require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+		for _, args := range [][]string{
+			{"deploy", "chat", chart, "--skip-preflight"},
+			{"diff", "chat", chart},
+			{"template", "chat", chart},
+		} {
+			args := append(slices.Clone(args), "--set", "secret.token="+token, "--post-renderer", path)
+			t.Run(name+" "+args[0], func(t *testing.T) {
+				stdout, stderr, code := runRecordCommand(t, f.factory(), build[args[0]], args...)
+				assert.Equal(t, 2, code, "stderr: %s", stderr)
+				assert.Contains(t, stderr, "post-renderer "+path)
+				assert.NotContains(t, stdout+stderr, token)
+				assert.NotContains(t, stdout+stderr, base64.StdEncoding.EncodeToString([]byte(token)))
+			})
+		}
+	}
+	recs, err := f.store.List(context.Background(), "chat")
+	require.NoError(t, err)
+	assert.Empty(t, recs, "nothing recorded")
 }

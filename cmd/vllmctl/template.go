@@ -79,6 +79,7 @@ func (o *templateOptions) Complete(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	o.chart, o.opts, err = o.render.Resolve(commandContext(cmd), o.g.Streams.In, args, ns)
+	o.opts.LearnSecrets = o.g.Redactor.AddValues // a failing post-renderer's error may echo them
 	o.opts.KubeVersion = charts.KubeVersion(o.kubeVersion, "")
 	o.opts.APIVersions = o.apiVersions
 	return err
