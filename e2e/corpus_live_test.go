@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -307,7 +308,9 @@ func runCorpusLive(t *testing.T, a, b *corpusCluster, bin, helmBin string, tc co
 
 	if tc.chart == "kserve-crd-minimal" {
 		// The CRDs are cluster-scoped: the next releases make them again
-		// once these are gone.
+		// once these are gone. They are uninstalled once the API server
+		// serves their resources (crdsServed).
+		crdsServed(t, []*corpusCluster{a, b}, theirs)
 		p.uninstall(t, rel)
 		if !crdsGone(t, []*corpusCluster{a, b}, theirs) {
 			return
@@ -316,14 +319,60 @@ func runCorpusLive(t *testing.T, a, b *corpusCluster, bin, helmBin string, tc co
 	}
 }
 
+// crdsServed waits up to a minute until the API server serves the
+// resources of every CRD among objs on clusters from its watch cache (a
+// list at resourceVersion 0 succeeds). A CRD deleted before that, within
+// a second or so of its creation on a young cluster, can stay being
+// deleted for minutes: the API server's CRD finalizer
+// (apiextensions-apiserver, pkg/controller/finalizer) fails its first try
+// with "could not list instances: storage is (re)initializing", its retry
+// a few milliseconds later updates the CRD from its stale informer copy,
+// gets a conflict and drops the key, and the informer event that follows
+// changes only the Terminating condition, which it does not requeue: the
+// CRD waits for the informer's resync. That is the API server's, not the
+// uninstall's, and no user deletes a CRD a second after making it.
+func crdsServed(t *testing.T, clusters []*corpusCluster, objs map[string]*unstructured.Unstructured) {
+	t.Helper()
+	for _, c := range clusters {
+		for _, k := range sortedKeys(objs) {
+			c.crdServed(t, objs[k])
+		}
+	}
+}
+
+// crdServed waits up to a minute until c serves the resources of crd, if
+// it is a CRD, from its watch cache (crdsServed).
+func (c *corpusCluster) crdServed(t *testing.T, crd *unstructured.Unstructured) {
+	t.Helper()
+	if crd.GetKind() != "CustomResourceDefinition" {
+		return
+	}
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		vm, _ := v.(map[string]any)
+		if served, _ := vm["served"].(bool); !served {
+			continue
+		}
+		name, _ := vm["name"].(string)
+		gvr := schema.GroupVersionResource{Group: group, Version: name, Resource: plural}
+		var last error
+		err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, last = c.dynamic.Resource(gvr).List(ctx, metav1.ListOptions{ResourceVersion: "0", Limit: 1})
+			return last == nil, nil
+		})
+		require.NoError(t, err, "%s on %s not served from the watch cache after a minute: %v", gvr, c.name, last)
+	}
+}
+
 // crdsGone waits up to 3 minutes for the CRDs among objs to be gone from
 // clusters, after the uninstall deleted them. A CRD the uninstall did not
 // delete fails the test. One that the API server has not finished deleting
-// (it has a deletionTimestamp: its custom resource cleanup has not ended)
-// is logged with its finalizers and conditions, and crdsGone returns
-// false: the chart's CRDs cannot be made again on that cluster yet. Twice
-// in CI, servingruntimes.serving.kserve.io stayed so for 3 minutes on a
-// young cluster; on older ones it goes in a second.
+// (it has a deletionTimestamp) is logged with its finalizers and
+// conditions, and crdsGone returns false: the chart's CRDs cannot be made
+// again on that cluster yet (see crdsServed for how the API server can
+// leave a young CRD so).
 func crdsGone(t *testing.T, clusters []*corpusCluster, objs map[string]*unstructured.Unstructured) bool {
 	t.Helper()
 	gone := true
@@ -333,16 +382,20 @@ func crdsGone(t *testing.T, clusters []*corpusCluster, objs map[string]*unstruct
 				continue
 			}
 			name := objs[k].GetName()
-			var live *unstructured.Unstructured
 			err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-				var err error
-				live, err = c.dynamic.Resource(crdResource()).Get(ctx, name, metav1.GetOptions{})
+				_, err := c.dynamic.Resource(crdResource()).Get(ctx, name, metav1.GetOptions{})
 				return apierrors.IsNotFound(err), nil
 			})
 			if err == nil {
 				continue
 			}
-			require.NotNil(t, live, "CRD %s on %s", name, c.name)
+			// A read of its own: the poll's last one may have been cut
+			// short by its deadline.
+			live, err := c.dynamic.Resource(crdResource()).Get(context.Background(), name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			require.NoError(t, err, "CRD %s on %s", name, c.name)
 			require.NotNil(t, live.GetDeletionTimestamp(), "CRD %s on %s: the uninstall did not delete it", name, c.name)
 			conds, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
 			t.Logf("CRD %s on %s is still being deleted by the API server after 3m (finalizers %v, conditions %v): the chart's CRDs cannot be made again there, so the foreign-CRD case is not run", name, c.name, live.GetFinalizers(), conds)
@@ -368,6 +421,7 @@ func corpusLiveForeignCRD(t *testing.T, p *corpusLivePair) {
 		crd.SetAnnotations(map[string]string{"meta.helm.sh/release-name": "someone-else"})
 		_, err := c.dynamic.Resource(crdResource()).Create(context.Background(), crd, metav1.CreateOptions{})
 		require.NoError(t, err, "CRD %s owned by another release on %s", name, c.name)
+		c.crdServed(t, crd)
 		t.Cleanup(func() {
 			_ = c.dynamic.Resource(crdResource()).Delete(context.Background(), name, metav1.DeleteOptions{})
 		})
@@ -451,6 +505,9 @@ func (p *corpusLivePair) cleanup(t *testing.T, rel string) {
 					}
 				}
 			}
+		}
+		for _, co := range clusterScoped {
+			co[0].(*corpusCluster).crdServed(t, co[1].(*unstructured.Unstructured))
 		}
 		p.uninstall(t, rel)
 		for _, co := range clusterScoped {
