@@ -531,6 +531,8 @@ func TestReleaseDryRunAndInvalidInput(t *testing.T) {
 		{"bad --set", []string{"deploy", relName, relChart, "--set", "a.b"}, "--set"},
 		{"missing chart", []string{"deploy", relName, "testdata/nochart"}, "nochart"},
 		{"bad --max-surge", []string{"deploy", relName, relChart, "--max-surge", "-1"}, "--max-surge"},
+		{"--max-surge percentage past the controller's 32-bit count", []string{"deploy", relName, relChart, "--max-surge", "1000000000000%"}, "in 32 bits"},
+		{"--max-surge count past the controller's 32-bit count", []string{"deploy", relName, relChart, "--max-surge", "2147483647"}, "in 32 bits"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := f.run(t, tc.args...)

@@ -638,6 +638,20 @@ func TestPreflight(t *testing.T) {
 			},
 		},
 		{
+			name: "a maxSurge far beyond the replicas adds no more surge pods than there are old ones",
+			cluster: append([]runtime.Object{pfNode("a"), pfDeploy("w", 3, 2, strategy("1000%", "0"))},
+				pfOldPods(pfDeploy("w", 3, 2), "a", "a", "a")...), // 6 of 8 GPUs used
+			rendered: []runtime.Object{pfDeploy("w", 3, 2, image("v2"), strategy("1000%", "0"))},
+			policies: []SurgePolicy{SurgePolicyStrict}, want: VerdictFits,
+			check: func(t *testing.T, r *Report) {
+				d := r.Deployments[0]
+				assert.Equal(t, int32(30), d.Strategy.Surge, "as the controller resolves it")
+				assert.Equal(t, "1 of 3 surge pods fit now; the others wait for old pods to go", d.Message)
+				require.NotEmpty(t, d.Checks)
+				assert.Equal(t, "6", d.Checks[0].Needed, "3 surge pods of 2 GPUs, not 30")
+			},
+		},
+		{
 			name: "HPA-targeted Deployment uses the live replica count",
 			cluster: append([]runtime.Object{pfNode("a"), pfNode("b"), pfDeploy("web", 5, 1),
 				&autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: pfNS},

@@ -278,14 +278,18 @@ func (p *preflighter) rollAsConfigured(ec *evalContext) bool {
 			return true
 		}
 	}
-	if s.Surge > 0 {
-		n := added + int64(s.Surge)
+	// The Deployment controller never grows the new ReplicaSet past the
+	// replica count (deploymentutil.NewRSNewReplicas): beyond the added
+	// pods, no more surge pods come than there are old ones, however
+	// large maxSurge (1000%, or 2147483647) resolves.
+	if surge := min(int64(s.Surge), int64(ec.d.liveReplicas)); surge > 0 {
+		n := added + surge
 		r := p.step(ec, StepSurge, n, 0)
 		e.Checks = append(e.Checks, r.checks...)
 		if fit := min(r.placeable, r.admitted, n); fit > added {
 			e.Verdict = VerdictFits
 			if fit < n {
-				e.Message = fmt.Sprintf("%d of %d surge pods fit now; the others wait for old pods to go", fit-added, s.Surge)
+				e.Message = fmt.Sprintf("%d of %d surge pods fit now; the others wait for old pods to go", fit-added, surge)
 			}
 			p.reserve(ec, fit)
 			return true

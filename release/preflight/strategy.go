@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -139,6 +140,13 @@ func resolveStrategy(s appsv1.DeploymentStrategy, maxSurge, maxUnavailable *ints
 		if n, err := strconv.Atoi(strings.TrimSuffix(out.MaxUnavailable.StrVal, "%")); err == nil && n > 100 {
 			return out, fmt.Errorf("maxUnavailable %s is more than 100%%", out.MaxUnavailable.StrVal)
 		}
+	}
+	// The Deployment controller adds the resolved maxSurge to the replica
+	// count in 32 bits (NewRSNewReplicas in
+	// pkg/controller/deployment/util): past that the sum wraps, negative
+	// for some values, and then the new ReplicaSet never grows.
+	if n, err := intstr.GetScaledValueFromIntOrPercent(out.MaxSurge, int(replicas), true); err == nil && int64(n)+int64(replicas) > math.MaxInt32 {
+		return out, fmt.Errorf("maxSurge %s resolves to %d pods for %d replica(s): the Deployment controller adds it to the replica count in 32 bits, where this wraps: how many new pods it starts is then arbitrary, for some values none; use at most 100%% or a pod count", out.MaxSurge, n, replicas)
 	}
 	surge, unavailable, err := deploymentutil.ResolveFenceposts(out.MaxSurge, out.MaxUnavailable, replicas)
 	if err != nil {

@@ -1,6 +1,7 @@
 package preflight
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -49,6 +50,11 @@ func TestCheckStrategies(t *testing.T) {
 			want: "apps/v1 Deployment " + pfNS + "/web: maxSurge and maxUnavailable may not both be 0"},
 		{name: "unavailable over 100%", dep: pfDeploy("web", 3, 1, strategy(intstr.FromInt32(1), intstr.FromString("150%"))),
 			want: "apps/v1 Deployment " + pfNS + "/web: maxUnavailable 150% is more than 100%"},
+		{name: "surge percentage that wraps the controller's 32-bit count", dep: pfDeploy("web", 3, 1, strategy(intstr.FromString("1000000000000%"), intstr.FromInt32(0))),
+			want: "apps/v1 Deployment " + pfNS + "/web: maxSurge 1000000000000% resolves to 30000000000 pods for 3 replica(s): the Deployment controller adds it to the replica count in 32 bits, where this wraps: how many new pods it starts is then arbitrary, for some values none; use at most 100% or a pod count"},
+		{name: "largest surge count", dep: pfDeploy("web", 3, 1, strategy(intstr.FromInt32(math.MaxInt32), intstr.FromInt32(0))),
+			want: "apps/v1 Deployment " + pfNS + "/web: maxSurge 2147483647 resolves to 2147483647 pods for 3 replica(s): the Deployment controller adds it to the replica count in 32 bits, where this wraps: how many new pods it starts is then arbitrary, for some values none; use at most 100% or a pod count"},
+		{name: "surge 1000% is a lot, and fine", dep: pfDeploy("web", 3, 1, strategy(intstr.FromString("1000%"), intstr.FromInt32(0)))},
 		{name: "unknown type", dep: pfDeploy("web", 3, 1, func(d *appsv1.Deployment) { d.Spec.Strategy.Type = "BlueGreen" }),
 			want: `apps/v1 Deployment ` + pfNS + `/web: unknown strategy type "BlueGreen"`},
 		{name: "recreate", dep: pfDeploy("web", 3, 1, func(d *appsv1.Deployment) {
