@@ -279,9 +279,9 @@ func (p *preflighter) rollAsConfigured(ec *evalContext) bool {
 		}
 	}
 	// The Deployment controller never grows the new ReplicaSet past the
-	// replica count (deploymentutil.NewRSNewReplicas): beyond the added
-	// pods, no more surge pods come than there are old ones, however
-	// large maxSurge (1000%, or 2147483647) resolves.
+	// replica count (NewRSNewReplicas, pkg/controller/deployment/util):
+	// beyond the added pods, no more surge pods come than there are old
+	// ones, however large maxSurge (1000%, say) resolves.
 	if surge := min(int64(s.Surge), int64(ec.d.liveReplicas)); surge > 0 {
 		n := added + surge
 		r := p.step(ec, StepSurge, n, 0)
