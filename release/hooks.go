@@ -7,10 +7,9 @@ import (
 	"slices"
 	"time"
 
-	kwait "k8s.io/apimachinery/pkg/util/wait"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vllmctl/vllmctl/charts"
 	"github.com/vllmctl/vllmctl/internal/rollout"

@@ -172,12 +172,10 @@ func (a *Applier) pruneOne(ctx context.Context, r *resolver, obj *unstructured.U
 // propagation is how the deletion of ref reaches its dependents:
 // foreground (the object goes once its dependents, a Deployment's pods,
 // are gone), except for a CustomResourceDefinition, which no object names
-// as its owner: the API server deletes its custom resources itself, and
-// foreground deletion would make it wait for the garbage collector too,
-// which stalls for minutes while CRDs come and go (its monitors of the
-// vanishing kinds do not sync), as seen in CI.
+// as its owner: the API server's CRD finalizer deletes its custom
+// resources, and background is what `helm uninstall` uses.
 func propagation(ref object.Ref) metav1.DeletionPropagation {
-	if ref.Group == "apiextensions.k8s.io" && ref.Kind == "CustomResourceDefinition" {
+	if ref.Group == CRDGroup && ref.Kind == CRDKind {
 		return metav1.DeletePropagationBackground
 	}
 	return metav1.DeletePropagationForeground
