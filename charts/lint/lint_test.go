@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -469,5 +470,35 @@ func TestRulesAreOrderedAndDocumented(t *testing.T) {
 		assert.NotEmpty(t, r.Summary)
 		assert.Contains(t, []Severity{SeverityError, SeverityWarning, SeverityInfo}, r.Severity)
 		prev = r.ID
+	}
+}
+
+// TestSurgeFindingCountsWhatTheControllerRuns: VL010 counts the extra
+// pods the Deployment controller runs, never more than the replicas
+// (it does not grow the new ReplicaSet past them), whatever maxSurge
+// says, and an integer beyond 32 bits is not cut to a negative one.
+func TestSurgeFindingCountsWhatTheControllerRuns(t *testing.T) {
+	for _, tc := range []struct {
+		surge any
+		want  string
+	}{
+		{int64(1), "lets the rollout run 1 extra pod(s)"},
+		{"50%", "lets the rollout run 1 extra pod(s)"},
+		{"1000%", "lets the rollout run 2 extra pod(s)"},
+		{"1000000000000%", "lets the rollout run 2 extra pod(s)"},
+		{int64(1) << 32, "lets the rollout run 2 extra pod(s)"},
+	} {
+		t.Run(fmt.Sprint(tc.surge), func(t *testing.T) {
+			u := good(t) // 2 replicas
+			require.NoError(t, unstructured.SetNestedField(u.Object, tc.surge, "spec", "strategy", "rollingUpdate", "maxSurge"))
+			var got []string
+			for _, f := range Run([]*unstructured.Unstructured{u}, Options{}) {
+				if f.Rule == "VL010" {
+					got = append(got, f.Message)
+				}
+			}
+			require.Len(t, got, 1)
+			assert.Contains(t, got[0], tc.want)
+		})
 	}
 }

@@ -3,6 +3,7 @@ package lint
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -355,14 +356,15 @@ func checkSurge(w *workload, _ Options) []Finding {
 	}
 	surge := intstr.FromString("25%") // the Kubernetes default
 	field := "spec.strategy.rollingUpdate.maxSurge"
+	count := int64(-1) // an integer maxSurge, as written (no 32-bit cut)
 	if v, found, _ := unstructured.NestedFieldNoCopy(w.obj.Object, "spec", "strategy", "rollingUpdate", "maxSurge"); found && v != nil {
 		switch x := v.(type) {
 		case string:
 			surge = intstr.Parse(x)
 		case int64:
-			surge = intstr.FromInt32(int32(x))
+			surge, count = intstr.FromString(strconv.FormatInt(x, 10)), x
 		case float64:
-			surge = intstr.FromInt32(int32(x))
+			surge, count = intstr.FromString(strconv.FormatInt(int64(x), 10)), int64(x)
 		}
 	}
 	replicas := int64(1)
@@ -374,14 +376,24 @@ func checkSurge(w *workload, _ Options) []Finding {
 			replicas = int64(x)
 		}
 	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(&surge, int(replicas), true)
-	if err != nil || n <= 0 {
+	n := count
+	if n < 0 {
+		scaled, err := intstr.GetScaledValueFromIntOrPercent(&surge, int(replicas), true)
+		if err != nil {
+			return nil
+		}
+		n = int64(scaled)
+	}
+	// The Deployment controller never grows the new ReplicaSet past the
+	// replicas: no more extra pods run than that, however large maxSurge.
+	n = min(n, replicas)
+	if n <= 0 {
 		return nil
 	}
 	gpus := w.gpusPerPod()
 	return []Finding{{
 		Field: field,
 		Message: fmt.Sprintf("maxSurge %s lets the rollout run %d extra pod(s), needing %d spare %s beyond the running replicas or the surge pods stay Pending; with no spare GPUs use maxSurge 0 and maxUnavailable >= 1",
-			surge.String(), n, int64(n)*gpus, gpuResource),
+			surge.String(), n, n*gpus, gpuResource),
 	}}
 }
